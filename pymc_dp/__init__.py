@@ -1,0 +1,24 @@
+"""pymc_dp: noise-aware Bayesian inference from differentially private releases, in PyMC.
+
+Curators release noisy sufficient statistics with :func:`release`; analysts add a
+:class:`NoisySuffStat` node to an ordinary PyMC model and call ``pm.sample()``, which assigns the
+DP Gibbs step methods of Bernstein & Sheldon (2018) to the node's variables.
+"""
+
+from pymc_dp.baselines import naive_posterior, nonprivate_posterior
+from pymc_dp.noisy_suffstat import NoisySuffStat
+from pymc_dp.release import Release, release
+from pymc_dp.step_methods import ConjugateStep, NoiseVarianceStep, NormProductStep
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConjugateStep",
+    "NoiseVarianceStep",
+    "NoisySuffStat",
+    "NormProductStep",
+    "Release",
+    "naive_posterior",
+    "nonprivate_posterior",
+    "release",
+]

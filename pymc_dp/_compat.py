@@ -1,0 +1,30 @@
+"""The one place for differences between PyMC 5 (ArviZ 0.x) and PyMC 6 (ArviZ 1.x)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pymc.step_methods as _pm_step_methods
+
+try:  # PyTensor >= 2.32 moved graph traversal helpers out of pytensor.graph.basic.
+    from pytensor.graph.traversal import ancestors, graph_inputs
+except ImportError:  # pragma: no cover - older PyTensor
+    from pytensor.graph.basic import ancestors, graph_inputs
+
+__all__ = ["ancestors", "graph_inputs", "posterior_dataset", "register_step_methods"]
+
+
+def register_step_methods(methods: Iterable[type]) -> None:
+    """Add step methods to the list ``pm.sample`` chooses from, once (idempotent)."""
+    # Both PyMC 5 and 6 keep the list here; ``pm.STEP_METHODS`` is deprecated in PyMC 6.
+    registry = _pm_step_methods.STEP_METHODS
+    for method in methods:
+        if method not in registry:
+            registry.append(method)
+
+
+def posterior_dataset(idata: Any) -> Any:
+    """The posterior group as an ``xarray.Dataset``, from InferenceData or a DataTree."""
+    posterior = idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
+    return posterior.to_dataset() if hasattr(posterior, "to_dataset") else posterior

@@ -1,0 +1,18 @@
+"""PyMC distributions for the latent variables of a :class:`~pymc_dp.NoisySuffStat` node."""
+
+from pymc_dp.distributions.noise_variance import LaplaceNoiseVariance, NoiseVarianceRV
+from pymc_dp.distributions.suffstat import (
+    ScaledSimplexTransform,
+    SuffStatNormal,
+    SuffStatRV,
+    SuffStatSimplexNormal,
+)
+
+__all__ = [
+    "LaplaceNoiseVariance",
+    "NoiseVarianceRV",
+    "ScaledSimplexTransform",
+    "SuffStatNormal",
+    "SuffStatRV",
+    "SuffStatSimplexNormal",
+]

@@ -1,0 +1,124 @@
+"""The declaration every exponential family makes, in one place.
+
+A family says what the curator computes (t(x), data checks, sensitivity), what the analyst's
+model needs (η(θ), A(η) as PyTensor, the valid region of s) and how its conjugate prior updates.
+Release code uses only the first group; inference code uses the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+from pytensor.gradient import grad, jacobian
+from pytensor.tensor.variable import TensorVariable
+
+__all__ = ["ExponentialFamily"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ExponentialFamily(ABC):
+    """An exponential family p(x | θ) = h(x) exp(η(θ)ᵀ t(x) - A(η(θ))) with a conjugate prior.
+
+    Subclasses are frozen dataclasses whose fields are the family's fixed settings (``trials``,
+    ``categories``); they are hashable and picklable, so step methods can carry them.
+    """
+
+    name: ClassVar[str]
+    """Short lower-case name stored in a :class:`~pymc_dp.Release`."""
+    pymc_distribution: ClassVar[Any]
+    """The PyMC distribution class modelling one record, e.g. ``pm.Bernoulli``."""
+    conjugate_prior: ClassVar[Any]
+    """The PyMC distribution class of the conjugate prior on θ, e.g. ``pm.Beta``."""
+
+    # ---- curator side -------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def stat_shape(self) -> tuple[int, ...]:
+        """Shape of the sufficient statistic s = Σ t(x_i)."""
+
+    @property
+    @abstractmethod
+    def sensitivity(self) -> float:
+        """L1 sensitivity of s under replace-one neighbours, over all released components."""
+
+    @property
+    @abstractmethod
+    def domain(self) -> tuple[float, float]:
+        """Smallest and largest value one record can take."""
+
+    @abstractmethod
+    def validate_data(self, x: npt.ArrayLike) -> npt.NDArray:
+        """Return ``x`` as an array after checking every record belongs to the family."""
+
+    @abstractmethod
+    def sufficient_statistic(self, x: npt.NDArray) -> npt.NDArray[np.float64]:
+        """Return s = Σ_i t(x_i) for validated records ``x``."""
+
+    def params(self) -> dict[str, Any]:
+        """The family's settings, as keyword arguments that rebuild it."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+
+    # ---- analyst side -------------------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def from_dist(cls, dist: TensorVariable) -> ExponentialFamily | None:
+        """The family of a ``pm.<Dist>.dist(...)`` variable, or ``None`` if it is another one."""
+
+    @abstractmethod
+    def theta_of(self, dist: TensorVariable) -> TensorVariable:
+        """Return the parameter θ of ``dist`` (e.g. ``p``); ``dist`` must match the family."""
+
+    @abstractmethod
+    def natural_parameters(self, theta: TensorVariable) -> TensorVariable:
+        """η(θ) as a PyTensor expression."""
+
+    @abstractmethod
+    def log_partition(self, eta: TensorVariable) -> TensorVariable:
+        """A(η) as a scalar PyTensor expression."""
+
+    def moments(self, theta: TensorVariable) -> tuple[TensorVariable, TensorVariable]:
+        """Mean μ = ∂A/∂η and covariance Σ = ∂²A/∂η∂ηᵀ of t(x) for one record (Eq. 1).
+
+        The default differentiates :meth:`log_partition` with PyTensor; families may override
+        it with a closed form that is better behaved at the edge of the parameter space.
+        """
+        eta = self.natural_parameters(theta)
+        a = self.log_partition(eta)
+        mu = grad(a, eta)
+        sigma = jacobian(mu, eta) if eta.ndim else grad(mu, eta)
+        return mu, sigma
+
+    @abstractmethod
+    def valid_region(self, n: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """Box ``(lower, upper)`` that s = Σ t(x_i) over ``n`` records must lie in."""
+
+    # ---- conjugacy ----------------------------------------------------------------------
+    @abstractmethod
+    def conjugate_update(
+        self, prior: tuple[npt.NDArray, ...], s: npt.NDArray, n: int
+    ) -> tuple[npt.NDArray, ...]:
+        """Conjugate-Update(λ, s, n): posterior hyperparameters after s from n records."""
+
+    @abstractmethod
+    def draw_conjugate(
+        self, rng: np.random.Generator, params: tuple[npt.NDArray, ...]
+    ) -> npt.NDArray[np.float64]:
+        """Draw θ from the conjugate distribution with hyperparameters ``params``."""
+
+    @abstractmethod
+    def conjugate_distribution(self, params: tuple[npt.ArrayLike, ...]) -> Any:
+        """The conjugate distribution with hyperparameters ``params`` as a frozen scipy object."""
+
+    def naive_statistic(self, y: npt.ArrayLike, n: int) -> npt.NDArray[np.float64]:
+        """Project a noisy statistic onto the valid region (for the naive baseline only)."""
+        lower, upper = self.valid_region(n)
+        return np.clip(np.asarray(y, dtype=np.float64), lower, upper).reshape(self.stat_shape)
+
+
+def rv_op_type(distribution: Any, *args: Any) -> type:
+    """The PyTensor op class behind a PyMC distribution, found by building one instance."""
+    return type(distribution.dist(*args).owner.op)

@@ -1,0 +1,167 @@
+"""Binomial records (``trials`` fixed) and Bernoulli records, with a Beta prior on p."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+import pymc as pm
+import pytensor.tensor as pt
+from pytensor.graph.basic import Constant
+from pytensor.tensor.variable import TensorVariable
+from scipy import stats
+
+from pymc_dp._validation import check_finite_array, check_int
+from pymc_dp.families.base import ExponentialFamily, rv_op_type
+from pymc_dp.kernels import draw_beta
+
+__all__ = ["Bernoulli", "Binomial"]
+
+
+@functools.cache
+def _op_types() -> dict[str, type]:
+    return {
+        "binomial": rv_op_type(pm.Binomial, 1, 0.5),
+        "bernoulli": rv_op_type(pm.Bernoulli, 0.5),
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class Binomial(ExponentialFamily):
+    """x ~ Binomial(trials, p); t(x) = x; η = logit p; A(η) = trials · log(1 + e^η).
+
+    Parameters
+    ----------
+    trials
+        Number of trials per record (public). Replacing one record moves s by at most
+        ``trials``, so the sensitivity is ``trials``.
+
+    Examples
+    --------
+    >>> fam = Binomial(trials=5)
+    >>> fam.sensitivity, fam.sufficient_statistic(fam.validate_data([0, 5, 2]))
+    (5.0, array(7.))
+    """
+
+    trials: int
+    name: ClassVar[str] = "binomial"
+    pymc_distribution: ClassVar[Any] = pm.Binomial
+    conjugate_prior: ClassVar[Any] = pm.Beta
+
+    def __post_init__(self) -> None:
+        check_int(self.trials, "trials", minimum=1)
+
+    @property
+    def stat_shape(self) -> tuple[int, ...]:  # noqa: D102
+        return ()
+
+    @property
+    def sensitivity(self) -> float:  # noqa: D102
+        return float(self.trials)
+
+    @property
+    def domain(self) -> tuple[float, float]:  # noqa: D102
+        return (0.0, float(self.trials))
+
+    def validate_data(self, x: npt.ArrayLike) -> npt.NDArray:  # noqa: D102
+        arr = check_finite_array(x, "x", ndim=1)
+        if np.any(arr != np.round(arr)):
+            raise ValueError(f"x must hold whole numbers of successes for {self.name} data")
+        if np.any((arr < 0) | (arr > self.trials)):
+            bad = arr[(arr < 0) | (arr > self.trials)][0]
+            raise ValueError(
+                f"x must lie in [0, {self.trials}] for {self.name} data with trials="
+                f"{self.trials} (found {bad!r})"
+            )
+        return arr.astype(np.int64)
+
+    def sufficient_statistic(self, x: npt.NDArray) -> npt.NDArray[np.float64]:  # noqa: D102
+        return np.asarray(np.sum(x), dtype=np.float64)
+
+    @classmethod
+    def from_dist(cls, dist: TensorVariable) -> Binomial | None:  # noqa: D102
+        node = dist.owner
+        if node is None or not isinstance(node.op, _op_types()["binomial"]):
+            return None
+        trials = _constant_value(node.op.dist_params(node)[0])
+        if trials is None or trials != round(trials):
+            raise ValueError(
+                "dist's n (trials per record) must be a fixed whole number, as the release "
+                "is computed with a public number of trials"
+            )
+        return cls(trials=int(trials))
+
+    def theta_of(self, dist: TensorVariable) -> TensorVariable:  # noqa: D102
+        return dist.owner.op.dist_params(dist.owner)[-1]
+
+    def natural_parameters(self, theta: TensorVariable) -> TensorVariable:  # noqa: D102
+        return pt.log(theta) - pt.log1p(-theta)
+
+    def log_partition(self, eta: TensorVariable) -> TensorVariable:  # noqa: D102
+        return self.trials * pt.softplus(eta)
+
+    def moments(self, theta: TensorVariable) -> tuple[TensorVariable, TensorVariable]:
+        """Closed form of Eq. (1): μ = trials·p, Σ = trials·p(1 - p)."""
+        return self.trials * theta, self.trials * theta * (1 - theta)
+
+    def valid_region(self, n: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:  # noqa: D102
+        return np.zeros(1), np.full(1, float(n * self.trials))
+
+    def conjugate_update(  # noqa: D102
+        self, prior: tuple[npt.NDArray, ...], s: npt.NDArray, n: int
+    ) -> tuple[npt.NDArray, ...]:
+        alpha, beta = prior
+        return alpha + s, beta + n * self.trials - s
+
+    def draw_conjugate(  # noqa: D102
+        self, rng: np.random.Generator, params: tuple[npt.NDArray, ...]
+    ) -> npt.NDArray[np.float64]:
+        alpha, beta = params
+        return draw_beta(rng, alpha=alpha, beta=beta)
+
+    def conjugate_distribution(self, params: tuple[npt.ArrayLike, ...]) -> Any:  # noqa: D102
+        alpha, beta = params
+        return stats.beta(alpha, beta)
+
+
+@dataclasses.dataclass(frozen=True)
+class Bernoulli(Binomial):
+    """x ∈ {0, 1}; t(x) = x; Δ = 1. A Binomial family with one trial.
+
+    Examples
+    --------
+    >>> Bernoulli().validate_data([0, 2])
+    Traceback (most recent call last):
+    ...
+    ValueError: x must lie in [0, 1] for bernoulli data with trials=1 (found np.int64(2))
+    """
+
+    trials: int = dataclasses.field(default=1, init=False)
+    name: ClassVar[str] = "bernoulli"
+    pymc_distribution: ClassVar[Any] = pm.Bernoulli
+
+    def validate_data(self, x: npt.ArrayLike) -> npt.NDArray:  # noqa: D102
+        arr = np.asarray(x)
+        if arr.dtype == np.bool_:
+            arr = arr.astype(np.int64)
+        return super().validate_data(arr)
+
+    @classmethod
+    def from_dist(cls, dist: TensorVariable) -> Bernoulli | None:  # noqa: D102
+        node = dist.owner
+        if node is None or not isinstance(node.op, _op_types()["bernoulli"]):
+            return None
+        return cls()
+
+
+def _constant_value(var: TensorVariable) -> float | None:
+    """The value of a constant graph input, or ``None`` if it is not a constant."""
+    if isinstance(var, Constant):
+        return float(np.asarray(var.data))
+    try:
+        return float(pt.get_underlying_scalar_constant_value(var))
+    except pt.NotScalarConstantError:
+        return None

@@ -1,0 +1,128 @@
+"""Categorical records with K categories, released as all K counts, with a Dirichlet prior."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+import pymc as pm
+import pytensor.tensor as pt
+from pytensor.tensor.variable import TensorVariable
+from scipy import stats
+
+from pymc_dp._validation import check_finite_array, check_int
+from pymc_dp.families.base import ExponentialFamily, rv_op_type
+from pymc_dp.kernels import draw_dirichlet
+
+__all__ = ["Categorical"]
+
+
+@functools.cache
+def _categorical_op() -> type:
+    return rv_op_type(pm.Categorical, [0.5, 0.5])
+
+
+@dataclasses.dataclass(frozen=True)
+class Categorical(ExponentialFamily):
+    """x ∈ {0, …, K-1}; t(x) = one-hot(x); η = log p; A(η) = log Σ_k e^{η_k}.
+
+    All K counts are released. Replacing one record moves one count down by one and another up
+    by one, so Δ = 2 (releasing K - 1 counts would not lower it). The counts sum to n, so the
+    CLT covariance n(diag p - p pᵀ) is singular; inference keeps s on that simplex.
+
+    Parameters
+    ----------
+    categories
+        Number of categories K ≥ 2 (public).
+
+    Examples
+    --------
+    >>> fam = Categorical(categories=3)
+    >>> fam.sensitivity, fam.sufficient_statistic(fam.validate_data([0, 2, 2, 1]))
+    (2.0, array([1., 1., 2.]))
+    """
+
+    categories: int
+    name: ClassVar[str] = "categorical"
+    pymc_distribution: ClassVar[Any] = pm.Categorical
+    conjugate_prior: ClassVar[Any] = pm.Dirichlet
+
+    def __post_init__(self) -> None:
+        check_int(self.categories, "categories", minimum=2)
+
+    @property
+    def stat_shape(self) -> tuple[int, ...]:  # noqa: D102
+        return (self.categories,)
+
+    @property
+    def sensitivity(self) -> float:  # noqa: D102
+        return 2.0
+
+    @property
+    def domain(self) -> tuple[float, float]:  # noqa: D102
+        return (0.0, float(self.categories - 1))
+
+    def validate_data(self, x: npt.ArrayLike) -> npt.NDArray:  # noqa: D102
+        arr = check_finite_array(x, "x", ndim=1)
+        if np.any(arr != np.round(arr)):
+            raise ValueError("x must hold integer category codes for categorical data")
+        out = (arr < 0) | (arr >= self.categories)
+        if np.any(out):
+            raise ValueError(
+                f"x must hold category codes in [0, {self.categories}) for categories="
+                f"{self.categories} (found {arr[out][0]!r})"
+            )
+        return arr.astype(np.int64)
+
+    def sufficient_statistic(self, x: npt.NDArray) -> npt.NDArray[np.float64]:  # noqa: D102
+        return np.bincount(x, minlength=self.categories).astype(np.float64)
+
+    @classmethod
+    def from_dist(cls, dist: TensorVariable) -> Categorical | None:  # noqa: D102
+        node = dist.owner
+        if node is None or not isinstance(node.op, _categorical_op()):
+            return None
+        (p,) = node.op.dist_params(node)
+        k = p.type.shape[-1] if p.type.ndim == 1 else None
+        if k is None:
+            raise ValueError(
+                "dist's p must be a vector with a fixed number of categories, e.g. "
+                "pm.Categorical.dist(p=pm.Dirichlet('p', a=np.ones(3)))"
+            )
+        return cls(categories=int(k))
+
+    def theta_of(self, dist: TensorVariable) -> TensorVariable:  # noqa: D102
+        (p,) = dist.owner.op.dist_params(dist.owner)
+        return p
+
+    def natural_parameters(self, theta: TensorVariable) -> TensorVariable:  # noqa: D102
+        return pt.log(theta)
+
+    def log_partition(self, eta: TensorVariable) -> TensorVariable:  # noqa: D102
+        return pt.logsumexp(eta)
+
+    def moments(self, theta: TensorVariable) -> tuple[TensorVariable, TensorVariable]:
+        """Closed form of Eq. (1): μ = p, Σ = diag(p) - p pᵀ (singular: rows sum to 0)."""
+        return theta, pt.diag(theta) - pt.outer(theta, theta)
+
+    def valid_region(self, n: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:  # noqa: D102
+        return np.zeros(self.categories), np.full(self.categories, float(n))
+
+    def conjugate_update(  # noqa: D102
+        self, prior: tuple[npt.NDArray, ...], s: npt.NDArray, n: int
+    ) -> tuple[npt.NDArray, ...]:
+        (alpha,) = prior
+        return (alpha + s,)
+
+    def draw_conjugate(  # noqa: D102
+        self, rng: np.random.Generator, params: tuple[npt.NDArray, ...]
+    ) -> npt.NDArray[np.float64]:
+        (alpha,) = params
+        return draw_dirichlet(rng, alpha=alpha)
+
+    def conjugate_distribution(self, params: tuple[npt.ArrayLike, ...]) -> Any:  # noqa: D102
+        (alpha,) = params
+        return stats.dirichlet(np.asarray(alpha, dtype=np.float64))

@@ -1,0 +1,21 @@
+"""Pure NumPy kernels, one per conditional draw of the DP Gibbs sampler.
+
+Each kernel takes a :class:`numpy.random.Generator` first and everything else by keyword, imports
+nothing from PyMC, keeps no state and accepts leading batch dimensions, so one call can advance
+many chains or many calibration trials at once.
+"""
+
+from pymc_dp.kernels.conjugate import draw_beta, draw_dirichlet
+from pymc_dp.kernels.noise_variance import draw_noise_variance, noise_variance_logpdf
+from pymc_dp.kernels.norm_product import norm_product
+from pymc_dp.kernels.truncated_normal import TruncatedDraw, draw_truncated_normal
+
+__all__ = [
+    "TruncatedDraw",
+    "draw_beta",
+    "draw_dirichlet",
+    "draw_noise_variance",
+    "draw_truncated_normal",
+    "noise_variance_logpdf",
+    "norm_product",
+]

@@ -1,0 +1,10 @@
+"""PyMC step methods for the DP Gibbs sampler, registered with ``pm.sample`` on import."""
+
+from pymc_dp._compat import register_step_methods
+from pymc_dp.step_methods.conjugate import ConjugateStep
+from pymc_dp.step_methods.noise_variance import NoiseVarianceStep
+from pymc_dp.step_methods.norm_product import NormProductStep
+
+__all__ = ["ConjugateStep", "NoiseVarianceStep", "NormProductStep"]
+
+register_step_methods([ConjugateStep, NormProductStep, NoiseVarianceStep])
