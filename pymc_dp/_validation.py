@@ -99,6 +99,5 @@ def check_rng(rng: object, name: str = "rng") -> np.random.Generator:
             raise ValueError(f"{name} seed must be >= 0 (got {rng})")
         return np.random.default_rng(int(rng))
     raise TypeError(
-        f"{name} must be an int seed, a numpy.random.Generator or None "
-        f"(got {type(rng).__name__})"
+        f"{name} must be an int seed, a numpy.random.Generator or None (got {type(rng).__name__})"
     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import numpy.typing as npt
 
 from pymc_dp.families import ExponentialFamily, get_family
@@ -78,23 +77,4 @@ def naive_posterior(release: Release, *, prior: Sequence[npt.ArrayLike]) -> Any:
 
 
 def _posterior(fam: ExponentialFamily, prior: Sequence[npt.ArrayLike], s: Any, n: int) -> Any:
-    params = _check_prior(fam, prior)
-    return fam.conjugate_distribution(fam.conjugate_update(params, s, n))
-
-
-def _check_prior(fam: ExponentialFamily, prior: Sequence[npt.ArrayLike]) -> tuple:
-    shapes = {"binomial": [(), ()], "bernoulli": [(), ()], "categorical": [fam.stat_shape]}
-    expected = shapes[fam.name]
-    if not isinstance(prior, Sequence) or len(prior) != len(expected):
-        form = "(alpha, beta)" if len(expected) == 2 else "(alpha,) with a vector alpha"
-        raise TypeError(f"prior must be {form} for the {fam.name} family (got {prior!r})")
-    params = []
-    for value, shape in zip(prior, expected, strict=True):
-        arr = np.asarray(value, dtype=np.float64)
-        if arr.shape != shape or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-            raise ValueError(
-                f"prior hyperparameters must be finite and > 0 with shape {shape} "
-                f"(got {value!r})"
-            )
-        params.append(arr)
-    return tuple(params)
+    return fam.conjugate_distribution(fam.conjugate_update(fam.check_prior(prior), s, n))

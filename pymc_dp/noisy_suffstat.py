@@ -190,8 +190,10 @@ def _release_settings(
 
     missing = [k for k, v in explicit.items() if v is None]
     if missing:
-        raise TypeError(f"NoisySuffStat needs release= or all of n, epsilon, sensitivity, "
-                        f"observed; missing {missing}")
+        raise TypeError(
+            f"NoisySuffStat needs release= or all of n, epsilon, sensitivity, "
+            f"observed; missing {missing}"
+        )
     n = check_int(n, "n", minimum=1)
     epsilon = check_positive(epsilon, "epsilon")
     sensitivity = check_positive(sensitivity, "sensitivity")

@@ -144,9 +144,7 @@ class Release:
             raise ValueError(f"unsupported release format_version {version!r}")
         expected = {f.name for f in dataclasses.fields(cls)}
         if set(data) - expected or {"value", "n", "epsilon", "sensitivity", "family"} - set(data):
-            raise ValueError(
-                f"a release needs the fields {sorted(expected)} (got {sorted(data)})"
-            )
+            raise ValueError(f"a release needs the fields {sorted(expected)} (got {sorted(data)})")
         return cls(**data)
 
     @classmethod

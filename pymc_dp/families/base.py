@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -112,6 +113,43 @@ class ExponentialFamily(ABC):
     @abstractmethod
     def conjugate_distribution(self, params: tuple[npt.ArrayLike, ...]) -> Any:
         """The conjugate distribution with hyperparameters ``params`` as a frozen scipy object."""
+
+    def check_prior(self, prior: Sequence[npt.ArrayLike]) -> tuple[npt.NDArray, ...]:
+        """Check conjugate-prior hyperparameters and return them as float arrays.
+
+        ``prior`` holds one array per hyperparameter, each with the core shape of
+        :attr:`prior_shapes` after any leading batch dimensions; all finite and > 0.
+
+        Examples
+        --------
+        >>> from pymc_dp.families import Binomial
+        >>> Binomial(trials=2).check_prior((1, -1))
+        Traceback (most recent call last):
+        ...
+        ValueError: prior hyperparameters must be finite and > 0 (got -1)
+        """
+        shapes = self.prior_shapes
+        if not isinstance(prior, Sequence) or isinstance(prior, str) or len(prior) != len(shapes):
+            raise TypeError(
+                f"prior must be a sequence of {len(shapes)} hyperparameter arrays with core "
+                f"shapes {shapes} for the {self.name} family (got {prior!r})"
+            )
+        params = []
+        for value, shape in zip(prior, shapes, strict=True):
+            arr = np.asarray(value, dtype=np.float64)
+            if arr.shape[arr.ndim - len(shape) :] != shape or arr.ndim < len(shape):
+                raise ValueError(
+                    f"prior hyperparameter must have core shape {shape} (got {value!r})"
+                )
+            if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+                raise ValueError(f"prior hyperparameters must be finite and > 0 (got {value!r})")
+            params.append(arr)
+        return tuple(params)
+
+    @property
+    @abstractmethod
+    def prior_shapes(self) -> tuple[tuple[int, ...], ...]:
+        """Core shape of each conjugate-prior hyperparameter, e.g. ``((), ())`` for a Beta."""
 
     def naive_statistic(self, y: npt.ArrayLike, n: int) -> npt.NDArray[np.float64]:
         """Project a noisy statistic onto the valid region (for the naive baseline only)."""

@@ -59,6 +59,10 @@ class Binomial(ExponentialFamily):
         return ()
 
     @property
+    def prior_shapes(self) -> tuple[tuple[int, ...], ...]:  # noqa: D102
+        return ((), ())
+
+    @property
     def sensitivity(self) -> float:  # noqa: D102
         return float(self.trials)
 

@@ -58,6 +58,10 @@ class Categorical(ExponentialFamily):
         return (self.categories,)
 
     @property
+    def prior_shapes(self) -> tuple[tuple[int, ...], ...]:  # noqa: D102
+        return (self.stat_shape,)
+
+    @property
     def sensitivity(self) -> float:  # noqa: D102
         return 2.0
 

@@ -8,6 +8,7 @@ many chains or many calibration trials at once.
 from pymc_dp.kernels.conjugate import draw_beta, draw_dirichlet
 from pymc_dp.kernels.noise_variance import draw_noise_variance, noise_variance_logpdf
 from pymc_dp.kernels.norm_product import norm_product
+from pymc_dp.kernels.suffstat import draw_suffstat
 from pymc_dp.kernels.truncated_normal import TruncatedDraw, draw_truncated_normal
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "draw_beta",
     "draw_dirichlet",
     "draw_noise_variance",
+    "draw_suffstat",
     "draw_truncated_normal",
     "noise_variance_logpdf",
     "norm_product",

@@ -9,7 +9,7 @@ import pymc as pm
 
 from pymc_dp.distributions import SuffStatRV
 from pymc_dp.distributions.suffstat import SimplexSuffStatRV
-from pymc_dp.kernels import draw_truncated_normal, norm_product
+from pymc_dp.kernels import draw_suffstat
 from pymc_dp.step_methods._base import DPGibbsStep, node_info
 from pymc_dp.step_methods._model_access import PointReader, ValueWriter
 
@@ -56,9 +56,7 @@ class NormProductStep(DPGibbsStep):
         self.proposals = int(proposals)
         self.sweeps = int(sweeps)
         if self.proposals < 1 or self.sweeps < 1:
-            raise ValueError(
-                f"proposals and sweeps must be >= 1 (got {proposals}, {sweeps})"
-            )
+            raise ValueError(f"proposals and sweeps must be >= 1 (got {proposals}, {sweeps})")
         super().__init__(vars, **kwargs)
 
     @staticmethod
@@ -87,25 +85,23 @@ class NormProductStep(DPGibbsStep):
             pos += n_params + 3
             if simplex:
                 mean, cov, total = params
-                lower, upper = np.zeros_like(mean), np.full_like(mean, total)
+                lower, upper = 0.0, total
             else:
-                mean, cov, lower, upper = (np.reshape(v, (1, 1) if i == 1 else (1,))
-                                           for i, v in enumerate(params))
-            mean3, cov3 = norm_product(mean, cov, np.reshape(y, mean.shape),
-                                       np.reshape(sigma2, mean.shape))
-            draw = draw_truncated_normal(
-                self.rng, mean=mean3, cov=cov3, lower=lower, upper=upper,
+                mean, var, lower, upper = params
+                mean, cov, total = np.reshape(mean, (1,)), np.reshape(var, (1, 1)), None
+            draw = draw_suffstat(
+                self.rng,
+                clt_mean=mean,
+                clt_cov=cov,
+                released=np.reshape(y, mean.shape),
+                noise_variance=np.reshape(sigma2, mean.shape),
+                lower=lower,
+                upper=upper,
                 current=np.reshape(current, mean.shape),
-                proposals=self.proposals, sweeps=self.sweeps,
+                total=total,
+                proposals=self.proposals,
+                sweeps=self.sweeps,
             )
             n_fallback += draw.n_fallback
-            value = _strictly_inside(draw.value, lower, upper)
-            if simplex:
-                value = value * (total / np.sum(value))
-            point[writer.name] = writer(np.reshape(value, np.shape(current)), point)
+            point[writer.name] = writer(np.reshape(draw.value, np.shape(current)), point)
         return point, [{"n_fallback": n_fallback}]
-
-
-def _strictly_inside(value: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-    """Move values on a bound one ulp inside, where the interval/simplex transforms are finite."""
-    return np.clip(value, np.nextafter(lower, upper), np.nextafter(upper, lower))

@@ -1,0 +1,31 @@
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_dp as pmdp
+
+
+@pytest.fixture(scope="session")
+def binomial_release():
+    x = np.random.default_rng(11).binomial(5, 0.3, size=1000)
+    return pmdp.release(x, pm.Binomial, epsilon=0.1, trials=5, rng=12)
+
+
+@pytest.fixture(scope="session")
+def categorical_release():
+    x = np.random.default_rng(13).choice(3, p=[0.2, 0.5, 0.3], size=800)
+    return pmdp.release(x, pm.Categorical, epsilon=0.2, categories=3, rng=14)
+
+
+def binomial_model(rel, alpha=3.0, beta=5.0):
+    with pm.Model() as model:
+        p = pm.Beta("p", alpha, beta)
+        pmdp.NoisySuffStat("y", pm.Binomial.dist(n=rel.family_params["trials"], p=p), release=rel)
+    return model
+
+
+def categorical_model(rel, alpha=(2.0, 2.0, 2.0)):
+    with pm.Model() as model:
+        p = pm.Dirichlet("p", np.asarray(alpha))
+        pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p), release=rel)
+    return model
