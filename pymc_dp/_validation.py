@@ -72,9 +72,11 @@ def check_finite_array(value: object, name: str, *, ndim: int | None = None) -> 
     """
     arr = np.asarray(value)
     if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
+        np.issubdtype(arr.dtype, np.integer)
+        or np.issubdtype(arr.dtype, np.floating)
+        or np.issubdtype(arr.dtype, np.bool_)
     ):
-        raise TypeError(f"{name} must be a numeric array (got dtype {arr.dtype})")
+        raise TypeError(f"{name} must be a real numeric array (got dtype {arr.dtype})")
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-dimensional (got shape {arr.shape})")
     if arr.size == 0:

@@ -108,7 +108,7 @@ def sample_gibbs(
         np.broadcast_to(p, (batch, *np.shape(p)[np.ndim(p) - len(family.stat_shape) :]))
         if not scalar
         else np.broadcast_to(p, (batch,))
-        for p in family.check_prior(prior)
+        for p in family.check_prior(prior, batched=True)
     )
     lower, upper = family.valid_region(n)
     total = None if scalar else np.full(batch, float(n))

@@ -82,7 +82,13 @@ class Release:
         object.__setattr__(self, "n", check_int(self.n, "n", minimum=1))
         object.__setattr__(self, "epsilon", check_positive(self.epsilon, "epsilon"))
         object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
-        object.__setattr__(self, "bounds", tuple(float(b) for b in self.bounds))
+        object.__setattr__(self, "bounds", _check_bounds(self.bounds))
+        if self.sensitivity < fam.sensitivity:
+            raise ValueError(
+                f"sensitivity must be >= {fam.sensitivity}, the L1 sensitivity of {fam!r} "
+                f"(got {self.sensitivity}); with less noise the release is not ε-DP. For such "
+                "a value, pass n, epsilon, sensitivity and observed to NoisySuffStat instead"
+            )
         object.__setattr__(self, "family_params", types.MappingProxyType(fam.params()))
         if self.mechanism != MECHANISM_NAME:
             raise ValueError(f"mechanism must be {MECHANISM_NAME!r} (got {self.mechanism!r})")
@@ -143,7 +149,8 @@ class Release:
         if version != _FORMAT_VERSION:
             raise ValueError(f"unsupported release format_version {version!r}")
         expected = {f.name for f in dataclasses.fields(cls)}
-        if set(data) - expected or {"value", "n", "epsilon", "sensitivity", "family"} - set(data):
+        required = {"value", "n", "epsilon", "sensitivity", "bounds", "family"}
+        if set(data) - expected or required - set(data):
             raise ValueError(f"a release needs the fields {sorted(expected)} (got {sorted(data)})")
         return cls(**data)
 
@@ -151,6 +158,19 @@ class Release:
     def from_json(cls, text: str) -> Release:
         """Rebuild a release from :meth:`to_json` output."""
         return cls.from_dict(json.loads(text))
+
+
+def _check_bounds(bounds: Any) -> tuple[float, float]:
+    """Return ``bounds`` as ``(lower, upper)`` floats with lower <= upper, none NaN."""
+    try:
+        lower, upper = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"bounds must be a pair (lower, upper) of numbers (got {bounds!r})"
+        ) from None
+    if np.isnan(lower) or np.isnan(upper) or lower > upper:
+        raise ValueError(f"bounds must satisfy lower <= upper, without NaN (got {bounds!r})")
+    return lower, upper
 
 
 def release(

@@ -19,8 +19,9 @@ def _repeat(step, point, name, n=N_DRAWS):
     """Apply ``step`` n times to the same point; return the untransformed draws of ``name``."""
     model = pm.modelcontext(None)
     rv = model[name]
-    untransform = model.compile_fn(model.replace_rvs_by_values([rv])[0], inputs=model.value_vars,
-                                   on_unused_input="ignore")
+    untransform = model.compile_fn(
+        model.replace_rvs_by_values([rv])[0], inputs=model.value_vars, on_unused_input="ignore"
+    )
     return np.array([untransform(step.step(point)[0]) for _ in range(n)])
 
 
@@ -32,7 +33,9 @@ def _point(model, **values):
         transform = model.rvs_to_transforms.get(rv)
         value_var = model.rvs_to_values[rv]
         arr = np.asarray(value, dtype=np.float64)
-        point[value_var.name] = arr if transform is None else transform.forward(arr, *rv.owner.inputs).eval()
+        point[value_var.name] = (
+            arr if transform is None else transform.forward(arr, *rv.owner.inputs).eval()
+        )
     return point
 
 
@@ -117,8 +120,9 @@ def test_norm_product_step_draws_truncated_product_scalar(binomial_release):
 
 def test_norm_product_step_at_a_boundary_stays_valid_and_exact():
     # Few records, mean far below zero relative to the spread: the fallback path is used.
-    rel = pmdp.Release(value=-40.0, n=20, epsilon=1.0, sensitivity=1.0, bounds=(0, 1),
-                       family="bernoulli")
+    rel = pmdp.Release(
+        value=-40.0, n=20, epsilon=1.0, sensitivity=1.0, bounds=(0, 1), family="bernoulli"
+    )
     with pm.Model() as model:
         p = pm.Beta("p", 1, 1)
         pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel)
@@ -193,8 +197,15 @@ def test_steps_pickle_and_sample_in_parallel(binomial_release):
         clone = cloudpickle.loads(cloudpickle.dumps(step))  # as pm.sample(cores>1) does
         point = model.initial_point()
         assert clone.step(point)[0].keys() == point.keys()
-        idata = pm.sample(draws=50, tune=20, chains=2, cores=2, random_seed=9,
-                          progressbar=False, compute_convergence_checks=False)
+        idata = pm.sample(
+            draws=50,
+            tune=20,
+            chains=2,
+            cores=2,
+            random_seed=9,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
     assert posterior_dataset(idata)["p"].shape == (2, 50)
 
 
@@ -202,8 +213,15 @@ def test_same_seed_same_trace(categorical_release):
     traces = []
     for _ in range(2):
         with categorical_model(categorical_release):
-            idata = pm.sample(draws=30, tune=10, chains=2, cores=1, random_seed=10,
-                              progressbar=False, compute_convergence_checks=False)
+            idata = pm.sample(
+                draws=30,
+                tune=10,
+                chains=2,
+                cores=1,
+                random_seed=10,
+                progressbar=False,
+                compute_convergence_checks=False,
+            )
         traces.append(posterior_dataset(idata))
     for name in ("p", "y_s", "y_sigma2"):
         np.testing.assert_array_equal(traces[0][name].values, traces[1][name].values)
@@ -223,8 +241,14 @@ def test_sampling_state_replays(binomial_release):
 
 def test_trace_shows_latent_statistic_and_noise_variance(binomial_release):
     with binomial_model(binomial_release):
-        idata = pm.sample(draws=20, tune=10, chains=1, random_seed=12, progressbar=False,
-                          compute_convergence_checks=False)
+        idata = pm.sample(
+            draws=20,
+            tune=10,
+            chains=1,
+            random_seed=12,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
     post = posterior_dataset(idata)
     assert {"p", "y_s", "y_sigma2"} <= set(post.data_vars)
     assert np.all((post["y_s"].values > 0) & (post["y_s"].values < 5000))

@@ -114,11 +114,14 @@ class ExponentialFamily(ABC):
     def conjugate_distribution(self, params: tuple[npt.ArrayLike, ...]) -> Any:
         """The conjugate distribution with hyperparameters ``params`` as a frozen scipy object."""
 
-    def check_prior(self, prior: Sequence[npt.ArrayLike]) -> tuple[npt.NDArray, ...]:
+    def check_prior(
+        self, prior: Sequence[npt.ArrayLike], *, batched: bool = False
+    ) -> tuple[npt.NDArray, ...]:
         """Check conjugate-prior hyperparameters and return them as float arrays.
 
         ``prior`` holds one array per hyperparameter, each with the core shape of
-        :attr:`prior_shapes` after any leading batch dimensions; all finite and > 0.
+        :attr:`prior_shapes` (after leading batch dimensions if ``batched``); all finite
+        and > 0.
 
         Examples
         --------
@@ -137,7 +140,8 @@ class ExponentialFamily(ABC):
         params = []
         for value, shape in zip(prior, shapes, strict=True):
             arr = np.asarray(value, dtype=np.float64)
-            if arr.shape[arr.ndim - len(shape) :] != shape or arr.ndim < len(shape):
+            core = arr.shape[arr.ndim - len(shape) :] if batched else arr.shape
+            if core != shape or arr.ndim < len(shape):
                 raise ValueError(
                     f"prior hyperparameter must have core shape {shape} (got {value!r})"
                 )

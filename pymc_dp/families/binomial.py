@@ -11,6 +11,7 @@ import numpy.typing as npt
 import pymc as pm
 import pytensor.tensor as pt
 from pytensor.graph.basic import Constant
+from pytensor.tensor.exceptions import NotScalarConstantError
 from pytensor.tensor.variable import TensorVariable
 from scipy import stats
 
@@ -164,8 +165,9 @@ class Bernoulli(Binomial):
 def _constant_value(var: TensorVariable) -> float | None:
     """The value of a constant graph input, or ``None`` if it is not a constant."""
     if isinstance(var, Constant):
-        return float(np.asarray(var.data))
+        data = np.asarray(var.data)
+        return float(data) if data.ndim == 0 else None
     try:
         return float(pt.get_underlying_scalar_constant_value(var))
-    except pt.NotScalarConstantError:
+    except NotScalarConstantError:
         return None

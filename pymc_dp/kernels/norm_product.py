@@ -56,7 +56,7 @@ def norm_product(
     Examples
     --------
     >>> m, c = norm_product([0.0], [[1.0]], [2.0], [1.0])
-    >>> float(m[0]), float(c[0, 0])
+    >>> round(float(m[0]), 12), round(float(c[0, 0]), 12)
     (1.0, 0.5)
     """
     mean1 = np.asarray(mean1, dtype=np.float64)

@@ -16,6 +16,8 @@ __all__ = ["MECHANISM_NAME", "laplace_mechanism"]
 
 MECHANISM_NAME = "laplace"
 
+_MIN_NOISE_ULPS = 2.0**20
+
 
 def laplace_mechanism(
     value: npt.ArrayLike,
@@ -67,4 +69,13 @@ def laplace_mechanism(
     exact = np.asarray(value, dtype=np.float64)
     if not np.all(np.isfinite(exact)):
         raise ValueError("value must be finite before noise is added")
-    return exact + rng.laplace(0.0, sensitivity / epsilon, size=exact.shape)
+    scale = sensitivity / epsilon
+    # Noise far below the float spacing of the statistic would publish s itself.
+    resolution = _MIN_NOISE_ULPS * np.spacing(max(float(np.max(np.abs(exact))), 1.0))
+    if scale < resolution:
+        raise ValueError(
+            f"epsilon={epsilon} is too large: the noise scale {scale:.3g} is below the "
+            f"floating-point resolution {resolution:.3g} of the statistic, so the release "
+            "would be the exact statistic"
+        )
+    return exact + rng.laplace(0.0, scale, size=exact.shape)
