@@ -117,6 +117,7 @@ class NoisySuffStat:
         observed: npt.ArrayLike | None = None,
         model: pm.Model | None = None,
     ) -> pt.TensorVariable:
+        """Add the node's variables to the model and return the observed node y."""
         model = pm.modelcontext(model)
         if not isinstance(name, str) or not name:
             raise TypeError(f"name must be a non-empty string (got {name!r})")

@@ -153,7 +153,12 @@ def plot_trace(data: Any, var_names: Sequence[str], *, title: str | None = None)
     if hasattr(az, "plot_trace_dist"):
         # ArviZ 1.x: arviz_plots returns a PlotCollection wrapping the matplotlib figure.
         collection = az.plot_trace_dist(
-            data, var_names=var_names, backend="matplotlib", figure_kwargs={"figsize": figsize}
+            data,
+            var_names=var_names,
+            backend="matplotlib",
+            figure_kwargs={"figsize": figsize},
+            # Its default lines are thick and opaque: thousands of draws become a solid band.
+            visuals={"trace": {"width": 0.6, "alpha": 0.6}},
         )
         fig = collection.get_viz("figure")
     else:

@@ -142,7 +142,7 @@ def test_bad_arguments_are_rejected_with_their_name(binomial_release, kwargs, er
 def test_release_family_must_match_dist(binomial_release):
     with pm.Model():
         p = pm.Beta("p", 1, 1)
-        with pytest.raises(ValueError, match="dist is Bernoulli.*release is for Binomial"):
+        with pytest.raises(ValueError, match=r"dist is Bernoulli.*release is for Binomial"):
             pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=binomial_release)
         with pytest.raises(ValueError, match="dist is Binomial\\(trials=4\\)"):
             pmdp.NoisySuffStat("y", pm.Binomial.dist(n=4, p=p), release=binomial_release)
