@@ -243,7 +243,7 @@ def test_from_json_rejects_malformed_bounds(doc, bounds):
 
 
 def test_release_record_refuses_less_noise_than_the_family_needs():
-    with pytest.raises(ValueError, match="sensitivity must be >= 2.0"):
+    with pytest.raises(ValueError, match=r"sensitivity must be >= 2\.0"):
         pmdp.Release(
             value=[1.0, 2.0, 3.0],
             n=6,

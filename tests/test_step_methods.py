@@ -1,7 +1,6 @@
 """Each DP step method samples its full conditional; assignment, pickling and replay."""
 
 import cloudpickle
-
 import numpy as np
 import pymc as pm
 import pytest
