@@ -110,7 +110,9 @@ class Categorical(ExponentialFamily):
 
     def moments(self, theta: TensorVariable) -> tuple[TensorVariable, TensorVariable]:
         """Closed form of Eq. (1): μ = p, Σ = diag(p) - p pᵀ (singular: rows sum to 0)."""
-        return theta, pt.diag(theta) - pt.outer(theta, theta)
+        # Broadcasting instead of pt.diag/pt.outer keeps the graph batchable (engine.py).
+        row, col = pt.expand_dims(theta, -2), pt.expand_dims(theta, -1)
+        return theta, pt.eye(self.categories) * row - col * row
 
     def valid_region(self, n: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:  # noqa: D102
         return np.zeros(self.categories), np.full(self.categories, float(n))
