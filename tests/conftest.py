@@ -29,3 +29,8 @@ def categorical_model(rel, alpha=(2.0, 2.0, 2.0)):
         p = pm.Dirichlet("p", np.asarray(alpha))
         pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p), release=rel)
     return model
+
+
+def sample(**kwargs):
+    """``pm.sample`` in the context model, without progress bars or convergence warnings."""
+    return pm.sample(progressbar=False, compute_convergence_checks=False, **kwargs)

@@ -17,6 +17,7 @@ import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
 from pymc_dp.engine import sample_gibbs
 from pymc_dp.families import Binomial, Categorical
+from tests.conftest import sample
 
 N_RECORDS, EPSILON = 100, 0.1
 BETA_PRIOR = (3.0, 5.0)
@@ -94,14 +95,12 @@ def test_gibbs_calibrated_naive_not_pm_sample_150_trials(family):
                 p = pm.Beta("p", *BETA_PRIOR)
                 dist = pm.Binomial.dist(n=family.trials, p=p)
             pmdp.NoisySuffStat("y", dist, release=rel)
-            idata = pm.sample(
+            idata = sample(
                 draws=2000,
                 tune=1000,
                 chains=2,
                 cores=1,
-                progressbar=False,
                 random_seed=rng,
-                compute_convergence_checks=False,
             )
         draws = posterior_dataset(idata)["p"].values
         gibbs_u.append(np.mean(_first(draws) < _first(t)))

@@ -424,6 +424,25 @@ def exact_truncated_sample(rng, mean, cov, lower, upper, size):
     return np.concatenate(out)[:size]
 
 
+def forced_fallback(rng, mean, cov, lower, upper, size):
+    """Start ``size`` members at exact target draws and move them with one proposal and one
+    sweep; return the moved draws, the start and a fresh exact reference sample."""
+    k = mean.shape[-1]
+    start = exact_truncated_sample(rng, mean, cov, lower, upper, size)
+    reference = exact_truncated_sample(rng, mean, cov, lower, upper, size)
+    out = draw_truncated_normal(
+        rng,
+        mean=np.broadcast_to(mean, (size, k)),
+        cov=np.broadcast_to(cov, (size, k, k)),
+        lower=lower,
+        upper=upper,
+        current=start,
+        proposals=1,
+        sweeps=1,
+    )
+    return out, start, reference
+
+
 def test_truncated_normal_fallback_leaves_2d_target_invariant():
     # Start 20k independent members at exact draws of the target, force the Gibbs fallback
     # (one proposal, valid with probability ~0.07), and compare with a fresh exact sample.
@@ -431,18 +450,7 @@ def test_truncated_normal_fallback_leaves_2d_target_invariant():
     mean, cov = np.array([-1.0, -1.0]), np.array([[1.0, 0.6], [0.6, 1.0]])
     lower, upper = np.zeros(2), np.full(2, np.inf)
     size = 20_000
-    start = exact_truncated_sample(rng, mean, cov, lower, upper, size)
-    reference = exact_truncated_sample(rng, mean, cov, lower, upper, size)
-    out = draw_truncated_normal(
-        rng,
-        mean=np.broadcast_to(mean, (size, 2)),
-        cov=np.broadcast_to(cov, (size, 2, 2)),
-        lower=lower,
-        upper=upper,
-        current=start,
-        proposals=1,
-        sweeps=1,
-    )
+    out, start, reference = forced_fallback(rng, mean, cov, lower, upper, size)
     assert out.n_fallback > size // 2
     assert np.all(out.value >= 0)
     # The moved state must not simply be the start (the kernel has to move).
@@ -492,18 +500,7 @@ def test_truncated_normal_singular_truncated_stays_on_simplex_and_is_invariant()
     lower, upper = np.zeros(3), np.full(3, float(n))
     rng = np.random.default_rng(18)
     size = 20_000
-    start = exact_truncated_sample(rng, mean3, cov3, lower, upper, size)
-    reference = exact_truncated_sample(rng, mean3, cov3, lower, upper, size)
-    out = draw_truncated_normal(
-        rng,
-        mean=np.broadcast_to(mean3, (size, 3)),
-        cov=np.broadcast_to(cov3, (size, 3, 3)),
-        lower=lower,
-        upper=upper,
-        current=start,
-        proposals=1,
-        sweeps=1,
-    )
+    out, _, reference = forced_fallback(rng, mean3, cov3, lower, upper, size)
     s = out.value
     assert out.n_fallback > 0
     assert np.all((s >= 0) & (s <= n))

@@ -8,7 +8,7 @@ import pytest
 
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
-from tests.conftest import binomial_model
+from tests.conftest import binomial_model, sample
 
 
 def test_node_adds_latent_statistic_noise_variance_and_laplace_observation(binomial_release):
@@ -55,13 +55,11 @@ def test_non_conjugate_theta_is_left_to_pymc_samplers(binomial_release):
             "y", pm.Binomial.dist(n=5, p=pm.math.sigmoid(z)), release=binomial_release
         )
         _, selected = pm.sampling.mcmc.assign_step_methods(model)
-        idata = pm.sample(
+        idata = sample(
             draws=300,
             tune=300,
             chains=1,
             random_seed=1,
-            progressbar=False,
-            compute_convergence_checks=False,
         )
     names = {cls.__name__: [v.name for v in vs] for cls, vs in selected.items()}
     assert names["NUTS"] == ["z"]
@@ -80,13 +78,11 @@ def test_two_releases_share_a_conjugate_theta():
         p = pm.Beta("p", 1, 1)
         pmdp.NoisySuffStat("a", pm.Bernoulli.dist(p=p), release=rels[0])
         pmdp.NoisySuffStat("b", pm.Bernoulli.dist(p=p), release=rels[1])
-        idata = pm.sample(
+        idata = sample(
             draws=1000,
             tune=300,
             chains=2,
             random_seed=2,
-            progressbar=False,
-            compute_convergence_checks=False,
         )
     draws = posterior_dataset(idata)["p"].values.ravel()
     exact = pmdp.nonprivate_posterior(x, pm.Bernoulli, prior=(1, 1))

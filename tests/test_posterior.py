@@ -14,7 +14,7 @@ import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
 from pymc_dp.engine import sample_gibbs
 from pymc_dp.exact import exact_posterior
-from tests.conftest import binomial_model
+from tests.conftest import binomial_model, sample
 
 PRIOR = (3.0, 5.0)
 
@@ -60,14 +60,12 @@ def test_pm_sample_matches_exact_posterior_n1000(epsilon):
     rel = _release(epsilon)
     draws = {0.01: 250_000, 0.1: 8_000}[epsilon]
     with binomial_model(rel, *PRIOR):
-        idata = pm.sample(
+        idata = sample(
             draws=draws,
             tune=2000,
             chains=2,
             cores=2,
             random_seed=23,
-            progressbar=False,
-            compute_convergence_checks=False,
         )
     ess = float(az.ess(idata, var_names=["p"])["p"])
     _assert_close_to_exact(posterior_dataset(idata)["p"].values.ravel(), rel, ess)
@@ -79,24 +77,20 @@ def test_nuts_on_the_same_model_agrees():
     rel = pmdp.release(x, pm.Binomial, epsilon=0.1, trials=5, rng=32)
     model = binomial_model(rel, *PRIOR)
     with model:
-        gibbs = pm.sample(
+        gibbs = sample(
             draws=4000,
             tune=500,
             chains=2,
             cores=2,
             random_seed=33,
-            progressbar=False,
-            compute_convergence_checks=False,
         )
-        nuts = pm.sample(
+        nuts = sample(
             draws=2000,
             tune=1000,
             chains=2,
             cores=2,
             random_seed=34,
             step=pm.NUTS([model["p"], model["y_s"]], target_accept=0.95),
-            progressbar=False,
-            compute_convergence_checks=False,
         )
     exact = exact_posterior(rel, prior=PRIOR)
     summaries = []

@@ -8,7 +8,7 @@ from scipy import stats
 
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
-from tests.conftest import binomial_model, categorical_model
+from tests.conftest import binomial_model, categorical_model, sample
 
 ALPHA = 0.001
 N_DRAWS = 4000
@@ -193,17 +193,15 @@ def test_steps_pickle_and_sample_in_parallel(binomial_release):
     model = binomial_model(binomial_release)
     with model:
         step = pmdp.NormProductStep([model["y_s"]], rng=8)
-        clone = cloudpickle.loads(cloudpickle.dumps(step))  # as pm.sample(cores>1) does
+        clone = cloudpickle.loads(cloudpickle.dumps(step))  # as sample(cores>1) does
         point = model.initial_point()
         assert clone.step(point)[0].keys() == point.keys()
-        idata = pm.sample(
+        idata = sample(
             draws=50,
             tune=20,
             chains=2,
             cores=2,
             random_seed=9,
-            progressbar=False,
-            compute_convergence_checks=False,
         )
     assert posterior_dataset(idata)["p"].shape == (2, 50)
 
@@ -212,14 +210,12 @@ def test_same_seed_same_trace(categorical_release):
     traces = []
     for _ in range(2):
         with categorical_model(categorical_release):
-            idata = pm.sample(
+            idata = sample(
                 draws=30,
                 tune=10,
                 chains=2,
                 cores=1,
                 random_seed=10,
-                progressbar=False,
-                compute_convergence_checks=False,
             )
         traces.append(posterior_dataset(idata))
     for name in ("p", "y_s", "y_sigma2"):
@@ -240,13 +236,11 @@ def test_sampling_state_replays(binomial_release):
 
 def test_trace_shows_latent_statistic_and_noise_variance(binomial_release):
     with binomial_model(binomial_release):
-        idata = pm.sample(
+        idata = sample(
             draws=20,
             tune=10,
             chains=1,
             random_seed=12,
-            progressbar=False,
-            compute_convergence_checks=False,
         )
     post = posterior_dataset(idata)
     assert {"p", "y_s", "y_sigma2"} <= set(post.data_vars)
