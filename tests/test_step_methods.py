@@ -206,17 +206,12 @@ def test_steps_pickle_and_sample_in_parallel(binomial_release):
     assert posterior_dataset(idata)["p"].shape == (2, 50)
 
 
-def test_same_seed_same_trace(categorical_release):
+@pytest.mark.parametrize("cores", [1, 2])
+def test_same_seed_same_trace(categorical_release, cores):
     traces = []
     for _ in range(2):
         with categorical_model(categorical_release):
-            idata = sample(
-                draws=30,
-                tune=10,
-                chains=2,
-                cores=1,
-                random_seed=10,
-            )
+            idata = sample(draws=30, tune=10, chains=2, cores=cores, random_seed=10)
         traces.append(posterior_dataset(idata))
     for name in ("p", "y_s", "y_sigma2"):
         np.testing.assert_array_equal(traces[0][name].values, traces[1][name].values)
