@@ -35,18 +35,12 @@ class GibbsTrace(NamedTuple):
 
 @functools.cache
 def _batched_moments(family: ExponentialFamily):
-    """Compile, once per family, θ of shape (batch, ...) -> (nμ/n, nΣ/n) batched over the batch."""
-    core = family.conjugate_prior.dist(*_prior_example(family)).type()
+    """Compile, once per family, θ of shape (batch, ...) -> (μ, Σ) batched over the batch."""
+    core = family.prior_example().type()
     mu, sigma = family.moments(core)
     batched = pytensor.tensor.tensor(dtype=core.dtype, shape=(None, *core.type.shape))
     outs = vectorize_graph([mu, sigma], replace={core: batched})
     return pytensor.function([batched], outs)
-
-
-def _prior_example(family: ExponentialFamily) -> tuple:
-    if family.stat_shape == ():
-        return (1.0, 1.0)
-    return (np.ones(family.stat_shape),)
 
 
 def sample_gibbs(
@@ -117,6 +111,8 @@ def sample_gibbs(
     theta = family.draw_conjugate(rng, params)
     mu, _ = moments(theta)
     s = np.clip(n * np.reshape(mu, y_k.shape), lower + 1e-3 * upper, 0.999 * upper)
+    if total is not None:
+        s *= total[:, None] / np.sum(s, axis=-1, keepdims=True)
     sigma2 = np.full(y_k.shape, 2.0 * scale**2)
 
     keep_theta = np.empty((draws, *theta.shape))

@@ -216,10 +216,4 @@ def _release_settings(
 
 def _is_conjugate_prior(model: pm.Model, theta: Any, family: ExponentialFamily) -> bool:
     """Whether θ is itself a free variable with the family's conjugate prior."""
-    if theta not in model.free_RVs:
-        return False
-    prior_op = type(family.conjugate_prior.dist(*_PRIOR_EXAMPLE[family.conjugate_prior]).owner.op)
-    return isinstance(theta.owner.op, prior_op)
-
-
-_PRIOR_EXAMPLE = {pm.Beta: (1.0, 1.0), pm.Dirichlet: (np.ones(2),)}
+    return theta in model.free_RVs and family.is_conjugate_prior(theta)

@@ -82,10 +82,11 @@ def test_gibbs_calibrated_naive_not_batched_1000_trials(family):
 @pytest.mark.parametrize(
     "family", [Binomial(trials=5), Categorical(categories=3)], ids=["binomial", "categorical"]
 )
-def test_gibbs_calibrated_naive_not_pm_sample_150_trials(family):
-    """150 trials through pm.sample, n = 100, ε = 0.1: KS p > 0.01 for Gibbs, < 1e-3 naive."""
+def test_gibbs_calibrated_naive_not_pm_sample_300_trials(family):
+    """300 trials through pm.sample (2 chains × 1000 draws after 500 tuning), n = 100, ε = 0.1:
+    KS p > 0.01 for Gibbs, < 1e-6 for naive."""
     rng = np.random.default_rng(42)
-    theta, releases, naive_u, _ = _simulate(family, rng, trials=150)
+    theta, releases, naive_u, _ = _simulate(family, rng, trials=300)
     gibbs_u = []
     for t, rel in zip(theta, releases, strict=True):
         with pm.Model():
@@ -96,14 +97,8 @@ def test_gibbs_calibrated_naive_not_pm_sample_150_trials(family):
                 p = pm.Beta("p", *BETA_PRIOR)
                 dist = pm.Binomial.dist(n=family.trials, p=p)
             pmdp.NoisySuffStat("y", dist, release=rel)
-            idata = sample(
-                draws=2000,
-                tune=1000,
-                chains=2,
-                cores=1,
-                random_seed=rng,
-            )
+            idata = sample(draws=1000, tune=500, chains=2, cores=1, random_seed=rng)
         draws = posterior_dataset(idata)["p"].values
         gibbs_u.append(np.mean(_first(draws, family) < _first(t, family)))
     assert stats.kstest(gibbs_u, "uniform").pvalue > 0.01
-    assert stats.kstest(naive_u, "uniform").pvalue < 1e-3
+    assert stats.kstest(naive_u, "uniform").pvalue < 1e-6

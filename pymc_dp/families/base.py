@@ -155,6 +155,14 @@ class ExponentialFamily(ABC):
     def prior_shapes(self) -> tuple[tuple[int, ...], ...]:
         """Core shape of each conjugate-prior hyperparameter, e.g. ``((), ())`` for a Beta."""
 
+    def is_conjugate_prior(self, rv: TensorVariable) -> bool:
+        """Whether ``rv`` is a variable of the family's conjugate prior (e.g. a ``pm.Beta``)."""
+        return rv.owner is not None and isinstance(rv.owner.op, type(self.prior_example().owner.op))
+
+    def prior_example(self) -> TensorVariable:
+        """An unregistered conjugate-prior variable with unit hyperparameters, of θ's shape."""
+        return self.conjugate_prior.dist(*(np.ones(shape) for shape in self.prior_shapes))
+
     def naive_statistic(self, y: npt.ArrayLike, n: int) -> npt.NDArray[np.float64]:
         """Project a noisy statistic onto the valid region (for the naive baseline only)."""
         lower, upper = self.valid_region(n)
