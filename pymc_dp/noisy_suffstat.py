@@ -136,15 +136,27 @@ class NoisySuffStat:
         mu, sigma = family.moments(theta)
         lower, upper = family.valid_region(n)
         s_name, v_name = f"{name}_s", f"{name}_sigma2"
+        # Chains start from a prior draw (Algorithm 1), one per chain, rather than PyMC's
+        # shared support point: the Gibbs chain can mix slowly, and dispersed starts are what
+        # make R-hat able to see that.
         with model:
             if family.stat_shape == ():
                 s = SuffStatNormal(
-                    s_name, mean=n * mu, var=n * sigma, lower=lower[0], upper=upper[0]
+                    s_name,
+                    mean=n * mu,
+                    var=n * sigma,
+                    lower=lower[0],
+                    upper=upper[0],
+                    initval="prior",
                 )
             else:
-                s = SuffStatSimplexNormal(s_name, mean=n * mu, cov=n * sigma, total=n)
+                s = SuffStatSimplexNormal(
+                    s_name, mean=n * mu, cov=n * sigma, total=n, initval="prior"
+                )
             y = pm.Laplace(name, mu=s, b=scale, observed=value)
-            sigma2 = LaplaceNoiseVariance(v_name, released=y, suffstat=s, scale=scale)
+            sigma2 = LaplaceNoiseVariance(
+                v_name, released=y, suffstat=s, scale=scale, initval="prior"
+            )
 
         conjugate = _is_conjugate_prior(model, theta, family)
         info = NoisySuffStatInfo(
@@ -161,6 +173,8 @@ class NoisySuffStat:
         setattr(sigma2.tag, TAG, info)
         if conjugate:
             setattr(theta.tag, TAG, (*getattr(theta.tag, TAG, ()), info))
+            if model.rvs_to_initial_values.get(theta) is None:
+                model.set_initval(theta, "prior")
         return y
 
 
