@@ -98,10 +98,9 @@ def sample_gibbs(
         raise ValueError(f"released must have shape (batch, *{family.stat_shape}) (got {y.shape})")
     batch = y.shape[0]
     y_k = y[:, None] if scalar else y
+    # Each conjugate hyperparameter has θ's shape, which is the statistic's shape here.
     params = tuple(
-        np.broadcast_to(p, (batch, *np.shape(p)[np.ndim(p) - len(family.stat_shape) :]))
-        if not scalar
-        else np.broadcast_to(p, (batch,))
+        np.broadcast_to(p, (batch, *family.stat_shape))
         for p in family.check_prior(prior, batched=True)
     )
     lower, upper = family.valid_region(n)
@@ -138,7 +137,6 @@ def sample_gibbs(
         )
         s, n_fallback = out.value, n_fallback + out.n_fallback
         sigma2 = draw_noise_variance(rng, residual=y_k - s, scale=scale)
-        sigma2 = np.maximum(sigma2, np.finfo(np.float64).tiny)
         if it >= tune:
             keep_theta[it - tune] = theta
             keep_s[it - tune] = np.reshape(s, y.shape)

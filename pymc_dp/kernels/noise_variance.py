@@ -64,7 +64,8 @@ def draw_noise_variance(
     with np.errstate(divide="ignore", invalid="ignore"):
         other = np.where(q > 0, m * m / q, 0.0)
     take_q = u * (q + m) <= q
-    return np.where(take_q, q, other)
+    # σ² = 0 has probability zero but underflow can produce it; it would make log σ² -inf.
+    return np.maximum(np.where(take_q, q, other), np.finfo(np.float64).tiny)
 
 
 def noise_variance_logpdf(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import numpy as np
 import pymc as pm
 
 from pymc_dp.distributions import NoiseVarianceRV
@@ -58,7 +57,5 @@ class NoiseVarianceStep(DPGibbsStep):
         for i, writer in enumerate(self._writers):
             residual, scale = values[2 * i], values[2 * i + 1]
             sigma2 = draw_noise_variance(self.rng, residual=residual, scale=scale)
-            # σ² = 0 has probability zero but would make the log transform -inf.
-            sigma2 = np.maximum(sigma2, np.finfo(np.float64).tiny)
             point[writer.name] = writer(sigma2, point)
         return point, [{}]
