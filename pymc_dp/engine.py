@@ -17,8 +17,8 @@ import pytensor
 from pytensor.graph.replace import vectorize_graph
 
 from pymc_dp._validation import check_int, check_positive, check_rng
-from pymc_dp.families import ExponentialFamily
-from pymc_dp.kernels import draw_noise_variance, draw_suffstat
+from pymc_dp.families import ExponentialFamily, TruncatedFamily
+from pymc_dp.kernels import draw_noise_variance, draw_suffstat, window_constraints
 
 __all__ = ["GibbsTrace", "sample_gibbs"]
 
@@ -28,19 +28,29 @@ class GibbsTrace(NamedTuple):
 
     theta: npt.NDArray[np.float64]
     suffstat: npt.NDArray[np.float64]
+    """s; for a windowed family the stacked (ŝ, s), shape ``(draws, batch, 2k)``."""
     noise_variance: npt.NDArray[np.float64]
     n_fallback: int
     """Total number of s updates that used the bounded fallback."""
 
 
 @functools.cache
-def _batched_moments(family: ExponentialFamily):
-    """Compile, once per family, θ of shape (batch, ...) -> (μ, Σ) batched over the batch."""
+def _batched_moments(family: ExponentialFamily, n: int, bounds: tuple[float, float] | None):
+    """Compile, once per setting, θ of shape (batch, ...) -> CLT (mean, cov), batched.
+
+    The moments are those of s, or of the stacked (ŝ, s) for a windowed family.
+    """
     core = family.prior_example().type()
-    mu, sigma = family.moments(core)
-    batched = pytensor.tensor.tensor(dtype=core.dtype, shape=(None, *core.type.shape))
-    outs = vectorize_graph([mu, sigma], replace={core: batched})
-    return pytensor.function([batched], outs)
+    if bounds is None:
+        mu, sigma = family.moments(core)
+        mean, cov = n * mu, n * sigma
+    else:
+        mean, cov = family.joint_clt(core, n, bounds)
+    batched = pytensor.tensor.tensor(dtype="float64", shape=(None, *core.type.shape))
+    mean, cov = vectorize_graph([mean, cov], replace={core: batched})
+    m = batched.shape[0]
+    fn = pytensor.function([batched], [mean.reshape((m, -1)), cov.reshape((m, mean.size // m, -1))])
+    return fn
 
 
 def sample_gibbs(
@@ -53,6 +63,7 @@ def sample_gibbs(
     scale: float,
     draws: int,
     tune: int = 0,
+    bounds: tuple[float, float] | None = None,
 ) -> GibbsTrace:
     """Run the DP Gibbs sampler on a batch of releases of the same family and size.
 
@@ -61,7 +72,7 @@ def sample_gibbs(
     rng
         Seed or generator.
     family
-        A bounded family, e.g. ``Binomial(trials=5)``.
+        A family, e.g. ``Binomial(trials=5)`` or ``Exponential()``.
     prior
         Conjugate prior hyperparameters, each broadcastable to the batch: ``(alpha, beta)`` of
         shape ``(B,)`` or scalars; ``(alpha,)`` of shape ``(B, K)`` or ``(K,)``.
@@ -73,6 +84,8 @@ def sample_gibbs(
         Laplace scale Δ/ε of the releases.
     draws, tune
         Iterations kept and discarded.
+    bounds
+        Truncation window of a windowed family's releases (Algorithm 2), else ``None``.
 
     Returns
     -------
@@ -92,38 +105,57 @@ def sample_gibbs(
     scale = check_positive(scale, "scale")
     draws = check_int(draws, "draws", minimum=1)
     tune = check_int(tune, "tune", minimum=0)
+    windowed = isinstance(family, TruncatedFamily)
+    if windowed:
+        bounds = family.check_bounds(bounds)
+    elif bounds is not None:
+        raise TypeError(f"bounds apply only to windowed families, not {family!r}")
     y = np.asarray(released, dtype=np.float64)
-    scalar = family.stat_shape == ()
     if y.ndim != 1 + len(family.stat_shape) or y.shape[1:] != family.stat_shape:
         raise ValueError(f"released must have shape (batch, *{family.stat_shape}) (got {y.shape})")
     batch = y.shape[0]
-    y_k = y[:, None] if scalar else y
-    # Each conjugate hyperparameter has θ's shape, which is the statistic's shape here.
+    y_k = y.reshape(batch, -1)
+    k = y_k.shape[1]
     params = tuple(
-        np.broadcast_to(p, (batch, *family.stat_shape))
-        for p in family.check_prior(prior, batched=True)
+        np.broadcast_to(p, (batch, *np.shape(p)[np.ndim(p) - len(shape) :]))
+        for p, shape in zip(
+            family.check_prior(prior, batched=True), family.prior_shapes, strict=True
+        )
     )
-    lower, upper = family.valid_region(n)
-    total = None if scalar else np.full(batch, float(n))
-    moments = _batched_moments(family)
+    moments = _batched_moments(family, n, bounds)
+    constraints, total = [], None
+    if windowed:
+        lower, upper, out_lower, out_upper = family.window_region(n, bounds)
+        constraints = window_constraints(
+            size=k,
+            out_lower=np.broadcast_to(out_lower, (batch, k)),
+            out_upper=np.broadcast_to(out_upper, (batch, k)),
+            total=np.full(batch, float(n)),
+            quadratic=k == 2,
+        )
+    else:
+        lower, upper = family.valid_region(n)
+        if family.stat_shape != ():
+            total = np.full(batch, float(n))
+
+    def full_statistic(state):
+        return (state[:, k:] if windowed else state).reshape(batch, *family.stat_shape)
 
     theta = family.draw_conjugate(rng, params)
-    mu, _ = moments(theta)
-    s = np.clip(n * np.reshape(mu, y_k.shape), lower + 1e-3 * upper, 0.999 * upper)
+    # The CLT mean lies in the (convex) valid region: a valid start for the bounded fallback.
+    s = np.clip(moments(theta)[0], lower, upper)
     if total is not None:
+        s = np.clip(s, 1e-3 * n, None)
         s *= total[:, None] / np.sum(s, axis=-1, keepdims=True)
     sigma2 = np.full(y_k.shape, 2.0 * scale**2)
 
     keep_theta = np.empty((draws, *theta.shape))
-    keep_s = np.empty((draws, *y.shape))
+    keep_s = np.empty((draws, *s.shape))
     keep_v = np.empty((draws, *y.shape))
     n_fallback = 0
     for it in range(tune + draws):
-        s_stat = s[:, 0] if scalar else s
-        theta = family.draw_conjugate(rng, family.conjugate_update(params, s_stat, n))
-        mu, sigma = moments(theta)
-        clt_mean = n * np.reshape(mu, y_k.shape)
-        clt_cov = n * np.reshape(sigma, (*y_k.shape, y_k.shape[-1]))
+        theta = family.draw_conjugate(rng, family.conjugate_update(params, full_statistic(s), n))
+        clt_mean, clt_cov = moments(theta)
         out = draw_suffstat(
             rng,
             clt_mean=clt_mean,
@@ -134,11 +166,12 @@ def sample_gibbs(
             upper=upper,
             current=s,
             total=total,
+            constraints=constraints,
         )
         s, n_fallback = out.value, n_fallback + out.n_fallback
-        sigma2 = draw_noise_variance(rng, residual=y_k - s, scale=scale)
+        sigma2 = draw_noise_variance(rng, residual=y_k - s[:, :k], scale=scale)
         if it >= tune:
             keep_theta[it - tune] = theta
-            keep_s[it - tune] = np.reshape(s, y.shape)
+            keep_s[it - tune] = s
             keep_v[it - tune] = np.reshape(sigma2, y.shape)
     return GibbsTrace(keep_theta, keep_s, keep_v, n_fallback)

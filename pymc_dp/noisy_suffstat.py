@@ -25,8 +25,13 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from pymc_dp._validation import check_finite_array, check_int, check_positive
-from pymc_dp.distributions import LaplaceNoiseVariance, SuffStatNormal, SuffStatSimplexNormal
-from pymc_dp.families import ExponentialFamily, family_from_dist
+from pymc_dp.distributions import (
+    LaplaceNoiseVariance,
+    SuffStatNormal,
+    SuffStatSimplexNormal,
+    WindowSuffStat,
+)
+from pymc_dp.families import ExponentialFamily, TruncatedFamily, family_from_dist
 from pymc_dp.release import Release
 
 __all__ = ["NoisySuffStat", "NoisySuffStatInfo"]
@@ -45,12 +50,15 @@ class NoisySuffStatInfo:
     """Name of the latent sufficient statistic s."""
     noise_variance: str
     """Name of the mixing variance σ²."""
-    theta: str | None
-    """Name of θ if its prior is conjugate (sampled by ConjugateStep), else ``None``."""
+    theta: tuple[str, ...]
+    """Names of the variables carrying θ's conjugate prior (drawn jointly by ConjugateStep),
+    or ``()`` if θ has another prior."""
     family: ExponentialFamily
     n: int
     epsilon: float
     sensitivity: float
+    bounds: tuple[float, float] | None = None
+    """Truncation window of a truncated family (then s is the stacked (ŝ, s)), else ``None``."""
 
 
 TAG = "noisy_suffstat"
@@ -67,10 +75,12 @@ class NoisySuffStat:
         Name of the observed node; the latent s and σ² are ``{name}_s`` and ``{name}_sigma2``.
     dist
         Distribution of one record, with θ inside: ``pm.Bernoulli.dist(p=p)``,
-        ``pm.Binomial.dist(n=trials, p=p)`` or ``pm.Categorical.dist(p=p)``.
+        ``pm.Binomial.dist(n=trials, p=p)``, ``pm.Categorical.dist(p=p)``, or a family released
+        over a window: ``pm.Exponential``, ``pm.Gamma`` (fixed alpha), ``pm.Poisson``,
+        ``pm.Geometric``, ``pm.Normal``, ``pm.LogNormal``.
     release
         A :class:`~pymc_dp.Release`. Alternatively give ``n``, ``epsilon``, ``sensitivity`` and
-        ``observed`` for a value released elsewhere.
+        ``observed`` (and ``bounds`` for a windowed family) for a value released elsewhere.
     n
         Number of records.
     epsilon
@@ -79,6 +89,8 @@ class NoisySuffStat:
         L1 sensitivity Δ that scaled the noise (noise scale Δ/ε).
     observed
         The released value y, shape ``()`` or ``(K,)``.
+    bounds
+        Truncation window ``(a, b)`` of a windowed family's release.
     model
         Model to add to; defaults to the model on the context stack.
 
@@ -89,8 +101,15 @@ class NoisySuffStat:
 
     Notes
     -----
-    When θ is a free ``pm.Beta`` (Binomial, Bernoulli) or ``pm.Dirichlet`` (Categorical) variable
-    used nowhere else, θ | s is an exact conjugate draw. Any other θ (a transformed parameter, a
+    For a windowed family, ``{name}_s`` holds the stacked (ŝ, s) (dimension ``{name}_part``):
+    the statistic of the records inside the window, which y releases, then that of all records,
+    which θ's conjugate update uses (Algorithm 2).
+
+    When θ is a free variable with the family's conjugate prior (``pm.Beta`` for Binomial,
+    Bernoulli and Geometric, ``pm.Dirichlet`` for Categorical, ``pm.Gamma`` for the rate of
+    Exponential, Gamma and Poisson, ``pm.Normal`` for a Normal mean with known σ, and the
+    Normal–Inverse-Gamma pair for Normal and LogNormal) used nowhere else, θ | s is an exact
+    conjugate draw. Any other θ (a transformed parameter, a
     non-conjugate prior) is left to PyMC's samplers, which then update θ | s with the CLT
     likelihood N(s; nμ(θ), nΣ(θ)).
 
@@ -115,6 +134,7 @@ class NoisySuffStat:
         epsilon: float | None = None,
         sensitivity: float | None = None,
         observed: npt.ArrayLike | None = None,
+        bounds: tuple[float, float] | None = None,
         model: pm.Model | None = None,
     ) -> pt.TensorVariable:
         """Add the node's variables to the model and return the observed node y."""
@@ -127,20 +147,27 @@ class NoisySuffStat:
                 "not a model variable"
             )
         family = family_from_dist(dist)
-        n, epsilon, sensitivity, value = _release_settings(
-            family, release, n=n, epsilon=epsilon, sensitivity=sensitivity, observed=observed
+        n, epsilon, sensitivity, value, bounds = _release_settings(
+            family,
+            release,
+            n=n,
+            epsilon=epsilon,
+            sensitivity=sensitivity,
+            observed=observed,
+            bounds=bounds,
         )
         theta = family.theta_of(dist)
         scale = sensitivity / epsilon
-
-        mu, sigma = family.moments(theta)
-        lower, upper = family.valid_region(n)
         s_name, v_name = f"{name}_s", f"{name}_sigma2"
         # Chains start from a prior draw (Algorithm 1), one per chain, rather than PyMC's
         # shared support point: the Gibbs chain can mix slowly, and dispersed starts are what
         # make R-hat able to see that.
         with model:
-            if family.stat_shape == ():
+            if isinstance(family, TruncatedFamily):
+                s, released_stat = _window_suffstat(model, s_name, family, theta, n, bounds)
+            elif family.stat_shape == ():
+                mu, sigma = family.moments(theta)
+                lower, upper = family.valid_region(n)
                 s = SuffStatNormal(
                     s_name,
                     mean=n * mu,
@@ -149,33 +176,69 @@ class NoisySuffStat:
                     upper=upper[0],
                     initval="prior",
                 )
+                released_stat = s
             else:
+                mu, sigma = family.moments(theta)
                 s = SuffStatSimplexNormal(
                     s_name, mean=n * mu, cov=n * sigma, total=n, initval="prior"
                 )
-            y = pm.Laplace(name, mu=s, b=scale, observed=value)
+                released_stat = s
+            y = pm.Laplace(name, mu=released_stat, b=scale, observed=value)
             sigma2 = LaplaceNoiseVariance(
-                v_name, released=y, suffstat=s, scale=scale, initval="prior"
+                v_name, released=y, suffstat=released_stat, scale=scale, initval="prior"
             )
 
-        conjugate = _is_conjugate_prior(model, theta, family)
+        conjugate = family.conjugate_prior_rvs(model, dist)
         info = NoisySuffStatInfo(
             name=name,
             suffstat=s_name,
             noise_variance=v_name,
-            theta=theta.name if conjugate else None,
+            theta=tuple(rv.name for rv in conjugate),
             family=family,
             n=n,
             epsilon=epsilon,
             sensitivity=sensitivity,
+            bounds=bounds,
         )
         setattr(s.tag, TAG, info)
         setattr(sigma2.tag, TAG, info)
-        if conjugate:
-            setattr(theta.tag, TAG, (*getattr(theta.tag, TAG, ()), info))
-            if model.rvs_to_initial_values.get(theta) is None:
-                model.set_initval(theta, "prior")
+        for rv in conjugate:
+            setattr(rv.tag, TAG, (*getattr(rv.tag, TAG, ()), info))
+            if model.rvs_to_initial_values.get(rv) is None:
+                model.set_initval(rv, "prior")
         return y
+
+
+def _window_suffstat(
+    model: pm.Model,
+    s_name: str,
+    family: TruncatedFamily,
+    theta: pt.TensorVariable,
+    n: int,
+    bounds: tuple[float, float],
+) -> tuple[pt.TensorVariable, pt.TensorVariable]:
+    """Add the stacked (ŝ, s) of a windowed release; return it and ŝ (what y releases)."""
+    k = family.stat_size
+    mean, cov = family.joint_clt(theta, n, bounds)
+    lower, upper, out_lower, out_upper = family.window_region(n, bounds)
+    dim = f"{s_name.removesuffix('_s')}_part"
+    labels = [f"{part}_{stat}" for part in ("window", "all") for stat in family.stat_names]
+    if dim not in model.coords:
+        model.add_coord(dim, labels)
+    s = WindowSuffStat(
+        s_name,
+        mean=mean,
+        cov=cov,
+        lower=lower,
+        upper=upper,
+        out_lower=out_lower,
+        out_upper=out_upper,
+        total=n,
+        quadratic=int(k == 2),
+        dims=dim,
+        initval="prior",
+    )
+    return s, pt.reshape(s[:k], family.stat_shape)
 
 
 def _release_settings(
@@ -186,9 +249,12 @@ def _release_settings(
     epsilon: Any,
     sensitivity: Any,
     observed: Any,
-) -> tuple[int, float, float, npt.NDArray[np.float64]]:
-    """Check and return (n, ε, Δ, y) from a Release or from explicit arguments."""
+    bounds: Any,
+) -> tuple[int, float, float, npt.NDArray[np.float64], tuple[float, float] | None]:
+    """Check and return (n, ε, Δ, y, window) from a Release or from explicit arguments."""
     explicit = {"n": n, "epsilon": epsilon, "sensitivity": sensitivity, "observed": observed}
+    if bounds is not None:
+        explicit["bounds"] = bounds
     if release is not None:
         if not isinstance(release, Release):
             raise TypeError(f"release must be a pymc_dp.Release (got {type(release).__name__})")
@@ -201,7 +267,8 @@ def _release_settings(
                 f"dist is {family!r} but the release is for {released_family!r}; "
                 "model the records with the family they were released for"
             )
-        return release.n, release.epsilon, release.sensitivity, np.asarray(release.value)
+        window = release.bounds if family.needs_bounds else None
+        return release.n, release.epsilon, release.sensitivity, np.asarray(release.value), window
 
     missing = [k for k, v in explicit.items() if v is None]
     if missing:
@@ -217,17 +284,17 @@ def _release_settings(
         raise ValueError(
             f"observed must have shape {family.stat_shape} for {family!r} (got {value.shape})"
         )
-    if sensitivity < family.sensitivity:
+    if family.needs_bounds:
+        bounds = family.check_bounds(bounds)
+    elif bounds is not None:
+        raise TypeError(f"bounds apply only to families released over a window, not {family!r}")
+    needed = family.release_sensitivity(bounds)
+    if sensitivity < needed:
         warnings.warn(
-            f"sensitivity={sensitivity} is below the {family.sensitivity} that ε-DP needs for "
+            f"sensitivity={sensitivity} is below the {needed} that ε-DP needs for "
             f"{family!r}: that release was not {epsilon}-DP. Inference follows the noise "
             "actually added.",
             UserWarning,
             stacklevel=3,
         )
-    return n, epsilon, sensitivity, value
-
-
-def _is_conjugate_prior(model: pm.Model, theta: Any, family: ExponentialFamily) -> bool:
-    """Whether θ is itself a free variable with the family's conjugate prior."""
-    return theta in model.free_RVs and family.is_conjugate_prior(theta)
+    return n, epsilon, sensitivity, value, bounds

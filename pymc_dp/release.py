@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from pymc_dp._validation import check_int, check_positive, check_rng
 from pymc_dp.families import ExponentialFamily, get_family
-from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism
+from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism, private_bounds
 
 __all__ = ["Release", "release"]
 
@@ -41,13 +41,17 @@ class Release:
     sensitivity : float
         L1 sensitivity Δ used to scale the noise.
     bounds : tuple of float
-        Range of one record's value, ``(lower, upper)``.
+        Range of one record's value, ``(lower, upper)``; for a family with unbounded statistics,
+        the truncation window: only records with lower ≤ x ≤ upper were summed.
     family : str
         Family name, e.g. ``"bernoulli"``.
     family_params : Mapping
         The family's public settings, e.g. ``{"trials": 5}``.
     mechanism : str
         Noise mechanism, ``"laplace"``.
+    bounds_epsilon : float
+        Privacy budget spent choosing ``bounds`` from the data (PrivateQuantile), 0 if they
+        were public. The release as a whole is (``epsilon + bounds_epsilon``)-DP.
 
     Examples
     --------
@@ -67,6 +71,7 @@ class Release:
     family: str
     family_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     mechanism: str = MECHANISM_NAME
+    bounds_epsilon: float = 0.0
 
     def __post_init__(self) -> None:
         fam = get_family(self.family, **dict(self.family_params))
@@ -83,15 +88,29 @@ class Release:
         object.__setattr__(self, "epsilon", check_positive(self.epsilon, "epsilon"))
         object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
         object.__setattr__(self, "bounds", _check_bounds(self.bounds))
-        if self.sensitivity < fam.sensitivity:
+        if fam.needs_bounds:
+            fam.check_bounds(self.bounds)
+        bounds_epsilon = float(self.bounds_epsilon)
+        if not np.isfinite(bounds_epsilon) or bounds_epsilon < 0:
             raise ValueError(
-                f"sensitivity must be >= {fam.sensitivity}, the L1 sensitivity of {fam!r} "
+                f"bounds_epsilon must be finite and >= 0 (got {self.bounds_epsilon!r})"
+            )
+        object.__setattr__(self, "bounds_epsilon", bounds_epsilon)
+        needed = fam.release_sensitivity(self.bounds)
+        if self.sensitivity < needed:
+            raise ValueError(
+                f"sensitivity must be >= {needed}, the L1 sensitivity of {fam!r} "
                 f"(got {self.sensitivity}); with less noise the release is not ε-DP. For such "
                 "a value, pass n, epsilon, sensitivity and observed to NoisySuffStat instead"
             )
         object.__setattr__(self, "family_params", types.MappingProxyType(fam.params()))
         if self.mechanism != MECHANISM_NAME:
             raise ValueError(f"mechanism must be {MECHANISM_NAME!r} (got {self.mechanism!r})")
+
+    @property
+    def total_epsilon(self) -> float:
+        """Privacy cost of the whole release: statistics plus private bounds."""
+        return self.epsilon + self.bounds_epsilon
 
     @property
     def scale(self) -> float:
@@ -121,6 +140,7 @@ class Release:
             self.family,
             tuple(sorted(self.family_params.items())),
             self.mechanism,
+            self.bounds_epsilon,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -135,6 +155,7 @@ class Release:
             "family": self.family,
             "family_params": dict(self.family_params),
             "mechanism": self.mechanism,
+            "bounds_epsilon": self.bounds_epsilon,
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -178,6 +199,10 @@ def release(
     family: Any,
     *,
     epsilon: float,
+    bounds: tuple[float, float] | str | None = None,
+    bounds_share: float = 0.1,
+    bounds_range: tuple[float, float] | None = None,
+    bounds_quantiles: tuple[float, float] = (0.025, 0.975),
     rng: int | np.random.Generator | None = None,
     **family_params: Any,
 ) -> Release:
@@ -185,6 +210,8 @@ def release(
 
     Computes s = Σ t(x_i) for the family, and publishes y = s + Laplace(0, Δ/ε) on every
     component, with Δ the L1 sensitivity of s under replacing one record (n is public).
+    Families with unbounded statistics are released over a window ``bounds = (a, b)``: only
+    records with a ≤ x ≤ b are summed, and Δ follows Appendix C of Bernstein & Sheldon (2018).
 
     Parameters
     ----------
@@ -192,13 +219,28 @@ def release(
         One-dimensional array of records.
     family
         PyMC distribution class of one record: ``pm.Bernoulli``, ``pm.Binomial`` (needs
-        ``trials``) or ``pm.Categorical`` (needs ``categories``).
+        ``trials``), ``pm.Categorical`` (needs ``categories``), or, with ``bounds``,
+        ``pm.Exponential``, ``pm.Gamma`` (needs ``alpha``), ``pm.Poisson``, ``pm.Geometric``,
+        ``pm.Normal`` (releases Σx and Σx²; with ``sigma=`` only Σx), ``pm.LogNormal`` (the
+        same on log x).
     epsilon
-        Privacy parameter ε > 0.
+        Total privacy budget ε > 0 of the release.
+    bounds
+        Truncation window ``(a, b)`` for a family with unbounded statistics, chosen without
+        looking at ``x``; or ``"private"`` to choose it from ``x`` with PrivateQuantile (Smith
+        2011), spending ``bounds_share · epsilon`` of the budget on it.
+    bounds_share
+        Share of ``epsilon`` spent on private bounds, in (0, 1).
+    bounds_range
+        Public range ``(lower, upper)`` that PrivateQuantile searches (records are clamped to
+        it); required with ``bounds="private"``.
+    bounds_quantiles
+        Quantiles of ``x`` that private bounds estimate.
     rng
         Seed or :class:`numpy.random.Generator` for the noise. ``None`` uses fresh OS entropy.
     **family_params
-        Family settings: ``trials=`` for Binomial, ``categories=`` for Categorical.
+        Family settings: ``trials=`` for Binomial, ``categories=`` for Categorical, ``alpha=``
+        for Gamma, ``sigma=`` for Normal or LogNormal with known σ.
 
     Returns
     -------
@@ -218,23 +260,71 @@ def release(
     >>> rel = release(x, pm.Categorical, epsilon=0.5, categories=3, rng=1)
     >>> rel.value.shape, rel.sensitivity
     ((3,), 2.0)
+    >>> x = np.random.default_rng(0).exponential(0.5, size=500)
+    >>> rel = release(x, pm.Exponential, epsilon=0.5, bounds=(0.0, 1.5), rng=1)
+    >>> rel.sensitivity, rel.bounds
+    (1.5, (0.0, 1.5))
     """
     fam = get_family(family, **family_params)
     epsilon = check_positive(epsilon, "epsilon")
     generator = check_rng(rng)
     records = fam.validate_data(x)
-    noisy = laplace_mechanism(
-        fam.sufficient_statistic(records),
-        sensitivity=fam.sensitivity,
-        epsilon=epsilon,
-        rng=generator,
-    )
+    bounds_epsilon = 0.0
+    if not fam.needs_bounds:
+        if bounds is not None:
+            raise TypeError(f"bounds apply only to families with unbounded statistics, not {fam!r}")
+        window = fam.domain
+    elif isinstance(bounds, str):
+        if bounds != "private":
+            raise ValueError(f"bounds must be a pair (a, b) or 'private' (got {bounds!r})")
+        bounds_share = _check_share(bounds_share)
+        if bounds_range is None:
+            raise ValueError(
+                "bounds='private' needs bounds_range=(lower, upper), a public range that "
+                "surely holds the quantiles; records are clamped to it"
+            )
+        bounds_epsilon = bounds_share * epsilon
+        epsilon -= bounds_epsilon
+        window = private_bounds(
+            records,
+            epsilon=bounds_epsilon,
+            quantiles=bounds_quantiles,
+            lower=bounds_range[0],
+            upper=bounds_range[1],
+            rng=generator,
+        )
+        if window[0] >= window[1]:
+            raise ValueError(
+                f"the private bounds collapsed to {window}; widen bounds_quantiles or raise "
+                "bounds_share"
+            )
+        window = fam.check_bounds(window)
+    else:
+        window = fam.check_bounds(bounds)
+    if fam.needs_bounds:
+        sensitivity = fam.release_sensitivity(window)
+        statistic = fam.window_statistic(records, window)
+    else:
+        sensitivity = fam.sensitivity
+        statistic = fam.sufficient_statistic(records)
+    noisy = laplace_mechanism(statistic, sensitivity=sensitivity, epsilon=epsilon, rng=generator)
     return Release(
         value=noisy,
         n=int(records.shape[0]),
         epsilon=epsilon,
-        sensitivity=fam.sensitivity,
-        bounds=fam.domain,
+        sensitivity=sensitivity,
+        bounds=window,
         family=fam.name,
         family_params=fam.params(),
+        bounds_epsilon=bounds_epsilon,
     )
+
+
+def _check_share(share: Any) -> float:
+    """A budget share strictly between 0 and 1."""
+    share = check_positive(share, "bounds_share")
+    if share >= 1:
+        raise ValueError(
+            f"bounds_share must lie in (0, 1), the share of epsilon spent on bounds (got {share})"
+        )
+    return share

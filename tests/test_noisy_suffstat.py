@@ -94,7 +94,7 @@ def test_two_releases_share_a_conjugate_theta():
     ("kwargs", "error", "match"),
     [
         (dict(name=""), TypeError, "name must be a non-empty string"),
-        (dict(dist=pm.Normal.dist(0, 1)), TypeError, "dist must be one of"),
+        (dict(dist=pm.StudentT.dist(nu=3)), TypeError, "dist must be one of"),
         (dict(release="y.json"), TypeError, "release must be a pymc_dp.Release"),
         (dict(n=10), TypeError, r"pass either release= or \['n'\]"),
         (dict(release=None), TypeError, "missing"),

@@ -102,6 +102,7 @@ def test_to_dict_contents():
         "family": "binomial",
         "family_params": {"trials": 5},
         "mechanism": "laplace",
+        "bounds_epsilon": 0.0,
     }
 
 
@@ -186,7 +187,7 @@ def test_from_json_rejects_bad_version(doc, version):
         ("epsilon", -0.5, ValueError),
         ("epsilon", "0.5", TypeError),
         ("sensitivity", 0.0, ValueError),
-        ("family", "normal", ValueError),
+        ("family", "weibull", ValueError),
         ("family_params", {"categories": 1}, ValueError),
         ("family_params", {"categories": 3, "trials": 2}, TypeError),
         ("mechanism", "gaussian", ValueError),

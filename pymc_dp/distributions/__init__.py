@@ -7,6 +7,7 @@ from pymc_dp.distributions.suffstat import (
     SuffStatRV,
     SuffStatSimplexNormal,
 )
+from pymc_dp.distributions.window import WindowSuffStat, WindowSuffStatRV
 
 __all__ = [
     "LaplaceNoiseVariance",
@@ -15,4 +16,6 @@ __all__ = [
     "SuffStatNormal",
     "SuffStatRV",
     "SuffStatSimplexNormal",
+    "WindowSuffStat",
+    "WindowSuffStatRV",
 ]

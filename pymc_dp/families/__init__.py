@@ -12,17 +12,43 @@ from typing import Any
 from pymc_dp.families.base import ExponentialFamily
 from pymc_dp.families.binomial import Bernoulli, Binomial
 from pymc_dp.families.categorical import Categorical
+from pymc_dp.families.counts import Geometric, Poisson
+from pymc_dp.families.gamma import Exponential, Gamma
+from pymc_dp.families.normal import LogNormal, LogNormalKnownSigma, Normal, NormalKnownSigma
+from pymc_dp.families.truncated import TruncatedFamily
 
 __all__ = [
     "Bernoulli",
     "Binomial",
     "Categorical",
+    "Exponential",
     "ExponentialFamily",
+    "Gamma",
+    "Geometric",
+    "LogNormal",
+    "LogNormalKnownSigma",
+    "Normal",
+    "NormalKnownSigma",
+    "Poisson",
+    "TruncatedFamily",
     "family_from_dist",
     "get_family",
 ]
 
-_FAMILIES: tuple[type[ExponentialFamily], ...] = (Bernoulli, Binomial, Categorical)
+# Order matters where one PyMC class has two families: the known-σ one claims a constant σ.
+_FAMILIES: tuple[type[ExponentialFamily], ...] = (
+    Bernoulli,
+    Binomial,
+    Categorical,
+    Exponential,
+    Gamma,
+    Poisson,
+    Geometric,
+    NormalKnownSigma,
+    Normal,
+    LogNormalKnownSigma,
+    LogNormal,
+)
 
 
 def get_family(family: Any, **params: Any) -> ExponentialFamily:
@@ -48,16 +74,24 @@ def get_family(family: Any, **params: Any) -> ExponentialFamily:
     >>> get_family(pm.Binomial, trials=5)
     Binomial(trials=5)
     """
-    for cls in _FAMILIES:
-        if family is cls.pymc_distribution or family == cls.name:
-            settings = [f.name for f in dataclasses.fields(cls) if f.init]
-            extra = sorted(set(params) - set(settings))
-            missing = sorted(set(settings) - set(params))
-            if extra or missing:
-                needs = ", ".join(f"{name}=..." for name in settings) or "no settings"
-                problem = f"unexpected {extra}" if extra else f"missing {missing}"
-                raise TypeError(f"the {cls.name} family takes {needs}; {problem}")
+    candidates = [cls for cls in _FAMILIES if family is cls.pymc_distribution or family == cls.name]
+    for cls in candidates:
+        if set(params) == set(_settings(cls)):
             return cls(**params)
+    if len(candidates) == 1:
+        (cls,) = candidates
+        settings = _settings(cls)
+        extra, missing = sorted(set(params) - set(settings)), sorted(set(settings) - set(params))
+        needs = ", ".join(f"{name}=..." for name in settings) or "no settings"
+        problem = f"unexpected {extra}" if extra else f"missing {missing}"
+        raise TypeError(f"the {cls.name} family takes {needs}; {problem}")
+    if candidates:
+        options = " or ".join(
+            ", ".join(f"{name}=..." for name in _settings(cls)) or "no settings"
+            for cls in candidates
+        )
+        got = ", ".join(sorted(params)) or "none"
+        raise TypeError(f"the {candidates[0].name} family takes {options} (got {got})")
     names = ", ".join(f"pm.{c.pymc_distribution.__name__}" for c in _FAMILIES)
     raise ValueError(f"family {family!r} is not supported; supported families: {names}")
 
@@ -83,3 +117,7 @@ def family_from_dist(dist: Any) -> ExponentialFamily:
                 return family
     names = ", ".join(f"pm.{c.pymc_distribution.__name__}.dist(...)" for c in _FAMILIES)
     raise TypeError(f"dist must be one of {names} (got {dist!r})")
+
+
+def _settings(cls: type[ExponentialFamily]) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls) if f.init]

@@ -34,6 +34,10 @@ class ExponentialFamily(ABC):
     """The PyMC distribution class modelling one record, e.g. ``pm.Bernoulli``."""
     conjugate_prior: ClassVar[Any]
     """The PyMC distribution class of the conjugate prior on θ, e.g. ``pm.Beta``."""
+    needs_bounds: ClassVar[bool] = False
+    """Whether releases need truncation bounds (unbounded statistics)."""
+    prior_positive: ClassVar[tuple[bool, ...] | None] = None
+    """Which conjugate hyperparameters must be > 0 (``None``: all of them)."""
 
     # ---- curator side -------------------------------------------------------------------
     @property
@@ -59,6 +63,10 @@ class ExponentialFamily(ABC):
     def sufficient_statistic(self, x: npt.NDArray) -> npt.NDArray[np.float64]:
         """Return s = Σ_i t(x_i) for validated records ``x``."""
 
+    def release_sensitivity(self, bounds: tuple[float, float] | None = None) -> float:
+        """L1 sensitivity of the released statistic; bounded families ignore ``bounds``."""
+        return self.sensitivity
+
     def params(self) -> dict[str, Any]:
         """The family's settings, as keyword arguments that rebuild it."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
@@ -72,6 +80,25 @@ class ExponentialFamily(ABC):
     @abstractmethod
     def theta_of(self, dist: TensorVariable) -> TensorVariable:
         """Return the parameter θ of ``dist`` (e.g. ``p``); ``dist`` must match the family."""
+
+    def conjugate_prior_rvs(self, model: Any, dist: TensorVariable) -> tuple[TensorVariable, ...]:
+        """The free variables that carry θ's conjugate prior, or ``()`` if θ has another prior.
+
+        The default finds θ itself as a free variable with the :attr:`conjugate_prior`.
+        """
+        theta = self.theta_of(dist)
+        if theta in model.free_RVs and self.is_conjugate_prior(theta):
+            return (theta,)
+        return ()
+
+    def prior_parameters(self, rvs: tuple[TensorVariable, ...]) -> tuple[TensorVariable, ...]:
+        """Hyperparameters of the conjugate prior on ``rvs``, as :meth:`conjugate_update` takes."""
+        (theta,) = rvs
+        return tuple(theta.owner.op.dist_params(theta.owner))
+
+    def split_theta(self, theta: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.float64], ...]:
+        """The values of :meth:`conjugate_prior_rvs` in a draw of :meth:`draw_conjugate`."""
+        return (theta,)
 
     @abstractmethod
     def natural_parameters(self, theta: TensorVariable) -> TensorVariable:
@@ -132,20 +159,23 @@ class ExponentialFamily(ABC):
         ValueError: prior hyperparameters must be finite and > 0 (got -1)
         """
         shapes = self.prior_shapes
+        positive = self.prior_positive or (True,) * len(shapes)
         if not isinstance(prior, Sequence) or isinstance(prior, str) or len(prior) != len(shapes):
             raise TypeError(
                 f"prior must be a sequence of {len(shapes)} hyperparameter arrays with core "
                 f"shapes {shapes} for the {self.name} family (got {prior!r})"
             )
         params = []
-        for value, shape in zip(prior, shapes, strict=True):
+        for value, shape, must_be_positive in zip(prior, shapes, positive, strict=True):
             arr = np.asarray(value, dtype=np.float64)
             core = arr.shape[arr.ndim - len(shape) :] if batched else arr.shape
             if core != shape or arr.ndim < len(shape):
                 raise ValueError(
                     f"prior hyperparameter must have core shape {shape} (got {value!r})"
                 )
-            if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+            if not np.all(np.isfinite(arr)):
+                raise ValueError(f"prior hyperparameters must be finite (got {value!r})")
+            if must_be_positive and np.any(arr <= 0):
                 raise ValueError(f"prior hyperparameters must be finite and > 0 (got {value!r})")
             params.append(arr)
         return tuple(params)

@@ -10,13 +10,12 @@ import numpy as np
 import numpy.typing as npt
 import pymc as pm
 import pytensor.tensor as pt
-from pytensor.graph.basic import Constant
-from pytensor.tensor.exceptions import NotScalarConstantError
 from pytensor.tensor.variable import TensorVariable
 from scipy import stats
 
 from pymc_dp._validation import check_finite_array, check_int
 from pymc_dp.families.base import ExponentialFamily, rv_op_type
+from pymc_dp.families.util import constant_value
 from pymc_dp.kernels import draw_beta
 
 __all__ = ["Bernoulli", "Binomial"]
@@ -91,7 +90,7 @@ class Binomial(ExponentialFamily):
         node = dist.owner
         if node is None or not isinstance(node.op, _op_types()["binomial"]):
             return None
-        trials = _constant_value(node.op.dist_params(node)[0])
+        trials = constant_value(node.op.dist_params(node)[0])
         if trials is None or trials != round(trials):
             raise ValueError(
                 "dist's n (trials per record) must be a fixed whole number, as the release "
@@ -160,14 +159,3 @@ class Bernoulli(Binomial):
         if node is None or not isinstance(node.op, _op_types()["bernoulli"]):
             return None
         return cls()
-
-
-def _constant_value(var: TensorVariable) -> float | None:
-    """The value of a constant graph input, or ``None`` if it is not a constant."""
-    if isinstance(var, Constant):
-        data = np.asarray(var.data)
-        return float(data) if data.ndim == 0 else None
-    try:
-        return float(pt.get_underlying_scalar_constant_value(var))
-    except NotScalarConstantError:
-        return None

@@ -5,19 +5,38 @@ nothing from PyMC, keeps no state and accepts leading batch dimensions, so one c
 many chains or many calibration trials at once.
 """
 
-from pymc_dp.kernels.conjugate import draw_beta, draw_dirichlet
+from pymc_dp.kernels.conjugate import (
+    draw_beta,
+    draw_dirichlet,
+    draw_gamma,
+    draw_normal,
+    draw_normal_inverse_gamma,
+)
+from pymc_dp.kernels.constraints import (
+    Constraint,
+    LinearConstraint,
+    QuadraticConstraint,
+    window_constraints,
+)
 from pymc_dp.kernels.noise_variance import draw_noise_variance, noise_variance_logpdf
 from pymc_dp.kernels.norm_product import norm_product
 from pymc_dp.kernels.suffstat import draw_suffstat
 from pymc_dp.kernels.truncated_normal import TruncatedDraw, draw_truncated_normal
 
 __all__ = [
+    "Constraint",
+    "LinearConstraint",
+    "QuadraticConstraint",
     "TruncatedDraw",
     "draw_beta",
     "draw_dirichlet",
+    "draw_gamma",
     "draw_noise_variance",
+    "draw_normal",
+    "draw_normal_inverse_gamma",
     "draw_suffstat",
     "draw_truncated_normal",
     "noise_variance_logpdf",
     "norm_product",
+    "window_constraints",
 ]

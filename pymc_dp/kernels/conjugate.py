@@ -9,7 +9,13 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["draw_beta", "draw_dirichlet"]
+__all__ = [
+    "draw_beta",
+    "draw_dirichlet",
+    "draw_gamma",
+    "draw_normal",
+    "draw_normal_inverse_gamma",
+]
 
 
 def draw_beta(
@@ -48,3 +54,67 @@ def draw_dirichlet(rng: np.random.Generator, *, alpha: npt.ArrayLike) -> npt.NDA
     log_g -= np.max(log_g, axis=-1, keepdims=True)
     g = np.exp(log_g)
     return g / np.sum(g, axis=-1, keepdims=True)
+
+
+def draw_gamma(
+    rng: np.random.Generator, *, shape: npt.ArrayLike, rate: npt.ArrayLike
+) -> npt.NDArray[np.float64]:
+    """Draw θ ~ Gamma(shape, rate) (mean shape/rate), broadcasting over batch dimensions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> draw_gamma(np.random.default_rng(0), shape=[2.0, 3.0], rate=4.0).shape
+    (2,)
+    """
+    shape, rate = np.broadcast_arrays(
+        np.asarray(shape, dtype=np.float64), np.asarray(rate, dtype=np.float64)
+    )
+    return rng.gamma(shape) / rate
+
+
+def draw_normal(
+    rng: np.random.Generator, *, mean: npt.ArrayLike, var: npt.ArrayLike
+) -> npt.NDArray[np.float64]:
+    """Draw θ ~ N(mean, var), broadcasting over batch dimensions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> draw_normal(np.random.default_rng(0), mean=[0.0, 1.0], var=2.0).shape
+    (2,)
+    """
+    mean, var = np.broadcast_arrays(
+        np.asarray(mean, dtype=np.float64), np.asarray(var, dtype=np.float64)
+    )
+    return mean + np.sqrt(var) * rng.standard_normal(mean.shape)
+
+
+def draw_normal_inverse_gamma(
+    rng: np.random.Generator,
+    *,
+    mean: npt.ArrayLike,
+    kappa: npt.ArrayLike,
+    alpha: npt.ArrayLike,
+    beta: npt.ArrayLike,
+) -> npt.NDArray[np.float64]:
+    """Draw (μ, σ²) with σ² ~ InverseGamma(alpha, beta) and μ | σ² ~ N(mean, σ²/kappa).
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(..., 2)``: μ then σ².
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> draw_normal_inverse_gamma(np.random.default_rng(0), mean=0.0, kappa=1.0,
+    ...                           alpha=[3.0, 4.0], beta=2.0).shape
+    (2, 2)
+    """
+    mean, kappa, alpha, beta = np.broadcast_arrays(
+        *(np.asarray(v, dtype=np.float64) for v in (mean, kappa, alpha, beta))
+    )
+    sigma2 = beta / rng.gamma(alpha)
+    mu = mean + np.sqrt(sigma2 / kappa) * rng.standard_normal(mean.shape)
+    return np.stack([mu, sigma2], axis=-1)

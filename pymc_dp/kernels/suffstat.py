@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
+from pymc_dp.kernels.constraints import Constraint
 from pymc_dp.kernels.norm_product import norm_product
 from pymc_dp.kernels.truncated_normal import TruncatedDraw, draw_truncated_normal
 
@@ -22,26 +25,33 @@ def draw_suffstat(
     upper: npt.ArrayLike,
     current: npt.ArrayLike,
     total: npt.ArrayLike | None = None,
+    constraints: Sequence[Constraint] = (),
     proposals: int = 16,
     sweeps: int = 4,
 ) -> TruncatedDraw:
     """Draw s ~ NormProduct(nμ, nΣ, y, diag σ²) restricted to its valid region.
+
+    For a truncated family (Algorithm 2) s is the stacked ``(ŝ, s_all)``: the statistic of the
+    records inside the window, which is released, then that of all records; ``clt_mean`` and
+    ``clt_cov`` are their joint (random-sum) CLT moments and y observes the first ``k``.
 
     Parameters
     ----------
     rng
         Source of randomness.
     clt_mean, clt_cov
-        CLT mean nμ(θ), shape ``(..., k)``, and covariance nΣ(θ), shape ``(..., k, k)``.
+        CLT mean, shape ``(..., m)``, and covariance, shape ``(..., m, m)``.
     released, noise_variance
-        Released y and mixing variances σ², shape ``(..., k)``.
+        Released y and mixing variances σ², shape ``(..., k)`` with ``k <= m``.
     lower, upper
-        Box of the valid region, broadcastable to ``(..., k)``.
+        Box of the valid region, broadcastable to ``(..., m)``.
     current
-        Current s, inside the region, shape ``(..., k)``.
+        Current s, inside the region, shape ``(..., m)``.
     total
         For counts that sum to n (singular ``clt_cov``), that sum, broadcastable to ``(...)``;
         the draw is rescaled onto it exactly to remove rounding drift.
+    constraints
+        Further convex constraints of the valid region (:mod:`pymc_dp.kernels.constraints`).
     proposals, sweeps
         Passed to :func:`~pymc_dp.kernels.draw_truncated_normal`.
 
@@ -70,6 +80,7 @@ def draw_suffstat(
         lower=lower,
         upper=upper,
         current=current,
+        constraints=constraints,
         proposals=proposals,
         sweeps=sweeps,
     )

@@ -13,11 +13,14 @@ whitened Gibbs update is an exact independent draw.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 from scipy.stats import truncnorm
+
+from pymc_dp.kernels.constraints import Constraint
 
 __all__ = ["TruncatedDraw", "draw_truncated_normal"]
 
@@ -43,10 +46,13 @@ def draw_truncated_normal(
     lower: npt.ArrayLike,
     upper: npt.ArrayLike,
     current: npt.ArrayLike,
+    constraints: Sequence[Constraint] = (),
     proposals: int = 16,
     sweeps: int = 4,
 ) -> TruncatedDraw:
     """Move ``current`` under N(mean, cov) restricted to the box ``lower ≤ s ≤ upper``.
+
+    Further convex ``constraints`` (:mod:`pymc_dp.kernels.constraints`) may cut the box down.
 
     Parameters
     ----------
@@ -57,7 +63,9 @@ def draw_truncated_normal(
     lower, upper
         Box of the valid region, broadcastable to ``(..., k)``; ``±inf`` allowed.
     current
-        Current state inside the box, ``(..., k)``; used only when no proposal is valid.
+        Current state inside the region, ``(..., k)``; used only when no proposal is valid.
+    constraints
+        Extra convex constraints, batched like ``mean``.
     proposals
         Number of independent normal proposals tried first (bounded, vectorised).
     sweeps
@@ -91,6 +99,8 @@ def draw_truncated_normal(
     z = rng.standard_normal((proposals, *batch, k))
     cand = mean + (factor @ z[..., None])[..., 0]
     valid = np.all((cand >= lower) & (cand <= upper), axis=-1)
+    for constraint in constraints:
+        valid &= constraint.contains(cand)
     found = np.any(valid, axis=0)
     first = np.argmax(valid, axis=0)
     value = np.take_along_axis(cand, first[None, ..., None], axis=0)[0]
@@ -108,6 +118,7 @@ def draw_truncated_normal(
             lower=lower[missing],
             upper=upper[missing],
             current=current[missing],
+            constraints=[c.select(missing) for c in constraints],
             sweeps=sweeps,
         )
     # Rounding in ``factor @ z`` can leave a value a few ulps outside a bound it should touch.
@@ -125,6 +136,7 @@ def _gibbs_sweeps(
     lower: npt.NDArray,
     upper: npt.NDArray,
     current: npt.NDArray,
+    constraints: Sequence[Constraint],
     sweeps: int,
 ) -> npt.NDArray:
     """Gibbs sweeps over whitened coordinates z, with s = mean + factor @ z, for a flat batch."""
@@ -145,6 +157,9 @@ def _gibbs_sweeps(
             pos, neg = col > 0, col < 0
             lo = np.max(np.where(pos, t_lo, np.where(neg, t_hi, -np.inf)), axis=-1)
             hi = np.min(np.where(pos, t_hi, np.where(neg, t_lo, np.inf)), axis=-1)
+            for constraint in constraints:
+                c_lo, c_hi = constraint.line_interval(rest, col)
+                lo, hi = np.maximum(lo, c_lo), np.minimum(hi, c_hi)
             # Rounding can make the interval empty by a few ulps; keep z_i where it is then.
             ok = active & (lo < hi)
             if np.any(ok):

@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 
 from pymc_dp.step_methods._base import DPGibbsStep, node_info
 from pymc_dp.step_methods._model_access import PointReader, ValueWriter, direct_dependents
@@ -17,7 +18,9 @@ class ConjugateStep(DPGibbsStep):
     """Gibbs step drawing θ from its conjugate posterior given the latent statistics s.
 
     For θ ~ Beta(α, β) feeding Binomial nodes, θ | s ~ Beta(α + Σ s, β + Σ n·trials - Σ s); for
-    θ ~ Dirichlet(α) feeding a Categorical node, θ | s ~ Dirichlet(α + s). The prior's
+    θ ~ Dirichlet(α) feeding a Categorical node, θ | s ~ Dirichlet(α + s); and so on for every
+    family's Conjugate-Update. For a windowed node, s is the statistic of all records (not the
+    released ŝ). A Normal–Inverse-Gamma (μ, σ²) is one block, drawn jointly. The prior's
     hyperparameters are read from the current point, so they may themselves be random and
     sampled by any other step method. θ may feed several nodes.
 
@@ -46,22 +49,33 @@ class ConjugateStep(DPGibbsStep):
         return isinstance(links, tuple) and len(links) > 0
 
     def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
-        outputs, self._plan = [], []
+        blocks: dict[tuple[str, ...], list[str]] = {}
         for rv in rvs:
-            links = node_info(rv)
-            allowed = {info.suffstat for info in links}
-            extra = sorted(set(direct_dependents(model, rv)) - allowed)
-            if extra:
+            blocks.setdefault(node_info(rv)[0].theta, []).append(rv.name)
+        outputs, self._plan = [], []
+        for names, given in blocks.items():
+            if sorted(given) != sorted(names):
                 raise ValueError(
-                    f"{rv.name!r} is also used by {extra}, so θ | s is not the conjugate "
-                    f"update; sample {rv.name!r} with another step method, e.g. "
-                    f"pm.sample(step=[pm.NUTS([{rv.name}])])"
+                    f"{list(names)} are drawn jointly from their conjugate posterior; give "
+                    f"ConjugateStep all of them (got {given})"
                 )
-            prior = rv.owner.op.dist_params(rv.owner)
-            n_prior = len(prior)
+            block = tuple(model[name] for name in names)
+            links = node_info(block[0])
+            allowed = {info.suffstat for info in links} | set(names)
+            for rv in block:
+                extra = sorted(set(direct_dependents(model, rv)) - allowed)
+                if extra:
+                    raise ValueError(
+                        f"{rv.name!r} is also used by {extra}, so θ | s is not the conjugate "
+                        f"update; sample {rv.name!r} with another step method, e.g. "
+                        f"pm.sample(step=[pm.NUTS([{rv.name}])])"
+                    )
+            family = links[0].family
+            prior = family.prior_parameters(block)
             outputs.extend(prior)
-            outputs.extend(model[info.suffstat] for info in links)
-            self._plan.append((n_prior, links, ValueWriter(model, rv, **compile_kwargs)))
+            outputs.extend(_full_statistic(model, info) for info in links)
+            writers = [ValueWriter(model, rv, **compile_kwargs) for rv in block]
+            self._plan.append((len(prior), family, links, writers))
         self._read = PointReader(model, outputs, **compile_kwargs)
 
     def step(self, point: dict) -> tuple[dict, list[dict]]:
@@ -69,12 +83,22 @@ class ConjugateStep(DPGibbsStep):
         values = self._read(point)
         point = dict(point)
         pos = 0
-        for n_prior, links, writer in self._plan:
+        for n_prior, family, links, writers in self._plan:
             params = tuple(np.asarray(v, dtype=np.float64) for v in values[pos : pos + n_prior])
             pos += n_prior
             for info in links:
                 params = info.family.conjugate_update(params, values[pos], info.n)
                 pos += 1
-            theta = links[0].family.draw_conjugate(self.rng, params)
-            point[writer.name] = writer(theta, point)
+            theta = family.draw_conjugate(self.rng, params)
+            for writer, value in zip(writers, family.split_theta(theta), strict=True):
+                point[writer.name] = writer(value, point)
         return point, [{}]
+
+
+def _full_statistic(model: pm.Model, info: Any) -> Any:
+    """s, the statistic of all records: the second half of a windowed node's (ŝ, s)."""
+    s = model[info.suffstat]
+    if info.bounds is None:
+        return s
+    k = info.family.stat_size
+    return pt.reshape(s[k:], info.family.stat_shape)

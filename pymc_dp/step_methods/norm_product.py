@@ -7,9 +7,9 @@ from typing import Any, ClassVar
 import numpy as np
 import pymc as pm
 
-from pymc_dp.distributions import SuffStatRV
+from pymc_dp.distributions import SuffStatRV, WindowSuffStatRV
 from pymc_dp.distributions.suffstat import SimplexSuffStatRV
-from pymc_dp.kernels import draw_suffstat
+from pymc_dp.kernels import draw_suffstat, window_constraints
 from pymc_dp.step_methods._base import DPGibbsStep, node_info
 from pymc_dp.step_methods._model_access import PointReader, ValueWriter
 
@@ -69,9 +69,14 @@ class NormProductStep(DPGibbsStep):
         for rv in rvs:
             info = node_info(rv)
             params = rv.owner.op.dist_params(rv.owner)
-            simplex = isinstance(rv.owner.op, SimplexSuffStatRV)
+            if isinstance(rv.owner.op, WindowSuffStatRV):
+                kind = "window"
+            elif isinstance(rv.owner.op, SimplexSuffStatRV):
+                kind = "simplex"
+            else:
+                kind = "interval"
             outputs.extend([*params, rv, model[info.noise_variance], model[info.name]])
-            self._plan.append((len(params), simplex, ValueWriter(model, rv, **compile_kwargs)))
+            self._plan.append((len(params), kind, ValueWriter(model, rv, **compile_kwargs)))
         self._read = PointReader(model, outputs, **compile_kwargs)
 
     def step(self, point: dict) -> tuple[dict, list[dict]]:
@@ -79,11 +84,21 @@ class NormProductStep(DPGibbsStep):
         values = self._read(point)
         point = dict(point)
         pos, n_fallback = 0, 0
-        for n_params, simplex, writer in self._plan:
+        for n_params, kind, writer in self._plan:
             params = values[pos : pos + n_params]
             current, sigma2, y = values[pos + n_params : pos + n_params + 3]
             pos += n_params + 3
-            if simplex:
+            constraints, total = [], None
+            if kind == "window":
+                mean, cov, lower, upper, out_lower, out_upper, n, quadratic = params
+                constraints = window_constraints(
+                    size=out_lower.shape[-1],
+                    out_lower=out_lower,
+                    out_upper=out_upper,
+                    total=n,
+                    quadratic=bool(quadratic),
+                )
+            elif kind == "simplex":
                 mean, cov, total = params
                 lower, upper = 0.0, total
             else:
@@ -93,12 +108,13 @@ class NormProductStep(DPGibbsStep):
                 self.rng,
                 clt_mean=mean,
                 clt_cov=cov,
-                released=np.reshape(y, mean.shape),
-                noise_variance=np.reshape(sigma2, mean.shape),
+                released=np.reshape(y, -1),
+                noise_variance=np.reshape(sigma2, -1),
                 lower=lower,
                 upper=upper,
                 current=np.reshape(current, mean.shape),
                 total=total,
+                constraints=constraints,
                 proposals=self.proposals,
                 sweeps=self.sweeps,
             )

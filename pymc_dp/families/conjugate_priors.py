@@ -1,0 +1,86 @@
+"""Conjugate priors shared by several families: the draw, the scipy form, the hyperparameters.
+
+A family mixes one in and writes only its own Conjugate-Update (Algorithm 1, line 3).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+import pymc as pm
+from pytensor.tensor.variable import TensorVariable
+from scipy import stats
+
+from pymc_dp.families.util import reciprocal_of
+from pymc_dp.kernels import draw_beta, draw_gamma, draw_normal
+
+__all__ = ["BetaPrior", "GammaPrior", "NormalPrior"]
+
+
+class GammaPrior:
+    """θ ~ Gamma(shape, rate), PyMC's ``pm.Gamma(alpha, beta)``; hyperparameters (shape, rate)."""
+
+    conjugate_prior: ClassVar[Any] = pm.Gamma
+
+    @property
+    def prior_shapes(self) -> tuple[tuple[int, ...], ...]:  # noqa: D102
+        return ((), ())
+
+    def prior_parameters(self, rvs: tuple[TensorVariable, ...]) -> tuple[TensorVariable, ...]:
+        """(shape, rate) of the ``pm.Gamma`` θ (PyMC stores its scale = 1/rate)."""
+        (theta,) = rvs
+        alpha, scale = theta.owner.op.dist_params(theta.owner)
+        return alpha, reciprocal_of(scale)
+
+    def draw_conjugate(  # noqa: D102
+        self, rng: np.random.Generator, params: tuple[npt.NDArray, ...]
+    ) -> npt.NDArray[np.float64]:
+        shape, rate = params
+        return draw_gamma(rng, shape=shape, rate=rate)
+
+    def conjugate_distribution(self, params: tuple[npt.ArrayLike, ...]) -> Any:  # noqa: D102
+        shape, rate = params
+        return stats.gamma(shape, scale=1.0 / np.asarray(rate))
+
+
+class BetaPrior:
+    """θ ~ Beta(alpha, beta), PyMC's ``pm.Beta``."""
+
+    conjugate_prior: ClassVar[Any] = pm.Beta
+
+    @property
+    def prior_shapes(self) -> tuple[tuple[int, ...], ...]:  # noqa: D102
+        return ((), ())
+
+    def draw_conjugate(  # noqa: D102
+        self, rng: np.random.Generator, params: tuple[npt.NDArray, ...]
+    ) -> npt.NDArray[np.float64]:
+        alpha, beta = params
+        return draw_beta(rng, alpha=alpha, beta=beta)
+
+    def conjugate_distribution(self, params: tuple[npt.ArrayLike, ...]) -> Any:  # noqa: D102
+        alpha, beta = params
+        return stats.beta(alpha, beta)
+
+
+class NormalPrior:
+    """θ ~ N(mean, sd²), PyMC's ``pm.Normal(mu, sigma)``; hyperparameters (mean, sd)."""
+
+    conjugate_prior: ClassVar[Any] = pm.Normal
+    prior_positive: ClassVar[tuple[bool, ...]] = (False, True)
+
+    @property
+    def prior_shapes(self) -> tuple[tuple[int, ...], ...]:  # noqa: D102
+        return ((), ())
+
+    def draw_conjugate(  # noqa: D102
+        self, rng: np.random.Generator, params: tuple[npt.NDArray, ...]
+    ) -> npt.NDArray[np.float64]:
+        mean, sd = params
+        return draw_normal(rng, mean=mean, var=np.square(sd))
+
+    def conjugate_distribution(self, params: tuple[npt.ArrayLike, ...]) -> Any:  # noqa: D102
+        mean, sd = params
+        return stats.norm(mean, sd)

@@ -1,0 +1,135 @@
+"""Unbounded counts: Poisson records with a Gamma prior, Geometric records with a Beta prior."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+import pymc as pm
+import pytensor.tensor as pt
+from pytensor.tensor.variable import TensorVariable
+from scipy import stats
+
+from pymc_dp.families.base import rv_op_type
+from pymc_dp.families.conjugate_priors import BetaPrior, GammaPrior
+from pymc_dp.families.truncated import TruncatedFamily, guarded_log, log1mexp
+from pymc_dp.families.truncated import f64 as _f64
+
+__all__ = ["Geometric", "Poisson"]
+
+
+class _CountStatistic:
+    """t(x) = x for integer records."""
+
+    discrete: ClassVar[bool] = True
+
+    def statistic(self, z: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        return np.asarray(z, dtype=np.float64).reshape(-1, 1)
+
+    def statistic_range(self, lower: float, upper: float):
+        return np.array([lower]), np.array([upper])
+
+
+@dataclasses.dataclass(frozen=True)
+class Poisson(_CountStatistic, GammaPrior, TruncatedFamily):
+    """x ~ Poisson(λ); t(x) = x; η = log λ; A(η) = e^η.
+
+    Prior ``pm.Gamma(a, b)`` on λ: λ | s ~ Gamma(a + s, b + n).
+
+    Examples
+    --------
+    >>> Poisson().release_sensitivity((0, 40))
+    40.0
+    """
+
+    name: ClassVar[str] = "poisson"
+    pymc_distribution: ClassVar[Any] = pm.Poisson
+
+    @property
+    def domain(self) -> tuple[float, float]:  # noqa: D102
+        return (0.0, np.inf)
+
+    @classmethod
+    def from_dist(cls, dist: TensorVariable) -> Poisson | None:  # noqa: D102
+        return cls() if isinstance(dist.owner.op, rv_op_type(pm.Poisson, 1.0)) else None
+
+    def theta_of(self, dist: TensorVariable) -> TensorVariable:  # noqa: D102
+        return dist.owner.op.dist_params(dist.owner)[0]
+
+    def natural_parameters(self, theta: TensorVariable) -> TensorVariable:  # noqa: D102
+        return pt.log(theta)
+
+    def log_partition(self, eta: TensorVariable) -> TensorVariable:  # noqa: D102
+        return pt.exp(eta)
+
+    def moments(self, theta: TensorVariable) -> tuple[TensorVariable, TensorVariable]:
+        """Closed form: μ = Σ = λ."""
+        return pt.reshape(theta, (1,)), pt.reshape(theta, (1, 1))
+
+    def log_cdf(self, z: float, eta: TensorVariable) -> TensorVariable:  # noqa: D102
+        return guarded_log(pt.gammaincc(_f64(z + 1.0), pt.exp(eta)))
+
+    def log_sf(self, z: float, eta: TensorVariable) -> TensorVariable:  # noqa: D102
+        return guarded_log(pt.gammainc(_f64(z + 1.0), pt.exp(eta)))
+
+    def conjugate_update(self, prior, s, n):  # noqa: D102
+        shape, rate = prior
+        return shape + np.reshape(s, np.shape(shape)), rate + n
+
+    def record_distribution(self, theta: float) -> Any:
+        """Scipy distribution of one record (for simulation and tests)."""
+        return stats.poisson(theta)
+
+
+@dataclasses.dataclass(frozen=True)
+class Geometric(_CountStatistic, BetaPrior, TruncatedFamily):
+    """x ~ Geometric(p) on {1, 2, ...} (trials to the first success, as ``pm.Geometric``).
+
+    t(x) = x; η = log(1 - p); A(η) = η - log(1 - e^η). Prior ``pm.Beta``:
+    p | s ~ Beta(a + n, b + s - n).
+
+    Examples
+    --------
+    >>> Geometric().release_sensitivity((1, 20))
+    20.0
+    """
+
+    name: ClassVar[str] = "geometric"
+    pymc_distribution: ClassVar[Any] = pm.Geometric
+
+    @property
+    def domain(self) -> tuple[float, float]:  # noqa: D102
+        return (1.0, np.inf)
+
+    @classmethod
+    def from_dist(cls, dist: TensorVariable) -> Geometric | None:  # noqa: D102
+        return cls() if isinstance(dist.owner.op, rv_op_type(pm.Geometric, 0.5)) else None
+
+    def theta_of(self, dist: TensorVariable) -> TensorVariable:  # noqa: D102
+        return dist.owner.op.dist_params(dist.owner)[0]
+
+    def natural_parameters(self, theta: TensorVariable) -> TensorVariable:  # noqa: D102
+        return pt.log1p(-theta)
+
+    def log_partition(self, eta: TensorVariable) -> TensorVariable:  # noqa: D102
+        return eta - log1mexp(eta)
+
+    def moments(self, theta: TensorVariable) -> tuple[TensorVariable, TensorVariable]:
+        """Closed form: μ = 1/p, Σ = (1 - p)/p²."""
+        return pt.reshape(1 / theta, (1,)), pt.reshape((1 - theta) / theta**2, (1, 1))
+
+    def log_cdf(self, z: float, eta: TensorVariable) -> TensorVariable:  # noqa: D102
+        return log1mexp(eta * z)
+
+    def log_sf(self, z: float, eta: TensorVariable) -> TensorVariable:  # noqa: D102
+        return eta * z
+
+    def conjugate_update(self, prior, s, n):  # noqa: D102
+        alpha, beta = prior
+        return alpha + n, beta + np.reshape(s, np.shape(beta)) - n
+
+    def record_distribution(self, theta: float) -> Any:
+        """Scipy distribution of one record (for simulation and tests)."""
+        return stats.geom(theta)
