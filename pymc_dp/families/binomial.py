@@ -11,12 +11,11 @@ import numpy.typing as npt
 import pymc as pm
 import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
-from scipy import stats
 
 from pymc_dp._validation import check_finite_array, check_int
 from pymc_dp.families.base import ExponentialFamily, rv_op_type
+from pymc_dp.families.conjugate_priors import BetaPrior
 from pymc_dp.families.util import constant_value
-from pymc_dp.kernels import draw_beta
 
 __all__ = ["Bernoulli", "Binomial"]
 
@@ -30,7 +29,7 @@ def _op_types() -> dict[str, type]:
 
 
 @dataclasses.dataclass(frozen=True)
-class Binomial(ExponentialFamily):
+class Binomial(BetaPrior, ExponentialFamily):
     """x ~ Binomial(trials, p); t(x) = x; η = logit p; A(η) = trials · log(1 + e^η).
 
     Parameters
@@ -49,7 +48,6 @@ class Binomial(ExponentialFamily):
     trials: int
     name: ClassVar[str] = "binomial"
     pymc_distribution: ClassVar[Any] = pm.Binomial
-    conjugate_prior: ClassVar[Any] = pm.Beta
 
     def __post_init__(self) -> None:
         check_int(self.trials, "trials", minimum=1)
@@ -57,10 +55,6 @@ class Binomial(ExponentialFamily):
     @property
     def stat_shape(self) -> tuple[int, ...]:  # noqa: D102
         return ()
-
-    @property
-    def prior_shapes(self) -> tuple[tuple[int, ...], ...]:  # noqa: D102
-        return ((), ())
 
     @property
     def sensitivity(self) -> float:  # noqa: D102
@@ -119,16 +113,6 @@ class Binomial(ExponentialFamily):
     ) -> tuple[npt.NDArray, ...]:
         alpha, beta = prior
         return alpha + s, beta + n * self.trials - s
-
-    def draw_conjugate(  # noqa: D102
-        self, rng: np.random.Generator, params: tuple[npt.NDArray, ...]
-    ) -> npt.NDArray[np.float64]:
-        alpha, beta = params
-        return draw_beta(rng, alpha=alpha, beta=beta)
-
-    def conjugate_distribution(self, params: tuple[npt.ArrayLike, ...]) -> Any:  # noqa: D102
-        alpha, beta = params
-        return stats.beta(alpha, beta)
 
 
 @dataclasses.dataclass(frozen=True)
