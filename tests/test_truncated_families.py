@@ -380,7 +380,8 @@ def test_clt_moments_match_monte_carlo(name):
 @pytest.mark.parametrize("name", list(CASES))
 def test_window_statistic_and_region_hold_simulated_data(name):
     """``window_statistic`` and ``sufficient_statistic`` agree with the simulation's sums, and
-    every simulated (ŝ, s) and s - ŝ lies in the boxes of ``window_region``."""
+    every simulated (ŝ, s) and s - ŝ lies in the physical boxes of ``record_region``, and s
+    in the sampler's ``window_region``."""
     case = CASES[name]
     fam = case.family
     sim = simulate(name)
@@ -391,11 +392,15 @@ def test_window_statistic_and_region_hold_simulated_data(name):
         np.testing.assert_allclose(
             np.reshape(fam.sufficient_statistic(x), -1), sim.total[i], rtol=1e-12
         )
-    lower, upper, out_lower, out_upper = fam.window_region(N_RECORDS, case.bounds)
+    lower, upper, out_lower, out_upper = fam.record_region(N_RECORDS, case.bounds)
     stacked = np.concatenate([sim.windows[:, 1], sim.total], axis=1)
     assert np.all((stacked >= lower) & (stacked <= upper))
     outside = sim.total - sim.windows[:, 1]
     assert np.all((outside >= out_lower) & (outside <= out_upper))
+    k = fam.stat_size
+    sampler_lower, sampler_upper, _, _ = fam.window_region(N_RECORDS, case.bounds)
+    np.testing.assert_array_equal(sampler_lower[k:], lower[k:])
+    np.testing.assert_array_equal(sampler_upper[k:], upper[k:])
 
 
 # ---- the windows add up to the untruncated moments -------------------------------------------

@@ -41,7 +41,6 @@ __all__ = [
     "guarded_log",
     "log1mexp",
     "logaddexp",
-    "logdiffexp",
     "normal_log_cdf",
 ]
 
@@ -80,11 +79,6 @@ def logaddexp(a: TensorVariable, b: TensorVariable) -> TensorVariable:
     """log(e^a + e^b), with finite second derivatives (PyTensor's is NaN for very negative a, b)."""
     # Not max(a, b) + log1p(exp(-|a - b|)): the gradient of max counts a tie twice.
     return a + pt.softplus(b - a)
-
-
-def logdiffexp(a: TensorVariable, b: TensorVariable) -> TensorVariable:
-    """log(e^a - e^b) for a > b."""
-    return a + log1mexp(b - a)
 
 
 def normal_log_cdf(z: TensorVariable) -> TensorVariable:
