@@ -6,6 +6,14 @@ DP Gibbs step methods of Bernstein & Sheldon (2018) to the node's variables.
 """
 
 from pymc_dp.baselines import naive_posterior, nonprivate_posterior
+from pymc_dp.evaluation import (
+    calibration_quantiles,
+    ecdf,
+    interval_coverage,
+    ks_band,
+    ks_statistic,
+    mmd2_unbiased,
+)
 from pymc_dp.noisy_suffstat import NoisySuffStat
 from pymc_dp.release import Release, release
 from pymc_dp.step_methods import ConjugateStep, NoiseVarianceStep, NormProductStep
@@ -18,6 +26,12 @@ __all__ = [
     "NoisySuffStat",
     "NormProductStep",
     "Release",
+    "calibration_quantiles",
+    "ecdf",
+    "interval_coverage",
+    "ks_band",
+    "ks_statistic",
+    "mmd2_unbiased",
     "naive_posterior",
     "nonprivate_posterior",
     "release",

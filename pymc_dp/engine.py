@@ -24,11 +24,11 @@ __all__ = ["GibbsTrace", "sample_gibbs"]
 
 
 class GibbsTrace(NamedTuple):
-    """Draws after tuning, each with leading axes ``(draws, batch)``."""
+    """Draws after tuning, each with leading axes ``(chain, draw, batch)`` as in ArviZ."""
 
     theta: npt.NDArray[np.float64]
     suffstat: npt.NDArray[np.float64]
-    """s; for a windowed family the stacked (ŝ, s), shape ``(draws, batch, 2k)``."""
+    """s; for a windowed family the stacked (ŝ, s), shape ``(chain, draw, batch, 2k)``."""
     noise_variance: npt.NDArray[np.float64]
     n_fallback: int
     """Total number of s updates that used the bounded fallback."""
@@ -63,6 +63,7 @@ def sample_gibbs(
     scale: float,
     draws: int,
     tune: int = 0,
+    chains: int = 1,
     bounds: tuple[float, float] | None = None,
 ) -> GibbsTrace:
     """Run the DP Gibbs sampler on a batch of releases of the same family and size.
@@ -84,27 +85,31 @@ def sample_gibbs(
         Laplace scale Δ/ε of the releases.
     draws, tune
         Iterations kept and discarded.
+    chains
+        Independent chains per release, each started from its own prior draw of θ.
     bounds
         Truncation window of a windowed family's releases (Algorithm 2), else ``None``.
 
     Returns
     -------
     GibbsTrace
-        θ, s and σ² draws.
+        θ, s and σ² draws, shaped ``(chains, draws, batch, ...)``.
 
     Examples
     --------
     >>> from pymc_dp.families import Binomial
     >>> tr = sample_gibbs(0, family=Binomial(trials=5), prior=(3.0, 5.0),
-    ...                   released=[1500.0, 400.0], n=1000, scale=50.0, draws=200, tune=100)
+    ...                   released=[1500.0, 400.0], n=1000, scale=50.0, draws=200, tune=100,
+    ...                   chains=4)
     >>> tr.theta.shape
-    (200, 2)
+    (4, 200, 2)
     """
     rng = check_rng(rng)
     n = check_int(n, "n", minimum=1)
     scale = check_positive(scale, "scale")
     draws = check_int(draws, "draws", minimum=1)
     tune = check_int(tune, "tune", minimum=0)
+    chains = check_int(chains, "chains", minimum=1)
     windowed = isinstance(family, TruncatedFamily)
     if windowed:
         bounds = family.check_bounds(bounds)
@@ -113,11 +118,17 @@ def sample_gibbs(
     y = np.asarray(released, dtype=np.float64)
     if y.ndim != 1 + len(family.stat_shape) or y.shape[1:] != family.stat_shape:
         raise ValueError(f"released must have shape (batch, *{family.stat_shape}) (got {y.shape})")
+    releases = y.shape[0]
+    # Chains are extra batch rows, chain-major, so that the output reshapes to (chain, ...).
+    y = np.tile(y, (chains, *(1,) * (y.ndim - 1)))
     batch = y.shape[0]
     y_k = y.reshape(batch, -1)
     k = y_k.shape[1]
     params = tuple(
-        np.broadcast_to(p, (batch, *np.shape(p)[np.ndim(p) - len(shape) :]))
+        np.tile(
+            np.broadcast_to(p, (releases, *np.shape(p)[np.ndim(p) - len(shape) :])),
+            (chains, *(1,) * len(shape)),
+        )
         for p, shape in zip(
             family.check_prior(prior, batched=True), family.prior_shapes, strict=True
         )
@@ -174,4 +185,8 @@ def sample_gibbs(
             keep_theta[it - tune] = theta
             keep_s[it - tune] = s
             keep_v[it - tune] = np.reshape(sigma2, y.shape)
-    return GibbsTrace(keep_theta, keep_s, keep_v, n_fallback)
+
+    def by_chain(a):
+        return np.moveaxis(a.reshape(draws, chains, releases, *a.shape[2:]), 0, 1)
+
+    return GibbsTrace(by_chain(keep_theta), by_chain(keep_s), by_chain(keep_v), n_fallback)

@@ -7,13 +7,13 @@ p-value > 0.01 for the Gibbs posterior and < 1e-6 for the naive one (which treat
 Gibbs draws are autocorrelated, and the fraction of correlated draws below θ is not uniform even
 for a correct sampler (a sticky chain pushes it to 0 or 1). As in simulation-based calibration
 (Talts et al. 2018), each trial's draws are thinned to about their effective sample size and the
-quantile is the randomised rank of θ among the thinned draws.
+quantile is the randomised rank of θ among the thinned draws
+(:func:`pymc_dp.evaluation.calibration_quantiles`).
 
 The default study runs the step methods' kernels for all trials at once (batched engine); the
 slow study runs the same design through ``pm.sample``.
 """
 
-import arviz as az
 import numpy as np
 import pymc as pm
 import pytest
@@ -22,6 +22,7 @@ from scipy import stats
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
 from pymc_dp.engine import sample_gibbs
+from pymc_dp.evaluation import calibration_quantiles
 from pymc_dp.families import Binomial, Categorical
 from tests.conftest import sample
 
@@ -56,15 +57,6 @@ def _simulate(family, rng, trials):
     return theta, releases, np.array(naive_u), prior
 
 
-def _quantile(draws, truth, rng):
-    """Randomised rank of ``truth`` among (chain, draw) samples thinned to about their ESS."""
-    draws = np.atleast_2d(draws)
-    ess = float(az.ess(az.convert_to_dataset(draws))["x"])
-    step = max(1, int(draws.size / max(ess, 1.0)))
-    kept = draws[:, ::step].ravel()
-    return (np.sum(kept < truth) + rng.uniform()) / (kept.size + 1)
-
-
 def _first(theta, family):
     """θ itself, or its first component for Categorical (calibration of θ_0, as the paper)."""
     return np.asarray(theta)[..., 0] if isinstance(family, Categorical) else np.asarray(theta)
@@ -88,10 +80,7 @@ def test_gibbs_calibrated_naive_not_batched_1000_trials(family):
         draws=4000,
         tune=1000,
     )
-    gibbs_u = [
-        _quantile(_first(trace.theta[:, i], family), _first(theta[i], family), rng)
-        for i in range(len(theta))
-    ]
+    gibbs_u = calibration_quantiles(_first(trace.theta, family), _first(theta, family), rng=rng)
     assert stats.kstest(gibbs_u, "uniform").pvalue > 0.01
     assert stats.kstest(naive_u, "uniform").pvalue < 1e-6
 
@@ -117,6 +106,6 @@ def test_gibbs_calibrated_naive_not_pm_sample_200_trials(family):
             pmdp.NoisySuffStat("y", dist, release=rel)
             idata = sample(draws=2000, tune=500, chains=2, cores=1, random_seed=rng)
         draws = posterior_dataset(idata)["p"].values
-        gibbs_u.append(_quantile(_first(draws, family), _first(t, family), rng))
+        gibbs_u.append(calibration_quantiles(_first(draws, family), _first(t, family), rng=rng))
     assert stats.kstest(gibbs_u, "uniform").pvalue > 0.01
     assert stats.kstest(naive_u, "uniform").pvalue < 1e-6

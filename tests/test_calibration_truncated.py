@@ -3,8 +3,8 @@
 Per trial: θ ~ prior, n records ~ p(x | θ), release over a window fixed *before* θ is drawn
 (the central 95% of the prior predictive, as in the paper's Exponential experiment), then the
 DP Gibbs sampler of Algorithm 2 on the release. The true θ's randomised rank among the draws,
-thinned to about their effective sample size (as in tests/test_calibration.py), must be uniform:
-KS p-value > 0.01 over 200 trials.
+thinned to about their effective sample size (``pymc_dp.evaluation.calibration_quantiles``),
+must be uniform: KS p-value > 0.01 over 200 trials.
 
 The default run covers n = 100, ε = 0.1 for each family; the full grid n ∈ {100, 1000},
 ε ∈ {0.1, 1} is ``slow``. All trials of a setting run at once in the batched engine, with the
@@ -18,8 +18,8 @@ from scipy import stats
 
 import pymc_dp as pmdp
 from pymc_dp.engine import sample_gibbs
+from pymc_dp.evaluation import calibration_quantiles
 from pymc_dp.families import Exponential, Normal
-from tests.test_calibration import _quantile
 
 TRIALS = 200
 GAMMA_PRIOR = (8.0, 2.0)
@@ -82,12 +82,9 @@ def _study(name, n, epsilon, seed):
         tune=2000,
         bounds=bounds,
     )
-    draws = trace.theta.reshape(trace.theta.shape[0], TRIALS, -1)
-    pvalues = []
-    for j in range(truth.shape[1]):
-        u = [_quantile(draws[:, i, j], truth[i, j], rng) for i in range(TRIALS)]
-        pvalues.append(stats.kstest(u, "uniform").pvalue)
-    return pvalues
+    draws = trace.theta.reshape(*trace.theta.shape[:3], -1)  # (chain, draw, trial, component)
+    u = calibration_quantiles(draws, truth, rng=rng)
+    return [stats.kstest(u[:, j], "uniform").pvalue for j in range(truth.shape[1])]
 
 
 @pytest.mark.parametrize("name", ["exponential", "normal"])

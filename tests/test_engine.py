@@ -2,7 +2,9 @@
 
 import arviz as az
 import numpy as np
+import pymc as pm
 import pytest
+from scipy import stats
 
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
@@ -19,24 +21,75 @@ def test_engine_and_pm_sample_agree_on_one_release(family, binomial_release, cat
     with model:
         idata = sample(draws=10_000, tune=1000, chains=2, cores=2, random_seed=51)
     pm_draws = posterior_dataset(idata)["p"].values  # (chain, draw, ...)
-    released = np.broadcast_to(rel.value, (100, *rel.value.shape))
     trace = sample_gibbs(
         52,
         family=rel.get_family(),
         prior=prior,
-        released=released,
+        released=np.asarray(rel.value)[None],
         n=rel.n,
         scale=rel.scale,
         draws=2000,
         tune=1000,
+        chains=100,
     )
-    engine_draws = np.moveaxis(trace.theta, 0, 1)  # (chain, draw, ...)
+    engine_draws = trace.theta[:, :, 0]  # (chain, draw, ...)
     for k in range(1 if family == "binomial" else 3):
         a = pm_draws if family == "binomial" else pm_draws[..., k]
         b = engine_draws if family == "binomial" else engine_draws[..., k]
         se = np.hypot(_mcse(a), _mcse(b))
         assert abs(a.mean() - b.mean()) < 4 * se
         assert abs(a.std() / b.std() - 1) < 0.05
+
+
+def _thinned(draws):
+    """(chain, draw) samples thinned to about one per effective sample, flattened."""
+    draws = np.asarray(draws)
+    step = max(1, int(draws.size / float(az.ess(az.convert_to_dataset(draws))["x"])))
+    return draws[:, ::step].ravel()
+
+
+def _exponential_release():
+    x = np.random.default_rng(21).exponential(1 / 3.0, size=500)
+    return pmdp.release(x, pm.Exponential, epsilon=0.2, bounds=(0.0, 1.2), rng=22)
+
+
+@pytest.mark.parametrize("family", ["binomial", "categorical", "exponential"])
+def test_engine_and_pm_sample_two_sample_ks(family, binomial_release, categorical_release):
+    """Same release, same prior: θ draws of pm.sample (4 chains × 5000) and of the batched
+    engine (50 chains × 2000), each thinned to about one draw per effective sample, pass a
+    two-sample KS test at α = 0.001 (θ_0 for the categorical)."""
+    if family == "exponential":
+        rel, prior = _exponential_release(), (8.0, 2.0)
+        with pm.Model() as model:
+            lam = pm.Gamma("p", alpha=prior[0], beta=prior[1])
+            pmdp.NoisySuffStat("y", pm.Exponential.dist(lam=lam), release=rel)
+    elif family == "binomial":
+        rel, prior = binomial_release, (3.0, 5.0)
+        model = binomial_model(rel)
+    else:
+        rel, prior = categorical_release, (np.array([2.0, 2.0, 2.0]),)
+        model = categorical_model(rel)
+    with model:
+        idata = sample(draws=5000, tune=1000, chains=4, cores=2, random_seed=61)
+    trace = sample_gibbs(
+        62,
+        family=rel.get_family(),
+        prior=prior,
+        released=np.asarray(rel.value)[None],
+        n=rel.n,
+        scale=rel.scale,
+        draws=2000,
+        tune=1000,
+        chains=50,
+        bounds=rel.bounds if family == "exponential" else None,
+    )
+    a = posterior_dataset(idata)["p"].values
+    b = trace.theta[:, :, 0]
+    if family == "categorical":
+        a, b = a[..., 0], b[..., 0]
+    a, b = _thinned(a), _thinned(b)
+    assert min(a.size, b.size) > 300, "too few effective draws for the test to have power"
+    assert stats.ks_2samp(a, b).pvalue > 0.001
 
 
 def _mcse(draws):
