@@ -1,0 +1,44 @@
+"""Private Bayesian linear regression (Bernstein & Sheldon 2019).
+
+Curator side: :func:`release_regression` publishes the noisy sufficient statistics (and,
+optionally, noisy moments of the covariates) as a :class:`RegressionRelease`; the statistic layout
+is in :mod:`~pymc_dp.regression.statistics` and the sensitivity in
+:mod:`~pymc_dp.regression.sensitivity`. These modules import no inference code.
+
+Analyst side (pure NumPy): CLT moments of the statistic (:mod:`~pymc_dp.regression.moments`),
+the Normal–Inverse-Gamma conjugate update, the Gibbs-SS kernels and the batched sampler.
+"""
+
+from pymc_dp.regression.moments import (
+    XMoments,
+    empirical_x_moments,
+    suffstat_moments,
+    x_moments_from_monomial_means,
+    x_moments_from_release,
+)
+from pymc_dp.regression.psd import project_psd
+from pymc_dp.regression.release import MomentRelease, RegressionRelease, release_regression
+from pymc_dp.regression.sensitivity import regression_sensitivity
+from pymc_dp.regression.statistics import (
+    pack_statistic,
+    regression_statistic,
+    released_pairs,
+    unpack_statistic,
+)
+
+__all__ = [
+    "MomentRelease",
+    "RegressionRelease",
+    "XMoments",
+    "empirical_x_moments",
+    "pack_statistic",
+    "project_psd",
+    "regression_sensitivity",
+    "regression_statistic",
+    "release_regression",
+    "released_pairs",
+    "suffstat_moments",
+    "unpack_statistic",
+    "x_moments_from_monomial_means",
+    "x_moments_from_release",
+]

@@ -1,0 +1,321 @@
+"""Curator side: release the regression statistics (and optionally moments of x) with Laplace noise.
+
+This module never imports inference code. A :class:`RegressionRelease` carries everything the
+analyst needs (value, n, ε, Δ, bounds, and the optional noisy moments of the covariates) and
+nothing about individual records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pymc_dp._validation import check_finite_array, check_int, check_positive, check_rng
+from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism
+from pymc_dp.regression.sensitivity import check_box, regression_sensitivity, sum_of_ranges
+from pymc_dp.regression.statistics import (
+    covariate_powers,
+    d_from_released,
+    monomial_sums,
+    regression_statistic,
+)
+
+__all__ = [
+    "FOURTH_DEGREES",
+    "SECOND_DEGREES",
+    "MomentRelease",
+    "RegressionRelease",
+    "release_regression",
+]
+
+SECOND_DEGREES = (1, 2)
+"""Total degrees of the covariate monomials in the "second moments" release."""
+FOURTH_DEGREES = (3, 4)
+"""Total degrees of the covariate monomials in the "fourth moments" release (with the second
+moments these give every raw moment up to order 4 that the CLT of the statistic needs)."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MomentRelease:
+    """Noisy sums ``Σ_i Π_j x_ij^powers[k, j]`` of covariate monomials.
+
+    Attributes
+    ----------
+    value : numpy.ndarray
+        The released noisy sums, shape ``(K,)`` (read-only). Divide by n for moments.
+    powers : numpy.ndarray
+        Exponents of ``x_1..x_d`` of each monomial, shape ``(K, d)`` (read-only).
+    epsilon : float
+        Privacy budget spent on this release.
+    sensitivity : float
+        L1 sensitivity of the sums over the covariate box (sum of the monomials' ranges).
+    """
+
+    value: npt.NDArray[np.float64]
+    powers: npt.NDArray[np.int64]
+    epsilon: float
+    sensitivity: float
+
+    def __post_init__(self) -> None:
+        value = np.array(self.value, dtype=np.float64)
+        powers = np.array(self.powers, dtype=np.int64)
+        if value.ndim != 1 or powers.ndim != 2 or powers.shape[0] != value.shape[0]:
+            raise ValueError(
+                f"value (K,) and powers (K, d) do not fit (got {value.shape} and {powers.shape})"
+            )
+        if not np.all(np.isfinite(value)):
+            raise ValueError("value must be finite")
+        value.setflags(write=False)
+        powers.setflags(write=False)
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "powers", powers)
+        object.__setattr__(self, "epsilon", check_positive(self.epsilon, "epsilon"))
+        object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
+
+    @property
+    def scale(self) -> float:
+        """Laplace scale Δ/ε of the noise on every sum."""
+        return self.sensitivity / self.epsilon
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RegressionRelease:
+    """A differentially private release of linear-regression sufficient statistics.
+
+    Attributes
+    ----------
+    value : numpy.ndarray
+        The released ``z = s + Laplace(0, Δ/ε)`` for ``s`` the statistic of
+        :mod:`pymc_dp.regression.statistics`, shape ``(m,)`` (read-only).
+    n : int
+        Number of records (public; it is the unreleased entry ``B[0, 0]``).
+    epsilon : float
+        Privacy budget of the statistics release.
+    sensitivity : float
+        L1 sensitivity Δ used to scale the noise on ``value``.
+    x_bounds : tuple
+        ``((lower, upper), ...)`` of each of the ``d`` covariates.
+    y_bounds : tuple
+        ``(lower, upper)`` of the response.
+    second_moments, fourth_moments : MomentRelease or None
+        Noisy sums of the covariate monomials of degrees 1-2 and 3-4, released with their own
+        share of the budget, or ``None`` if the moments were not released.
+    mechanism : str
+        ``"laplace"``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.uniform(size=(100, 1)); y = np.clip(0.5 * x[:, 0], 0, 1)
+    >>> rel = release_regression(x, y, x_bounds=[(0, 1)], y_bounds=(0, 1), epsilon=1.0, rng=rng)
+    >>> rel.d, rel.value.shape, rel.sensitivity, rel.total_epsilon
+    (1, (5,), 5.0, 1.0)
+    """
+
+    value: npt.NDArray[np.float64]
+    n: int
+    epsilon: float
+    sensitivity: float
+    x_bounds: tuple[tuple[float, float], ...]
+    y_bounds: tuple[float, float]
+    second_moments: MomentRelease | None = None
+    fourth_moments: MomentRelease | None = None
+    mechanism: str = MECHANISM_NAME
+
+    def __post_init__(self) -> None:
+        value = np.array(self.value, dtype=np.float64)
+        if value.ndim != 1:
+            raise ValueError(f"value must be 1-dimensional (got shape {value.shape})")
+        d = d_from_released(value.shape[0])
+        if not np.all(np.isfinite(value)):
+            raise ValueError("value must be finite")
+        value.setflags(write=False)
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "n", check_int(self.n, "n", minimum=d + 2))
+        object.__setattr__(self, "epsilon", check_positive(self.epsilon, "epsilon"))
+        object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
+        xb = check_box(self.x_bounds, "x_bounds", size=d)
+        yb = check_box(self.y_bounds, "y_bounds", size=1)
+        object.__setattr__(self, "x_bounds", tuple(tuple(map(float, r)) for r in xb))
+        object.__setattr__(self, "y_bounds", (float(yb[0, 0]), float(yb[0, 1])))
+        needed = regression_sensitivity(xb, yb[0])
+        if self.sensitivity < needed:
+            raise ValueError(
+                f"sensitivity must be >= {needed}, the L1 sensitivity over the bounds (got "
+                f"{self.sensitivity}); with less noise the release is not ε-DP"
+            )
+        if (self.second_moments is None) != (self.fourth_moments is None):
+            raise ValueError("second_moments and fourth_moments are released together or not")
+        for name, mom, degrees in (
+            ("second_moments", self.second_moments, SECOND_DEGREES),
+            ("fourth_moments", self.fourth_moments, FOURTH_DEGREES),
+        ):
+            if mom is None:
+                continue
+            if not isinstance(mom, MomentRelease):
+                raise TypeError(f"{name} must be a MomentRelease (got {type(mom).__name__})")
+            expected = covariate_powers(d, degrees)
+            if mom.powers.shape != expected.shape or np.any(mom.powers != expected):
+                raise ValueError(f"{name} must hold the degree {degrees} monomials of x in order")
+            if mom.sensitivity < sum_of_ranges(expected, xb[:, 0], xb[:, 1]):
+                raise ValueError(f"{name}.sensitivity is below the L1 sensitivity of its sums")
+        if self.mechanism != MECHANISM_NAME:
+            raise ValueError(f"mechanism must be {MECHANISM_NAME!r} (got {self.mechanism!r})")
+
+    @property
+    def d(self) -> int:
+        """Number of covariates (the intercept not counted)."""
+        return len(self.x_bounds)
+
+    @property
+    def scale(self) -> float:
+        """Laplace scale Δ/ε of the noise on every statistic component."""
+        return self.sensitivity / self.epsilon
+
+    @property
+    def total_epsilon(self) -> float:
+        """Privacy cost of the whole release (basic composition): statistics plus moments."""
+        moments = (self.second_moments, self.fourth_moments)
+        return self.epsilon + sum(m.epsilon for m in moments if m is not None)
+
+
+def release_regression(
+    x: npt.ArrayLike,
+    y: npt.ArrayLike,
+    *,
+    x_bounds: Any,
+    y_bounds: Any,
+    epsilon: float,
+    moments_share: float | None = None,
+    rng: int | np.random.Generator | None = None,
+) -> RegressionRelease:
+    """Release the sufficient statistics of a linear regression under ε-differential privacy.
+
+    Publishes ``z = s + Laplace(0, Δ/ε)`` on every component of
+    ``s = Σ_i t(x_i, y_i)`` (all unique entries of ``[X, y]ᵀ[X, y]`` but ``n``), where ``Δ`` is the
+    L1 sensitivity over the box of records (Bernstein & Sheldon 2019, §3.4). With
+    ``moments_share`` it also publishes noisy sums of the covariate monomials of degrees 1-2 and
+    3-4, which Gibbs-SS-Noisy uses for the CLT moments of ``s``.
+
+    Parameters
+    ----------
+    x
+        Covariates, shape ``(n, d)`` (``(n,)`` for ``d = 1``), without an intercept column.
+    y
+        Responses, shape ``(n,)``.
+    x_bounds
+        ``d`` pairs ``(lower, upper)``, chosen without looking at the data. Every record must lie
+        inside: records are never clipped, since clipping would change what is released.
+    y_bounds
+        ``(lower, upper)`` of the response, likewise.
+    epsilon
+        Total privacy budget ε > 0 of the release.
+    moments_share
+        If given, the share in (0, 1) of ``epsilon`` spent on the moments of x, half on the
+        degree 1-2 sums and half on the degree 3-4 sums; the statistics get the rest.
+    rng
+        Seed or generator for the noise; ``None`` uses fresh OS entropy.
+
+    Returns
+    -------
+    RegressionRelease
+
+    Raises
+    ------
+    TypeError, ValueError
+        For malformed arguments, records outside the bounds, fewer records than the ``d + 2``
+        parameters (coefficients and σ²), or non-finite values. All checks run before any noise
+        is drawn.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.uniform(-1, 1, size=(200, 2))
+    >>> y = np.clip(x @ [0.5, -0.2] + 0.1 * rng.standard_normal(200), -2, 2)
+    >>> rel = release_regression(x, y, x_bounds=[(-1, 1)] * 2, y_bounds=(-2, 2), epsilon=1.0,
+    ...                          moments_share=0.2, rng=1)
+    >>> rel.value.shape, rel.epsilon, rel.second_moments.epsilon, rel.total_epsilon
+    ((9,), 0.8, 0.1, 1.0)
+    """
+    epsilon = check_positive(epsilon, "epsilon")
+    if moments_share is not None:
+        if isinstance(moments_share, bool) or not isinstance(moments_share, numbers.Real):
+            raise TypeError(f"moments_share must be a real number (got {moments_share!r})")
+        if not 0.0 < moments_share < 1.0:
+            raise ValueError(f"moments_share must lie in (0, 1) (got {moments_share!r})")
+    generator = check_rng(rng)
+    xs = check_finite_array(x, "x")
+    if xs.ndim == 1:
+        xs = xs[:, None]
+    if xs.ndim != 2:
+        raise ValueError(f"x must have shape (n, d) (got {xs.shape})")
+    ys = check_finite_array(y, "y", ndim=1)
+    n, d = xs.shape
+    if ys.shape[0] != n:
+        raise ValueError(f"y must have one value per row of x: {n} (got {ys.shape[0]})")
+    if n < d + 2:
+        raise ValueError(
+            f"x has n={n} records but the model has d+2={d + 2} parameters ({d + 1} "
+            "coefficients with the intercept, and σ²); need n >= d+2"
+        )
+    xb = check_box(x_bounds, "x_bounds", size=d)
+    yb = check_box(y_bounds, "y_bounds", size=1)[0]
+    xs = xs.astype(np.float64)
+    ys = ys.astype(np.float64)
+    outside = np.any((xs < xb[:, 0]) | (xs > xb[:, 1]), axis=1)
+    if np.any(outside):
+        i = int(np.flatnonzero(outside)[0])
+        raise ValueError(
+            f"x has {int(outside.sum())} record(s) outside x_bounds={xb.tolist()}, first at row "
+            f"{i}: {xs[i].tolist()}; records are not clipped (that would change the privacy "
+            "guarantee): choose wider bounds or remove them"
+        )
+    outside = (ys < yb[0]) | (ys > yb[1])
+    if np.any(outside):
+        i = int(np.flatnonzero(outside)[0])
+        raise ValueError(
+            f"y has {int(outside.sum())} value(s) outside y_bounds={yb.tolist()}, first at row "
+            f"{i}: {ys[i]}; values are not clipped (that would change the privacy guarantee)"
+        )
+
+    stat_epsilon = epsilon if moments_share is None else epsilon * (1.0 - moments_share)
+    sensitivity = regression_sensitivity(xb, yb)
+    statistic = regression_statistic(xs, ys)
+    moments: list[tuple[npt.NDArray, npt.NDArray, float]] = []
+    if moments_share is not None:
+        for degrees in (SECOND_DEGREES, FOURTH_DEGREES):
+            powers = covariate_powers(d, degrees)
+            moments.append(
+                (powers, monomial_sums(xs, powers), sum_of_ranges(powers, xb[:, 0], xb[:, 1]))
+            )
+    # Noise only after every check above has passed.
+    noisy = laplace_mechanism(
+        statistic, sensitivity=sensitivity, epsilon=stat_epsilon, rng=generator
+    )
+    released_moments = [
+        MomentRelease(
+            value=laplace_mechanism(
+                sums, sensitivity=delta, epsilon=0.5 * epsilon * moments_share, rng=generator
+            ),
+            powers=powers,
+            epsilon=0.5 * epsilon * moments_share,
+            sensitivity=delta,
+        )
+        for powers, sums, delta in moments
+    ]
+    return RegressionRelease(
+        value=noisy,
+        n=n,
+        epsilon=stat_epsilon,
+        sensitivity=sensitivity,
+        x_bounds=tuple(tuple(r) for r in xb.tolist()),
+        y_bounds=(float(yb[0]), float(yb[1])),
+        second_moments=released_moments[0] if released_moments else None,
+        fourth_moments=released_moments[1] if released_moments else None,
+    )

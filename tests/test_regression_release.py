@@ -1,0 +1,205 @@
+"""Curator side of private regression: statistic layout, sensitivity, noise, validation."""
+
+import dataclasses
+import itertools
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from pymc_dp.regression.release import MomentRelease, RegressionRelease, release_regression
+from pymc_dp.regression.sensitivity import (
+    monomial_ranges,
+    regression_sensitivity,
+    sum_of_ranges,
+)
+from pymc_dp.regression.statistics import (
+    covariate_powers,
+    monomial_sums,
+    pack_statistic,
+    regression_statistic,
+    released_pairs,
+    statistic_powers,
+    unpack_statistic,
+)
+
+
+def _data(rng, n=50, d=2):
+    x = rng.uniform(0.0, 1.0, size=(n, d))
+    y = np.clip(x.sum(axis=1) / d + 0.1 * rng.standard_normal(n), -1.0, 2.0)
+    return x, y
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_statistic_layout_round_trips(d):
+    """s holds every unique entry of B = AᵀA except B[0, 0] = n, which unpack restores."""
+    rng = np.random.default_rng(d)
+    x, y = _data(rng, n=30, d=d)
+    a = np.column_stack([np.ones(30), x, y])
+    b = a.T @ a
+    s = regression_statistic(x, y)
+    assert s.shape == ((d + 2) * (d + 3) // 2 - 1,)
+    np.testing.assert_allclose(unpack_statistic(s, 30), b, rtol=1e-13)
+    np.testing.assert_allclose(pack_statistic(b), s)
+    rows, cols = released_pairs(d)
+    assert (0, 0) not in set(zip(rows.tolist(), cols.tolist()))
+    assert len(set(zip(rows.tolist(), cols.tolist()))) == s.size  # no entry twice
+    # Each component is the monomial statistic_powers says it is.
+    np.testing.assert_allclose(monomial_sums(np.column_stack([x, y]), statistic_powers(d)), s)
+    # Batched unpack.
+    assert unpack_statistic(np.stack([s, s]), np.array([30, 30])).shape == (2, d + 2, d + 2)
+
+
+def _grid(lower, upper, points):
+    """Grid of each interval, with its ends and 0 when inside (where ranges can be extreme)."""
+    axes = []
+    for lo, hi in zip(lower, upper):
+        g = np.linspace(lo, hi, points)
+        if lo < 0 < hi:
+            g = np.append(g, 0.0)
+        axes.append(np.unique(g))
+    return np.array(list(itertools.product(*axes)))
+
+
+def _max_l1(t):
+    """max over pairs of rows of ||t_a - t_b||_1 = max over signs of the range of sign · t."""
+    best = 0.0
+    for signs in itertools.product([-1.0, 1.0], repeat=t.shape[1] - 1):
+        proj = t @ np.array((1.0, *signs))
+        best = max(best, float(proj.max() - proj.min()))
+    return best
+
+
+_BOXES = {
+    "d1-nonnegative": ([(0.0, 1.0)], (0.0, 2.0)),
+    "d1-straddling": ([(-1.0, 2.0)], (-1.0, 1.0)),
+    "d2-nonnegative": ([(0.0, 1.0), (0.5, 3.0)], (0.0, 4.0)),
+    "d2-mixed": ([(0.0, 1.0), (-1.0, 1.0)], (-2.0, 3.0)),
+}
+
+
+@pytest.mark.parametrize("box", list(_BOXES), ids=str)
+def test_sensitivity_by_adversarial_grid_search(box):
+    """Over all pairs of records on a grid of the box, ||t(w) - t(w')||_1 never exceeds Δ.
+
+    Each component's range is exact (equals the grid's range, which contains the extremes), so
+    Δ = Σ ranges is attained when all bounds are non-negative; when an interval straddles 0,
+    Δ is an upper bound and the attainable maximum is at least 60 % of it on these boxes.
+    """
+    x_bounds, y_bounds = _BOXES[box]
+    d = len(x_bounds)
+    lower = np.array([b[0] for b in x_bounds] + [y_bounds[0]])
+    upper = np.array([b[1] for b in x_bounds] + [y_bounds[1]])
+    w = _grid(lower, upper, 21 if d == 1 else 9)
+    powers = statistic_powers(d)
+    t = np.prod(w[:, None, :] ** powers[None, :, :], axis=-1)
+    delta = regression_sensitivity(x_bounds, y_bounds)
+    low, high = monomial_ranges(powers, lower, upper)
+    np.testing.assert_allclose(low, t.min(axis=0), atol=1e-12)
+    np.testing.assert_allclose(high, t.max(axis=0), atol=1e-12)
+    attained = _max_l1(t)
+    assert attained <= delta * (1 + 1e-12)
+    if np.all(lower >= 0):
+        assert attained == pytest.approx(delta, rel=1e-12)
+    else:
+        assert attained >= 0.6 * delta
+
+
+def test_sensitivity_values():
+    """Hand-computed: d = 1, x in [-1, 2], y in [-1, 1].
+
+    x: 3, x²: [0, 4] → 4, y: 2, xy: [-2, 2] → 4, y²: [0, 1] → 1; total 14.
+    """
+    assert regression_sensitivity([(-1, 2)], (-1, 1)) == 14.0
+    # Moments of x in [-1, 2]: x 3, x² 4 | x³ [-1, 8] 9, x⁴ [0, 16] 16.
+    assert sum_of_ranges(covariate_powers(1, (1, 2)), [-1.0], [2.0]) == 7.0
+    assert sum_of_ranges(covariate_powers(1, (3, 4)), [-1.0], [2.0]) == 25.0
+
+
+def test_release_noise_is_laplace():
+    """2000 releases of the same data: each component's noise passes a KS test against
+    Laplace(0, Δ/ε) at α = 0.001 (Bonferroni over all statistic and moment components)."""
+    rng = np.random.default_rng(5)
+    x, y = _data(rng, n=40, d=2)
+    kwargs = dict(x_bounds=[(0, 1), (0, 1)], y_bounds=(-1, 2), epsilon=2.0, moments_share=0.3)
+    exact = regression_statistic(x, y)
+    gen = np.random.default_rng(6)
+    rels = [release_regression(x, y, rng=gen, **kwargs) for _ in range(2000)]
+    rel = rels[0]
+    assert rel.epsilon == pytest.approx(1.4)
+    assert rel.second_moments.epsilon == pytest.approx(0.3)
+    assert rel.fourth_moments.epsilon == pytest.approx(0.3)
+    assert rel.total_epsilon == pytest.approx(2.0)
+    checks = [(np.array([r.value for r in rels]) - exact, rel.scale)]
+    for name, degrees in (("second_moments", (1, 2)), ("fourth_moments", (3, 4))):
+        sums = monomial_sums(x, covariate_powers(2, degrees))
+        noise = np.array([getattr(r, name).value for r in rels]) - sums
+        checks.append((noise, getattr(rel, name).scale))
+    n_tests = sum(c[0].shape[1] for c in checks)
+    for noise, scale in checks:
+        for j in range(noise.shape[1]):
+            assert stats.kstest(noise[:, j], stats.laplace(scale=scale).cdf).pvalue > 1e-3 / n_tests
+    # A wrong scale (half the noise) is detected by the same test.
+    noise, scale = checks[0]
+    assert stats.kstest(noise[:, 0], stats.laplace(scale=scale / 2).cdf).pvalue < 1e-6
+
+
+_X, _Y = _data(np.random.default_rng(0), n=20, d=2)
+_GOOD = dict(x=_X, y=_Y, x_bounds=[(0, 1), (0, 1)], y_bounds=(-1, 2), epsilon=1.0)
+
+
+def _bad(**changes):
+    return {**_GOOD, **changes}
+
+
+_BAD_INPUTS = [
+    (_bad(x=np.vstack([_X[:-1], [[0.5, 1.5]]])), ValueError, "x has 1 record.*x_bounds"),
+    (_bad(y=np.append(_Y[:-1], 2.5)), ValueError, "y has 1 value.*y_bounds"),
+    (_bad(x=np.where(_X > 0.9, np.nan, _X)), ValueError, "x must not contain NaN"),
+    (_bad(y=np.append(_Y[:-1], np.inf)), ValueError, "y must not contain NaN"),
+    (_bad(y=_Y[:-1]), ValueError, "y must have one value per row of x"),
+    (_bad(y=_Y[:, None]), ValueError, "y must be 1-dimensional"),
+    (_bad(x=_X[:, :, None]), ValueError, "x must have shape"),
+    (_bad(x=_X[:3], y=_Y[:3]), ValueError, "need n >= d\\+2"),
+    (_bad(x_bounds=[(0, 1)]), ValueError, "x_bounds must give 2"),
+    (_bad(x_bounds=[(0, 1), (1, 0)]), ValueError, "x_bounds must satisfy lower < upper"),
+    (_bad(x_bounds=[(0, 1), (0, np.inf)]), ValueError, "x_bounds must be finite"),
+    (_bad(y_bounds=(2, -1)), ValueError, "y_bounds must satisfy"),
+    (_bad(epsilon=0.0), ValueError, "epsilon must be a finite number > 0"),
+    (_bad(epsilon="1"), TypeError, "epsilon must be a real number"),
+    (_bad(moments_share=1.0), ValueError, "moments_share must lie in"),
+    (_bad(moments_share=True), TypeError, "moments_share must be a real number"),
+]
+
+
+@pytest.mark.parametrize("kwargs,exc,match", _BAD_INPUTS)
+def test_bad_inputs_are_rejected_before_noise(kwargs, exc, match):
+    gen = np.random.default_rng(9)
+    before = gen.bit_generator.state
+    with pytest.raises(exc, match=match):
+        release_regression(**kwargs, rng=gen)
+    assert gen.bit_generator.state == before
+
+
+def test_release_record_is_frozen_and_checked():
+    rel = release_regression(**_GOOD, moments_share=0.2, rng=1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rel.epsilon = 2.0
+    with pytest.raises(ValueError):
+        rel.value[0] = 0.0
+    assert rel.d == 2 and rel.n == 20
+    assert rel.x_bounds == ((0.0, 1.0), (0.0, 1.0)) and rel.y_bounds == (-1.0, 2.0)
+    fields = {f.name: getattr(rel, f.name) for f in dataclasses.fields(rel)}
+    with pytest.raises(ValueError, match="sensitivity must be >="):
+        RegressionRelease(**{**fields, "sensitivity": rel.sensitivity / 2})
+    with pytest.raises(ValueError, match="released together"):
+        RegressionRelease(**{**fields, "fourth_moments": None})
+    with pytest.raises(ValueError, match="components for d covariates"):
+        RegressionRelease(**{**fields, "value": np.zeros(7)})
+    mom = rel.second_moments
+    with pytest.raises(ValueError, match="sensitivity is below"):
+        RegressionRelease(
+            **{**fields, "second_moments": MomentRelease(mom.value, mom.powers, 0.1, 0.5)}
+        )
+    plain = release_regression(**_GOOD, rng=1)
+    assert plain.second_moments is None and plain.total_epsilon == 1.0
