@@ -9,6 +9,12 @@ Analyst side (pure NumPy): CLT moments of the statistic (:mod:`~pymc_dp.regressi
 the Normal–Inverse-Gamma conjugate update, the Gibbs-SS kernels and the batched sampler.
 """
 
+from pymc_dp.regression.baselines import (
+    naive_regression_posterior,
+    nonprivate_regression_posterior,
+)
+from pymc_dp.regression.conjugate import NIG, check_nig, draw_nig, nig_update
+from pymc_dp.regression.kernels import draw_regression_suffstat, is_valid_statistic
 from pymc_dp.regression.moments import (
     XMoments,
     empirical_x_moments,
@@ -18,6 +24,7 @@ from pymc_dp.regression.moments import (
 )
 from pymc_dp.regression.psd import project_psd
 from pymc_dp.regression.release import MomentRelease, RegressionRelease, release_regression
+from pymc_dp.regression.sampler import RegressionTrace, sample_gibbs_ss
 from pymc_dp.regression.sensitivity import regression_sensitivity
 from pymc_dp.regression.statistics import (
     pack_statistic,
@@ -27,16 +34,26 @@ from pymc_dp.regression.statistics import (
 )
 
 __all__ = [
+    "NIG",
     "MomentRelease",
     "RegressionRelease",
+    "RegressionTrace",
     "XMoments",
+    "check_nig",
+    "draw_nig",
+    "draw_regression_suffstat",
     "empirical_x_moments",
+    "is_valid_statistic",
+    "naive_regression_posterior",
+    "nig_update",
+    "nonprivate_regression_posterior",
     "pack_statistic",
     "project_psd",
     "regression_sensitivity",
     "regression_statistic",
     "release_regression",
     "released_pairs",
+    "sample_gibbs_ss",
     "suffstat_moments",
     "unpack_statistic",
     "x_moments_from_monomial_means",

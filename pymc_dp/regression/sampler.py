@@ -1,0 +1,192 @@
+"""Gibbs-SS for many regression releases at once (Bernstein & Sheldon 2019, Algorithm 1).
+
+:func:`sample_gibbs_ss` advances a whole batch of releases (calibration trials) and chains per
+NumPy call, in the style of :func:`pymc_dp.engine.sample_gibbs`. The moments of x are given, e.g.
+from the private noisy moments of each release (:func:`~pymc_dp.regression.x_moments_from_release`,
+Gibbs-SS-Noisy); the sampler never sees raw data.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from pymc_dp._validation import check_int, check_rng
+from pymc_dp.kernels import draw_noise_variance
+from pymc_dp.regression.conjugate import NIG, check_nig, draw_nig, nig_update
+from pymc_dp.regression.kernels import draw_regression_suffstat
+from pymc_dp.regression.moments import XMoments, suffstat_moments
+from pymc_dp.regression.psd import project_psd
+from pymc_dp.regression.statistics import d_from_released, pack_statistic, unpack_statistic
+
+__all__ = ["RegressionTrace", "sample_gibbs_ss"]
+
+# Smallest eigenvalue, relative to n, of the starting state's centred scatter matrix: strictly
+# inside the PSD cone, as the slice-sampling fallback needs.
+_START_FLOOR = 1e-6
+
+
+class RegressionTrace(NamedTuple):
+    """Draws after tuning, each with leading axes ``(chain, draw, batch)`` as in ArviZ."""
+
+    theta: npt.NDArray[np.float64]
+    """Coefficients, intercept first, shape ``(chain, draw, batch, p)``."""
+    sigma2: npt.NDArray[np.float64]
+    """Regression noise variance σ², shape ``(chain, draw, batch)``."""
+    suffstat: npt.NDArray[np.float64]
+    """Latent statistic s, shape ``(chain, draw, batch, m)``."""
+    noise_variance: npt.NDArray[np.float64]
+    """Laplace mixing variances, shape ``(chain, draw, batch, m)``."""
+    n_fallback: int
+    """Total s updates that used the slice-sampling fallback."""
+    n_stuck: int
+    """Total s updates that kept the current state (slice sampler found no valid point)."""
+
+
+def _batched(value: npt.ArrayLike, core_ndim: int, releases: int, name: str) -> np.ndarray:
+    """Broadcast ``value`` (core dims last) to ``(releases, *core)``."""
+    arr = np.asarray(value, dtype=np.float64)
+    core = arr.shape[arr.ndim - core_ndim :] if core_ndim else ()
+    try:
+        return np.broadcast_to(arr, (releases, *core))
+    except ValueError:
+        raise ValueError(
+            f"{name} must broadcast to ({releases}, *{core}) (got shape {arr.shape})"
+        ) from None
+
+
+def sample_gibbs_ss(
+    rng: int | np.random.Generator,
+    *,
+    released: npt.ArrayLike,
+    n: int,
+    scale: npt.ArrayLike,
+    prior: NIG | tuple,
+    x_moments: XMoments,
+    draws: int,
+    tune: int = 0,
+    chains: int = 1,
+) -> RegressionTrace:
+    """Run Gibbs-SS on a batch of regression releases with the same n and d.
+
+    Each iteration (Algorithm 1): compute ``μ_t, Σ_t`` at (θ, σ²) (Eqs. (2)-(3),
+    :func:`~pymc_dp.regression.suffstat_moments`); draw ``s ~ NormProduct(nμ_t, nΣ_t, z, diag
+    σ²_noise)`` restricted to valid statistics (:mod:`pymc_dp.regression.kernels`); draw
+    ``(θ, σ²)`` from the conjugate NIG posterior given s; draw every ``1/σ²_noise,j`` from its
+    inverse-Gaussian conditional (:func:`pymc_dp.kernels.draw_noise_variance`).
+
+    Parameters
+    ----------
+    rng
+        Seed or generator.
+    released
+        Released z, shape ``(batch, m)``.
+    n
+        Number of records of every release.
+    scale
+        Laplace scale Δ/ε of each release's statistic, scalar or shape ``(batch,)``.
+    prior
+        :class:`~pymc_dp.regression.conjugate.NIG` prior, broadcastable to the batch.
+    x_moments
+        Moments of x with the intercept, unbatched or with batch ``(batch,)`` (one per release).
+    draws, tune
+        Iterations kept and discarded.
+    chains
+        Independent chains per release, each started from its own prior draw.
+
+    Returns
+    -------
+    RegressionTrace
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pymc_dp.regression import release_regression, x_moments_from_release
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.uniform(0, 1, size=(500, 1)); y = 0.5 * x[:, 0] + 0.1 * rng.standard_normal(500)
+    >>> rel = release_regression(x, y, x_bounds=[(0, 1)], y_bounds=(-1, 2), epsilon=2.0,
+    ...                          moments_share=0.2, rng=1)
+    >>> prior = NIG(np.zeros(2), np.eye(2), np.array(2.0), np.array(0.1))
+    >>> tr = sample_gibbs_ss(2, released=rel.value[None], n=rel.n, scale=rel.scale, prior=prior,
+    ...                      x_moments=x_moments_from_release(rel), draws=50, tune=50, chains=2)
+    >>> tr.theta.shape, tr.sigma2.shape
+    ((2, 50, 1, 2), (2, 50, 1))
+    """
+    rng = check_rng(rng)
+    z = np.asarray(released, dtype=np.float64)
+    if z.ndim != 2:
+        raise ValueError(f"released must have shape (batch, m) (got {z.shape})")
+    if not np.all(np.isfinite(z)):
+        raise ValueError("released must be finite")
+    d = d_from_released(z.shape[1])
+    p = d + 1
+    n = check_int(n, "n", minimum=d + 2)
+    draws = check_int(draws, "draws", minimum=1)
+    tune = check_int(tune, "tune", minimum=0)
+    chains = check_int(chains, "chains", minimum=1)
+    releases = z.shape[0]
+    scale = _batched(scale, 0, releases, "scale")
+    if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+        raise ValueError("scale must be finite and > 0")
+    prior = check_nig(prior)
+    if prior.mean.shape[-1] != p:
+        raise ValueError(f"prior.mean must have {p} entries for d={d} (got {prior.mean.shape})")
+    if not isinstance(x_moments, XMoments):
+        raise TypeError(f"x_moments must be an XMoments (got {type(x_moments).__name__})")
+    second = _batched(x_moments.second, 2, releases, "x_moments.second")
+    phi = _batched(x_moments.fourth_cov, 4, releases, "x_moments.fourth_cov")
+    if second.shape[1:] != (p, p) or phi.shape[1:] != (p,) * 4:
+        raise ValueError(f"x_moments must be for p={p} covariates with the intercept")
+
+    # Chains are extra batch rows, chain-major, so that the output reshapes to (chain, ...).
+    def tile(a: np.ndarray) -> np.ndarray:
+        return np.tile(a, (chains, *(1,) * (a.ndim - 1)))
+
+    z, scale = tile(z), tile(scale)
+    mom = XMoments(tile(second), tile(phi))
+    prior = NIG(
+        tile(_batched(prior.mean, 1, releases, "prior.mean")),
+        tile(_batched(prior.precision, 2, releases, "prior.precision")),
+        tile(_batched(prior.shape, 0, releases, "prior.shape")),
+        tile(_batched(prior.scale, 0, releases, "prior.scale")),
+    )
+
+    theta, sigma2 = draw_nig(rng, prior)
+    mean, _ = suffstat_moments(theta, sigma2, mom)
+    b0 = project_psd(unpack_statistic(n * mean, n), floor=_START_FLOOR * n)
+    s = pack_statistic(b0)
+    noise_var = np.full(z.shape, 1.0) * (2.0 * scale[:, None] ** 2)
+
+    keep = {
+        "theta": np.empty((draws, *theta.shape)),
+        "sigma2": np.empty((draws, *sigma2.shape)),
+        "suffstat": np.empty((draws, *s.shape)),
+        "noise_variance": np.empty((draws, *z.shape)),
+    }
+    n_fallback = n_stuck = 0
+    for it in range(tune + draws):
+        mean, cov = suffstat_moments(theta, sigma2, mom)
+        out = draw_regression_suffstat(
+            rng,
+            clt_mean=n * mean,
+            clt_cov=n * cov,
+            released=z,
+            noise_variance=noise_var,
+            n=n,
+            current=s,
+        )
+        s, n_fallback, n_stuck = out.value, n_fallback + out.n_fallback, n_stuck + out.n_stuck
+        theta, sigma2 = draw_nig(rng, nig_update(prior, statistic=s, n=n))
+        noise_var = draw_noise_variance(rng, residual=z - s, scale=scale[:, None])
+        if it >= tune:
+            for key, value in zip(keep, (theta, sigma2, s, noise_var), strict=True):
+                keep[key][it - tune] = value
+
+    def by_chain(a: np.ndarray) -> np.ndarray:
+        return np.moveaxis(a.reshape(draws, chains, releases, *a.shape[2:]), 0, 1)
+
+    return RegressionTrace(
+        *(by_chain(a) for a in keep.values()), n_fallback=n_fallback, n_stuck=n_stuck
+    )
