@@ -190,3 +190,37 @@ def test_sampler_rejects_bad_arguments(change, exc, match):
     kwargs = dict(released=np.ones((2, 5)), n=50, scale=1.0, prior=PRIOR, x_moments=mom, draws=2)
     with pytest.raises(exc, match=match):
         sample_gibbs_ss(0, **{**kwargs, **change})
+
+
+def test_huge_epsilon_matches_the_non_private_posterior_d2():
+    """d = 2, n = 300, ε = 10⁴: per parameter, thinned Gibbs-SS draws (4 chains × 1000) vs iid
+    exact non-private draws pass a two-sample KS test at α = 0.001 / 4, means agree within 0.1
+    posterior sd and sds within 10 %."""
+    rng = np.random.default_rng(61)
+    n = 300
+    x = rng.uniform(0.0, 1.0, size=(n, 2))
+    y = 0.2 + x @ [0.5, -0.3] + 0.2 * rng.standard_normal(n)
+    prior = NIG(np.zeros(3), np.eye(3), np.array(3.0), np.array(0.2))
+    rel = release_regression(
+        x, y, x_bounds=[(0, 1), (0, 1)], y_bounds=(-1, 2), epsilon=1e4, moments_share=0.2, rng=rng
+    )
+    tr = sample_gibbs_ss(
+        62,
+        released=rel.value[None],
+        n=n,
+        scale=rel.scale,
+        prior=prior,
+        x_moments=x_moments_from_release(rel),
+        draws=1000,
+        tune=200,
+        chains=4,
+    )
+    ex_theta, ex_sigma2 = draw_nig(
+        np.random.default_rng(63), nonprivate_regression_posterior(x, y, prior=prior), size=(4000,)
+    )
+    pairs = [(tr.theta[:, :, 0, j], ex_theta[:, j]) for j in range(3)]
+    pairs.append((tr.sigma2[:, :, 0], ex_sigma2))
+    for gibbs, iid in pairs:
+        assert stats.ks_2samp(_thinned(gibbs), iid).pvalue > 1e-3 / 4
+        assert abs(gibbs.mean() - iid.mean()) < 0.1 * iid.std()
+        assert abs(gibbs.std() / iid.std() - 1) < 0.1
