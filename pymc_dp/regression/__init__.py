@@ -6,7 +6,9 @@ is in :mod:`~pymc_dp.regression.statistics` and the sensitivity in
 :mod:`~pymc_dp.regression.sensitivity`. These modules import no inference code.
 
 Analyst side (pure NumPy): CLT moments of the statistic (:mod:`~pymc_dp.regression.moments`),
-the Normal–Inverse-Gamma conjugate update, the Gibbs-SS kernels and the batched sampler.
+the Normal–Inverse-Gamma conjugate update, the normal–inverse-Wishart data model of x
+(:mod:`~pymc_dp.regression.data_model`, Gibbs-SS-Update), the Gibbs-SS kernels and the batched
+sampler.
 """
 
 from pymc_dp.regression.baselines import (
@@ -14,6 +16,7 @@ from pymc_dp.regression.baselines import (
     nonprivate_regression_posterior,
 )
 from pymc_dp.regression.conjugate import NIG, check_nig, draw_nig, nig_update
+from pymc_dp.regression.data_model import NIW, check_niw, draw_niw, niw_update, normal_x_moments
 from pymc_dp.regression.kernels import draw_regression_suffstat, is_valid_statistic
 from pymc_dp.regression.moments import (
     XMoments,
@@ -35,18 +38,23 @@ from pymc_dp.regression.statistics import (
 
 __all__ = [
     "NIG",
+    "NIW",
     "MomentRelease",
     "RegressionRelease",
     "RegressionTrace",
     "XMoments",
     "check_nig",
+    "check_niw",
     "draw_nig",
+    "draw_niw",
     "draw_regression_suffstat",
     "empirical_x_moments",
     "is_valid_statistic",
     "naive_regression_posterior",
     "nig_update",
+    "niw_update",
     "nonprivate_regression_posterior",
+    "normal_x_moments",
     "pack_statistic",
     "project_psd",
     "regression_sensitivity",

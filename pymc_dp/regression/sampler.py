@@ -1,9 +1,11 @@
 """Gibbs-SS for many regression releases at once (Bernstein & Sheldon 2019, Algorithm 1).
 
 :func:`sample_gibbs_ss` advances a whole batch of releases (calibration trials) and chains per
-NumPy call, in the style of :func:`pymc_dp.engine.sample_gibbs`. The moments of x are given, e.g.
-from the private noisy moments of each release (:func:`~pymc_dp.regression.x_moments_from_release`,
-Gibbs-SS-Noisy); the sampler never sees raw data.
+NumPy call, in the style of :func:`pymc_dp.engine.sample_gibbs`. The CLT needs moments of x;
+either they are given, e.g. from the private noisy moments of each release
+(:func:`~pymc_dp.regression.x_moments_from_release`, Gibbs-SS-Noisy), or x gets a normal model
+with a normal–inverse-Wishart prior that is updated inside the loop from the latent statistic
+(:mod:`~pymc_dp.regression.data_model`, Gibbs-SS-Update). The sampler never sees raw data.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy.typing as npt
 from pymc_dp._validation import check_int, check_rng
 from pymc_dp.kernels import draw_noise_variance
 from pymc_dp.regression.conjugate import NIG, check_nig, draw_nig, nig_update
+from pymc_dp.regression.data_model import NIW, check_niw, draw_niw, niw_update, normal_x_moments
 from pymc_dp.regression.kernels import draw_regression_suffstat
 from pymc_dp.regression.moments import XMoments, suffstat_moments
 from pymc_dp.regression.psd import project_psd
@@ -43,6 +46,11 @@ class RegressionTrace(NamedTuple):
     """Total s updates that used the slice-sampling fallback."""
     n_stuck: int
     """Total s updates that kept the current state (slice sampler found no valid point)."""
+    x_loc: npt.NDArray[np.float64] | None = None
+    """Gibbs-SS-Update only: mean μ_x of the covariates' normal model, ``(chain, draw, batch,
+    d)``."""
+    x_cov: npt.NDArray[np.float64] | None = None
+    """Gibbs-SS-Update only: covariance Σ_x, shape ``(chain, draw, batch, d, d)``."""
 
 
 def _batched(value: npt.ArrayLike, core_ndim: int, releases: int, name: str) -> np.ndarray:
@@ -64,7 +72,8 @@ def sample_gibbs_ss(
     n: int,
     scale: npt.ArrayLike,
     prior: NIG | tuple,
-    x_moments: XMoments,
+    x_moments: XMoments | None = None,
+    x_prior: NIW | tuple | None = None,
     draws: int,
     tune: int = 0,
     chains: int = 1,
@@ -74,8 +83,11 @@ def sample_gibbs_ss(
     Each iteration (Algorithm 1): compute ``μ_t, Σ_t`` at (θ, σ²) (Eqs. (2)-(3),
     :func:`~pymc_dp.regression.suffstat_moments`); draw ``s ~ NormProduct(nμ_t, nΣ_t, z, diag
     σ²_noise)`` restricted to valid statistics (:mod:`pymc_dp.regression.kernels`); draw
-    ``(θ, σ²)`` from the conjugate NIG posterior given s; draw every ``1/σ²_noise,j`` from its
-    inverse-Gaussian conditional (:func:`pymc_dp.kernels.draw_noise_variance`).
+    ``(θ, σ²)`` from the conjugate NIG posterior given s; with ``x_prior``, draw ``(μ_x, Σ_x)``
+    from the conjugate NIW posterior given s and take the next iteration's moments of x from
+    ``N(μ_x, Σ_x)`` (:func:`~pymc_dp.regression.data_model.normal_x_moments`); draw every
+    ``1/σ²_noise,j`` from its inverse-Gaussian conditional
+    (:func:`pymc_dp.kernels.draw_noise_variance`).
 
     Parameters
     ----------
@@ -90,7 +102,12 @@ def sample_gibbs_ss(
     prior
         :class:`~pymc_dp.regression.conjugate.NIG` prior, broadcastable to the batch.
     x_moments
-        Moments of x with the intercept, unbatched or with batch ``(batch,)`` (one per release).
+        Gibbs-SS with fixed moments: moments of x with the intercept, unbatched or with batch
+        ``(batch,)`` (one per release).
+    x_prior
+        Gibbs-SS-Update: :class:`~pymc_dp.regression.data_model.NIW` prior of the covariates'
+        normal model, broadcastable to the batch. Exactly one of ``x_moments`` and ``x_prior``
+        must be given.
     draws, tune
         Iterations kept and discarded.
     chains
@@ -99,6 +116,7 @@ def sample_gibbs_ss(
     Returns
     -------
     RegressionTrace
+        With ``x_loc`` and ``x_cov`` when ``x_prior`` is given.
 
     Examples
     --------
@@ -113,6 +131,16 @@ def sample_gibbs_ss(
     ...                      x_moments=x_moments_from_release(rel), draws=50, tune=50, chains=2)
     >>> tr.theta.shape, tr.sigma2.shape
     ((2, 50, 1, 2), (2, 50, 1))
+
+    Gibbs-SS-Update needs no moments of x, so the whole budget can go to the statistic:
+
+    >>> from pymc_dp.regression.data_model import NIW
+    >>> rel = release_regression(x, y, x_bounds=[(0, 1)], y_bounds=(-1, 2), epsilon=2.0, rng=1)
+    >>> x_prior = NIW(np.array([0.5]), np.array(1.0), np.array(5.0), np.array([[0.3]]))
+    >>> tr = sample_gibbs_ss(2, released=rel.value[None], n=rel.n, scale=rel.scale, prior=prior,
+    ...                      x_prior=x_prior, draws=50, tune=50, chains=2)
+    >>> tr.x_loc.shape, tr.x_cov.shape
+    ((2, 50, 1, 1), (2, 50, 1, 1, 1))
     """
     rng = check_rng(rng)
     z = np.asarray(released, dtype=np.float64)
@@ -133,19 +161,27 @@ def sample_gibbs_ss(
     prior = check_nig(prior)
     if prior.mean.shape[-1] != p:
         raise ValueError(f"prior.mean must have {p} entries for d={d} (got {prior.mean.shape})")
-    if not isinstance(x_moments, XMoments):
-        raise TypeError(f"x_moments must be an XMoments (got {type(x_moments).__name__})")
-    second = _batched(x_moments.second, 2, releases, "x_moments.second")
-    phi = _batched(x_moments.fourth_cov, 4, releases, "x_moments.fourth_cov")
-    if second.shape[1:] != (p, p) or phi.shape[1:] != (p,) * 4:
-        raise ValueError(f"x_moments must be for p={p} covariates with the intercept")
+    if (x_moments is None) == (x_prior is None):
+        raise TypeError("give exactly one of x_moments (Gibbs-SS) and x_prior (Gibbs-SS-Update)")
+    if x_prior is None:
+        if not isinstance(x_moments, XMoments):
+            raise TypeError(f"x_moments must be an XMoments (got {type(x_moments).__name__})")
+        second = _batched(x_moments.second, 2, releases, "x_moments.second")
+        phi = _batched(x_moments.fourth_cov, 4, releases, "x_moments.fourth_cov")
+        if second.shape[1:] != (p, p) or phi.shape[1:] != (p,) * 4:
+            raise ValueError(f"x_moments must be for p={p} covariates with the intercept")
+    else:
+        x_prior = check_niw(x_prior)
+        if x_prior.loc.shape[-1] != d:
+            raise ValueError(f"x_prior.loc must have {d} entries (got {x_prior.loc.shape})")
 
     # Chains are extra batch rows, chain-major, so that the output reshapes to (chain, ...).
     def tile(a: np.ndarray) -> np.ndarray:
         return np.tile(a, (chains, *(1,) * (a.ndim - 1)))
 
     z, scale = tile(z), tile(scale)
-    mom = XMoments(tile(second), tile(phi))
+    if x_prior is None:
+        mom = XMoments(tile(second), tile(phi))
     prior = NIG(
         tile(_batched(prior.mean, 1, releases, "prior.mean")),
         tile(_batched(prior.precision, 2, releases, "prior.precision")),
@@ -154,6 +190,15 @@ def sample_gibbs_ss(
     )
 
     theta, sigma2 = draw_nig(rng, prior)
+    if x_prior is not None:
+        x_prior = NIW(
+            tile(_batched(x_prior.loc, 1, releases, "x_prior.loc")),
+            tile(_batched(x_prior.kappa, 0, releases, "x_prior.kappa")),
+            tile(_batched(x_prior.dof, 0, releases, "x_prior.dof")),
+            tile(_batched(x_prior.scale, 2, releases, "x_prior.scale")),
+        )
+        x_loc, x_cov = draw_niw(rng, x_prior)
+        mom = normal_x_moments(x_loc, x_cov)
     mean, _ = suffstat_moments(theta, sigma2, mom)
     b0 = project_psd(unpack_statistic(n * mean, n), floor=_START_FLOOR * n)
     s = pack_statistic(b0)
@@ -165,6 +210,9 @@ def sample_gibbs_ss(
         "suffstat": np.empty((draws, *s.shape)),
         "noise_variance": np.empty((draws, *z.shape)),
     }
+    if x_prior is not None:
+        keep["x_loc"] = np.empty((draws, *x_loc.shape))
+        keep["x_cov"] = np.empty((draws, *x_cov.shape))
     n_fallback = n_stuck = 0
     for it in range(tune + draws):
         mean, cov = suffstat_moments(theta, sigma2, mom)
@@ -179,14 +227,19 @@ def sample_gibbs_ss(
         )
         s, n_fallback, n_stuck = out.value, n_fallback + out.n_fallback, n_stuck + out.n_stuck
         theta, sigma2 = draw_nig(rng, nig_update(prior, statistic=s, n=n))
+        if x_prior is not None:
+            x_loc, x_cov = draw_niw(rng, niw_update(x_prior, statistic=s, n=n))
+            mom = normal_x_moments(x_loc, x_cov)
         noise_var = draw_noise_variance(rng, residual=z - s, scale=scale[:, None])
         if it >= tune:
-            for key, value in zip(keep, (theta, sigma2, s, noise_var), strict=True):
+            state = [theta, sigma2, s, noise_var]
+            if x_prior is not None:
+                state += [x_loc, x_cov]
+            for key, value in zip(keep, state, strict=True):
                 keep[key][it - tune] = value
 
     def by_chain(a: np.ndarray) -> np.ndarray:
         return np.moveaxis(a.reshape(draws, chains, releases, *a.shape[2:]), 0, 1)
 
-    return RegressionTrace(
-        *(by_chain(a) for a in keep.values()), n_fallback=n_fallback, n_stuck=n_stuck
-    )
+    out = {key: by_chain(a) for key, a in keep.items()}
+    return RegressionTrace(**out, n_fallback=n_fallback, n_stuck=n_stuck)
