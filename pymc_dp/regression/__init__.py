@@ -25,6 +25,7 @@ from pymc_dp.regression.moments import (
     x_moments_from_monomial_means,
     x_moments_from_release,
 )
+from pymc_dp.regression.predictive import predictive_coverage, predictive_draws
 from pymc_dp.regression.psd import project_psd
 from pymc_dp.regression.release import MomentRelease, RegressionRelease, release_regression
 from pymc_dp.regression.sampler import RegressionTrace, sample_gibbs_ss
@@ -56,6 +57,8 @@ __all__ = [
     "nonprivate_regression_posterior",
     "normal_x_moments",
     "pack_statistic",
+    "predictive_coverage",
+    "predictive_draws",
     "project_psd",
     "regression_sensitivity",
     "regression_statistic",
