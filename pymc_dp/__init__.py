@@ -15,6 +15,15 @@ from pymc_dp.evaluation import (
     mmd2_unbiased,
 )
 from pymc_dp.noisy_suffstat import NoisySuffStat
+from pymc_dp.regression import (
+    CovariateModelStep,
+    NoisyRegressionStat,
+    RegressionConjugateStep,
+    RegressionNoiseVarianceStep,
+    RegressionRelease,
+    RegressionSuffStatStep,
+    release_regression,
+)
 from pymc_dp.release import Release, release
 from pymc_dp.step_methods import ConjugateStep, NoiseVarianceStep, NormProductStep
 
@@ -22,9 +31,15 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConjugateStep",
+    "CovariateModelStep",
     "NoiseVarianceStep",
+    "NoisyRegressionStat",
     "NoisySuffStat",
     "NormProductStep",
+    "RegressionConjugateStep",
+    "RegressionNoiseVarianceStep",
+    "RegressionRelease",
+    "RegressionSuffStatStep",
     "Release",
     "calibration_quantiles",
     "ecdf",
@@ -35,4 +50,5 @@ __all__ = [
     "naive_posterior",
     "nonprivate_posterior",
     "release",
+    "release_regression",
 ]

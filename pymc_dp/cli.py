@@ -4,14 +4,25 @@
 Appendix E: Figure 1a (calibration KS against n), 1b (calibration ECDFs), 1c (MMD to the
 non-private posterior) and 2 (Gibbs traces), as PNG files with every plotted number in CSV and a
 JSON report. ``--quick`` runs a small grid for CI that still checks every qualitative claim.
+
+``pymc-dp release`` is the curator's side: it reads one column of a CSV or Parquet file and
+writes the noisy sufficient statistic as a JSON release. ``pymc-dp fit`` is the analyst's: it
+reads a release and fits the family's conjugate model with the DP Gibbs sampler, writing an
+ArviZ posterior file, a summary table and plots. Bad input ends with exit status 2 and a
+one-line message. The work is done in :mod:`pymc_dp.io` and :mod:`pymc_dp.models`.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 __all__ = ["main"]
 
@@ -33,6 +44,96 @@ most naive's. With --check the exit status is 1 if any check fails.
 """
 
 
+_RELEASE_DESCRIPTION = """\
+Curator: release the sufficient statistic of one column of a CSV or Parquet file under
+epsilon-differential privacy, as a JSON release for pymc-dp fit (or pymc_dp.Release.from_json).
+The statistic is computed, Laplace noise with scale sensitivity/epsilon is added, and only the
+noisy value is written, with n, epsilon, the sensitivity, the bounds and the family. Neither the
+records nor the exact statistic are printed or written."""
+
+_RELEASE_EPILOG = """\
+families (records; sensitivity, or "window" for a family released over a window):
+  bernoulli     records 0/1 (or true/false)                  sensitivity 1
+  binomial      successes out of --trials T                  sensitivity T
+  categorical   codes 0..K-1 with --categories K             all K counts, sensitivity 2
+  exponential   x >= 0                                       window (--bounds or --private-bounds)
+  gamma         x >= 0 with known --shape ALPHA              window
+  poisson       counts 0, 1, 2, ...                          window
+  geometric     trials to first success 1, 2, ...            window
+  normal        any x: (sum x, sum x^2); sum x with --sigma  window
+  lognormal     x > 0: the same on log x                     window
+Records outside a window [A, B] are left out of the sums; the sensitivity accounts for a record
+that may move in or out of it (Appendix C of Bernstein & Sheldon 2018). Choose the window without
+looking at the data, or let --private-bounds choose it with part of the budget.
+
+noise and seeds:
+  Without --seed the noise comes from operating-system entropy: do this for a real release.
+  --seed makes the noise reproducible, which is for tests and examples only: anyone who knows the
+  seed can subtract the noise. Noise is floating-point Laplace (see README, privacy notes).
+
+examples:
+  pymc-dp release visits.csv --column visits --family poisson --bounds 0 40 \\
+      --epsilon 0.5 --output visits_release.json
+  pymc-dp release survey.parquet --column answer --family categorical --categories 4 \\
+      --epsilon 1 --output answer_release.json
+  pymc-dp release waits.csv --column minutes --family exponential \\
+      --private-bounds 0 600 --bounds-share 0.1 --epsilon 1 --output waits_release.json
+"""
+
+_FIT_DESCRIPTION = """\
+Analyst: fit the conjugate model of a release's family with the noise-aware DP Gibbs sampler
+(pm.sample with a NoisySuffStat node) and write, to OUTPUT_DIR, the posterior as an ArviZ file
+with the release in its attrs and constant_data, the ArviZ summary (printed and as CSV), a plot of
+the posterior against the naive one that treats the noisy value as exact, and a trace plot."""
+
+_FIT_EPILOG = """\
+models (θ's conjugate prior, with its hyperparameter names and defaults):
+  bernoulli, binomial, geometric  p ~ Beta(alpha=1, beta=1)
+  categorical                     p ~ Dirichlet(alpha=1)   (one value, or K values: alpha=1,2,1)
+  exponential, poisson            lam ~ Gamma(alpha=1, beta=1)   (beta is the rate)
+  gamma                           rate ~ Gamma(alpha=1, beta=1)
+  normal, lognormal               mu, sigma2 ~ NormalInverseGamma(mean=0, kappa=1, alpha=1, beta=1)
+                                  i.e. sigma2 ~ InverseGamma(alpha, beta),
+                                  mu | sigma2 ~ Normal(mean, sd = sqrt(sigma2 / kappa))
+  normal, lognormal with sigma    mu ~ Normal(mean=0, sd=10)
+For lognormal the model is on log x. The same model in Python: pymc_dp.models.build_model.
+
+files written to OUTPUT_DIR:
+  posterior.nc (or .zarr)  posterior, sample_stats, observed_data, constant_data; attrs hold the
+                           release JSON (pymc_dp_release_y) and the prior (pymc_dp_prior)
+  summary.csv              az.summary of θ, the latent statistic y_s and the noise variance
+  posterior.png            DP posterior of each parameter against the naive posterior
+  trace.png                trace plot of θ
+
+When the noise dominates (small n * epsilon) the Gibbs chain mixes slowly: check ess_bulk in the
+summary and raise --draws if it is low (a note is printed below 100 per chain).
+
+examples:
+  pymc-dp fit visits_release.json --prior alpha=2 beta=0.5 --output-dir visits_fit
+  pymc-dp fit answer_release.json --prior alpha=1,1,1,1 --draws 10000 --chains 2 --seed 7
+"""
+
+_FAMILY_CLASSES = {
+    "bernoulli": "Bernoulli",
+    "binomial": "Binomial",
+    "categorical": "Categorical",
+    "exponential": "Exponential",
+    "gamma": "Gamma",
+    "poisson": "Poisson",
+    "geometric": "Geometric",
+    "normal": "Normal",
+    "lognormal": "LogNormal",
+}
+_WINDOWED = {"exponential", "gamma", "poisson", "geometric", "normal", "lognormal"}
+# Which family option each family takes, and whether it must be given.
+_FAMILY_OPTIONS = {
+    "trials": ({"binomial"}, {"binomial"}),
+    "categories": ({"categorical"}, {"categorical"}),
+    "shape": ({"gamma"}, {"gamma"}),
+    "sigma": ({"normal", "lognormal"}, set()),
+}
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -43,12 +144,180 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number (got {text!r})") from None
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a seed >= 0 (got {text!r})") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a seed >= 0 (got {value})")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pymc-dp",
         description="Noise-aware Bayesian inference from differentially private releases.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_release_parser(sub)
+    _add_fit_parser(sub)
+    _add_reproduce_parser(sub)
+    return parser
+
+
+def _add_release_parser(sub: Any) -> None:
+    rel = sub.add_parser(
+        "release",
+        help="curator: release a column's sufficient statistic with Laplace noise (JSON)",
+        description=_RELEASE_DESCRIPTION,
+        epilog=_RELEASE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rel.add_argument("data", metavar="DATA", help="CSV file with a header row, or Parquet file")
+    rel.add_argument("--column", required=True, help="name of the column holding the records")
+    rel.add_argument(
+        "--family",
+        required=True,
+        choices=list(_FAMILY_CLASSES),
+        metavar="FAMILY",
+        help="distribution of one record: " + ", ".join(_FAMILY_CLASSES),
+    )
+    rel.add_argument(
+        "--epsilon",
+        required=True,
+        type=_number,
+        help="privacy budget epsilon > 0 of the whole release (private bounds included)",
+    )
+    rel.add_argument("--output", "-o", required=True, help="JSON file to write the release to")
+    rel.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace OUTPUT if it exists (each new release of the same data spends epsilon "
+        "again, so this is off by default)",
+    )
+    fam = rel.add_argument_group("family options")
+    fam.add_argument("--trials", type=_positive_int, help="binomial: trials per record")
+    fam.add_argument("--categories", type=_positive_int, help="categorical: number K >= 2")
+    fam.add_argument("--shape", type=_number, help="gamma: the known shape alpha of every record")
+    fam.add_argument(
+        "--sigma",
+        type=_number,
+        help="normal, lognormal: known standard deviation (of log x for lognormal); then only "
+        "sum x is released and the model's prior is on the mean alone",
+    )
+    win = rel.add_argument_group(
+        "window (for exponential, gamma, poisson, geometric, normal, lognormal)"
+    )
+    how = win.add_mutually_exclusive_group()
+    how.add_argument(
+        "--bounds",
+        nargs=2,
+        type=_number,
+        metavar=("A", "B"),
+        help="public window [A, B], chosen without looking at the data",
+    )
+    how.add_argument(
+        "--private-bounds",
+        nargs=2,
+        type=_number,
+        metavar=("LO", "HI"),
+        help="choose the window from the data with PrivateQuantile, searching the public range "
+        "[LO, HI] (records are clamped to it)",
+    )
+    win.add_argument(
+        "--bounds-share",
+        type=_number,
+        default=0.1,
+        help="with --private-bounds: share of epsilon spent on the window (default: %(default)s)",
+    )
+    win.add_argument(
+        "--bounds-quantiles",
+        nargs=2,
+        type=_number,
+        default=(0.025, 0.975),
+        metavar=("QLO", "QHI"),
+        help="with --private-bounds: quantiles of the data the window estimates "
+        "(default: 0.025 0.975)",
+    )
+    rel.add_argument(
+        "--format",
+        choices=["csv", "parquet"],
+        help="format of DATA (default: from its name: .csv, .csv.gz, .parquet); Parquet needs "
+        "pyarrow",
+    )
+    rel.add_argument(
+        "--seed",
+        type=_seed,
+        help="seed of the noise, for tests and examples only: a real release must not pass one "
+        "(the default draws the noise from operating-system entropy)",
+    )
+
+
+def _add_fit_parser(sub: Any) -> None:
+    fit = sub.add_parser(
+        "fit",
+        help="analyst: fit a release's model with DP Gibbs (ArviZ file, summary, plots)",
+        description=_FIT_DESCRIPTION,
+        epilog=_FIT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    fit.add_argument("release", metavar="RELEASE", help="JSON release written by pymc-dp release")
+    fit.add_argument(
+        "--prior",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="NAME=VALUE",
+        help="prior hyperparameters, e.g. --prior alpha=3 beta=5 (names and defaults below)",
+    )
+    fit.add_argument(
+        "--output-dir",
+        default="fit_output",
+        help="directory for the outputs (default: %(default)s)",
+    )
+    fit.add_argument(
+        "--format",
+        choices=["netcdf", "zarr"],
+        default="netcdf",
+        help="posterior file format: netcdf writes posterior.nc, zarr writes posterior.zarr "
+        "(needs zarr) (default: %(default)s)",
+    )
+    fit.add_argument(
+        "--draws", type=_positive_int, default=5000, help="draws per chain (default: %(default)s)"
+    )
+    fit.add_argument(
+        "--tune",
+        type=_positive_int,
+        default=1000,
+        help="burn-in iterations per chain, discarded (default: %(default)s)",
+    )
+    fit.add_argument(
+        "--chains", type=_positive_int, default=4, help="number of chains (default: %(default)s)"
+    )
+    fit.add_argument(
+        "--cores",
+        type=_positive_int,
+        default=1,
+        help="chains run in parallel (default: %(default)s; Gibbs iterations are cheap, so one "
+        "process is usually fastest)",
+    )
+    fit.add_argument(
+        "--seed", type=_seed, help="seed of the sampler, for a reproducible posterior file"
+    )
+    fit.add_argument(
+        "--no-progress", action="store_true", help="do not show PyMC's sampling progress bar"
+    )
+
+
+def _add_reproduce_parser(sub: Any) -> None:
     rep = sub.add_parser(
         "reproduce",
         help="regenerate the paper's Figures 1a-c and 2 with their numbers",
@@ -83,7 +352,202 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument(
         "--check", action="store_true", help="exit with status 1 if any qualitative check fails"
     )
-    return parser
+
+
+class _InputError(Exception):
+    """Bad input found by the command line itself; reported in one line, exit status 2."""
+
+
+def _fail(command: str, message: str) -> int:
+    print(f"pymc-dp {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _family_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """Keyword arguments of :func:`pymc_dp.release` for the family options given."""
+    settings = {}
+    for option, (allowed, required) in _FAMILY_OPTIONS.items():
+        value = getattr(args, option)
+        if value is None:
+            if args.family in required:
+                raise _InputError(f"the {args.family} family needs --{option}")
+            continue
+        if args.family not in allowed:
+            raise _InputError(
+                f"--{option} applies to {', '.join(sorted(allowed))}, not {args.family}"
+            )
+        settings["alpha" if option == "shape" else option] = value
+    if args.family in _WINDOWED:
+        if args.bounds is None and args.private_bounds is None:
+            raise _InputError(
+                f"the {args.family} family is released over a window: give --bounds A B "
+                "(chosen without looking at the data) or --private-bounds LO HI"
+            )
+        if args.bounds is not None:
+            settings["bounds"] = tuple(args.bounds)
+        else:
+            settings.update(
+                bounds="private",
+                bounds_range=tuple(args.private_bounds),
+                bounds_share=args.bounds_share,
+                bounds_quantiles=tuple(args.bounds_quantiles),
+            )
+    elif args.bounds is not None or args.private_bounds is not None:
+        raise _InputError(
+            f"the {args.family} family has bounded records; --bounds and --private-bounds apply "
+            f"only to {', '.join(sorted(_WINDOWED))}"
+        )
+    return settings
+
+
+def _release(args: argparse.Namespace) -> int:
+    output = Path(args.output)
+    try:
+        settings = _family_settings(args)
+        if output.exists() and not args.overwrite:
+            raise _InputError(
+                f"{output} exists; pass --overwrite to replace it (a new release of the same "
+                "data spends epsilon again)"
+            )
+        import pymc as pm
+
+        from pymc_dp._validation import check_positive
+        from pymc_dp.io import read_column, write_release
+        from pymc_dp.release import release
+
+        check_positive(args.epsilon, "--epsilon")
+        records = read_column(args.data, args.column, file_format=args.format)
+        family = getattr(pm, _FAMILY_CLASSES[args.family])
+        rel = release(records, family, epsilon=args.epsilon, rng=args.seed, **settings)
+        write_release(rel, output)
+    except (_InputError, OSError, TypeError, ValueError) as err:
+        return _fail("release", _one_line(err))
+    params = ", ".join(f"{k}={v:g}" for k, v in rel.family_params.items())
+    spent = f" + {rel.bounds_epsilon:g} for the private window" if rel.bounds_epsilon else ""
+    print(
+        f"wrote {output}: {rel.family}({params}) release of column {args.column!r}, "
+        f"n = {rel.n}, epsilon = {rel.epsilon:g}{spent}, sensitivity = {rel.sensitivity:g}, "
+        f"Laplace scale = {rel.scale:g}, bounds = [{rel.bounds[0]:g}, {rel.bounds[1]:g}]"
+    )
+    return 0
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err) or type(err).__name__
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        text = f"{err.filename}: {err.strerror[0].lower()}{err.strerror[1:]}"
+    return " ".join(text.split())
+
+
+def _parse_prior(items: Sequence[str]) -> dict[str, Any]:
+    """``["alpha=3", "beta=5"]`` → ``{"alpha": 3.0, "beta": 5.0}``; ``a=1,2`` → a list."""
+    prior: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name or not text.strip():
+            raise _InputError(
+                f"--prior takes NAME=VALUE items, e.g. alpha=3 (got {item!r}); give RELEASE "
+                "before --prior"
+            )
+        if name in prior:
+            raise _InputError(f"--prior sets {name} twice")
+        try:
+            values = [float(v) for v in text.split(",")]
+        except ValueError:
+            raise _InputError(
+                f"--prior {name} must be a number or comma-separated numbers (got {text!r})"
+            ) from None
+        prior[name] = values[0] if len(values) == 1 else values
+    return prior
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from pymc_dp.io import check_posterior_path, read_release, save_fit_figures, save_posterior
+    from pymc_dp.models import build_model, prior_hyperparameters, prior_spec
+
+    out = Path(args.output_dir)
+    suffix = ".zarr" if args.format == "zarr" else ".nc"
+    try:  # every input is checked before sampling starts
+        prior = _parse_prior(args.prior)
+        rel = read_release(args.release)
+        model = build_model(rel, prior)
+        spec = prior_spec(rel.get_family())
+        values = prior_hyperparameters(rel.get_family(), prior)
+        posterior_path = check_posterior_path(out / f"posterior{suffix}")
+    except (_InputError, OSError, TypeError, ValueError) as err:
+        return _fail("fit", _one_line(err))
+    used = {k: np.asarray(v).tolist() for k, v in zip(spec.parameters, values, strict=True)}
+    # The backend must be chosen before pyplot is used; Agg needs no display.
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import arviz as az
+    import pymc as pm
+
+    from pymc_dp import __version__
+    from pymc_dp.noisy_suffstat import release_attrs
+
+    out.mkdir(parents=True, exist_ok=True)
+    with model:
+        idata = pm.sample(
+            draws=args.draws,
+            tune=args.tune,
+            chains=args.chains,
+            cores=args.cores,
+            random_seed=args.seed,
+            progressbar=not args.no_progress,
+            compute_convergence_checks=False,  # the summary below reports R-hat and ESS
+        )
+    idata.attrs.update(release_attrs(model))
+    idata.attrs["pymc_dp_prior"] = json.dumps({"distribution": spec.distribution, **used})
+    idata.attrs["pymc_dp_version"] = __version__
+    posterior_file = save_posterior(idata, posterior_path)
+
+    var_names = [*spec.variables, "y_s", "y_sigma2"]
+    summary = az.summary(idata, var_names=var_names)
+    summary.to_csv(out / "summary.csv")
+    settings = ", ".join(f"{k}={v}" for k, v in used.items())
+    print(
+        f"DP Gibbs posterior from the {rel.family} release (n = {rel.n}, epsilon = "
+        f"{rel.epsilon:g}); prior {spec.distribution}({settings}):"
+    )
+    print(summary.to_string())
+    note = _mixing_note(idata, spec.variables, args.chains)
+    if note:
+        print(note)
+    save_fit_figures(idata, rel, prior, out)
+    print(f"wrote {posterior_file.name}, summary.csv, posterior.png, trace.png to {out}")
+    return 0
+
+
+def _mixing_note(idata: Any, var_names: Sequence[str], chains: int) -> str:
+    """Notes when chains disagree (R-hat > 1.05) or θ has < 100 effective draws per chain."""
+    import arviz as az
+
+    from pymc_dp._compat import posterior_dataset
+
+    posterior = posterior_dataset(idata)
+    ess = az.ess(posterior, var_names=list(var_names), method="bulk")
+    lowest = min(float(np.min(ess[name].values)) for name in var_names)
+    notes = []
+    if chains > 1:
+        rhat = az.rhat(posterior, var_names=list(var_names))
+        worst = max(float(np.max(rhat[name].values)) for name in var_names)
+        if not worst <= 1.05:
+            notes.append(
+                f"warning: R-hat of {', '.join(var_names)} is up to {worst:.2f} (> 1.05): the "
+                "chains disagree. A chain started far from the data (a vague prior) can take "
+                "long to move; raise --tune and --draws, or use a prior that excludes implausible "
+                "values, and look at trace.png."
+            )
+    if lowest < 100 * chains:
+        notes.append(
+            f"note: the lowest bulk ESS of {', '.join(var_names)} is {lowest:.0f} (< 100 per "
+            "chain). The DP Gibbs chain mixes slowly when the noise dominates (small "
+            "n * epsilon); raise --draws for reliable estimates."
+        )
+    return "\n".join(notes)
 
 
 def _reproduce(args: argparse.Namespace) -> int:
@@ -114,10 +578,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        Exit status.
+        Exit status: 0 on success, 2 on bad input (with a one-line message on stderr).
     """
     args = _parser().parse_args(argv)
-    return {"reproduce": _reproduce}[args.command](args)
+    return {"release": _release, "fit": _fit, "reproduce": _reproduce}[args.command](args)
 
 
 if __name__ == "__main__":

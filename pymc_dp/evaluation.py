@@ -1,17 +1,18 @@
 """Calibration and utility measures for the studies of Bernstein & Sheldon (2018, §4).
 
-Calibration (Cook, Gelman & Rubin 2006): in each trial draw θ from the prior, data from the
+Calibration (Cook, Gelman & Rubin 2006 [1]_): in each trial draw θ from the prior, data from the
 model, release and infer; the quantile ``u`` of the true θ in its posterior is Uniform(0, 1) over
 trials exactly when the posterior is right. :func:`calibration_quantiles` computes ``u`` from
-posterior draws, as the randomised rank of simulation-based calibration (Talts et al. 2018), after
-thinning autocorrelated MCMC draws to about their effective sample size; :func:`ks_statistic`,
-:func:`ks_band`, :func:`ecdf` and :func:`interval_coverage` summarise ``u`` over trials.
+posterior draws, as the randomised rank of simulation-based calibration (Talts et al.
+2018 [2]_), after thinning autocorrelated MCMC draws to about their effective sample size;
+:func:`ks_statistic`, :func:`ks_band`, :func:`ecdf` and :func:`interval_coverage` summarise ``u``
+over trials.
 
 Utility: :func:`mmd2_unbiased` is the unbiased estimate of the squared maximum mean discrepancy
-(Gretton et al. 2012) between draws of two posteriors, e.g. private against non-private.
+(Gretton et al. 2012 [3]_) between draws of two posteriors, e.g. private against non-private.
 
 Everything here is NumPy, SciPy and ArviZ only, and works on leading batch dimensions so that one
-call handles all trials of a study.
+call handles all trials of a study, as in the paper's §4 [4]_.
 
 References
 ----------

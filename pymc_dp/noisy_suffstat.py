@@ -11,12 +11,19 @@ Sheldon 2018, §3.2):
 ``pm.sample()`` then assigns :class:`~pymc_dp.ConjugateStep` to θ (when its prior is the
 conjugate one), :class:`~pymc_dp.NormProductStep` to s and :class:`~pymc_dp.NoiseVarianceStep`
 to σ²; any other variable keeps PyMC's own sampler.
+
+For ArviZ, the node also records the release: n, ε, Δ and the bounds as ``pm.Data``
+(``constant_data`` of the sampling result), and the whole release as JSON for the result's
+``attrs`` (:func:`release_attrs`). Vector statistics get named dimensions, and
+``pm.sample_posterior_predictive`` draws new released statistics y = ŝ + Laplace(0, Δ/ε).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -32,9 +39,19 @@ from pymc_dp.distributions import (
     WindowSuffStat,
 )
 from pymc_dp.families import ExponentialFamily, TruncatedFamily, family_from_dist
+from pymc_dp.mechanisms import MECHANISM_NAME
 from pymc_dp.release import Release
 
-__all__ = ["NoisySuffStat", "NoisySuffStatInfo"]
+__all__ = [
+    "RELEASE_ATTR_PREFIX",
+    "NoisySuffStat",
+    "NoisySuffStatInfo",
+    "release_attrs",
+    "releases_from_attrs",
+]
+
+RELEASE_ATTR_PREFIX = "pymc_dp_release_"
+"""Prefix of the ``attrs`` key holding the release JSON of each node (``pymc_dp_release_y``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +76,9 @@ class NoisySuffStatInfo:
     sensitivity: float
     bounds: tuple[float, float] | None = None
     """Truncation window of a truncated family (then s is the stacked (ŝ, s)), else ``None``."""
+    release_json: str = ""
+    """The release as JSON (:meth:`~pymc_dp.Release.to_json` layout), for :func:`release_attrs`.
+    A string rather than the Release, so that the info stays picklable."""
 
 
 TAG = "noisy_suffstat"
@@ -104,6 +124,17 @@ class NoisySuffStat:
     For a windowed family, ``{name}_s`` holds the stacked (ŝ, s) (dimension ``{name}_part``):
     the statistic of the records inside the window, which y releases, then that of all records,
     which θ's conjugate update uses (Algorithm 2).
+
+    A vector statistic has a named dimension: ``{name}_category`` for Categorical counts
+    (coordinates 0, …, K-1, or labels the model already holds under that name), ``{name}_stat``
+    for t(x) = (x, x²) (coordinates ``sum_x``, ``sum_x2``). The node adds ``pm.Data``
+    constants ``{name}_n``, ``{name}_epsilon``, ``{name}_sensitivity`` and ``{name}_bounds``
+    (dimension ``{name}_bound``), which ``pm.sample`` stores as ``constant_data``;
+    :func:`release_attrs` gives the full release (with the family) for the result's ``attrs``.
+    ``pm.sample_posterior_predictive`` draws y from Laplace(ŝ, Δ/ε) at each posterior ŝ: new
+    released statistics, comparable with the observed y. PyMC 6 warns there that
+    ``{name}_sigma2`` (a function of y) keeps its trace values; y's draw does not use σ², so
+    pass ``freeze_vars=["{name}_sigma2"]`` to silence it.
 
     When θ is a free variable with the family's conjugate prior (``pm.Beta`` for Binomial,
     Bernoulli and Geometric, ``pm.Dirichlet`` for Categorical, ``pm.Gamma`` for the rate of
@@ -159,6 +190,7 @@ class NoisySuffStat:
         theta = family.theta_of(dist)
         scale = sensitivity / epsilon
         s_name, v_name = f"{name}_s", f"{name}_sigma2"
+        stat_dim = _stat_dim(model, name, family)
         # Chains start from a prior draw (Algorithm 1), one per chain, rather than PyMC's
         # shared support point: the Gibbs chain can mix slowly, and dispersed starts are what
         # make R-hat able to see that.
@@ -180,13 +212,28 @@ class NoisySuffStat:
             else:
                 mu, sigma = family.moments(theta)
                 s = SuffStatSimplexNormal(
-                    s_name, mean=n * mu, cov=n * sigma, total=n, initval="prior"
+                    s_name, mean=n * mu, cov=n * sigma, total=n, dims=stat_dim, initval="prior"
                 )
                 released_stat = s
-            y = pm.Laplace(name, mu=released_stat, b=scale, observed=value)
+            y = pm.Laplace(name, mu=released_stat, b=scale, observed=value, dims=stat_dim)
             sigma2 = LaplaceNoiseVariance(
-                v_name, released=y, suffstat=released_stat, scale=scale, initval="prior"
+                v_name,
+                released=y,
+                suffstat=released_stat,
+                scale=scale,
+                dims=stat_dim,
+                initval="prior",
             )
+            record = _release_record(
+                release,
+                family,
+                n=n,
+                epsilon=epsilon,
+                sensitivity=sensitivity,
+                value=value,
+                bounds=bounds,
+            )
+            _add_release_data(model, name, record)
 
         conjugate = family.conjugate_prior_rvs(model, dist)
         info = NoisySuffStatInfo(
@@ -199,6 +246,7 @@ class NoisySuffStat:
             epsilon=epsilon,
             sensitivity=sensitivity,
             bounds=bounds,
+            release_json=json.dumps(record),
         )
         setattr(s.tag, TAG, info)
         setattr(sigma2.tag, TAG, info)
@@ -239,6 +287,140 @@ def _window_suffstat(
         initval="prior",
     )
     return s, pt.reshape(s[:k], family.stat_shape)
+
+
+def _stat_dim(model: pm.Model, name: str, family: ExponentialFamily) -> str | None:
+    """Name (and coordinates) of the dimension of a vector statistic; ``None`` for a scalar."""
+    if family.stat_shape == ():
+        return None
+    stat_names = getattr(family, "stat_names", None)
+    if stat_names is not None:
+        dim, labels = f"{name}_stat", list(stat_names)
+    else:
+        dim, labels = f"{name}_category", list(range(family.stat_shape[0]))
+    if dim in model.coords:
+        # A model may name the categories itself: model.add_coord("y_category", ["a", "b"]).
+        existing = model.coords[dim]
+        if existing is None or len(existing) != len(labels):
+            raise ValueError(
+                f"the model's coordinate {dim!r} must have {len(labels)} labels, one per "
+                f"component of the statistic (got {existing!r}); rename it or fix its length"
+            )
+    else:
+        model.add_coord(dim, labels)
+    return dim
+
+
+def _release_record(
+    release: Release | None,
+    family: ExponentialFamily,
+    *,
+    n: int,
+    epsilon: float,
+    sensitivity: float,
+    value: npt.NDArray[np.float64],
+    bounds: tuple[float, float] | None,
+) -> dict[str, Any]:
+    """The release in :meth:`Release.to_dict` layout, also for a value given explicitly."""
+    if release is not None:
+        return release.to_dict()
+    # Not built as a Release: an explicit value may carry less noise than ε-DP needs, which
+    # Release refuses and the node only warns about.
+    window = bounds if bounds is not None else family.domain
+    return {
+        "format_version": 1,
+        "value": np.asarray(value, dtype=np.float64).tolist(),
+        "n": int(n),
+        "epsilon": float(epsilon),
+        "sensitivity": float(sensitivity),
+        "bounds": [float(window[0]), float(window[1])],
+        "family": family.name,
+        "family_params": family.params(),
+        "mechanism": MECHANISM_NAME,
+        "bounds_epsilon": 0.0,
+    }
+
+
+def _add_release_data(model: pm.Model, name: str, record: Mapping[str, Any]) -> None:
+    """Add the release's n, ε, Δ and bounds as ``pm.Data`` (ArviZ ``constant_data``).
+
+    Nothing in the graph uses them (the node holds its own constants), so sampling is unchanged.
+    """
+    bound_dim = f"{name}_bound"
+    if bound_dim not in model.coords:
+        model.add_coord(bound_dim, ["lower", "upper"])
+    pm.Data(f"{name}_n", np.asarray(record["n"], dtype=np.int64))
+    pm.Data(f"{name}_epsilon", np.asarray(record["epsilon"], dtype=np.float64))
+    pm.Data(f"{name}_sensitivity", np.asarray(record["sensitivity"], dtype=np.float64))
+    pm.Data(f"{name}_bounds", np.asarray(record["bounds"], dtype=np.float64), dims=bound_dim)
+
+
+def release_attrs(model: pm.Model | None = None) -> dict[str, str]:
+    """The release of every :class:`NoisySuffStat` node of a model, as ``attrs`` entries.
+
+    ``pm.sample`` cannot attach strings to its result; this gives them, to add with
+    ``idata.attrs.update(release_attrs(model))`` before saving (``pymc-dp fit`` does so).
+
+    Parameters
+    ----------
+    model
+        The model; defaults to the model on the context stack.
+
+    Returns
+    -------
+    dict
+        ``{"pymc_dp_release_{name}": release JSON}`` per node, in the layout of
+        :meth:`~pymc_dp.Release.to_json` (``family`` and ``family_params`` included).
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_dp as pmdp
+    >>> rel = pmdp.release(np.r_[np.ones(30), np.zeros(70)], pm.Bernoulli, epsilon=1.0, rng=0)
+    >>> with pm.Model() as model:
+    ...     p = pm.Beta("p", 1, 1)
+    ...     y = pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel)
+    >>> attrs = release_attrs(model)
+    >>> list(attrs)
+    ['pymc_dp_release_y']
+    >>> releases_from_attrs(attrs)["y"] == rel
+    True
+    """
+    model = pm.modelcontext(model)
+    attrs = {}
+    for rv in model.free_RVs:
+        info = getattr(rv.tag, TAG, None)
+        if isinstance(info, NoisySuffStatInfo) and info.suffstat == rv.name:
+            attrs[f"{RELEASE_ATTR_PREFIX}{info.name}"] = info.release_json
+    return attrs
+
+
+def releases_from_attrs(attrs: Mapping[str, Any]) -> dict[str, Release]:
+    """Rebuild the releases that :func:`release_attrs` stored, keyed by node name.
+
+    Parameters
+    ----------
+    attrs
+        The ``attrs`` of a sampling result (``idata.attrs``), or of a file read back.
+
+    Returns
+    -------
+    dict
+        ``{node name: Release}``.
+
+    Raises
+    ------
+    ValueError
+        If a stored release is not valid JSON or not a valid release.
+    """
+    releases = {}
+    for key, text in attrs.items():
+        if not key.startswith(RELEASE_ATTR_PREFIX):
+            continue
+        try:
+            releases[key.removeprefix(RELEASE_ATTR_PREFIX)] = Release.from_json(str(text))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"attrs[{key!r}] is not valid JSON: {err}") from None
+    return releases
 
 
 def _release_settings(

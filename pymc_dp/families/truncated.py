@@ -193,9 +193,9 @@ class TruncatedFamily(ExponentialFamily):
     def release_sensitivity(self, bounds: tuple[float, float]) -> float:
         """L1 sensitivity of ŝ = Σ 1[a ≤ x ≤ b] t(x) under replacing one record (Appendix C).
 
-        Δ = Σ_j max{max |t_j|, max t_j - min t_j} over the window: a record can also move from
-        inside the window (t̂ = t) to outside it (t̂ = 0), so the bound is never just the range
-        of t.
+        ``Δ = Σ_j max{max |t_j|, max t_j - min t_j}`` over the window: a record can also move
+        from inside the window (t̂ = t) to outside it (t̂ = 0), so the bound is never just the
+        range of t.
         """
         a, b = self.latent_window(self.check_bounds(bounds))
         tmin, tmax = self.statistic_range(a, b)

@@ -3,16 +3,25 @@
 Given posterior draws of (θ, σ²) from any method (Gibbs-SS, naive, non-private, MCMC-Ind), a new
 response is y* = (1, x*)ᵀθ + σ z with z ~ N(0, 1) (Bernstein & Sheldon 2019, §4.3). The intervals
 are the central intervals of those draws, as in the paper's Figure 4.
+
+:func:`posterior_predictive` applies :func:`predictive_draws` to the posterior of a PyMC model
+with a :class:`~pymc_dp.NoisyRegressionStat` node (``pm.sample`` output, ArviZ 0.x
+``InferenceData`` or ArviZ 1.x ``DataTree``) and returns labelled draws. The released statistic's
+own predictive is ``pm.sample_posterior_predictive`` on the model.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
+import xarray as xr
 
+from pymc_dp._compat import posterior_dataset
 from pymc_dp._validation import check_rng
 
-__all__ = ["predictive_coverage", "predictive_draws"]
+__all__ = ["posterior_predictive", "predictive_coverage", "predictive_draws"]
 
 
 def _design(x_new: npt.ArrayLike, p: int) -> npt.NDArray[np.float64]:
@@ -131,3 +140,76 @@ def predictive_coverage(
     tails = np.stack([(1 - levels) / 2, (1 + levels) / 2], axis=-1)
     bounds = np.quantile(flat, tails, axis=0)  # (len(levels), 2, *test_shape)
     return (bounds[:, 0] <= y_true) & (y_true <= bounds[:, 1])
+
+
+def posterior_predictive(
+    idata: Any,
+    x_new: npt.ArrayLike,
+    rng: int | np.random.Generator | None = None,
+    *,
+    theta: str = "theta",
+    sigma2: str = "sigma2",
+    name: str = "y_new",
+    dim: str = "x_new",
+) -> xr.DataArray:
+    """Posterior predictive draws of the response at new covariates, from ``pm.sample`` output.
+
+    One draw ``y* = (1, x*)ᵀθ + σ z`` per posterior draw of (θ, σ²)
+    (:func:`predictive_draws`); pass it to :func:`predictive_coverage` (as ``.values``) or to
+    ArviZ summaries.
+
+    Parameters
+    ----------
+    idata
+        Result of ``pm.sample`` (``InferenceData`` or ``DataTree``) with a posterior group.
+    x_new
+        New covariates without the intercept, shape ``(k, d)`` (or ``(k,)`` when d = 1).
+    rng
+        Seed or generator.
+    theta, sigma2
+        Names of the coefficient (intercept first) and noise-variance variables.
+    name, dim
+        Name of the result and of its test-point dimension.
+
+    Returns
+    -------
+    xarray.DataArray
+        Dimensions ``(chain, draw, dim)``, with the posterior's chain and draw coordinates.
+
+    Raises
+    ------
+    KeyError
+        If the posterior lacks ``theta`` or ``sigma2``.
+    ValueError
+        If ``x_new`` does not match θ's length.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> post = xr.Dataset({"theta": (("chain", "draw", "coef"), np.zeros((2, 50, 2))),
+    ...                    "sigma2": (("chain", "draw"), np.ones((2, 50)))})
+    >>> y = posterior_predictive(post, [0.1, 0.5, 0.9], rng=0)
+    >>> y.dims, y.shape
+    (('chain', 'draw', 'x_new'), (2, 50, 3))
+    """
+    post = idata if isinstance(idata, xr.Dataset) else posterior_dataset(idata)
+    for var in (theta, sigma2):
+        if var not in post:
+            raise KeyError(
+                f"the posterior has no variable {var!r} (has {sorted(post.data_vars)}); pass "
+                "theta= and sigma2= with the names of the model's coefficients and σ²"
+            )
+    th, s2 = post[theta], post[sigma2]
+    extra = [dim_ for dim_ in s2.dims if dim_ not in ("chain", "draw")]
+    if extra or th.ndim != s2.ndim + 1:
+        raise ValueError(
+            f"{theta!r} must have dims (chain, draw, coefficient) and {sigma2!r} (chain, draw) "
+            f"(got {th.dims} and {s2.dims})"
+        )
+    draws = predictive_draws(check_rng(rng), theta=th.values, sigma2=s2.values, x_new=x_new)
+    return xr.DataArray(
+        draws,
+        dims=(*s2.dims, dim),
+        coords={k: s2.coords[k] for k in s2.dims if k in s2.coords},
+        name=name,
+    )
