@@ -322,7 +322,12 @@ def save_fit_figures(
     cols = 2 if len(naive) == 4 else min(len(naive), 3)
     rows = -(-len(naive) // cols)
     fig, axes = plt.subplots(
-        rows, cols, figsize=(4.5 * cols, 3.4 * rows), layout="constrained", squeeze=False
+        # At least 6.5 in wide so that the two-line title fits over a single panel.
+        rows,
+        cols,
+        figsize=(max(4.5 * cols, 6.5), 3.4 * rows),
+        layout="constrained",
+        squeeze=False,
     )
     for ax, (label, dist) in zip(axes.ravel(), naive.items(), strict=False):
         name, _, index = label.partition("[")
@@ -343,7 +348,7 @@ def save_fit_figures(
         ax.set_axis_off()
     axes[0, 0].set_ylabel("posterior density")
     axes[0, 0].legend(frameon=False)
-    fig.suptitle(f"Private {title}\nDP Gibbs posterior vs naive (noisy value taken as exact)")
+    fig.suptitle(f"Private {title}\nDP Gibbs posterior vs naive (noisy value as exact)")
     posterior_png = out_dir / "posterior.png"
     fig.savefig(posterior_png, dpi=110)
     plt.close(fig)

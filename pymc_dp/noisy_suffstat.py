@@ -132,9 +132,7 @@ class NoisySuffStat:
     (dimension ``{name}_bound``), which ``pm.sample`` stores as ``constant_data``;
     :func:`release_attrs` gives the full release (with the family) for the result's ``attrs``.
     ``pm.sample_posterior_predictive`` draws y from Laplace(ŝ, Δ/ε) at each posterior ŝ: new
-    released statistics, comparable with the observed y. PyMC 6 warns there that
-    ``{name}_sigma2`` (a function of y) keeps its trace values; y's draw does not use σ², so
-    pass ``freeze_vars=["{name}_sigma2"]`` to silence it.
+    released statistics, comparable with the observed y.
 
     When θ is a free variable with the family's conjugate prior (``pm.Beta`` for Binomial,
     Bernoulli and Geometric, ``pm.Dirichlet`` for Categorical, ``pm.Gamma`` for the rate of
@@ -216,9 +214,12 @@ class NoisySuffStat:
                 )
                 released_stat = s
             y = pm.Laplace(name, mu=released_stat, b=scale, observed=value, dims=stat_dim)
+            # The released *value*, not the node y: σ²'s initial draw is then its conditional
+            # given the actual release, and y is no ancestor of σ², so posterior predictive
+            # sampling of y keeps σ² from the trace without PyMC 6's ImplicitFreezeWarning.
             sigma2 = LaplaceNoiseVariance(
                 v_name,
-                released=y,
+                released=model.rvs_to_values[y],
                 suffstat=released_stat,
                 scale=scale,
                 dims=stat_dim,

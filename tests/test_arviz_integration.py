@@ -43,9 +43,9 @@ def _group(idata, name):
 
 def _posterior_predictive(idata, model, seed):
     with model, warnings.catch_warnings():
-        # PyMC 6 notes that y_sigma2 (a function of y) keeps its trace values; y's draw does
-        # not use it.
-        warnings.filterwarnings("ignore", message=".*implicitly frozen.*")
+        # y_sigma2 depends on the released value, not on the node y, so redrawing y freezes
+        # nothing implicitly (PyMC 6 would warn otherwise).
+        warnings.filterwarnings("error", message=".*implicitly frozen.*")
         return pm.sample_posterior_predictive(idata, random_seed=seed, progressbar=False)
 
 

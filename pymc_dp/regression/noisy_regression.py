@@ -252,9 +252,8 @@ class NoisyRegressionStat:
     Σ_x).
 
     ``pm.sample_posterior_predictive(idata)`` redraws the released z | s ~ Laplace(s, Δ/ε) at the
-    trace's s, a check of the noise model; PyMC 6 warns that ``{name}_sigma2`` is kept from the
-    trace (pass ``freeze_vars=["{name}_sigma2"]`` to silence it). For responses at new covariates
-    use :func:`~pymc_dp.regression.posterior_predictive`.
+    trace's s, a check of the noise model. For responses at new covariates use
+    :func:`~pymc_dp.regression.posterior_predictive`.
 
     s is drawn from the CLT normal *restricted* to PSD ``B`` rather than projected (see
     :mod:`pymc_dp.regression.kernels`). Gibbs-SS can mix slowly when θ | s is much narrower than
@@ -361,7 +360,13 @@ class NoisyRegressionStat:
             )
             z = pm.Laplace(name, mu=s, b=scale, observed=value, dims=stat_dim)
             noise = LaplaceNoiseVariance(
-                v_name, released=z, suffstat=s, scale=scale, dims=stat_dim, initval="prior"
+                # The released value, not the node z (see NoisySuffStat): no implicit freeze.
+                v_name,
+                released=model.rvs_to_values[z],
+                suffstat=s,
+                scale=scale,
+                dims=stat_dim,
+                initval="prior",
             )
         info = NoisyRegressionInfo(
             name=name,
