@@ -48,9 +48,6 @@ for _nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
 
 # Reading order of the tutorials; notebooks not named here follow in alphabetical order.
 TUTORIAL_ORDER = ["quickstart", "categorical", "truncated", "regression", "calibration"]
-# Pages written separately from this configuration, listed after "method" in the main
-# navigation when they exist (a toctree entry for a missing page is an error under -W).
-OPTIONAL_PAGES = ["regression"]
 
 
 def _tutorial_entries() -> list[str]:
@@ -60,23 +57,19 @@ def _tutorial_entries() -> list[str]:
 
 
 def _fill_toctrees(app, docname: str, source: list[str]) -> None:
-    """Expand the toctree placeholders of ``index.md`` and ``tutorials.md``.
+    """Expand the toctree placeholder of ``tutorials.md``.
 
-    A toctree glob that matches nothing (a page or notebook not written yet) warns and cannot
-    be silenced, so the entries are listed here from what exists at build time.
+    The entries are listed from the notebooks that exist at build time, in reading order.
     """
     if docname == "tutorials":
         source[0] = source[0].replace(
             "\ntutorials/*\n", "\n" + "\n".join(_tutorial_entries()) + "\n"
         )
-    elif docname == "index":
-        extra = [page for page in OPTIONAL_PAGES if (DOCS / f"{page}.md").exists()]
-        source[0] = source[0].replace("\nmethod\n", "\n" + "\n".join(["method", *extra]) + "\n", 1)
 
 
 def _always_reread(app, env, added, changed, removed) -> list[str]:
     # Their toctrees depend on files that are not their sources, which Sphinx cannot track.
-    return ["index", "tutorials"]
+    return ["tutorials"]
 
 
 def setup(app):  # noqa: D103 (Sphinx's extension hook)
