@@ -47,9 +47,10 @@ most naive's. With --check the exit status is 1 if any check fails.
 _RELEASE_DESCRIPTION = """\
 Curator: release the sufficient statistic of one column of a CSV or Parquet file under
 epsilon-differential privacy, as a JSON release for pymc-dp fit (or pymc_dp.Release.from_json).
-The statistic is computed, Laplace noise with scale sensitivity/epsilon is added, and only the
-noisy value is written, with n, epsilon, the sensitivity, the bounds and the family. Neither the
-records nor the exact statistic are printed or written."""
+The statistic is computed, Laplace noise with scale sensitivity/epsilon is added (epsilon less
+the window's share with --private-bounds), and only the noisy value is written, with n, epsilon,
+the sensitivity, the bounds and the family. The exact statistic is never printed or written; an
+error message may quote one offending record, on the curator's terminal only."""
 
 _RELEASE_EPILOG = """\
 families (records; sensitivity, or "window" for a family released over a window):
@@ -235,14 +236,12 @@ def _add_release_parser(sub: Any) -> None:
     win.add_argument(
         "--bounds-share",
         type=_number,
-        default=0.1,
-        help="with --private-bounds: share of epsilon spent on the window (default: %(default)s)",
+        help="with --private-bounds: share of epsilon spent on the window (default: 0.1)",
     )
     win.add_argument(
         "--bounds-quantiles",
         nargs=2,
         type=_number,
-        default=(0.025, 0.975),
         metavar=("QLO", "QHI"),
         help="with --private-bounds: quantiles of the data the window estimates "
         "(default: 0.025 0.975)",
@@ -276,7 +275,8 @@ def _add_fit_parser(sub: Any) -> None:
         action="extend",
         default=[],
         metavar="NAME=VALUE",
-        help="prior hyperparameters, e.g. --prior alpha=3 beta=5 (names and defaults below)",
+        help="prior hyperparameters after RELEASE, e.g. --prior alpha=3 beta=5 (names and "
+        "defaults below)",
     )
     fit.add_argument(
         "--output-dir",
@@ -384,13 +384,22 @@ def _family_settings(args: argparse.Namespace) -> dict[str, Any]:
                 "(chosen without looking at the data) or --private-bounds LO HI"
             )
         if args.bounds is not None:
+            given = [
+                f"--{opt.replace('_', '-')}"
+                for opt in ("bounds_share", "bounds_quantiles")
+                if getattr(args, opt) is not None
+            ]
+            if given:
+                raise _InputError(f"{' and '.join(given)} apply only with --private-bounds")
             settings["bounds"] = tuple(args.bounds)
         else:
             settings.update(
                 bounds="private",
                 bounds_range=tuple(args.private_bounds),
-                bounds_share=args.bounds_share,
-                bounds_quantiles=tuple(args.bounds_quantiles),
+                bounds_share=0.1 if args.bounds_share is None else args.bounds_share,
+                bounds_quantiles=(0.025, 0.975)
+                if args.bounds_quantiles is None
+                else tuple(args.bounds_quantiles),
             )
     elif args.bounds is not None or args.private_bounds is not None:
         raise _InputError(
@@ -409,6 +418,11 @@ def _release(args: argparse.Namespace) -> int:
                 f"{output} exists; pass --overwrite to replace it (a new release of the same "
                 "data spends epsilon again)"
             )
+        # Checked before any noise is drawn, so that a bad path wastes no privacy budget.
+        if output.is_dir():
+            raise _InputError(f"{output} is a directory; --output takes a file name")
+        if not output.parent.is_dir():
+            raise _InputError(f"{output.parent} is not a directory; create it first")
         import pymc as pm
 
         from pymc_dp._validation import check_positive
@@ -447,8 +461,8 @@ def _parse_prior(items: Sequence[str]) -> dict[str, Any]:
         name = name.strip()
         if not sep or not name or not text.strip():
             raise _InputError(
-                f"--prior takes NAME=VALUE items, e.g. alpha=3 (got {item!r}); give RELEASE "
-                "before --prior"
+                f"--prior takes NAME=VALUE items, e.g. alpha=3 (got {item!r}); give only one "
+                "RELEASE, before --prior"
             )
         if name in prior:
             raise _InputError(f"--prior sets {name} twice")
@@ -475,6 +489,7 @@ def _fit(args: argparse.Namespace) -> int:
         spec = prior_spec(rel.get_family())
         values = prior_hyperparameters(rel.get_family(), prior)
         posterior_path = check_posterior_path(out / f"posterior{suffix}")
+        out.mkdir(parents=True, exist_ok=True)
     except (_InputError, OSError, TypeError, ValueError) as err:
         return _fail("fit", _one_line(err))
     used = {k: np.asarray(v).tolist() for k, v in zip(spec.parameters, values, strict=True)}
@@ -488,7 +503,6 @@ def _fit(args: argparse.Namespace) -> int:
     from pymc_dp import __version__
     from pymc_dp.noisy_suffstat import release_attrs
 
-    out.mkdir(parents=True, exist_ok=True)
     with model:
         idata = pm.sample(
             draws=args.draws,

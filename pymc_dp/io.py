@@ -242,10 +242,8 @@ def check_posterior_path(path: str | Path) -> Path:
     if path.suffix == ".zarr":
         needed = [("zarr", "zarr")]
     elif path.suffix == ".nc":
-        # Grouped (NetCDF4) files: h5netcdf with h5py, or the netCDF4 package.
+        # Grouped (NetCDF4) files, written by ArviZ through h5netcdf and h5py.
         needed = [("h5netcdf", "h5netcdf h5py"), ("h5py", "h5py")]
-        if _importable("netCDF4"):
-            needed = []
     else:
         raise InputFileError(f"{path}: the posterior file must end in .nc (NetCDF) or .zarr")
     for module, package in needed:

@@ -40,7 +40,7 @@ from pymc_dp.distributions import (
 )
 from pymc_dp.families import ExponentialFamily, TruncatedFamily, family_from_dist
 from pymc_dp.mechanisms import MECHANISM_NAME
-from pymc_dp.release import Release
+from pymc_dp.release import _FORMAT_VERSION, Release
 
 __all__ = [
     "RELEASE_ATTR_PREFIX",
@@ -329,7 +329,7 @@ def _release_record(
     # Release refuses and the node only warns about.
     window = bounds if bounds is not None else family.domain
     return {
-        "format_version": 1,
+        "format_version": _FORMAT_VERSION,
         "value": np.asarray(value, dtype=np.float64).tolist(),
         "n": int(n),
         "epsilon": float(epsilon),

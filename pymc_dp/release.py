@@ -283,6 +283,8 @@ def release(
                 "bounds='private' needs bounds_range=(lower, upper), a public range that "
                 "surely holds the quantiles; records are clamped to it"
             )
+        # The search range must be a valid window itself, checked before any noise is drawn.
+        fam.check_bounds(bounds_range)
         bounds_epsilon = bounds_share * epsilon
         epsilon -= bounds_epsilon
         window = private_bounds(

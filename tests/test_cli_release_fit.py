@@ -203,6 +203,25 @@ def test_release_needs_family_options_and_a_window(data_dir, tmp_path, capsys):
     assert "--trials applies to binomial" in line
 
 
+def test_release_window_options_and_output_path_are_checked(data_dir, tmp_path, capsys):
+    data, out = data_dir / "records.csv", tmp_path / "o.json"
+    poisson = ("poisson", "--bounds", "0", "5", "--bounds-share", "0.2")
+    line = _error(capsys, _release_args(data, out, family=poisson))
+    assert "--bounds-share apply only with --private-bounds" in line
+    line = _error(capsys, _release_args(data, tmp_path / "no_such_dir" / "o.json"))
+    assert "is not a directory; create it first" in line
+    line = _error(capsys, _release_args(data, tmp_path, "--overwrite"))
+    assert "is a directory; --output takes a file name" in line
+    assert not out.exists()
+
+
+def test_fit_output_dir_that_is_a_file_fails_cleanly(released, tmp_path, capsys):
+    target = tmp_path / "a_file"
+    target.write_text("")
+    line = _error(capsys, ["fit", str(released[0]), "--output-dir", str(target)])
+    assert "a_file" in line
+
+
 def test_release_refuses_missing_file_and_overwriting(data_dir, tmp_path, capsys):
     line = _error(capsys, _release_args(tmp_path / "nope.csv", tmp_path / "o.json"))
     assert "nope.csv: no such file" in line

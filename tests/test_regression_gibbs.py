@@ -182,6 +182,21 @@ def test_sampler_shapes_determinism_and_batched_moments():
         (dict(scale=-1.0), ValueError, "scale must be finite and > 0"),
         (dict(scale=np.ones(3)), ValueError, "scale must broadcast"),
         (dict(x_moments=(np.eye(2), np.zeros((2,) * 4))), TypeError, "XMoments"),
+        (
+            dict(x_moments=XMoments(np.eye(2), np.full((2,) * 4, np.nan))),
+            ValueError,
+            "x_moments must be finite",
+        ),
+        (
+            dict(x_moments=XMoments(np.eye(2), -np.eye(4).reshape((2,) * 4))),
+            ValueError,
+            "fourth_cov must be positive semi-definite",
+        ),
+        (
+            dict(x_moments=XMoments(np.diag([1.0, -1.0]), np.zeros((2,) * 4))),
+            ValueError,
+            "second must be positive semi-definite",
+        ),
         (dict(prior=NIG(np.zeros(3), np.eye(3), 1.0, 1.0)), ValueError, "must have 2 entries"),
     ],
 )

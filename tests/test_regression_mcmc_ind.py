@@ -119,3 +119,10 @@ def test_runs_at_moderate_epsilon_and_agrees_with_gibbs_ss_update():
     for nuts, gibbs in pairs:
         assert abs(nuts.mean() - gibbs.mean()) < 0.3 * gibbs.std()
         assert abs(nuts.std() / gibbs.std() - 1) < 0.3
+
+
+@pytest.mark.parametrize("target_accept", [1.0, 1.5, 0.0])
+def test_sampler_rejects_target_accept_outside_zero_one(target_accept):
+    rel, _, _ = _release(1.0)
+    with pytest.raises(ValueError, match="target_accept"):
+        sample_mcmc_ind(rel, prior=PRIOR, x_prior=X_PRIOR, target_accept=target_accept)

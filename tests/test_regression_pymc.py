@@ -30,6 +30,7 @@ from pymc_dp.regression import (
     normal_x_moments,
     posterior_predictive,
     predictive_coverage,
+    predictive_draws,
     regression_statistic,
     release_regression,
     sample_gibbs_ss,
@@ -640,3 +641,23 @@ def test_theta_shared_by_two_releases_conditions_on_both_statistics():
     theta, sigma2 = draw_nig(np.random.default_rng(62), post)
     np.testing.assert_allclose(new["theta"], theta, rtol=1e-9)
     np.testing.assert_allclose(np.exp(new["sigma2_log__"]), sigma2, rtol=1e-9)
+
+
+def test_inverse_wishart_size_is_the_whole_batch_shape():
+    """PyTensor's size includes the parameters' batch shape; it is not prepended to it."""
+    draw = pm.draw(InverseWishart.dist(dof=[5.0, 6.0], scale=np.eye(1), size=(2,)), random_seed=0)
+    assert draw.shape == (2, 1, 1)
+    assert pm.draw(InverseWishart.dist(dof=5.0, scale=np.eye(2), size=(3,))).shape == (3, 2, 2)
+
+
+@pytest.mark.parametrize(
+    ("theta", "sigma2", "match"),
+    [
+        (np.array([[np.nan, 1.0]]), np.ones(1), "theta must be finite"),
+        (np.zeros((1, 2)), np.array([np.nan]), "sigma2 must be finite and > 0"),
+        (np.zeros((1, 2)), np.zeros(1), "sigma2 must be finite and > 0"),
+    ],
+)
+def test_predictive_draws_reject_non_finite_draws(theta, sigma2, match):
+    with pytest.raises(ValueError, match=match):
+        predictive_draws(0, theta=theta, sigma2=sigma2, x_new=[0.5])

@@ -93,6 +93,9 @@ def test_private_bounds_split_the_budget_and_are_recorded():
             "bounds_share",
         ),
         ({"bounds": (0.0, 1.0), "sigma": 1.0}, TypeError, "takes"),
+        # The public search range of PrivateQuantile is checked before it draws anything.
+        ({"bounds": "private", "bounds_range": (-100.0, -1.0)}, ValueError, "domain"),
+        ({"bounds": "private", "bounds_range": (5.0, 1.0)}, ValueError, "a < b"),
     ],
 )
 def test_release_rejects_bad_window_arguments_before_noise(kwargs, error, match):

@@ -215,7 +215,9 @@ class RegressionSuffStat(Continuous):
         edge = b[1:, 0]
         schur = b[1:, 1:] - pt.outer(edge, edge) / n
         lowest = pt.linalg.eigh(schur)[0][0]
-        return pt.switch(lowest >= -_PSD_TOL * n, logp, -np.inf)
+        # The tolerance scales with B, as in is_valid_statistic.
+        scale = pt.maximum(n, pt.max(pt.abs(pt.diagonal(b))))
+        return pt.switch(lowest >= -_PSD_TOL * scale, logp, -np.inf)
 
 
 class InverseWishartRV(RandomVariable):
@@ -229,8 +231,13 @@ class InverseWishartRV(RandomVariable):
     @classmethod
     def rng_fn(cls, rng, dof, scale, size):  # noqa: D102
         d = scale.shape[-1]
-        niw = NIW(np.zeros(d), np.asarray(1.0), np.asarray(dof, dtype=np.float64), scale)
-        return draw_niw(rng, niw, size=() if size is None else tuple(size))[1]
+        dof = np.asarray(dof, dtype=np.float64)
+        if size is not None:  # PyTensor's size is the whole batch shape, parameters included
+            dof = np.broadcast_to(dof, tuple(size))
+            scale = np.broadcast_to(scale, (*size, d, d))
+        batch = np.broadcast_shapes(dof.shape, scale.shape[:-2])
+        niw = NIW(np.zeros((*batch, d)), np.ones(batch), dof, scale)
+        return draw_niw(rng, niw)[1]
 
 
 inverse_wishart = InverseWishartRV()

@@ -49,8 +49,9 @@ class SuffStatDraw(NamedTuple):
 def is_valid_statistic(s: npt.ArrayLike, n: npt.ArrayLike) -> npt.NDArray[np.bool_]:
     """Whether ``B(s)`` (with ``B[0, 0] = n``) is positive semi-definite, shape ``(...)``.
 
-    Eigenvalues of the Schur complement down to ``-1e-12 · n`` count as 0, so that the output of
-    :func:`~pymc_dp.regression.psd.project_psd` is valid despite rounding.
+    Eigenvalues of the Schur complement down to ``-1e-12`` times the largest of n and
+    ``|B_jj|`` count as 0, so that the output of :func:`~pymc_dp.regression.psd.project_psd` is
+    valid despite rounding, whatever the units of the data.
 
     Examples
     --------
@@ -59,7 +60,9 @@ def is_valid_statistic(s: npt.ArrayLike, n: npt.ArrayLike) -> npt.NDArray[np.boo
     >>> bool(is_valid_statistic(s, 3)), bool(is_valid_statistic(s * [1, 0, 1, 1, 1], 3))
     (True, False)
     """
-    return min_schur_eigenvalue(unpack_statistic(s, n)) >= -_RELATIVE_TOL * np.asarray(n)
+    b = unpack_statistic(s, n)
+    scale = np.maximum(np.asarray(n), np.max(np.abs(np.diagonal(b, axis1=-2, axis2=-1)), axis=-1))
+    return min_schur_eigenvalue(b) >= -_RELATIVE_TOL * scale
 
 
 def _psd_factor(cov: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

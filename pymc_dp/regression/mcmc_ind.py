@@ -188,6 +188,8 @@ def sample_mcmc_ind(
     tune = check_int(tune, "tune", minimum=0)
     chains = check_int(chains, "chains", minimum=1)
     target_accept = check_positive(target_accept, "target_accept")
+    if target_accept >= 1.0:
+        raise ValueError(f"target_accept must lie in (0, 1) (got {target_accept})")
     model = mcmc_ind_model(release, prior=prior, x_prior=x_prior, truncate=truncate)
     with model:
         return pm.sample(

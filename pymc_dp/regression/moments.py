@@ -33,6 +33,7 @@ from pymc_dp.regression.statistics import covariate_powers, released_pairs
 
 __all__ = [
     "XMoments",
+    "check_x_moments",
     "empirical_x_moments",
     "suffstat_moments",
     "x_moments_from_monomial_means",
@@ -71,6 +72,49 @@ def _tensor_index(d: int) -> npt.NDArray[np.intp]:
         expo = np.bincount([a - 1 for a in abce if a > 0], minlength=d)
         index[abce] = lookup[tuple(expo.tolist())]
     return index
+
+
+def check_x_moments(x_moments: object, p: int) -> XMoments:
+    """Check moments of x (with the intercept, p = d + 1) given by a user; return them as floats.
+
+    Leading batch dimensions are allowed. ``second`` and ``fourth_cov`` (as a ``p² × p²``
+    matrix) must be finite and positive semi-definite, or the CLT covariance of the statistic is
+    not a covariance.
+
+    Raises
+    ------
+    TypeError
+        If ``x_moments`` is not an :class:`XMoments`.
+    ValueError
+        If shapes do not match p, or values are not finite or not PSD.
+
+    Examples
+    --------
+    >>> mom = check_x_moments(x_moments_from_monomial_means([1, 1/2, 1/3, 1/4, 1/5], d=1), 2)
+    >>> mom.second.shape, mom.fourth_cov.shape
+    ((2, 2), (2, 2, 2, 2))
+    """
+    if not isinstance(x_moments, XMoments):
+        raise TypeError(f"x_moments must be an XMoments (got {type(x_moments).__name__})")
+    second = np.asarray(x_moments.second, dtype=np.float64)
+    phi = np.asarray(x_moments.fourth_cov, dtype=np.float64)
+    if second.shape[-2:] != (p, p) or phi.shape[-4:] != (p,) * 4:
+        raise ValueError(
+            f"x_moments must be for d={p - 1} covariates with the intercept: second (..., {p}, "
+            f"{p}) and fourth_cov (..., {p}, {p}, {p}, {p}) (got {second.shape} and {phi.shape})"
+        )
+    if not (np.all(np.isfinite(second)) and np.all(np.isfinite(phi))):
+        raise ValueError("x_moments must be finite")
+    flat = phi.reshape(*phi.shape[:-4], p * p, p * p)
+    for name, mat in (("second", second), ("fourth_cov", flat)):
+        sym = 0.5 * (mat + np.swapaxes(mat, -1, -2))
+        tol = 1e-10 * np.maximum(1.0, np.max(np.abs(sym)))
+        if np.any(np.linalg.eigvalsh(sym)[..., 0] < -tol):
+            raise ValueError(
+                f"x_moments.{name} must be positive semi-definite (as moments of a distribution "
+                "are); build noisy moments with x_moments_from_monomial_means(..., project=True)"
+            )
+    return XMoments(second, phi)
 
 
 def x_moments_from_monomial_means(

@@ -38,7 +38,7 @@ from pymc_dp.regression.distributions import (
     RegressionSuffStat,
     normal_x_moments_pt,
 )
-from pymc_dp.regression.moments import XMoments, x_moments_from_release
+from pymc_dp.regression.moments import XMoments, check_x_moments, x_moments_from_release
 from pymc_dp.regression.release import RegressionRelease
 from pymc_dp.regression.statistics import d_from_released, released_pairs
 
@@ -434,18 +434,12 @@ def _x_model(x_moments: Any, x_prior: Any, rel: RegressionRelease | None, d: int
                 "(Gibbs-SS-Update), or a release made with moments_share= (Gibbs-SS-Noisy)"
             )
         return x_moments_from_release(rel)
-    if not isinstance(x_moments, XMoments):
-        raise TypeError(f"x_moments must be an XMoments (got {type(x_moments).__name__})")
-    second = np.asarray(x_moments.second, dtype=np.float64)
-    phi = np.asarray(x_moments.fourth_cov, dtype=np.float64)
-    if second.shape != (p, p) or phi.shape != (p,) * 4:
+    mom = check_x_moments(x_moments, p)
+    if mom.second.shape != (p, p):
         raise ValueError(
-            f"x_moments must be for d={d} covariates with the intercept: second ({p}, {p}) and "
-            f"fourth_cov {(p,) * 4} (got {second.shape} and {phi.shape})"
+            f"x_moments must be unbatched for one node: second ({p}, {p}) (got {mom.second.shape})"
         )
-    if not (np.all(np.isfinite(second)) and np.all(np.isfinite(phi))):
-        raise ValueError("x_moments must be finite")
-    return XMoments(second, phi)
+    return mom
 
 
 def _release_settings(

@@ -86,8 +86,10 @@ def predictive_draws(
         raise ValueError(
             f"sigma2 must have theta's leading shape {theta.shape[:-1]} (got {sigma2.shape})"
         )
-    if not np.all(sigma2 > 0):
-        raise ValueError("sigma2 must be > 0 in every draw")
+    if not np.all(np.isfinite(theta)):
+        raise ValueError("theta must be finite in every draw")
+    if not np.all(np.isfinite(sigma2) & (sigma2 > 0)):
+        raise ValueError("sigma2 must be finite and > 0 in every draw")
     design = _design(x_new, theta.shape[-1])
     mean = theta @ design.T
     return mean + np.sqrt(sigma2)[..., None] * rng.standard_normal(mean.shape)

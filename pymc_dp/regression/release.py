@@ -364,15 +364,16 @@ def release_regression(
         i = int(np.flatnonzero(outside)[0])
         raise ValueError(
             f"x has {int(outside.sum())} record(s) outside x_bounds={xb.tolist()}, first at row "
-            f"{i}: {xs[i].tolist()}; records are not clipped (that would change the privacy "
-            "guarantee): choose wider bounds or remove them"
+            f"{i}: {xs[i].tolist()}; records are not clipped silently (that would change the "
+            "statistic the model describes): choose wider bounds or clip them yourself"
         )
     outside = (ys < yb[0]) | (ys > yb[1])
     if np.any(outside):
         i = int(np.flatnonzero(outside)[0])
         raise ValueError(
             f"y has {int(outside.sum())} value(s) outside y_bounds={yb.tolist()}, first at row "
-            f"{i}: {ys[i]}; values are not clipped (that would change the privacy guarantee)"
+            f"{i}: {ys[i]}; values are not clipped silently (that would change the statistic the "
+            "model describes): choose wider bounds or clip them yourself"
         )
 
     stat_epsilon = epsilon if moments_share is None else epsilon * (1.0 - moments_share)

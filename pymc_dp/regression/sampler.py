@@ -20,7 +20,7 @@ from pymc_dp.kernels import draw_noise_variance
 from pymc_dp.regression.conjugate import NIG, check_nig, draw_nig, nig_update
 from pymc_dp.regression.data_model import NIW, check_niw, draw_niw, niw_update, normal_x_moments
 from pymc_dp.regression.kernels import draw_regression_suffstat
-from pymc_dp.regression.moments import XMoments, suffstat_moments
+from pymc_dp.regression.moments import XMoments, check_x_moments, suffstat_moments
 from pymc_dp.regression.psd import project_psd
 from pymc_dp.regression.statistics import d_from_released, pack_statistic, unpack_statistic
 
@@ -164,12 +164,9 @@ def sample_gibbs_ss(
     if (x_moments is None) == (x_prior is None):
         raise TypeError("give exactly one of x_moments (Gibbs-SS) and x_prior (Gibbs-SS-Update)")
     if x_prior is None:
-        if not isinstance(x_moments, XMoments):
-            raise TypeError(f"x_moments must be an XMoments (got {type(x_moments).__name__})")
+        x_moments = check_x_moments(x_moments, p)
         second = _batched(x_moments.second, 2, releases, "x_moments.second")
         phi = _batched(x_moments.fourth_cov, 4, releases, "x_moments.fourth_cov")
-        if second.shape[1:] != (p, p) or phi.shape[1:] != (p,) * 4:
-            raise ValueError(f"x_moments must be for p={p} covariates with the intercept")
     else:
         x_prior = check_niw(x_prior)
         if x_prior.loc.shape[-1] != d:

@@ -143,6 +143,10 @@ class RegressionConjugateStep(DPGibbsStep):
     its mean may be random and sampled by another step method. If θ feeds several nodes, the
     posterior conditions on all their statistics.
 
+    As in Algorithm 1 of the paper, this is θ | s under the exact record model, for which s is
+    sufficient; the CLT density of s in the PyMC model (which also depends on θ) is the
+    approximation used for s's own update, not part of this one.
+
     Parameters
     ----------
     vars
