@@ -14,6 +14,7 @@ from pymc_dp.evaluation import (
     ks_statistic,
     mmd2_unbiased,
 )
+from pymc_dp.latent import sample_latent
 from pymc_dp.noisy_suffstat import NoisySuffStat
 from pymc_dp.regression import (
     CovariateModelStep,
@@ -25,13 +26,14 @@ from pymc_dp.regression import (
     release_regression,
 )
 from pymc_dp.release import Release, release
-from pymc_dp.step_methods import ConjugateStep, NoiseVarianceStep, NormProductStep
+from pymc_dp.step_methods import ConjugateStep, GridStep, NoiseVarianceStep, NormProductStep
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ConjugateStep",
     "CovariateModelStep",
+    "GridStep",
     "NoiseVarianceStep",
     "NoisyRegressionStat",
     "NoisySuffStat",
@@ -51,4 +53,5 @@ __all__ = [
     "nonprivate_posterior",
     "release",
     "release_regression",
+    "sample_latent",
 ]

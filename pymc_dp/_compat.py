@@ -12,7 +12,13 @@ try:  # PyTensor >= 2.32 moved graph traversal helpers out of pytensor.graph.bas
 except ImportError:  # pragma: no cover - older PyTensor
     from pytensor.graph.basic import ancestors, graph_inputs
 
-__all__ = ["ancestors", "graph_inputs", "posterior_dataset", "register_step_methods"]
+__all__ = [
+    "ancestors",
+    "graph_inputs",
+    "posterior_dataset",
+    "register_step_methods",
+    "set_posterior",
+]
 
 
 def register_step_methods(methods: Iterable[type]) -> None:
@@ -28,3 +34,14 @@ def posterior_dataset(idata: Any) -> Any:
     """The posterior group as an ``xarray.Dataset``, from InferenceData or a DataTree."""
     posterior = idata["posterior"] if not hasattr(idata, "posterior") else idata.posterior
     return posterior.to_dataset() if hasattr(posterior, "to_dataset") else posterior
+
+
+def set_posterior(idata: Any, variables: dict[str, Any]) -> Any:
+    """Add ``xarray.DataArray`` variables to the posterior group of InferenceData or a DataTree."""
+    if hasattr(idata, "posterior") and not hasattr(idata, "children"):  # ArviZ 0.x
+        for name, array in variables.items():
+            idata.posterior[name] = array
+        return idata
+    node = idata["posterior"]
+    idata["posterior"] = node.to_dataset().assign(variables)
+    return idata

@@ -17,6 +17,7 @@ import pytensor
 from pytensor.graph.replace import vectorize_graph
 
 from pymc_dp._validation import check_int, check_positive, check_rng
+from pymc_dp.collapsed import collapsible, sample_collapsed
 from pymc_dp.families import ExponentialFamily, TruncatedFamily
 from pymc_dp.kernels import draw_noise_variance, draw_suffstat, window_constraints
 
@@ -65,8 +66,15 @@ def sample_gibbs(
     tune: int = 0,
     chains: int = 1,
     bounds: tuple[float, float] | None = None,
+    method: str = "auto",
 ) -> GibbsTrace:
-    """Run the DP Gibbs sampler on a batch of releases of the same family and size.
+    """Sample the DP posterior of a batch of releases of the same family and size.
+
+    By default a family whose release is one number with a scalar θ is sampled collapsed:
+    independent draws of θ | y from its exact one-dimensional posterior (the normal–Laplace
+    likelihood on an adaptive grid, :mod:`pymc_dp.collapsed`), then s and σ² from their exact
+    conditionals. Other families, or ``method="augmented"``, run the paper's Gibbs sampler
+    (Algorithm 1; Algorithm 2 for a windowed family) over (θ, s, σ²).
 
     Parameters
     ----------
@@ -89,6 +97,10 @@ def sample_gibbs(
         Independent chains per release, each started from its own prior draw of θ.
     bounds
         Truncation window of a windowed family's releases (Algorithm 2), else ``None``.
+    method
+        ``"auto"`` (collapsed where the family allows it, else augmented), ``"collapsed"`` or
+        ``"augmented"`` (Algorithm 1). Collapsed draws are independent: ``tune`` is ignored and
+        ``chains`` only shapes the output.
 
     Returns
     -------
@@ -115,10 +127,36 @@ def sample_gibbs(
         bounds = family.check_bounds(bounds)
     elif bounds is not None:
         raise TypeError(f"bounds apply only to windowed families, not {family!r}")
+    if method not in ("auto", "collapsed", "augmented"):
+        raise ValueError(f"method must be 'auto', 'collapsed' or 'augmented' (got {method!r})")
+    if method == "collapsed" and not collapsible(family):
+        raise ValueError(
+            f"method='collapsed' needs a scalar release and a scalar θ; {family!r} has neither: "
+            "use method='augmented'"
+        )
     y = np.asarray(released, dtype=np.float64)
     if y.ndim != 1 + len(family.stat_shape) or y.shape[1:] != family.stat_shape:
         raise ValueError(f"released must have shape (batch, *{family.stat_shape}) (got {y.shape})")
     releases = y.shape[0]
+    if method != "augmented" and collapsible(family):
+        params = tuple(
+            np.broadcast_to(p, (releases,)) for p in family.check_prior(prior, batched=True)
+        )
+        theta, s, v = sample_collapsed(
+            rng,
+            family=family,
+            params=params,
+            released=y.reshape(releases),
+            n=n,
+            scale=scale,
+            draws=draws * chains,
+            bounds=bounds,
+        )
+
+        def chain_major(a):
+            return a.reshape(chains, draws, *a.shape[1:])
+
+        return GibbsTrace(chain_major(theta), chain_major(s), chain_major(v[..., 0]), 0)
     # Chains are extra batch rows, chain-major, so that the output reshapes to (chain, ...).
     y = np.tile(y, (chains, *(1,) * (y.ndim - 1)))
     batch = y.shape[0]

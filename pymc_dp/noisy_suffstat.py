@@ -1,7 +1,14 @@
 """The ``NoisySuffStat`` observed node: a DP release inside an ordinary PyMC model.
 
-One call adds three variables to the model, in the paper's generative order (Bernstein &
-Sheldon 2018, §3.2):
+For a released statistic of one number (Bernoulli, Binomial and every windowed family with a
+scalar statistic) the node is, by default, *collapsed*: y | θ is the normal–Laplace convolution
+with s and σ² integrated out (:class:`~pymc_dp.distributions.CollapsedLaplace`), so
+``pm.sample()`` draws θ | y directly: :class:`~pymc_dp.GridStep` gives independent exact draws of
+a scalar θ with a fixed prior, and NUTS samples any other θ. :func:`~pymc_dp.sample_latent` adds
+exact draws of s and σ² to the posterior afterwards.
+
+Otherwise (a vector statistic, or ``method="augmented"``), one call adds three variables to the
+model, in the paper's generative order (Bernstein & Sheldon 2018, §3.2):
 
 * ``{name}_s``: the latent sufficient statistic s | θ ~ N(nμ(θ), nΣ(θ)) on its valid region;
 * ``{name}``: the released y | s ~ Laplace(s, Δ/ε), observed;
@@ -32,7 +39,12 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from pymc_dp._validation import check_finite_array, check_int, check_positive
+from pymc_dp._compat import ancestors
 from pymc_dp.distributions import (
+    AuxiliarySimplexSuffStat,
+    AuxiliaryWindowSuffStat,
+    CollapsedLaplace,
+    LaplaceMixingVariance,
     LaplaceNoiseVariance,
     SuffStatNormal,
     SuffStatSimplexNormal,
@@ -46,6 +58,7 @@ __all__ = [
     "RELEASE_ATTR_PREFIX",
     "NoisySuffStat",
     "NoisySuffStatInfo",
+    "node_infos",
     "release_attrs",
     "releases_from_attrs",
 ]
@@ -76,14 +89,28 @@ class NoisySuffStatInfo:
     sensitivity: float
     bounds: tuple[float, float] | None = None
     """Truncation window of a truncated family (then s is the stacked (ŝ, s)), else ``None``."""
+    collapsed: bool = False
+    """Whether s and σ² are integrated out of the model (``method="collapsed"``): then y is a
+    :class:`~pymc_dp.distributions.CollapsedLaplace` node and s, σ² are not model variables
+    (:func:`~pymc_dp.sample_latent` draws them from the posterior afterwards)."""
     release_json: str = ""
     """The release as JSON (:meth:`~pymc_dp.Release.to_json` layout), for :func:`release_attrs`.
     A string rather than the Release, so that the info stays picklable."""
 
 
 TAG = "noisy_suffstat"
-"""Attribute on ``rv.tag`` holding the :class:`NoisySuffStatInfo` of s and σ², or a tuple of
+"""Attribute on ``rv.tag`` holding the :class:`NoisySuffStatInfo` of y, s and σ², or a tuple of
 them on a conjugate θ (one per node that θ feeds)."""
+
+GRID_TAG = "noisy_suffstat_grid"
+"""Attribute on ``rv.tag`` marking a scalar θ of a collapsed node whose prior has fixed
+parameters; :class:`~pymc_dp.GridStep` draws it exactly."""
+
+THETA_TAG = "noisy_suffstat_theta"
+"""Attribute on a collapsed node's ``y.tag`` holding θ (the graph), for :func:`sample_latent`."""
+
+METHODS = ("auto", "collapsed", "augmented")
+"""Values of ``NoisySuffStat(method=...)``."""
 
 
 class NoisySuffStat:
@@ -111,6 +138,11 @@ class NoisySuffStat:
         The released value y, shape ``()`` or ``(K,)``.
     bounds
         Truncation window ``(a, b)`` of a windowed family's release.
+    method
+        ``"auto"`` (default): collapsed for a released statistic of one number, augmented
+        otherwise. ``"collapsed"``: y | θ with s and σ² integrated out (exact draws of a scalar
+        θ, NUTS for any other θ). ``"augmented"``: the paper's Algorithm 1 over (θ, s, σ²),
+        with ``{name}_s`` and ``{name}_sigma2`` as model variables.
     model
         Model to add to; defaults to the model on the context stack.
 
@@ -121,6 +153,10 @@ class NoisySuffStat:
 
     Notes
     -----
+    Collapsed (the default for a scalar statistic), the model holds θ and the observed y only;
+    ``pmdp.sample_latent(idata, model)`` adds ``{name}_s`` and ``{name}_sigma2`` to a posterior,
+    drawn exactly given θ and y. Both methods target the same posterior.
+
     For a windowed family, ``{name}_s`` holds the stacked (ŝ, s) (dimension ``{name}_part``):
     the statistic of the records inside the window, which y releases, then that of all records,
     which θ's conjugate update uses (Algorithm 2).
@@ -150,6 +186,11 @@ class NoisySuffStat:
     ...     p = pm.Beta("p", 1, 1)
     ...     y = pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel)
     >>> [v.name for v in model.free_RVs]
+    ['p']
+    >>> with pm.Model() as model:
+    ...     p = pm.Beta("p", 1, 1)
+    ...     y = pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel, method="augmented")
+    >>> [v.name for v in model.free_RVs]
     ['p', 'y_s', 'y_sigma2']
     """
 
@@ -164,10 +205,13 @@ class NoisySuffStat:
         sensitivity: float | None = None,
         observed: npt.ArrayLike | None = None,
         bounds: tuple[float, float] | None = None,
+        method: str = "auto",
         model: pm.Model | None = None,
     ) -> pt.TensorVariable:
         """Add the node's variables to the model and return the observed node y."""
         model = pm.modelcontext(model)
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS} (got {method!r})")
         if not isinstance(name, str) or not name:
             raise TypeError(f"name must be a non-empty string (got {name!r})")
         if dist in getattr(model, "basic_RVs", []):
@@ -188,13 +232,34 @@ class NoisySuffStat:
         theta = family.theta_of(dist)
         scale = sensitivity / epsilon
         s_name, v_name = f"{name}_s", f"{name}_sigma2"
+        scalar = family.stat_shape == () or getattr(family, "stat_size", 0) == 1
+        partial = method != "augmented" and not scalar
+        if method != "augmented" and scalar:
+            return _collapsed_node(
+                model,
+                name,
+                family=family,
+                theta=theta,
+                release=release,
+                n=n,
+                epsilon=epsilon,
+                sensitivity=sensitivity,
+                value=value,
+                bounds=bounds,
+            )
         stat_dim = _stat_dim(model, name, family)
         # Chains start from a prior draw (Algorithm 1), one per chain, rather than PyMC's
         # shared support point: the Gibbs chain can mix slowly, and dispersed starts are what
         # make R-hat able to see that.
         with model:
-            if isinstance(family, TruncatedFamily):
-                s, released_stat = _window_suffstat(model, s_name, family, theta, n, bounds)
+            if partial:
+                s, sigma2, y = _partial_node(
+                    model, name, family, theta, n, bounds, scale, value, stat_dim
+                )
+            elif isinstance(family, TruncatedFamily):
+                s, released_stat = _window_suffstat(
+                    model, s_name, family, theta, n, bounds, initval="prior"
+                )
             elif family.stat_shape == ():
                 mu, sigma = family.moments(theta)
                 lower, upper = family.valid_region(n)
@@ -213,18 +278,20 @@ class NoisySuffStat:
                     s_name, mean=n * mu, cov=n * sigma, total=n, dims=stat_dim, initval="prior"
                 )
                 released_stat = s
-            y = pm.Laplace(name, mu=released_stat, b=scale, observed=value, dims=stat_dim)
-            # The released *value*, not the node y: σ²'s initial draw is then its conditional
-            # given the actual release, and y is no ancestor of σ², so posterior predictive
-            # sampling of y keeps σ² from the trace without PyMC 6's ImplicitFreezeWarning.
-            sigma2 = LaplaceNoiseVariance(
-                v_name,
-                released=model.rvs_to_values[y],
-                suffstat=released_stat,
-                scale=scale,
-                dims=stat_dim,
-                initval="prior",
-            )
+            if not partial:
+                y = pm.Laplace(name, mu=released_stat, b=scale, observed=value, dims=stat_dim)
+                # The released *value*, not the node y: σ²'s initial draw is then its
+                # conditional given the actual release, and y is no ancestor of σ², so posterior
+                # predictive sampling of y keeps σ² from the trace without PyMC 6's
+                # ImplicitFreezeWarning.
+                sigma2 = LaplaceNoiseVariance(
+                    v_name,
+                    released=model.rvs_to_values[y],
+                    suffstat=released_stat,
+                    scale=scale,
+                    dims=stat_dim,
+                    initval="prior",
+                )
             record = _release_record(
                 release,
                 family,
@@ -236,7 +303,7 @@ class NoisySuffStat:
             )
             _add_release_data(model, name, record)
 
-        conjugate = family.conjugate_prior_rvs(model, dist)
+        conjugate = () if partial else family.conjugate_prior_rvs(model, dist)
         info = NoisySuffStatInfo(
             name=name,
             suffstat=s_name,
@@ -251,11 +318,121 @@ class NoisySuffStat:
         )
         setattr(s.tag, TAG, info)
         setattr(sigma2.tag, TAG, info)
+        setattr(y.tag, TAG, info)
         for rv in conjugate:
             setattr(rv.tag, TAG, (*getattr(rv.tag, TAG, ()), info))
             if model.rvs_to_initial_values.get(rv) is None:
                 model.set_initval(rv, "prior")
         return y
+
+
+def _collapsed_node(
+    model: pm.Model,
+    name: str,
+    *,
+    family: ExponentialFamily,
+    theta: pt.TensorVariable,
+    release: Release | None,
+    n: int,
+    epsilon: float,
+    sensitivity: float,
+    value: npt.NDArray[np.float64],
+    bounds: tuple[float, float] | None,
+) -> pt.TensorVariable:
+    """Add y | θ with s and σ² integrated out (normal–Laplace convolution); return y."""
+    mean, var, lower, upper = family.released_clt(theta, n, bounds)
+    with model:
+        y = CollapsedLaplace(
+            name,
+            mean=mean,
+            var=var,
+            lower=lower,
+            upper=upper,
+            scale=sensitivity / epsilon,
+            observed=np.reshape(value, ()),
+        )
+        record = _release_record(
+            release,
+            family,
+            n=n,
+            epsilon=epsilon,
+            sensitivity=sensitivity,
+            value=value,
+            bounds=bounds,
+        )
+        _add_release_data(model, name, record)
+    info = NoisySuffStatInfo(
+        name=name,
+        suffstat=f"{name}_s",
+        noise_variance=f"{name}_sigma2",
+        theta=(),
+        family=family,
+        n=n,
+        epsilon=epsilon,
+        sensitivity=sensitivity,
+        bounds=bounds,
+        collapsed=True,
+        release_json=json.dumps(record),
+    )
+    setattr(y.tag, TAG, info)
+    setattr(y.tag, THETA_TAG, theta)
+    if _grid_ready(model, theta):
+        setattr(theta.tag, GRID_TAG, True)
+    return y
+
+
+def _grid_ready(model: pm.Model, theta: pt.TensorVariable) -> bool:
+    """Whether θ is a scalar continuous free variable whose prior has fixed parameters.
+
+    Such a θ is drawn exactly by :class:`~pymc_dp.GridStep`; any other θ (a vector, a
+    deterministic, a hierarchical prior) is left to PyMC's samplers (NUTS).
+    """
+    if theta not in model.free_RVs or theta.type.ndim != 0 or "float" not in theta.dtype:
+        return False
+    free = set(model.free_RVs)
+    params = theta.owner.op.dist_params(theta.owner)
+    return not any(v in free for v in ancestors(params))
+
+
+def _partial_node(
+    model: pm.Model,
+    name: str,
+    family: ExponentialFamily,
+    theta: pt.TensorVariable,
+    n: int,
+    bounds: tuple[float, float] | None,
+    scale: float,
+    value: npt.NDArray[np.float64],
+    stat_dim: str | None,
+) -> tuple[pt.TensorVariable, pt.TensorVariable, pt.TensorVariable]:
+    """Add s, σ² and y of a partially collapsed node (a vector statistic); return them.
+
+    y | θ, σ² ~ N(m(θ), V(θ) + diag σ²) holds θ's likelihood with s integrated out; s (no
+    density of its own) and σ² (its Exponential prior) are there for the Gibbs steps
+    (:mod:`pymc_dp.distributions.partial`).
+    """
+    s_name, v_name = f"{name}_s", f"{name}_sigma2"
+    if isinstance(family, TruncatedFamily):
+        k = family.stat_size
+        s, released_stat = _window_suffstat(
+            model, s_name, family, theta, n, bounds, dist_class=AuxiliaryWindowSuffStat
+        )
+        mean, cov = family.joint_clt(theta, n, bounds)
+        released_mean, released_cov = mean[:k], cov[:k, :k]
+    else:
+        mu, sigma = family.moments(theta)
+        released_mean, released_cov = n * mu, n * sigma
+        s = AuxiliarySimplexSuffStat(
+            s_name, mean=released_mean, cov=released_cov, total=n, dims=stat_dim
+        )
+        released_stat = s
+    sigma2 = LaplaceMixingVariance(
+        v_name, released=value, suffstat=released_stat, scale=scale, dims=stat_dim
+    )
+    y = pm.MvNormal(
+        name, mu=released_mean, cov=released_cov + pt.diag(sigma2), observed=value, dims=stat_dim
+    )
+    return s, sigma2, y
 
 
 def _window_suffstat(
@@ -265,6 +442,9 @@ def _window_suffstat(
     theta: pt.TensorVariable,
     n: int,
     bounds: tuple[float, float],
+    *,
+    dist_class: type = WindowSuffStat,
+    initval: Any = None,
 ) -> tuple[pt.TensorVariable, pt.TensorVariable]:
     """Add the stacked (ŝ, s) of a windowed release; return it and ŝ (what y releases)."""
     k = family.stat_size
@@ -274,7 +454,7 @@ def _window_suffstat(
     labels = [f"{part}_{stat}" for part in ("window", "all") for stat in family.stat_names]
     if dim not in model.coords:
         model.add_coord(dim, labels)
-    s = WindowSuffStat(
+    s = dist_class(
         s_name,
         mean=mean,
         cov=cov,
@@ -285,7 +465,7 @@ def _window_suffstat(
         total=n,
         quadratic=int(k == 2),
         dims=dim,
-        initval="prior",
+        initval=initval,
     )
     return s, pt.reshape(s[:k], family.stat_shape)
 
@@ -388,11 +568,20 @@ def release_attrs(model: pm.Model | None = None) -> dict[str, str]:
     """
     model = pm.modelcontext(model)
     attrs = {}
-    for rv in model.free_RVs:
-        info = getattr(rv.tag, TAG, None)
-        if isinstance(info, NoisySuffStatInfo) and info.suffstat == rv.name:
-            attrs[f"{RELEASE_ATTR_PREFIX}{info.name}"] = info.release_json
+    for info in node_infos(model):
+        attrs[f"{RELEASE_ATTR_PREFIX}{info.name}"] = info.release_json
     return attrs
+
+
+def node_infos(model: pm.Model | None = None) -> list[NoisySuffStatInfo]:
+    """The :class:`NoisySuffStatInfo` of every :class:`NoisySuffStat` node of a model."""
+    model = pm.modelcontext(model)
+    infos = []
+    for rv in model.observed_RVs:
+        info = getattr(rv.tag, TAG, None)
+        if isinstance(info, NoisySuffStatInfo) and info.name == rv.name:
+            infos.append(info)
+    return infos
 
 
 def releases_from_attrs(attrs: Mapping[str, Any]) -> dict[str, Release]:

@@ -1,6 +1,13 @@
 """PyMC distributions for the latent variables of a :class:`~pymc_dp.NoisySuffStat` node."""
 
+from pymc_dp.distributions.collapsed import CollapsedLaplace, CollapsedLaplaceRV
 from pymc_dp.distributions.noise_variance import LaplaceNoiseVariance, NoiseVarianceRV
+from pymc_dp.distributions.partial import (
+    AuxiliarySimplexSuffStat,
+    AuxiliaryWindowSuffStat,
+    LaplaceMixingVariance,
+    MixingVarianceRV,
+)
 from pymc_dp.distributions.suffstat import (
     ScaledSimplexTransform,
     SuffStatNormal,
@@ -10,6 +17,12 @@ from pymc_dp.distributions.suffstat import (
 from pymc_dp.distributions.window import WindowSuffStat, WindowSuffStatRV
 
 __all__ = [
+    "AuxiliarySimplexSuffStat",
+    "AuxiliaryWindowSuffStat",
+    "LaplaceMixingVariance",
+    "MixingVarianceRV",
+    "CollapsedLaplace",
+    "CollapsedLaplaceRV",
     "LaplaceNoiseVariance",
     "NoiseVarianceRV",
     "ScaledSimplexTransform",

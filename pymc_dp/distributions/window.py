@@ -22,7 +22,7 @@ from pymc.distributions.distribution import Continuous
 from pymc_dp.distributions.suffstat import SuffStatRV, rv_size_is_none
 from pymc_dp.kernels import draw_truncated_normal, window_constraints
 
-__all__ = ["WindowSuffStat", "WindowSuffStatRV"]
+__all__ = ["WindowSuffStat", "WindowSuffStatRV", "in_window_region"]
 
 
 class WindowSuffStatRV(SuffStatRV):
@@ -105,13 +105,18 @@ class WindowSuffStat(Continuous):
         diag = pt.diagonal(cov, axis1=-2, axis2=-1)
         jitter = 1e-9 * pt.mean(diag, axis=-1) + 1e-12
         logp = pm.logp(pm.MvNormal.dist(mean, cov + jitter[..., None, None] * pt.eye(m)), value)
-        k = out_lower.shape[-1]
-        window, every = value[..., :k], value[..., k:]
-        outside = every - window
-        inside = pt.all((value >= lower) & (value <= upper), axis=-1)
-        inside &= pt.all((outside >= out_lower) & (outside <= out_upper), axis=-1)
-        cauchy_schwarz = (total * window[..., -1] >= pt.sqr(window[..., 0])) & (
-            total * every[..., -1] >= pt.sqr(every[..., 0])
-        )
-        inside &= pt.or_(pt.eq(quadratic, 0), cauchy_schwarz)
+        inside = in_window_region(value, lower, upper, out_lower, out_upper, total, quadratic)
         return pt.switch(inside, logp, -np.inf)
+
+
+def in_window_region(value, lower, upper, out_lower, out_upper, total, quadratic):
+    """Whether the stacked (ŝ, s) lies in the region where sums of records can lie."""
+    k = out_lower.shape[-1]
+    window, every = value[..., :k], value[..., k:]
+    outside = every - window
+    inside = pt.all((value >= lower) & (value <= upper), axis=-1)
+    inside &= pt.all((outside >= out_lower) & (outside <= out_upper), axis=-1)
+    cauchy_schwarz = (total * window[..., -1] >= pt.sqr(window[..., 0])) & (
+        total * every[..., -1] >= pt.sqr(every[..., 0])
+    )
+    return inside & pt.or_(pt.eq(quadratic, 0), cauchy_schwarz)

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
+import pytensor.tensor as pt
 from pytensor.gradient import grad, jacobian
 from pytensor.tensor.variable import TensorVariable
 
@@ -38,6 +39,9 @@ class ExponentialFamily(ABC):
     """Whether releases need truncation bounds (unbounded statistics)."""
     prior_positive: ClassVar[tuple[bool, ...] | None] = None
     """Which conjugate hyperparameters must be > 0 (``None``: all of them)."""
+    prior_transform: ClassVar[Any] = NotImplemented
+    """PyMC transform to θ's unconstrained scale for the collapsed engine (``None``: θ is real;
+    ``NotImplemented``: the family's θ is not scalar). Conjugate-prior mixins set it."""
 
     # ---- curator side -------------------------------------------------------------------
     @property
@@ -119,6 +123,25 @@ class ExponentialFamily(ABC):
         mu = grad(a, eta)
         sigma = jacobian(mu, eta) if eta.ndim else grad(mu, eta)
         return mu, sigma
+
+    def released_clt(
+        self, theta: TensorVariable, n: int, bounds: tuple[float, float] | None = None
+    ) -> tuple[TensorVariable, TensorVariable, float, float]:
+        """CLT mean, variance and valid region of a released *scalar* statistic of n records.
+
+        The statistic is s = Σ t(x_i), normal with mean nμ(θ) and variance nΣ(θ) on
+        :meth:`valid_region`; a windowed family overrides this with the moments of ŝ.
+
+        Raises
+        ------
+        TypeError
+            If the family's statistic is a vector.
+        """
+        if self.stat_shape not in ((), (1,)):
+            raise TypeError(f"{self!r} releases a vector statistic, not one number")
+        mu, sigma = self.moments(theta)
+        lower, upper = self.valid_region(n)
+        return n * pt.reshape(mu, ()), n * pt.reshape(sigma, ()), float(lower[0]), float(upper[0])
 
     @abstractmethod
     def valid_region(self, n: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:

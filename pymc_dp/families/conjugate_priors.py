@@ -13,6 +13,8 @@ import pymc as pm
 from pytensor.tensor.variable import TensorVariable
 from scipy import stats
 
+from pymc.distributions import transforms
+
 from pymc_dp.families.util import reciprocal_of
 from pymc_dp.kernels import draw_beta, draw_gamma, draw_normal
 
@@ -23,6 +25,18 @@ class GammaPrior:
     """θ ~ Gamma(shape, rate), PyMC's ``pm.Gamma(alpha, beta)``; hyperparameters (shape, rate)."""
 
     conjugate_prior: ClassVar[Any] = pm.Gamma
+    prior_transform: ClassVar[Any] = transforms.log
+    """θ > 0 is tabulated on log θ (the collapsed engine)."""
+
+    @staticmethod
+    def prior_transform_forward(theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """log θ."""
+        return np.log(np.asarray(theta, dtype=np.float64))
+
+    @staticmethod
+    def prior_transform_backward(z: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """e^z."""
+        return np.exp(np.asarray(z, dtype=np.float64))
 
     @property
     def prior_shapes(self) -> tuple[tuple[int, ...], ...]:  # noqa: D102
@@ -49,6 +63,21 @@ class BetaPrior:
     """θ ~ Beta(alpha, beta), PyMC's ``pm.Beta``."""
 
     conjugate_prior: ClassVar[Any] = pm.Beta
+    prior_transform: ClassVar[Any] = transforms.logodds
+    """θ in (0, 1) is tabulated on logit θ (the collapsed engine)."""
+
+    @staticmethod
+    def prior_transform_forward(theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """logit θ."""
+        theta = np.asarray(theta, dtype=np.float64)
+        return np.log(theta) - np.log1p(-theta)
+
+    @staticmethod
+    def prior_transform_backward(z: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """The logistic function of z."""
+        from scipy.special import expit
+
+        return expit(np.asarray(z, dtype=np.float64))
 
     @property
     def prior_shapes(self) -> tuple[tuple[int, ...], ...]:  # noqa: D102
@@ -70,6 +99,15 @@ class NormalPrior:
 
     conjugate_prior: ClassVar[Any] = pm.Normal
     prior_positive: ClassVar[tuple[bool, ...]] = (False, True)
+    prior_transform: ClassVar[Any] = None
+    """θ is real: tabulated as it is (the collapsed engine)."""
+
+    @staticmethod
+    def prior_transform_forward(theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """θ itself."""
+        return np.asarray(theta, dtype=np.float64)
+
+    prior_transform_backward = prior_transform_forward
 
     @property
     def prior_shapes(self) -> tuple[tuple[int, ...], ...]:  # noqa: D102

@@ -396,6 +396,24 @@ class TruncatedFamily(ExponentialFamily):
             out.append((n * q * mu, n * q * sigma + n * q * (1 - q) * pt.outer(mu, mu)))
         return out
 
+    def released_clt(
+        self, theta: TensorVariable, n: int, bounds: tuple[float, float] | None = None
+    ) -> tuple[TensorVariable, TensorVariable, float, float]:
+        """Mean, variance and range of the released window statistic ŝ (Proposition 1).
+
+        Per record t·1[a ≤ x ≤ b] has mean e = q μ̂ and second moment q(Σ̂ + μ̂²), so ŝ has
+        mean n e and variance n(q(Σ̂ + μ̂²) - e²); it lies in the range that n records in the
+        window can sum to (:meth:`record_region`).
+        """
+        if self.stat_size != 1:
+            raise TypeError(f"{self!r} releases a vector statistic, not one number")
+        ((log_q, mu, sigma),) = self.truncated_moments(theta, bounds, windows=("centre",))
+        q = pt.exp(log_q)
+        mean = q * mu[0]
+        var = n * (q * (sigma[0, 0] + pt.sqr(mu[0])) - pt.sqr(mean))
+        lower, upper, _, _ = self.record_region(n, bounds)
+        return n * mean, pt.maximum(var, 0.0), float(lower[0]), float(upper[0])
+
     def joint_clt(
         self, theta: TensorVariable, n: int, bounds: tuple[float, float]
     ) -> tuple[TensorVariable, TensorVariable]:

@@ -18,6 +18,7 @@ from pymc_dp.kernels.constraints import (
     QuadraticConstraint,
     window_constraints,
 )
+from pymc_dp.kernels.grid import GridDensity, draw_from_grid, grid_density
 from pymc_dp.kernels.noise_variance import draw_noise_variance, noise_variance_logpdf
 from pymc_dp.kernels.norm_product import norm_product
 from pymc_dp.kernels.suffstat import draw_suffstat
@@ -25,17 +26,20 @@ from pymc_dp.kernels.truncated_normal import TruncatedDraw, draw_truncated_norma
 
 __all__ = [
     "Constraint",
+    "GridDensity",
     "LinearConstraint",
     "QuadraticConstraint",
     "TruncatedDraw",
     "draw_beta",
     "draw_dirichlet",
+    "draw_from_grid",
     "draw_gamma",
     "draw_noise_variance",
     "draw_normal",
     "draw_normal_inverse_gamma",
     "draw_suffstat",
     "draw_truncated_normal",
+    "grid_density",
     "noise_variance_logpdf",
     "norm_product",
     "window_constraints",

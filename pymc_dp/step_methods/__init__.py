@@ -2,9 +2,10 @@
 
 from pymc_dp._compat import register_step_methods
 from pymc_dp.step_methods.conjugate import ConjugateStep
+from pymc_dp.step_methods.grid import GridStep
 from pymc_dp.step_methods.noise_variance import NoiseVarianceStep
 from pymc_dp.step_methods.norm_product import NormProductStep
 
-__all__ = ["ConjugateStep", "NoiseVarianceStep", "NormProductStep"]
+__all__ = ["ConjugateStep", "GridStep", "NoiseVarianceStep", "NormProductStep"]
 
-register_step_methods([ConjugateStep, NormProductStep, NoiseVarianceStep])
+register_step_methods([ConjugateStep, GridStep, NormProductStep, NoiseVarianceStep])

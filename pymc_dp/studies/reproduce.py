@@ -133,6 +133,7 @@ def _trace_task(task: tuple[str, int, float, int, int, int]) -> dict[str, Any]:
         draws=iterations,
         chains=chains,
         bounds=design.bounds,
+        method="augmented",  # Figure 2 shows the paper's Gibbs chains (Algorithm 1)
     )
     return {
         "theta": design.scalar(trace.theta)[:, :, 0],

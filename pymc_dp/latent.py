@@ -1,0 +1,119 @@
+"""Draws of the latent statistic s and the mixing variance σ² after a collapsed fit.
+
+A collapsed :class:`~pymc_dp.NoisySuffStat` node (the default for a released scalar statistic)
+integrates s and σ² out of the model, so ``pm.sample`` draws θ | y alone. Both latents have exact
+conditionals given θ and y, so one draw of each per posterior draw of θ gives exact draws of
+(θ, s, σ²) | y: :func:`sample_latent` adds them to the posterior, under the names the augmented
+model uses (``{name}_s``, ``{name}_sigma2``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+import xarray as xr
+from pytensor.graph.replace import graph_replace
+
+from pymc_dp._compat import ancestors, posterior_dataset, set_posterior
+from pymc_dp._validation import check_rng
+from pymc_dp.collapsed import conditional_all_records
+from pymc_dp.families import TruncatedFamily
+from pymc_dp.kernels import draw_noise_variance
+from pymc_dp.kernels.collapsed import draw_collapsed_suffstat
+from pymc_dp.noisy_suffstat import THETA_TAG, node_infos
+
+__all__ = ["sample_latent"]
+
+
+def sample_latent(idata: Any, model: pm.Model | None = None, *, random_seed: Any = None) -> Any:
+    """Add exact draws of s and σ² of every collapsed node to a posterior.
+
+    For each posterior draw of θ: ŝ | θ, y from its mixture of two truncated normals
+    (:func:`~pymc_dp.kernels.collapsed.draw_collapsed_suffstat`), then, for a windowed family,
+    the statistic of all records given ŝ from their joint CLT, and σ² | ŝ, y from its
+    inverse-Gaussian conditional.
+
+    Parameters
+    ----------
+    idata
+        The result of ``pm.sample`` on ``model`` (InferenceData or DataTree).
+    model
+        The model; defaults to the context model.
+    random_seed
+        Seed or generator.
+
+    Returns
+    -------
+    The same object, with ``{name}_s`` (for a windowed family the stacked (ŝ, s), dimension
+    ``{name}_part``) and ``{name}_sigma2`` in its posterior, for every collapsed node.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_dp as pmdp
+    >>> rel = pmdp.release(np.r_[np.ones(30), np.zeros(70)], pm.Bernoulli, epsilon=1.0, rng=0)
+    >>> with pm.Model() as model:
+    ...     p = pm.Beta("p", 1, 1)
+    ...     y = pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel)
+    ...     idata = pm.sample(draws=50, tune=0, chains=1, progressbar=False, random_seed=1)
+    >>> idata = pmdp.sample_latent(idata, model, random_seed=2)
+    >>> sorted(idata.posterior.data_vars)
+    ['p', 'y_s', 'y_sigma2']
+    """
+    model = pm.modelcontext(model)
+    rng = check_rng(random_seed)
+    posterior = posterior_dataset(idata)
+    added = {}
+    for info in node_infos(model):
+        if not info.collapsed:
+            continue
+        y = model[info.name]
+        mean, var, lower, upper, scale = y.owner.op.dist_params(y.owner)
+        outputs = [mean, var, lower, upper, scale]
+        family = info.family
+        windowed = isinstance(family, TruncatedFamily)
+        if windowed:
+            theta = getattr(y.tag, THETA_TAG)
+            outputs += list(family.joint_clt(theta, info.n, info.bounds))
+        values = _evaluate_over_draws(model, outputs, posterior)
+        chains, draws = posterior.sizes["chain"], posterior.sizes["draw"]
+        m, v, lo, hi, b = (np.broadcast_to(a, (chains, draws)) for a in values[:5])
+        released = np.asarray(model.rvs_to_values[y].eval(), dtype=np.float64)
+        s_hat = draw_collapsed_suffstat(
+            rng, released=released, mean=m, var=v, lower=lo, upper=hi, scale=b
+        )
+        sigma2 = draw_noise_variance(rng, residual=released - s_hat, scale=b)
+        coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values}
+        if windowed:
+            s_all = conditional_all_records(rng, family, info.n, values[5], values[6], s_hat)
+            part = f"{info.name}_part"
+            labels = [f"{p}_{stat}" for p in ("window", "all") for stat in family.stat_names]
+            added[info.suffstat] = xr.DataArray(
+                np.stack([s_hat, s_all], axis=-1),
+                dims=("chain", "draw", part),
+                coords={**coords, part: labels},
+            )
+        else:
+            added[info.suffstat] = xr.DataArray(s_hat, dims=("chain", "draw"), coords=coords)
+        added[info.noise_variance] = xr.DataArray(sigma2, dims=("chain", "draw"), coords=coords)
+    return set_posterior(idata, added)
+
+
+def _evaluate_over_draws(model: pm.Model, outputs: list, posterior: Any) -> list[np.ndarray]:
+    """Evaluate model expressions at every posterior draw; arrays shaped ``(chain, draw, ...)``."""
+    free = [rv for rv in model.free_RVs if rv in set(ancestors(outputs))]
+    inputs = [rv.type(name=rv.name) for rv in free]
+    replaced = graph_replace(outputs, dict(zip(free, inputs, strict=True)), strict=False)
+    fn = pytensor.function(inputs, [pt.as_tensor_variable(o) for o in replaced])
+    chains, draws = posterior.sizes["chain"], posterior.sizes["draw"]
+    stacked = [np.asarray(posterior[rv.name].values) for rv in free]
+    results = [
+        fn(*[a[c, d] for a in stacked]) for c in range(chains) for d in range(draws)
+    ]
+    return [
+        np.asarray([r[i] for r in results]).reshape(chains, draws, *np.shape(results[0][i]))
+        for i in range(len(outputs))
+    ]
