@@ -7,7 +7,7 @@ JSON report. ``--quick`` runs a small grid for CI that still checks every qualit
 
 ``pymc-dp release`` is the curator's side: it reads one column of a CSV or Parquet file and
 writes the noisy sufficient statistic as a JSON release. ``pymc-dp fit`` is the analyst's: it
-reads a release and fits the family's conjugate model with the DP Gibbs sampler, writing an
+reads a release and fits the family's conjugate model with its noise-aware posterior, writing an
 ArviZ posterior file, a summary table and plots. Bad input ends with exit status 2 and a
 one-line message. The work is done in :mod:`pymc_dp.io` and :mod:`pymc_dp.models`.
 """
@@ -82,8 +82,9 @@ examples:
 """
 
 _FIT_DESCRIPTION = """\
-Analyst: fit the conjugate model of a release's family with the noise-aware DP Gibbs sampler
-(pm.sample with a NoisySuffStat node) and write, to OUTPUT_DIR, the posterior as an ArviZ file
+Analyst: fit the conjugate model of a release's family with its noise-aware posterior
+(pm.sample with a NoisySuffStat node: exact draws of a scalar θ, NUTS within the partially
+collapsed Gibbs sampler for a vector statistic) and write, to OUTPUT_DIR, the posterior as an ArviZ file
 with the release in its attrs and constant_data, the ArviZ summary (printed and as CSV), a plot of
 the posterior against the naive one that treats the noisy value as exact, and a trace plot."""
 
@@ -106,8 +107,8 @@ files written to OUTPUT_DIR:
   posterior.png            DP posterior of each parameter against the naive posterior
   trace.png                trace plot of θ
 
-When the noise dominates (small n * epsilon) the Gibbs chain mixes slowly: check ess_bulk in the
-summary and raise --draws if it is low (a note is printed below 100 per chain).
+Check r_hat and ess_bulk in the summary; a note is printed when R-hat exceeds 1.05 or the bulk
+ESS falls below 100 per chain.
 
 examples:
   pymc-dp fit visits_release.json --prior alpha=2 beta=0.5 --output-dir visits_fit
@@ -263,7 +264,7 @@ def _add_release_parser(sub: Any) -> None:
 def _add_fit_parser(sub: Any) -> None:
     fit = sub.add_parser(
         "fit",
-        help="analyst: fit a release's model with DP Gibbs (ArviZ file, summary, plots)",
+        help="analyst: fit a release's model, noise-aware (ArviZ file, summary, plots)",
         description=_FIT_DESCRIPTION,
         epilog=_FIT_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -306,7 +307,7 @@ def _add_fit_parser(sub: Any) -> None:
         "--cores",
         type=_positive_int,
         default=1,
-        help="chains run in parallel (default: %(default)s; Gibbs iterations are cheap, so one "
+        help="chains run in parallel (default: %(default)s; iterations are cheap, so one "
         "process is usually fastest)",
     )
     fit.add_argument(
@@ -500,7 +501,7 @@ def _fit(args: argparse.Namespace) -> int:
     import arviz as az
     import pymc as pm
 
-    from pymc_dp import __version__
+    from pymc_dp import __version__, sample_latent
     from pymc_dp.noisy_suffstat import release_attrs
 
     with model:
@@ -513,6 +514,7 @@ def _fit(args: argparse.Namespace) -> int:
             progressbar=not args.no_progress,
             compute_convergence_checks=False,  # the summary below reports R-hat and ESS
         )
+    idata = sample_latent(idata, model, random_seed=args.seed)  # s and σ² of a collapsed node
     idata.attrs.update(release_attrs(model))
     idata.attrs["pymc_dp_prior"] = json.dumps({"distribution": spec.distribution, **used})
     idata.attrs["pymc_dp_version"] = __version__
@@ -523,7 +525,7 @@ def _fit(args: argparse.Namespace) -> int:
     summary.to_csv(out / "summary.csv")
     settings = ", ".join(f"{k}={v}" for k, v in used.items())
     print(
-        f"DP Gibbs posterior from the {rel.family} release (n = {rel.n}, epsilon = "
+        f"Noise-aware posterior from the {rel.family} release (n = {rel.n}, epsilon = "
         f"{rel.epsilon:g}); prior {spec.distribution}({settings}):"
     )
     print(summary.to_string())
@@ -557,9 +559,8 @@ def _mixing_note(idata: Any, var_names: Sequence[str], chains: int) -> str:
             )
     if lowest < 100 * chains:
         notes.append(
-            f"note: the lowest bulk ESS of {', '.join(var_names)} is {lowest:.0f} (< 100 per "
-            "chain). The DP Gibbs chain mixes slowly when the noise dominates (small "
-            "n * epsilon); raise --draws for reliable estimates."
+            f"note: the lowest bulk ESS of {', '.join(var_names)} is {lowest:.0f}, below 100 per "
+            f"chain ({100 * chains} for {chains} chains); raise --draws for reliable estimates."
         )
     return "\n".join(notes)
 
