@@ -16,8 +16,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pymc_dp._validation import check_finite_array, check_int, check_positive, check_rng
-from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism
+from pymc_dp._validation import (
+    MAX_N,
+    check_bool,
+    check_finite_array,
+    check_int,
+    check_positive,
+    check_rng,
+)
+from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism, noise_scale
 from pymc_dp.regression.sensitivity import check_box, regression_sensitivity, sum_of_ranges
 from pymc_dp.regression.statistics import (
     covariate_powers,
@@ -126,6 +133,10 @@ class RegressionRelease:
         share of the budget, or ``None`` if the moments were not released.
     mechanism : str
         ``"laplace"``.
+    clamped : bool
+        Whether the curator clamped records to the bounds (``clamp=True``) instead of stopping
+        at a record outside them. It says the option was on, not whether a record was clamped.
+        Files written before this field existed load with ``False``.
 
     Examples
     --------
@@ -146,6 +157,7 @@ class RegressionRelease:
     second_moments: MomentRelease | None = None
     fourth_moments: MomentRelease | None = None
     mechanism: str = MECHANISM_NAME
+    clamped: bool = False
 
     def __post_init__(self) -> None:
         value = np.array(self.value, dtype=np.float64)
@@ -156,7 +168,8 @@ class RegressionRelease:
             raise ValueError("value must be finite")
         value.setflags(write=False)
         object.__setattr__(self, "value", value)
-        object.__setattr__(self, "n", check_int(self.n, "n", minimum=d + 2))
+        object.__setattr__(self, "n", check_int(self.n, "n", minimum=d + 2, maximum=MAX_N))
+        object.__setattr__(self, "clamped", check_bool(self.clamped, "clamped"))
         object.__setattr__(self, "epsilon", check_positive(self.epsilon, "epsilon"))
         object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
         xb = check_box(self.x_bounds, "x_bounds", size=d)
@@ -221,6 +234,7 @@ class RegressionRelease:
             if self.fourth_moments is None
             else self.fourth_moments.to_dict(),
             "mechanism": self.mechanism,
+            "clamped": self.clamped,
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -283,6 +297,7 @@ def release_regression(
     y_bounds: Any,
     epsilon: float,
     moments_share: float | None = None,
+    clamp: bool = False,
     rng: int | np.random.Generator | None = None,
 ) -> RegressionRelease:
     """Release the sufficient statistics of a linear regression under ε-differential privacy.
@@ -300,8 +315,8 @@ def release_regression(
     y
         Responses, shape ``(n,)``.
     x_bounds
-        ``d`` pairs ``(lower, upper)``, chosen without looking at the data. Every record must lie
-        inside: records are never clipped, since clipping would change what is released.
+        ``d`` pairs ``(lower, upper)``, chosen from public knowledge, without looking at the
+        data. Every record must lie inside, unless ``clamp`` is set.
     y_bounds
         ``(lower, upper)`` of the response, likewise.
     epsilon
@@ -309,6 +324,11 @@ def release_regression(
     moments_share
         If given, the share in (0, 1) of ``epsilon`` spent on the moments of x, half on the
         degree 1-2 sums and half on the degree 3-4 sums; the statistics get the rest.
+    clamp
+        If ``False`` (the default), a record outside the bounds stops the release. If ``True``,
+        every covariate and response is clamped to its bounds and the release records
+        ``clamped=True``; the bounds are public, so Δ is unchanged and the release stays ε-DP
+        (the model then describes the clamped records).
     rng
         Seed or generator for the noise; ``None`` uses fresh OS entropy.
 
@@ -319,9 +339,10 @@ def release_regression(
     Raises
     ------
     TypeError, ValueError
-        For malformed arguments, records outside the bounds, fewer records than the ``d + 2``
-        parameters (coefficients and σ²), or non-finite values. All checks run before any noise
-        is drawn.
+        For malformed arguments, records outside the bounds (without ``clamp``), fewer records
+        than the ``d + 2`` parameters (coefficients and σ²), bounds so wide that the
+        statistics overflow, or non-finite values. All checks run before any noise is drawn;
+        messages never quote a record's value.
 
     Examples
     --------
@@ -340,6 +361,7 @@ def release_regression(
             raise TypeError(f"moments_share must be a real number (got {moments_share!r})")
         if not 0.0 < moments_share < 1.0:
             raise ValueError(f"moments_share must lie in (0, 1) (got {moments_share!r})")
+    clamp = check_bool(clamp, "clamp")
     generator = check_rng(rng)
     xs = check_finite_array(x, "x")
     if xs.ndim == 1:
@@ -357,23 +379,39 @@ def release_regression(
         )
     xb = check_box(x_bounds, "x_bounds", size=d)
     yb = check_box(y_bounds, "y_bounds", size=1)[0]
+    # Every released sum is of monomials of degree <= 4 (moments) or 2 (statistics) in values
+    # bounded by the box: a public bound on |s| for the noise's resolution check.
+    largest = max(1.0, float(np.max(np.abs(xb))), float(np.max(np.abs(yb))))
+    with np.errstate(over="ignore"):
+        magnitude = float(np.float64(n) * np.float64(largest) ** 2)
+        moment_magnitude = float(np.float64(n) * np.float64(largest) ** 4)
+    if not np.isfinite(moment_magnitude if moments_share is not None else magnitude):
+        raise ValueError(
+            f"x_bounds and y_bounds reach {largest:.3g}: the sums of squares"
+            f"{'' if moments_share is None else ' and fourth powers'} of {n} records would "
+            "overflow a float; choose narrower bounds (in other units if need be)"
+        )
     xs = xs.astype(np.float64)
     ys = ys.astype(np.float64)
+    if clamp:
+        xs = np.clip(xs, xb[:, 0], xb[:, 1])
+        ys = np.clip(ys, yb[0], yb[1])
+    advice = (
+        "the release was stopped. The bounds must come from public knowledge, not from the "
+        "data: fix those records, or pass clamp=True to clamp every record to the bounds "
+        "(recorded in the release; the sensitivity is unchanged)"
+    )
     outside = np.any((xs < xb[:, 0]) | (xs > xb[:, 1]), axis=1)
     if np.any(outside):
-        i = int(np.flatnonzero(outside)[0])
         raise ValueError(
-            f"x has {int(outside.sum())} record(s) outside x_bounds={xb.tolist()}, first at row "
-            f"{i}: {xs[i].tolist()}; records are not clipped silently (that would change the "
-            "statistic the model describes): choose wider bounds or clip them yourself"
+            f"x has {int(outside.sum())} record(s) outside x_bounds={xb.tolist()}, the first at "
+            f"index {int(np.flatnonzero(outside)[0])}; {advice}"
         )
     outside = (ys < yb[0]) | (ys > yb[1])
     if np.any(outside):
-        i = int(np.flatnonzero(outside)[0])
         raise ValueError(
-            f"y has {int(outside.sum())} value(s) outside y_bounds={yb.tolist()}, first at row "
-            f"{i}: {ys[i]}; values are not clipped silently (that would change the statistic the "
-            "model describes): choose wider bounds or clip them yourself"
+            f"y has {int(outside.sum())} value(s) outside y_bounds={yb.tolist()}, the first at "
+            f"index {int(np.flatnonzero(outside)[0])}; {advice}"
         )
 
     stat_epsilon = epsilon if moments_share is None else epsilon * (1.0 - moments_share)
@@ -386,14 +424,27 @@ def release_regression(
             moments.append(
                 (powers, monomial_sums(xs, powers), sum_of_ranges(powers, xb[:, 0], xb[:, 1]))
             )
-    # Noise only after every check above has passed.
+    # Noise only after every check above, and every noise scale, has passed.
+    noise_scale(sensitivity=sensitivity, epsilon=stat_epsilon, magnitude=magnitude)
+    for _, _, delta in moments:
+        noise_scale(
+            sensitivity=delta, epsilon=0.5 * epsilon * moments_share, magnitude=moment_magnitude
+        )
     noisy = laplace_mechanism(
-        statistic, sensitivity=sensitivity, epsilon=stat_epsilon, rng=generator
+        statistic,
+        sensitivity=sensitivity,
+        epsilon=stat_epsilon,
+        rng=generator,
+        magnitude=magnitude,
     )
     released_moments = [
         MomentRelease(
             value=laplace_mechanism(
-                sums, sensitivity=delta, epsilon=0.5 * epsilon * moments_share, rng=generator
+                sums,
+                sensitivity=delta,
+                epsilon=0.5 * epsilon * moments_share,
+                rng=generator,
+                magnitude=moment_magnitude,
             ),
             powers=powers,
             epsilon=0.5 * epsilon * moments_share,
@@ -410,4 +461,5 @@ def release_regression(
         y_bounds=(float(yb[0]), float(yb[1])),
         second_moments=released_moments[0] if released_moments else None,
         fourth_moments=released_moments[1] if released_moments else None,
+        clamped=clamp,
     )
