@@ -8,6 +8,7 @@ for a value of the right kind that breaks a rule. Checks run before any noise is
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -18,10 +19,12 @@ __all__ = [
     "check_bool",
     "check_finite_array",
     "check_int",
+    "check_json_numbers",
     "check_not_masked",
     "check_positive",
     "check_rng",
     "describe_records",
+    "json_float",
 ]
 
 MAX_CATEGORIES = 10**6
@@ -168,6 +171,48 @@ OUT_OF_DOMAIN_ADVICE = (
     "to fit the data"
 )
 """What a message about records outside a family's domain advises (no record values)."""
+
+
+def json_float(value: Any, name: str) -> float:
+    """``float(value)``, with integers beyond the float range refused by name.
+
+    Examples
+    --------
+    >>> json_float(10**400, "epsilon")
+    Traceback (most recent call last):
+    ...
+    ValueError: epsilon is too large for a float (got an integer of 401 digits)
+    """
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(
+            f"{name} is too large for a float (got an integer of "
+            f"{len(str(abs(int(value))))} digits)"
+        ) from None
+
+
+def check_json_numbers(value: Any, name: str, *, scalar: bool = False) -> None:
+    """Check that ``value`` is a number, or (unless ``scalar``) nested lists of numbers.
+
+    Booleans and strings are refused, and so are integers beyond the float range: a release
+    file is parsed strictly, with the field named in the error.
+
+    Examples
+    --------
+    >>> check_json_numbers([1.0, True], "value")
+    Traceback (most recent call last):
+    ...
+    TypeError: value must be a number or a list of numbers (got bool: True)
+    """
+    if isinstance(value, list | tuple) and not scalar:
+        for item in value:
+            check_json_numbers(item, name)
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        what = "a number" if scalar else "a number or a list of numbers"
+        raise TypeError(f"{name} must be {what} (got {type(value).__name__}: {value!r})")
+    json_float(value, name)
 
 
 def check_rng(rng: object, name: str = "rng") -> np.random.Generator:

@@ -22,9 +22,11 @@ from pymc_dp._validation import (
     MAX_N,
     check_bool,
     check_int,
+    check_json_numbers,
     check_not_masked,
     check_positive,
     check_rng,
+    json_float,
 )
 from pymc_dp.families import ExponentialFamily, get_family
 from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism, private_bounds
@@ -98,7 +100,12 @@ class Release:
                 f'{{"trials": 5}} (got {type(self.family_params).__name__})'
             )
         fam = get_family(self.family, **dict(self.family_params))
-        value = np.array(self.value, dtype=np.float64)
+        try:
+            value = np.array(self.value, dtype=np.float64)
+        except OverflowError:
+            raise ValueError("value holds a number too large for a float") from None
+        except (TypeError, ValueError):
+            raise TypeError(f"value must be numbers (got {self.value!r})") from None
         if value.shape != fam.stat_shape:
             raise ValueError(
                 f"value must have shape {fam.stat_shape} for {fam!r} (got {value.shape})"
@@ -121,7 +128,7 @@ class Release:
         bounds_epsilon = self.bounds_epsilon
         if isinstance(bounds_epsilon, bool) or not isinstance(bounds_epsilon, numbers.Real):
             raise TypeError(f"bounds_epsilon must be a real number (got {bounds_epsilon!r})")
-        if not math.isfinite(_to_float(bounds_epsilon, "bounds_epsilon")) or bounds_epsilon < 0:
+        if not math.isfinite(json_float(bounds_epsilon, "bounds_epsilon")) or bounds_epsilon < 0:
             raise ValueError(
                 f"bounds_epsilon must be finite and >= 0 (got {self.bounds_epsilon!r})"
             )
@@ -228,15 +235,15 @@ class Release:
         required = {"value", "n", "epsilon", "sensitivity", "bounds", "family"}
         if set(data) - expected or required - set(data):
             raise ValueError(f"a release needs the fields {sorted(expected)} (got {sorted(data)})")
-        _check_json_numbers(data["value"], "value")
+        check_json_numbers(data["value"], "value")
         for name in ("epsilon", "sensitivity", "bounds_epsilon"):
             if name in data:
-                _check_json_numbers(data[name], name, scalar=True)
+                check_json_numbers(data[name], name, scalar=True)
         if not isinstance(data["bounds"], list | tuple):
             raise TypeError(f"bounds must be a list [lower, upper] (got {data['bounds']!r})")
         if len(data["bounds"]) != 2:
             raise ValueError(f"bounds must be a list [lower, upper] (got {data['bounds']!r})")
-        _check_json_numbers(data["bounds"], "bounds")
+        check_json_numbers(data["bounds"], "bounds")
         for name, kind in (("family", str), ("mechanism", str), ("family_params", Mapping)):
             if name in data and not isinstance(data[name], kind):
                 raise TypeError(
@@ -244,39 +251,13 @@ class Release:
                     f"(got {type(data[name]).__name__}: {data[name]!r})"
                 )
         for key, setting in data.get("family_params", {}).items():
-            _check_json_numbers(setting, f"family_params[{key!r}]", scalar=True)
+            check_json_numbers(setting, f"family_params[{key!r}]", scalar=True)
         return cls(**data)
 
     @classmethod
     def from_json(cls, text: str) -> Release:
         """Rebuild a release from :meth:`to_json` output."""
         return cls.from_dict(json.loads(text))
-
-
-def _to_float(value: Any, name: str) -> float:
-    """``float(value)``, with integers beyond the float range refused by name."""
-    try:
-        return float(value)
-    except OverflowError:
-        raise ValueError(
-            f"{name} is too large for a float (got an integer of "
-            f"{len(str(abs(int(value))))} digits)"
-        ) from None
-
-
-def _check_json_numbers(value: Any, name: str, *, scalar: bool = False) -> None:
-    """Check that ``value`` is a number, or (unless ``scalar``) nested lists of numbers.
-
-    Booleans and strings are refused, and so are integers beyond the float range.
-    """
-    if isinstance(value, list | tuple) and not scalar:
-        for item in value:
-            _check_json_numbers(item, name)
-        return
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        what = "a number" if scalar else "a number or a list of numbers"
-        raise TypeError(f"{name} must be {what} (got {type(value).__name__}: {value!r})")
-    _to_float(value, name)
 
 
 def _check_bounds(bounds: Any) -> tuple[float, float]:

@@ -373,3 +373,48 @@ def test_cli_clamp_is_opt_in_and_recorded(capsys, tmp_path):
     assert "records clamped" in capsys.readouterr().out
     rel = read_release(out)
     assert rel.clamped and rel.sensitivity == 5.0 and rel.n == 3
+
+
+@pytest.fixture
+def regression_doc():
+    x = np.linspace(0, 1, 12).reshape(6, 2)
+    rel = release_regression(
+        x, x[:, 0], x_bounds=[(0, 1)] * 2, y_bounds=(0, 1), epsilon=1.0, moments_share=0.2, rng=0
+    )
+    return rel.to_dict()
+
+
+@pytest.mark.parametrize(
+    ("path", "bad", "error"),
+    [
+        (("value",), "1", TypeError),
+        (("value",), [1.0, True, 0, 0, 0, 0, 0, 0, 0], TypeError),
+        (("n",), True, TypeError),
+        (("n",), 10**30, ValueError),
+        (("epsilon",), "1", TypeError),
+        (("sensitivity",), True, TypeError),
+        (("x_bounds",), [[0, 1], [0, "1"]], TypeError),
+        (("y_bounds",), [0, True], TypeError),
+        (("format_version",), True, ValueError),
+        (("mechanism",), 1, TypeError),
+        (("clamped",), 1, TypeError),
+        (("second_moments", "epsilon"), True, TypeError),
+        (("second_moments", "powers"), [[1, 0], [0, True]], TypeError),
+    ],
+)
+def test_regression_release_files_are_parsed_strictly(regression_doc, path, bad, error):
+    target = regression_doc
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = bad
+    with pytest.raises(error, match=path[-1]):
+        RegressionRelease.from_json(json.dumps(regression_doc))
+
+
+def test_a_float32_moments_share_never_spends_more_than_epsilon():
+    x = np.linspace(0, 1, 12).reshape(6, 2)
+    rel = release_regression(
+        x, x[:, 0], x_bounds=[(0, 1)] * 2, y_bounds=(0, 1), epsilon=1.0,
+        moments_share=np.float32(0.3), rng=0,
+    )  # fmt: skip
+    assert rel.total_epsilon <= 1.0 and rel.total_epsilon == pytest.approx(1.0, rel=1e-15)

@@ -21,6 +21,7 @@ from pymc_dp._validation import (
     check_bool,
     check_finite_array,
     check_int,
+    check_json_numbers,
     check_positive,
     check_rng,
 )
@@ -106,6 +107,13 @@ class MomentRelease:
     def from_dict(cls, data: Mapping[str, Any]) -> MomentRelease:
         """Rebuild from :meth:`to_dict` output, checking every field."""
         _check_keys(data, {"value", "powers", "epsilon", "sensitivity"}, "a moment release")
+        _check_fields(data, lists=("value",), scalars=("epsilon", "sensitivity"))
+        if not isinstance(data["powers"], list | tuple) or not all(
+            isinstance(row, list | tuple)
+            and all(isinstance(k, int) and not isinstance(k, bool) for k in row)
+            for row in data["powers"]
+        ):
+            raise TypeError(f"powers must be a list of lists of integers (got {data['powers']!r})")
         return cls(**data)
 
 
@@ -257,7 +265,7 @@ class RegressionRelease:
             raise TypeError(f"a regression release must be a mapping (got {type(data).__name__})")
         data = dict(data)
         version = data.pop("format_version", _FORMAT_VERSION)
-        if version != _FORMAT_VERSION:
+        if isinstance(version, bool) or not isinstance(version, int) or version != _FORMAT_VERSION:
             raise ValueError(f"unsupported regression release format_version {version!r}")
         kind = data.pop("kind", _KIND)
         if kind != _KIND:
@@ -268,6 +276,11 @@ class RegressionRelease:
         expected = {f.name for f in dataclasses.fields(cls)}
         required = {"value", "n", "epsilon", "sensitivity", "x_bounds", "y_bounds"}
         _check_keys(data, expected, "a regression release", required=required)
+        _check_fields(
+            data, lists=("value", "x_bounds", "y_bounds"), scalars=("epsilon", "sensitivity")
+        )
+        if "mechanism" in data and not isinstance(data["mechanism"], str):
+            raise TypeError(f"mechanism must be a string (got {data['mechanism']!r})")
         for key in ("second_moments", "fourth_moments"):
             if data.get(key) is not None:
                 data[key] = MomentRelease.from_dict(data[key])
@@ -277,6 +290,18 @@ class RegressionRelease:
     def from_json(cls, text: str) -> RegressionRelease:
         """Rebuild a release from :meth:`to_json` output."""
         return cls.from_dict(json.loads(text))
+
+
+def _check_fields(
+    data: Mapping[str, Any], *, lists: tuple[str, ...], scalars: tuple[str, ...]
+) -> None:
+    """Strict JSON types: numbers (or lists of them) where numbers belong, named on failure."""
+    for name in lists:
+        if not isinstance(data[name], list | tuple):
+            raise TypeError(f"{name} must be a list (got {type(data[name]).__name__})")
+        check_json_numbers(data[name], name)
+    for name in scalars:
+        check_json_numbers(data[name], name, scalar=True)
 
 
 def _check_keys(
@@ -361,6 +386,8 @@ def release_regression(
             raise TypeError(f"moments_share must be a real number (got {moments_share!r})")
         if not 0.0 < moments_share < 1.0:
             raise ValueError(f"moments_share must lie in (0, 1) (got {moments_share!r})")
+        # A float32 share would make the parts' ε add up to more than the total.
+        moments_share = float(moments_share)
     clamp = check_bool(clamp, "clamp")
     generator = check_rng(rng)
     xs = check_finite_array(x, "x")
