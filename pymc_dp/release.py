@@ -29,7 +29,7 @@ from pymc_dp._validation import (
     json_float,
 )
 from pymc_dp.families import ExponentialFamily, get_family
-from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism, private_bounds
+from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism, noise_scale, private_bounds
 
 __all__ = ["Release", "release"]
 
@@ -381,10 +381,13 @@ def release(
                 "bounds='private' needs bounds_range=(lower, upper), a public range that "
                 "surely holds the quantiles; records are clamped to it"
             )
-        # The search range must be a valid window itself, checked before any noise is drawn.
-        fam.check_bounds(bounds_range)
+        # The search range must be a valid window itself, checked before any noise is drawn,
+        # and so must the noise of a window as wide as the range (public values only).
+        search = fam.check_bounds(bounds_range)
         bounds_epsilon = bounds_share * epsilon
         epsilon -= bounds_epsilon
+        _statistic_magnitude(fam, search, int(np.shape(records)[0]))
+        noise_scale(sensitivity=fam.release_sensitivity(search), epsilon=epsilon)
         window = private_bounds(
             records,
             epsilon=bounds_epsilon,
@@ -398,6 +401,10 @@ def release(
                 f"the private bounds collapsed to {window}; widen bounds_quantiles or raise "
                 "bounds_share"
             )
+        if getattr(fam, "discrete", False) and math.ceil(window[0]) > math.floor(window[1]):
+            # No count inside: widen to the nearest whole numbers (post-processing of the
+            # private window), rather than refuse after its budget was spent.
+            window = (float(math.floor(window[0])), float(math.ceil(window[1])))
         window = fam.check_bounds(window)
     else:
         window = fam.check_bounds(bounds)

@@ -6,6 +6,7 @@ names the argument (exit status 2 with one line on the command line).
 """
 
 import dataclasses
+import importlib
 import json
 import time
 
@@ -418,3 +419,28 @@ def test_a_float32_moments_share_never_spends_more_than_epsilon():
         moments_share=np.float32(0.3), rng=0,
     )  # fmt: skip
     assert rel.total_epsilon <= 1.0 and rel.total_epsilon == pytest.approx(1.0, rel=1e-15)
+
+
+def test_private_bounds_check_the_public_range_before_any_noise():
+    gen = np.random.default_rng(3)
+    before = gen.bit_generator.state
+    with pytest.raises(ValueError, match="too small"):
+        pmdp.release(
+            [1.0, 2.0], pm.Exponential, epsilon=1e-160, bounds="private", bounds_range=(0, 10),
+            rng=gen,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="too wide"):
+        pmdp.release(
+            [1.0, 2.0], pm.Normal, epsilon=1.0, bounds="private", bounds_range=(-1e154, 1e154),
+            rng=gen,
+        )  # fmt: skip
+    assert gen.bit_generator.state == before
+
+
+def test_a_private_window_between_two_counts_is_widened_not_refused(monkeypatch):
+    release_module = importlib.import_module("pymc_dp.release")
+    monkeypatch.setattr(release_module, "private_bounds", lambda *a, **k: (3.2, 3.8))
+    rel = pmdp.release(
+        [3, 4, 9], pm.Poisson, epsilon=1.0, bounds="private", bounds_range=(0, 20), rng=0
+    )
+    assert rel.bounds == (3.0, 4.0) and rel.sensitivity == 4.0
