@@ -159,10 +159,10 @@ def describe_records(mask: npt.NDArray[np.bool_]) -> str:
     Examples
     --------
     >>> describe_records(np.array([False, True, True]))
-    '2 record(s), the first at index 1'
+    '2 record(s) (the first at index 1)'
     """
     where = np.flatnonzero(mask)
-    return f"{where.size} record(s), the first at index {where[0]}"
+    return f"{where.size} record(s) (the first at index {where[0]})"
 
 
 OUT_OF_DOMAIN_ADVICE = (

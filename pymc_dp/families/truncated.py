@@ -249,7 +249,7 @@ class TruncatedFamily(ExponentialFamily):
         if self.name.startswith("log") and np.any(arr <= 0):
             outside |= arr <= 0
         if np.any(outside):
-            rule = f"({lo}, {hi}]" if self.name.startswith("log") else f"[{lo}, {hi}]"
+            rule = f"({lo:g}, {hi:g})" if self.name.startswith("log") else f"[{lo}, {hi}]"
             raise ValueError(
                 f"x must lie in the {self.name} domain {rule}: {describe_records(outside)} "
                 f"lie outside; {OUT_OF_DOMAIN_ADVICE}"
