@@ -100,6 +100,8 @@ class Release:
                 f'{{"trials": 5}} (got {type(self.family_params).__name__})'
             )
         fam = get_family(self.family, **dict(self.family_params))
+        for name, setting in fam.params().items():
+            json_float(setting, f"family_params[{name!r}]")
         try:
             value = np.array(self.value, dtype=np.float64)
         except OverflowError:
@@ -356,6 +358,8 @@ def release(
     (1.5, (0.0, 1.5))
     """
     fam = get_family(family, **family_params)
+    for name, setting in fam.params().items():
+        json_float(setting, name)  # e.g. trials=10**400 cannot be a float sensitivity
     categories = getattr(fam, "categories", None)
     if categories is not None and categories > MAX_CATEGORIES:
         raise ValueError(

@@ -444,3 +444,33 @@ def test_a_private_window_between_two_counts_is_widened_not_refused(monkeypatch)
         [3, 4, 9], pm.Poisson, epsilon=1.0, bounds="private", bounds_range=(0, 20), rng=0
     )
     assert rel.bounds == (3.0, 4.0) and rel.sensitivity == 4.0
+
+
+@pytest.mark.parametrize(
+    ("family", "kwargs", "match"),
+    [
+        (pm.Binomial, {"trials": 10**400}, "trials is too large for a float"),
+        (pm.Poisson, {"bounds": (0, 10**400)}, "bounds must be finite"),
+        (pm.Poisson, {"bounds": "private", "bounds_range": (0, 10**400)}, "bounds must be finite"),
+    ],
+    ids=["trials", "bounds", "bounds_range"],
+)
+def test_integers_beyond_the_float_range_are_refused_by_name(family, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        pmdp.release([1, 2], family, epsilon=1.0, rng=0, **kwargs)
+
+
+def test_regression_bounds_beyond_the_float_range_are_refused_by_name():
+    x = np.linspace(0, 1, 5)
+    with pytest.raises(ValueError, match="x_bounds and y_bounds must be finite"):
+        release_regression(x, x, x_bounds=[(0, 10**400)], y_bounds=(0, 1), epsilon=1.0, rng=0)
+
+
+def test_huge_counts_outside_the_window_are_dropped_without_a_cast_warning():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rel = pmdp.release(np.array([1e308, 1.0, 2.0]), pm.Poisson, bounds=(0, 2), epsilon=1e6,
+                           rng=0)  # fmt: skip
+    assert rel.value == pytest.approx(3.0, abs=1e-3) and rel.n == 3

@@ -163,6 +163,10 @@ class TruncatedFamily(ExponentialFamily):
             )
         try:
             a, b = (float(v) for v in bounds)
+        except OverflowError:
+            raise ValueError(
+                "bounds must be finite with a < b (got an integer too large for a float)"
+            ) from None
         except (TypeError, ValueError):
             raise ValueError(f"bounds must be a pair (a, b) of numbers (got {bounds!r})") from None
         if not (np.isfinite(a) and np.isfinite(b)) or a >= b:
@@ -262,6 +266,9 @@ class TruncatedFamily(ExponentialFamily):
                     f"{describe_records(fractional)} are not; the release was stopped (records "
                     "are never rounded): fix those records"
                 )
+            if np.any(np.abs(arr) > 2.0**53):
+                # Counts beyond 2^53 are not exact integers in int64 casts; they stay floats.
+                return arr.astype(np.float64)
             return arr.astype(np.int64)
         return arr.astype(np.float64)
 

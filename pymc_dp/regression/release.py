@@ -404,8 +404,13 @@ def release_regression(
             f"x has n={n} records but the model has d+2={d + 2} parameters ({d + 1} "
             "coefficients with the intercept, and σ²); need n >= d+2"
         )
-    xb = check_box(x_bounds, "x_bounds", size=d)
-    yb = check_box(y_bounds, "y_bounds", size=1)[0]
+    try:
+        xb = check_box(x_bounds, "x_bounds", size=d)
+        yb = check_box(y_bounds, "y_bounds", size=1)[0]
+    except OverflowError:
+        raise ValueError(
+            "x_bounds and y_bounds must be finite numbers (got an integer too large for a float)"
+        ) from None
     # Every released sum is of monomials of degree <= 4 (moments) or 2 (statistics) in values
     # bounded by the box: a public bound on |s| for the noise's resolution check.
     largest = max(1.0, float(np.max(np.abs(xb))), float(np.max(np.abs(yb))))
