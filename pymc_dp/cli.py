@@ -75,9 +75,10 @@ records are read exactly (n is public and is the number of lines after the heade
   "clamped": true, and the sensitivity is unchanged.
 
 noise and seeds:
-  Without --seed the noise comes from operating-system entropy: do this for a real release.
-  --seed makes the noise reproducible, which is for tests and examples only: anyone who knows the
-  seed can subtract the noise. Noise is floating-point Laplace (see README, privacy notes).
+  Without --seed the noise comes from operating-system entropy; that is necessary for a real
+  release but not sufficient: the noise is floating-point Laplace, whose low-order bits can leak
+  the exact statistic (Mironov 2012; see README, privacy notes). --seed makes the noise
+  reproducible, which is for tests and examples only: anyone who knows the seed can subtract it.
 
 examples:
   pymc-dp release visits.csv --column visits --family poisson --bounds 0 40 \\

@@ -323,8 +323,8 @@ def release(
     clamp
         If ``False`` (the default), a record outside the family's domain (e.g. 7 successes of
         5 trials, a category code ≥ K, a negative waiting time) stops the release. If
-        ``True``, such records are clamped to the domain's nearest end (for LogNormal, a
-        record ≤ 0 to the smallest positive float, which lies outside every window) and the
+        ``True``, such records are clamped to the domain's nearest end (for LogNormal, whose
+        domain is x > 0, a record ≤ 0 goes to the smallest positive normal float) and the
         release records ``clamped=True``. The domain is public, so Δ is unchanged and the
         release stays ε-DP. Records that are not whole numbers where the family needs them
         are never rounded.
@@ -445,7 +445,7 @@ def _clamped(fam: ExponentialFamily, x: npt.ArrayLike) -> npt.ArrayLike:
     with np.errstate(invalid="ignore"):
         out = np.clip(arr, lo, hi)
         if fam.name.startswith("log"):
-            # The domain is x > 0; a record <= 0 is outside every window (a > 0) either way.
+            # The domain is x > 0 (log x must be finite): the nearest point is the smallest float.
             out = np.where(out <= 0, np.finfo(np.float64).tiny, out)
     return out
 
