@@ -5,7 +5,9 @@ once read silently with another n or other values (issues 14 and 18).
 """
 
 import bz2
+import csv
 import gzip
+import io
 
 import numpy as np
 import pytest
@@ -132,3 +134,52 @@ def test_a_binary_file_is_refused(tmp_path):
     path = tmp_path / "data.csv"
     path.write_bytes(b"v\n\xff\xfe\x00\n")
     assert "not a UTF-8 text file" in _error(path)
+
+
+def _random_file(rng: np.random.Generator) -> tuple[str, np.ndarray, int, int]:
+    """A random well-formed CSV file: (text, records of column "v", number of columns, n)."""
+    n, width = int(rng.integers(1, 30)), int(rng.integers(1, 5))
+    where = int(rng.integers(width))
+    names = [f"c{j}" for j in range(width)]
+    names[where] = "v"
+    records = rng.standard_normal(n) * 10.0 ** rng.integers(-5, 6, size=n)
+    records[rng.random(n) < 0.2] = 0.0
+    lines = [",".join(names)]
+    for value in records:
+        text = str(rng.choice([repr(float(value)), f"{value:.17e}", f"{value:.17g}"]))
+        fields = [str(rng.choice(["x", '"a, b"', "", "7"])) for _ in range(width)]
+        fields[where] = f'"{text}"' if rng.random() < 0.3 else f" {text} "
+        lines.append(",".join(fields))
+    ending = str(rng.choice(["\n", "\r\n"]))
+    return ending.join(lines) + ending, records, width, n
+
+
+def test_random_files_are_read_exactly_and_every_defect_is_named_by_its_line(tmp_path):
+    """300 random files (seeded): read back bit for bit; then one defect (a blank line, an extra
+    or a missing field) at a random line must stop the reading naming exactly that line."""
+    rng = np.random.default_rng(18)
+    path = tmp_path / "data.csv"
+    for _ in range(300):
+        text, records, width, n = _random_file(rng)
+        path.write_bytes(text.encode())
+        np.testing.assert_array_equal(read_column(path, "v"), records)
+        lines = text.splitlines(keepends=True)
+        line = int(rng.integers(2, n + 3))  # 1-based file line; n + 2 appends after the last
+        defect = rng.choice(["blank", "extra", "missing"] if width > 1 else ["blank", "extra"])
+        if defect == "blank":
+            lines.insert(line - 1, str(rng.choice(["\n", "  \n", "\t\n"])))
+            expected = f"line {line} is blank"
+        else:
+            line = min(line, n + 1)
+            (fields,) = csv.reader([lines[line - 1]])
+            fields = [*fields, "9"] if defect == "extra" else fields[:-1]
+            buffer = io.StringIO()
+            csv.writer(buffer, lineterminator="\n").writerow(fields)
+            lines[line - 1] = buffer.getvalue()
+            expected = f"line {line} has {len(fields)} field(s) but the header has {width}"
+            if not any(field.strip() for field in fields):
+                expected = f"line {line} is blank"  # only empty fields left: a blank line
+        path.write_bytes("".join(lines).encode())
+        with pytest.raises(InputFileError) as info:
+            read_column(path, "v")
+        assert expected in str(info.value), (text, defect, line, str(info.value))
