@@ -449,7 +449,7 @@ def _release(args: argparse.Namespace) -> int:
         rel = release(
             records, family, epsilon=args.epsilon, clamp=args.clamp, rng=args.seed, **settings
         )
-        write_release(rel, output)
+        write_release(rel, output, overwrite=args.overwrite)
     except (_InputError, OSError, OverflowError, TypeError, ValueError) as err:
         return _fail("release", _one_line(err))
     params = ", ".join(f"{k}={v:g}" for k, v in rel.family_params.items())

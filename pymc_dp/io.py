@@ -7,7 +7,10 @@ Records are read and checked here; nothing in this module prints or stores them.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -288,12 +291,61 @@ def _parse_numbers(series: Any) -> tuple[npt.NDArray[np.float64], npt.NDArray, n
     return numbers, missing, bad
 
 
-def write_release(release: Release, path: str | Path) -> Path:
-    """Write a release as indented JSON (:meth:`~pymc_dp.Release.to_json`); return the path."""
+def write_release(release: Release, path: str | Path, *, overwrite: bool = True) -> Path:
+    """Write a release as indented JSON (:meth:`~pymc_dp.Release.to_json`); return the path.
+
+    The file is written whole to a temporary file beside ``path`` and then moved into place,
+    so an interrupted write never leaves a truncated release or loses an earlier one.
+
+    Parameters
+    ----------
+    release
+        The release to write.
+    path
+        The JSON file.
+    overwrite
+        Whether an existing ``path`` may be replaced. With ``False`` the existence check and
+        the write are one atomic step (a hard link), so of several writers racing for one
+        path exactly one succeeds.
+
+    Raises
+    ------
+    InputFileError
+        If ``path`` exists and ``overwrite`` is ``False``.
+    """
     if not isinstance(release, Release):
         raise TypeError(f"release must be a pymc_dp.Release (got {type(release).__name__})")
     path = Path(path)
-    path.write_text(release.to_json(indent=2) + "\n", encoding="utf-8")
+    text = release.to_json(indent=2) + "\n"
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        # mkstemp makes the file private (0600); a release is meant to be shared.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        if overwrite:
+            os.replace(temporary, path)
+        else:
+            try:
+                try:
+                    os.link(temporary, path)  # fails if path exists: check and write at once
+                except FileExistsError:
+                    raise
+                except OSError:  # a file system without hard links: create exclusively
+                    with open(path, "x", encoding="utf-8") as handle:
+                        handle.write(text)
+            except FileExistsError:
+                raise InputFileError(
+                    f"{path} exists; pass --overwrite (overwrite=True) to replace it (a new "
+                    "release of the same data spends epsilon again)"
+                ) from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
     return path
 
 

@@ -8,7 +8,9 @@ names the argument (exit status 2 with one line on the command line).
 import dataclasses
 import importlib
 import json
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pymc as pm
@@ -19,7 +21,7 @@ from pymc_dp import Release
 from pymc_dp.cli import main
 from pymc_dp.families import LogNormal, Normal, NormalKnownSigma, get_family
 from pymc_dp.families.normal import square_statistic_sensitivity
-from pymc_dp.io import read_release
+from pymc_dp.io import InputFileError, read_release, write_release
 from pymc_dp.mechanisms import laplace_mechanism, noise_scale
 from pymc_dp.regression.release import RegressionRelease, release_regression
 
@@ -474,3 +476,42 @@ def test_huge_counts_outside_the_window_are_dropped_without_a_cast_warning():
         rel = pmdp.release(np.array([1e308, 1.0, 2.0]), pm.Poisson, bounds=(0, 2), epsilon=1e6,
                            rng=0)  # fmt: skip
     assert rel.value == pytest.approx(3.0, abs=1e-3) and rel.n == 3
+
+
+# ---- release files are written atomically (issue 18, item 2) ---------------------------------
+
+
+def test_a_failed_write_keeps_the_earlier_release_and_leaves_no_temporary(tmp_path, monkeypatch):
+    rel = pmdp.release([0, 1, 1], pm.Bernoulli, epsilon=1.0, rng=0)
+    path = write_release(rel, tmp_path / "release.json")
+    before = path.read_bytes()
+
+    def broken_fsync(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="No space left"):
+        write_release(dataclasses.replace(rel, epsilon=2.0), path)
+    assert path.read_bytes() == before and read_release(path) == rel
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["release.json"]
+
+
+def test_without_overwrite_exactly_one_of_racing_writers_wins(tmp_path):
+    path = tmp_path / "release.json"
+    rel = pmdp.release([0, 1, 1], pm.Bernoulli, epsilon=1.0, rng=0)
+
+    def attempt(_):
+        try:
+            write_release(rel, path, overwrite=False)
+        except InputFileError as err:
+            assert "exists; pass --overwrite" in str(err)
+            return False
+        return True
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(attempt, range(16)))
+    assert outcomes.count(True) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["release.json"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # shared like any written file
