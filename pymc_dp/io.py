@@ -136,8 +136,8 @@ def _read_csv_column(path: Path, column: str) -> tuple[Any, Any]:
                     raise InputFileError(
                         f"{path}: line {line} has {len(row)} field(s) but the header has "
                         f"{width}; the release was stopped. Fields are separated by commas: "
-                        'quote values that hold a comma (such as a thousands separator, "1,000"'
-                        " or write 1000), and use a comma, not ';' or a tab, between fields"
+                        "write numbers without a thousands separator (1000, not 1,000), quote "
+                        "text that holds a comma, and separate fields by commas, not ';' or tabs"
                     )
                 values.append(row[index])
                 lines.append(line)
