@@ -515,3 +515,17 @@ def test_without_overwrite_exactly_one_of_racing_writers_wins(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # shared like any written file
+
+
+def test_regression_release_records_refuse_overflowing_bounds_by_name():
+    base = dict(value=[1.0] * 5, n=10, epsilon=1.0, sensitivity=1e300, y_bounds=(0, 1))
+    with pytest.raises(ValueError, match="x_bounds and y_bounds must be finite"):
+        RegressionRelease(**base, x_bounds=[(0, 10**400)])
+    with pytest.raises(ValueError, match="powers 2 of the records"):
+        RegressionRelease(**base, x_bounds=[(0, 1e160)])
+    with pytest.raises(ValueError, match="value holds a number too large"):
+        RegressionRelease(**{**base, "value": [1, 2, 3, 4, 10**400]}, x_bounds=[(0, 1)])
+    # Bounds whose squares fit are accepted without moments (as release_regression makes them).
+    x = np.linspace(0, 1, 5)
+    rel = release_regression(x, x, x_bounds=[(0, 1e79)], y_bounds=(0, 1), epsilon=5e8, rng=0)
+    assert RegressionRelease.from_json(rel.to_json()).x_bounds == ((0.0, 1e79),)  # (1e79)⁴ = inf

@@ -168,7 +168,12 @@ class RegressionRelease:
     clamped: bool = False
 
     def __post_init__(self) -> None:
-        value = np.array(self.value, dtype=np.float64)
+        try:
+            value = np.array(self.value, dtype=np.float64)
+        except OverflowError:
+            raise ValueError("value holds a number too large for a float") from None
+        except (TypeError, ValueError):
+            raise TypeError(f"value must be numbers (got {self.value!r})") from None
         if value.ndim != 1:
             raise ValueError(f"value must be 1-dimensional (got shape {value.shape})")
         d = d_from_released(value.shape[0])
@@ -180,8 +185,23 @@ class RegressionRelease:
         object.__setattr__(self, "clamped", check_bool(self.clamped, "clamped"))
         object.__setattr__(self, "epsilon", check_positive(self.epsilon, "epsilon"))
         object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
-        xb = check_box(self.x_bounds, "x_bounds", size=d)
-        yb = check_box(self.y_bounds, "y_bounds", size=1)
+        try:
+            xb = check_box(self.x_bounds, "x_bounds", size=d)
+            yb = check_box(self.y_bounds, "y_bounds", size=1)
+        except OverflowError:
+            raise ValueError(
+                "x_bounds and y_bounds must be finite numbers (got an integer too large for a "
+                "float)"
+            ) from None
+        largest = max(float(np.max(np.abs(xb))), float(np.max(np.abs(yb))), 1.0)
+        power = 2 if self.second_moments is None else 4  # squares, or fourth moments too
+        with np.errstate(over="ignore"):
+            overflows = not np.isfinite(np.float64(largest) ** power)
+        if overflows:
+            raise ValueError(
+                f"x_bounds and y_bounds reach {largest:.3g}: powers {power} of the records "
+                "would overflow a float; choose narrower bounds"
+            )
         object.__setattr__(self, "x_bounds", tuple(tuple(map(float, r)) for r in xb))
         object.__setattr__(self, "y_bounds", (float(yb[0, 0]), float(yb[0, 1])))
         needed = regression_sensitivity(xb, yb[0])
