@@ -8,16 +8,35 @@ for a value of the right kind that breaks a rule. Checks run before any noise is
 from __future__ import annotations
 
 import numbers
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "MAX_CATEGORIES",
+    "MAX_N",
+    "check_bool",
     "check_finite_array",
     "check_int",
+    "check_json_numbers",
+    "check_not_masked",
     "check_positive",
     "check_rng",
+    "describe_records",
+    "json_float",
 ]
+
+MAX_CATEGORIES = 10**6
+"""Largest number of categories a Categorical release takes (each is a noisy count)."""
+MAX_N = 2**53
+"""Largest n a release records: every count up to it is exact in a float64."""
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``, shortened so that a huge integer does not flood a message."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
 
 
 def check_positive(value: object, name: str) -> float:
@@ -33,14 +52,54 @@ def check_positive(value: object, name: str) -> float:
     ValueError: epsilon must be a finite number > 0 (got -1)
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number (got {type(value).__name__}: {value!r})")
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0 (got {value!r})")
-    return float(value)
+        raise TypeError(
+            f"{name} must be a real number (got {type(value).__name__}: {_shown(value)})"
+        )
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond the float range
+        number = float("inf")
+    if not np.isfinite(number) or number <= 0:
+        raise ValueError(f"{name} must be a finite number > 0 (got {_shown(value)})")
+    return number
 
 
-def check_int(value: object, name: str, *, minimum: int) -> int:
-    """Return ``value`` as an int after checking it is an integer >= ``minimum``.
+def check_bool(value: object, name: str) -> bool:
+    """Return ``value`` after checking it is a bool (``True``/``False``, NumPy's too).
+
+    Examples
+    --------
+    >>> check_bool(1, "clamp")
+    Traceback (most recent call last):
+    ...
+    TypeError: clamp must be True or False (got int: 1)
+    """
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be True or False (got {type(value).__name__}: {value!r})")
+    return bool(value)
+
+
+def check_not_masked(value: object, name: str) -> None:
+    """Refuse a NumPy masked array: its masked entries would silently count as records.
+
+    Examples
+    --------
+    >>> check_not_masked(np.ma.masked_array([1, 2], mask=[0, 1]), "x")
+    Traceback (most recent call last):
+    ...
+    TypeError: x is a masked array; ...
+    """
+    if isinstance(value, np.ma.MaskedArray):
+        raise TypeError(
+            f"{name} is a masked array; masked entries would count as records, and n is "
+            "public, so pymc_dp does not drop them: give a plain array with a value for "
+            "every record (fix or fill the masked ones with a rule that does not look at "
+            "the data)"
+        )
+
+
+def check_int(value: object, name: str, *, minimum: int, maximum: int | None = None) -> int:
+    """Return ``value`` as an int after checking ``minimum <= value <= maximum``.
 
     Examples
     --------
@@ -52,9 +111,11 @@ def check_int(value: object, name: str, *, minimum: int) -> int:
     ValueError: categories must be an integer >= 2 (got 1)
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer (got {type(value).__name__}: {value!r})")
+        raise TypeError(f"{name} must be an integer (got {type(value).__name__}: {_shown(value)})")
     if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum} (got {value!r})")
+        raise ValueError(f"{name} must be an integer >= {minimum} (got {_shown(value)})")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be an integer <= {maximum} (got {_shown(value)})")
     return int(value)
 
 
@@ -70,7 +131,13 @@ def check_finite_array(value: object, name: str, *, ndim: int | None = None) -> 
     ndim
         Required number of dimensions, if any.
     """
+    check_not_masked(value, name)
     arr = np.asarray(value)
+    if arr.dtype.kind in "mM":
+        raise TypeError(
+            f"{name} must be a real numeric array (got dtype {arr.dtype}); convert times and "
+            "durations to numbers in a stated unit first, e.g. x / np.timedelta64(1, 's')"
+        )
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.integer)
         or np.issubdtype(arr.dtype, np.floating)
@@ -84,6 +151,68 @@ def check_finite_array(value: object, name: str, *, ndim: int | None = None) -> 
     if np.issubdtype(arr.dtype, np.inexact) and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must not contain NaN or infinite values")
     return arr
+
+
+def describe_records(mask: npt.NDArray[np.bool_]) -> str:
+    """How many records ``mask`` marks and where the first is, without any record's value.
+
+    Examples
+    --------
+    >>> describe_records(np.array([False, True, True]))
+    '2 record(s) (the first at index 1)'
+    """
+    where = np.flatnonzero(mask)
+    return f"{where.size} record(s) (the first at index {where[0]})"
+
+
+OUT_OF_DOMAIN_ADVICE = (
+    "the release was stopped. Fix those records, or pass clamp=True (pymc-dp release --clamp) "
+    "to clamp every record to the family's public range; do not change the family's settings "
+    "to fit the data"
+)
+"""What a message about records outside a family's domain advises (no record values)."""
+
+
+def json_float(value: Any, name: str) -> float:
+    """``float(value)``, with integers beyond the float range refused by name.
+
+    Examples
+    --------
+    >>> json_float(10**400, "epsilon")
+    Traceback (most recent call last):
+    ...
+    ValueError: epsilon is too large for a float (got an integer of 401 digits)
+    """
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(
+            f"{name} is too large for a float (got an integer of "
+            f"{len(str(abs(int(value))))} digits)"
+        ) from None
+
+
+def check_json_numbers(value: Any, name: str, *, scalar: bool = False) -> None:
+    """Check that ``value`` is a number, or (unless ``scalar``) nested lists of numbers.
+
+    Booleans and strings are refused, and so are integers beyond the float range: a release
+    file is parsed strictly, with the field named in the error.
+
+    Examples
+    --------
+    >>> check_json_numbers([1.0, True], "value")
+    Traceback (most recent call last):
+    ...
+    TypeError: value must be a number or a list of numbers (got bool: True)
+    """
+    if isinstance(value, list | tuple) and not scalar:
+        for item in value:
+            check_json_numbers(item, name)
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        what = "a number" if scalar else "a number or a list of numbers"
+        raise TypeError(f"{name} must be {what} (got {type(value).__name__}: {value!r})")
+    json_float(value, name)
 
 
 def check_rng(rng: object, name: str = "rng") -> np.random.Generator:

@@ -49,8 +49,8 @@ Curator: release the sufficient statistic of one column of a CSV or Parquet file
 epsilon-differential privacy, as a JSON release for pymc-dp fit (or pymc_dp.Release.from_json).
 The statistic is computed, Laplace noise with scale sensitivity/epsilon is added (epsilon less
 the window's share with --private-bounds), and only the noisy value is written, with n, epsilon,
-the sensitivity, the bounds and the family. The exact statistic is never printed or written; an
-error message may quote one offending record, on the curator's terminal only."""
+the sensitivity, the bounds and the family. The exact statistic is never printed or written, and
+error messages name file lines and rules, never a record's value."""
 
 _RELEASE_EPILOG = """\
 families (records; sensitivity, or "window" for a family released over a window):
@@ -67,10 +67,18 @@ Records outside a window [A, B] are left out of the sums; the sensitivity accoun
 that may move in or out of it (Appendix C of Bernstein & Sheldon 2018). Choose the window without
 looking at the data, or let --private-bounds choose it with part of the budget.
 
+records are read exactly (n is public and is the number of lines after the header):
+  a blank line, a line with more or fewer fields than the header (e.g. 1,000 under a one-column
+  header), a missing value or a value that is not a plain number stops the release, naming the
+  file line. A record outside the family's range (e.g. 7 successes of 5 trials) stops it too,
+  unless --clamp is given: then such records are clamped to the range, the release says
+  "clamped": true, and the sensitivity is unchanged.
+
 noise and seeds:
-  Without --seed the noise comes from operating-system entropy: do this for a real release.
-  --seed makes the noise reproducible, which is for tests and examples only: anyone who knows the
-  seed can subtract the noise. Noise is floating-point Laplace (see README, privacy notes).
+  Without --seed the noise comes from operating-system entropy; that is necessary for a real
+  release but not sufficient: the noise is floating-point Laplace, whose low-order bits can leak
+  the exact statistic (Mironov 2012; see README, privacy notes). --seed makes the noise
+  reproducible, which is for tests and examples only: anyone who knows the seed can subtract it.
 
 examples:
   pymc-dp release visits.csv --column visits --family poisson --bounds 0 40 \\
@@ -246,6 +254,12 @@ def _add_release_parser(sub: Any) -> None:
         metavar=("QLO", "QHI"),
         help="with --private-bounds: quantiles of the data the window estimates "
         "(default: 0.025 0.975)",
+    )
+    rel.add_argument(
+        "--clamp",
+        action="store_true",
+        help="clamp records outside the family's range to it instead of stopping (recorded in "
+        'the release as "clamped": true)',
     )
     rel.add_argument(
         "--format",
@@ -433,9 +447,11 @@ def _release(args: argparse.Namespace) -> int:
         check_positive(args.epsilon, "--epsilon")
         records = read_column(args.data, args.column, file_format=args.format)
         family = getattr(pm, _FAMILY_CLASSES[args.family])
-        rel = release(records, family, epsilon=args.epsilon, rng=args.seed, **settings)
-        write_release(rel, output)
-    except (_InputError, OSError, TypeError, ValueError) as err:
+        rel = release(
+            records, family, epsilon=args.epsilon, clamp=args.clamp, rng=args.seed, **settings
+        )
+        write_release(rel, output, overwrite=args.overwrite)
+    except (_InputError, OSError, OverflowError, TypeError, ValueError) as err:
         return _fail("release", _one_line(err))
     params = ", ".join(f"{k}={v:g}" for k, v in rel.family_params.items())
     spent = f" + {rel.bounds_epsilon:g} for the private window" if rel.bounds_epsilon else ""
@@ -443,6 +459,7 @@ def _release(args: argparse.Namespace) -> int:
         f"wrote {output}: {rel.family}({params}) release of column {args.column!r}, "
         f"n = {rel.n}, epsilon = {rel.epsilon:g}{spent}, sensitivity = {rel.sensitivity:g}, "
         f"Laplace scale = {rel.scale:g}, bounds = [{rel.bounds[0]:g}, {rel.bounds[1]:g}]"
+        + (", records clamped to the family's range" if rel.clamped else "")
     )
     return 0
 

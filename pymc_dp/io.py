@@ -7,7 +7,10 @@ Records are read and checked here; nothing in this module prints or stores them.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -55,10 +58,8 @@ def _data_format(path: Path, file_format: str | None) -> str:
     )
 
 
-def _read_table_column(path: Path, column: str, file_format: str) -> Any:
-    """The column as a pandas Series; errors name the file and the available columns."""
-    import pandas as pd
-
+def _read_table_column(path: Path, column: str, file_format: str) -> tuple[Any, Any]:
+    """The column's values and the file line (CSV) or row (Parquet) of each, 1-based."""
     if file_format == "parquet":
         try:
             import pyarrow.parquet as pq
@@ -72,41 +73,132 @@ def _read_table_column(path: Path, column: str, file_format: str) -> Any:
         except Exception as err:  # pyarrow raises several types for a damaged file
             raise InputFileError(f"{path}: not a readable Parquet file ({err})") from None
         _check_column(path, column, names)
-        return pq.read_table(path, columns=[column]).column(column).to_pandas()
+        series = pq.read_table(path, columns=[column]).column(column).to_pandas()
+        return series, np.arange(1, len(series) + 1)
+    return _read_csv_column(path, column)
+
+
+_COMPRESSED = {".gz": "gzip", ".bz2": "bz2", ".xz": "lzma"}
+
+
+def _open_text(path: Path) -> Any:
+    """The file as text, through the decompressor its last suffix names."""
+    module = _COMPRESSED.get(path.suffix.lower())
+    if module is None:
+        return open(path, encoding="utf-8-sig", newline="")
+    import importlib
+
+    return importlib.import_module(module).open(path, "rt", encoding="utf-8-sig", newline="")
+
+
+def _read_csv_column(path: Path, column: str) -> tuple[Any, Any]:
+    """Read one column of a comma-separated file exactly, or stop at the first odd line.
+
+    Every line after the header must hold one record with as many fields as the header: n is
+    published exactly, so a blank line, or a line whose field count differs (a thousands
+    separator such as ``1,000``, or another delimiter), is never skipped, padded or cut.
+    """
+    import csv
+
+    import pandas as pd
+
+    values: list[str] = []
+    lines: list[int] = []
+    end = 0
     try:
-        names = list(pd.read_csv(path, nrows=0).columns)
-    except pd.errors.EmptyDataError:
-        raise InputFileError(f"{path}: the file is empty; it needs a header row") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as err:
+        with _open_text(path) as handle:
+            reader = csv.reader(handle, strict=True)
+            header = next(reader, None)
+            if header is None:
+                raise InputFileError(f"{path}: the file is empty; it needs a header row")
+            if not any(field.strip() for field in header):
+                raise InputFileError(
+                    f"{path}: line 1 is blank; the first line must be the header row"
+                )
+            _check_column(path, column, header)
+            if header.count(column) > 1:
+                raise InputFileError(
+                    f"{path}: the header names column {column!r} {header.count(column)} times; "
+                    "give the columns distinct names"
+                )
+            index, width = header.index(column), len(header)
+            end = reader.line_num
+            for row in reader:
+                # A quoted field may span lines: the record starts after the previous one.
+                line, end = end + 1, reader.line_num
+                if not any(field.strip() for field in row):
+                    raise InputFileError(
+                        f"{path}: line {line} is blank; the release was stopped. n is public, "
+                        "so every line after the header must hold one record: remove the line "
+                        "if it is not a record, or fill in the record"
+                    )
+                if len(row) != width:
+                    raise InputFileError(
+                        f"{path}: line {line} has {len(row)} field(s) but the header has "
+                        f"{width}; the release was stopped. Fields are separated by commas: "
+                        "write numbers without a thousands separator (1000, not 1,000), quote "
+                        "text that holds a comma, and separate fields by commas, not ';' or tabs"
+                    )
+                values.append(row[index])
+                lines.append(line)
+    except csv.Error as err:
+        raise InputFileError(f"{path}: not a readable CSV file at line {end + 1} ({err})") from None
+    except UnicodeDecodeError:
+        raise InputFileError(
+            f"{path}: not a UTF-8 text file; expected CSV with a header row"
+        ) from None
+    except (OSError, EOFError) as err:
+        if isinstance(err, FileNotFoundError):
+            raise
         raise InputFileError(f"{path}: not a readable CSV file ({err})") from None
-    _check_column(path, column, names)
-    # Read as text so that the checks below see exactly what the file holds.
-    return pd.read_csv(path, usecols=[column], dtype=str, keep_default_na=False)[column]
+    return pd.Series(values, dtype=object), np.asarray(lines, dtype=np.int64)
 
 
 def _check_column(path: Path, column: str, names: list[str]) -> None:
     if column not in names:
+        hint = ""
+        if len(names) == 1 and any(sep in names[0] for sep in (";", "\t", "|")):
+            hint = (
+                "; the header has no comma, but ';', a tab or '|': pymc-dp reads "
+                "comma-separated files, so convert the file to commas"
+            )
         raise InputFileError(
-            f"{path}: no column {column!r}; the columns are {', '.join(map(repr, names))}"
+            f"{path}: no column {column!r}; the columns are {', '.join(map(repr, names))}{hint}"
         )
 
 
-def _rows(mask: npt.NDArray[np.bool_]) -> str:
-    """First rows (1-based, as in a spreadsheet without the header) where ``mask`` holds."""
-    rows = np.flatnonzero(mask)[:_MAX_LISTED] + 1
+def _where(lines: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_], unit: str) -> str:
+    """The first file lines (CSV) or rows (Parquet) where ``mask`` holds, 1-based."""
+    chosen = lines[mask][:_MAX_LISTED]
     more = ", ..." if mask.sum() > _MAX_LISTED else ""
-    return ", ".join(map(str, rows)) + more
+    plural = "s" if mask.sum() > 1 else ""
+    return f"{unit}{plural} " + ", ".join(map(str, chosen)) + more
+
+
+_STOPPED = (
+    "the release was stopped. n is public, so no record is dropped, filled or counted around "
+    "by pymc-dp: fix the records in the file (with a rule that does not depend on the data) "
+    "and run the release again"
+)
 
 
 def read_column(
     path: str | Path, column: str, *, file_format: str | None = None
 ) -> npt.NDArray[np.float64]:
-    r"""Read one numeric column of a CSV or Parquet file, refusing missing and non-numeric values.
+    r"""Read one numeric column of a CSV or Parquet file exactly, refusing anything doubtful.
+
+    A CSV file is read with the :mod:`csv` module: comma-separated, a header row, then one
+    record per line. A blank or whitespace-only line, a line with another number of fields
+    than the header, a missing value (empty, ``NA``, ``NaN``, ``null``, ``none``, ``n/a``) or
+    a value that is not a plain decimal number stops the reading with an :class:`InputFileError`
+    that names the file line (1-based, the header being line 1). No record is ever skipped,
+    so n is exactly the number of lines after the header. Messages never quote a record.
 
     Parameters
     ----------
     path
-        A ``.csv`` (with a header row; compressed ``.csv.gz`` too) or ``.parquet`` file.
+        A ``.csv`` (with a header row; compressed ``.csv.gz``, ``.csv.bz2``, ``.csv.xz`` too)
+        or ``.parquet`` file.
     column
         Name of the column holding one value per record.
     file_format
@@ -123,8 +215,9 @@ def read_column(
         If there is no such file.
     InputFileError
         If the format is unknown or pyarrow is missing for Parquet, the column does not exist
-        (the message lists the columns), or the column is empty or holds missing or
-        non-numeric values (the message gives the first rows).
+        (the message lists the columns), a line is blank or has the wrong number of fields,
+        or the column is empty or holds missing, non-numeric or infinite values (the message
+        gives the first file lines).
 
     Examples
     --------
@@ -137,31 +230,43 @@ def read_column(
     Traceback (most recent call last):
     ...
     pymc_dp.io.InputFileError: ...data.csv: no column 'visit'; the columns are 'id', 'visits'
+    >>> _ = path.write_text("visits\n1,000\n2,000\n")
+    >>> read_column(path, "visits")
+    Traceback (most recent call last):
+    ...
+    pymc_dp.io.InputFileError: ...data.csv: line 2 has 2 field(s) but the header has 1; ...
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     file_format = _data_format(path, file_format)
-    series = _read_table_column(path, column, file_format)
+    series, lines = _read_table_column(path, column, file_format)
+    unit = "line" if file_format == "csv" else "row"
     if len(series) == 0:
         raise InputFileError(f"{path}: column {column!r} has no records")
     numbers, missing, bad = _parse_numbers(series)
     if missing.any():
         raise InputFileError(
-            f"{path}: column {column!r} has {int(missing.sum())} missing value(s) (rows "
-            f"{_rows(missing)}); drop or fill them before the release, and count n accordingly"
+            f"{path}: column {column!r} has {int(missing.sum())} missing value(s) "
+            f"({_where(lines, missing, unit)}); {_STOPPED}"
         )
     if bad.any():
-        first = series.iloc[int(np.flatnonzero(bad)[0])]
         raise InputFileError(
-            f"{path}: column {column!r} must hold numbers; found {str(first)!r} (rows {_rows(bad)})"
+            f"{path}: column {column!r} must hold plain numbers such as 12 or -0.5e3, without "
+            f"thousands separators or units; not so at {_where(lines, bad, unit)}; {_STOPPED}"
         )
-    if not np.all(np.isfinite(numbers)):
+    infinite = ~np.isfinite(numbers)
+    if infinite.any():
         raise InputFileError(
-            f"{path}: column {column!r} holds infinite values (rows "
-            f"{_rows(~np.isfinite(numbers))}); every record must be a finite number"
+            f"{path}: column {column!r} holds infinite values or numbers too large for a "
+            f"float ({_where(lines, infinite, unit)}); every record must be a finite number; "
+            f"{_STOPPED}"
         )
     return numbers
+
+
+# A plain decimal number: no thousands separators, underscores, hexadecimal or units.
+_NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?inf(?:inity)?"
 
 
 def _parse_numbers(series: Any) -> tuple[npt.NDArray[np.float64], npt.NDArray, npt.NDArray]:
@@ -176,17 +281,71 @@ def _parse_numbers(series: Any) -> tuple[npt.NDArray[np.float64], npt.NDArray, n
     text = series.astype(str).str.strip().str.lower()
     missing = series.isna().to_numpy() | text.isin(_MISSING).to_numpy()
     text = text.replace({"true": "1", "false": "0"})
-    numbers = pd.to_numeric(text.where(~missing, "nan"), errors="coerce").to_numpy(np.float64)
-    bad = np.isnan(numbers) & ~missing
+    plain = text.str.fullmatch(_NUMBER).to_numpy(dtype=bool)
+    bad = ~plain & ~missing
+    with np.errstate(over="ignore"):
+        numbers = np.array(
+            [float(v) if ok else np.nan for v, ok in zip(text, plain, strict=True)],
+            dtype=np.float64,
+        )
     return numbers, missing, bad
 
 
-def write_release(release: Release, path: str | Path) -> Path:
-    """Write a release as indented JSON (:meth:`~pymc_dp.Release.to_json`); return the path."""
+def write_release(release: Release, path: str | Path, *, overwrite: bool = True) -> Path:
+    """Write a release as indented JSON (:meth:`~pymc_dp.Release.to_json`); return the path.
+
+    The file is written whole to a temporary file beside ``path`` and then moved into place,
+    so an interrupted write never leaves a truncated release or loses an earlier one.
+
+    Parameters
+    ----------
+    release
+        The release to write.
+    path
+        The JSON file.
+    overwrite
+        Whether an existing ``path`` may be replaced. With ``False`` the existence check and
+        the write are one atomic step (a hard link), so of several writers racing for one
+        path exactly one succeeds.
+
+    Raises
+    ------
+    InputFileError
+        If ``path`` exists and ``overwrite`` is ``False``.
+    """
     if not isinstance(release, Release):
         raise TypeError(f"release must be a pymc_dp.Release (got {type(release).__name__})")
     path = Path(path)
-    path.write_text(release.to_json(indent=2) + "\n", encoding="utf-8")
+    text = release.to_json(indent=2) + "\n"
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        # mkstemp makes the file private (0600); a release is meant to be shared.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        if overwrite:
+            os.replace(temporary, path)
+        else:
+            try:
+                try:
+                    os.link(temporary, path)  # fails if path exists: check and write at once
+                except FileExistsError:
+                    raise
+                except OSError:  # a file system without hard links: create exclusively
+                    with open(path, "x", encoding="utf-8") as handle:
+                        handle.write(text)
+            except FileExistsError:
+                raise InputFileError(
+                    f"{path} exists; pass --overwrite (overwrite=True) to replace it (a new "
+                    "release of the same data spends epsilon again)"
+                ) from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
     return path
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import numbers
 import types
 from collections.abc import Mapping
 from typing import Any
@@ -15,9 +17,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pymc_dp._validation import check_int, check_positive, check_rng
+from pymc_dp._validation import (
+    MAX_CATEGORIES,
+    MAX_N,
+    check_bool,
+    check_int,
+    check_json_numbers,
+    check_not_masked,
+    check_positive,
+    check_rng,
+    json_float,
+)
 from pymc_dp.families import ExponentialFamily, get_family
-from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism, private_bounds
+from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism, noise_scale, private_bounds
 
 __all__ = ["Release", "release"]
 
@@ -52,6 +64,11 @@ class Release:
     bounds_epsilon : float
         Privacy budget spent choosing ``bounds`` from the data (PrivateQuantile), 0 if they
         were public. The release as a whole is (``epsilon + bounds_epsilon``)-DP.
+    clamped : bool
+        Whether the curator asked for records outside the family's domain to be clamped to it
+        (``clamp=True``) instead of stopping the release. It says that the option was on, not
+        whether any record was clamped (that would depend on the data). Files written before
+        this field existed load with ``False``.
 
     Examples
     --------
@@ -72,10 +89,25 @@ class Release:
     family_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     mechanism: str = MECHANISM_NAME
     bounds_epsilon: float = 0.0
+    clamped: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.family, str):
+            raise TypeError(f"family must be a string (got {type(self.family).__name__})")
+        if not isinstance(self.family_params, Mapping):
+            raise TypeError(
+                "family_params must be a mapping of the family's settings, e.g. "
+                f'{{"trials": 5}} (got {type(self.family_params).__name__})'
+            )
         fam = get_family(self.family, **dict(self.family_params))
-        value = np.array(self.value, dtype=np.float64)
+        for name, setting in fam.params().items():
+            json_float(setting, f"family_params[{name!r}]")
+        try:
+            value = np.array(self.value, dtype=np.float64)
+        except OverflowError:
+            raise ValueError("value holds a number too large for a float") from None
+        except (TypeError, ValueError):
+            raise TypeError(f"value must be numbers (got {self.value!r})") from None
         if value.shape != fam.stat_shape:
             raise ValueError(
                 f"value must have shape {fam.stat_shape} for {fam!r} (got {value.shape})"
@@ -84,18 +116,26 @@ class Release:
             raise ValueError("value must be finite")
         value.setflags(write=False)
         object.__setattr__(self, "value", value)
-        object.__setattr__(self, "n", check_int(self.n, "n", minimum=1))
+        object.__setattr__(self, "n", check_int(self.n, "n", minimum=1, maximum=MAX_N))
         object.__setattr__(self, "epsilon", check_positive(self.epsilon, "epsilon"))
         object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
         object.__setattr__(self, "bounds", _check_bounds(self.bounds))
         if fam.needs_bounds:
             fam.check_bounds(self.bounds)
-        bounds_epsilon = float(self.bounds_epsilon)
-        if not np.isfinite(bounds_epsilon) or bounds_epsilon < 0:
+        elif self.bounds != tuple(map(float, fam.domain)):
+            raise ValueError(
+                f"bounds must be the {fam.name} domain {list(fam.domain)}, the range of one "
+                f"record of a family with bounded statistics (got {list(self.bounds)})"
+            )
+        bounds_epsilon = self.bounds_epsilon
+        if isinstance(bounds_epsilon, bool) or not isinstance(bounds_epsilon, numbers.Real):
+            raise TypeError(f"bounds_epsilon must be a real number (got {bounds_epsilon!r})")
+        if not math.isfinite(json_float(bounds_epsilon, "bounds_epsilon")) or bounds_epsilon < 0:
             raise ValueError(
                 f"bounds_epsilon must be finite and >= 0 (got {self.bounds_epsilon!r})"
             )
-        object.__setattr__(self, "bounds_epsilon", bounds_epsilon)
+        object.__setattr__(self, "bounds_epsilon", float(bounds_epsilon))
+        object.__setattr__(self, "clamped", check_bool(self.clamped, "clamped"))
         needed = fam.release_sensitivity(self.bounds)
         if self.sensitivity < needed:
             raise ValueError(
@@ -104,7 +144,7 @@ class Release:
                 "a value, pass n, epsilon, sensitivity and observed to NoisySuffStat instead"
             )
         object.__setattr__(self, "family_params", types.MappingProxyType(fam.params()))
-        if self.mechanism != MECHANISM_NAME:
+        if not isinstance(self.mechanism, str) or self.mechanism != MECHANISM_NAME:
             raise ValueError(f"mechanism must be {MECHANISM_NAME!r} (got {self.mechanism!r})")
 
     @property
@@ -141,6 +181,7 @@ class Release:
             tuple(sorted(self.family_params.items())),
             self.mechanism,
             self.bounds_epsilon,
+            self.clamped,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -156,6 +197,7 @@ class Release:
             "family_params": dict(self.family_params),
             "mechanism": self.mechanism,
             "bounds_epsilon": self.bounds_epsilon,
+            "clamped": self.clamped,
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -164,15 +206,54 @@ class Release:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Release:
-        """Rebuild a release from :meth:`to_dict` output, checking every field."""
+        """Rebuild a release from :meth:`to_dict` output, checking every field strictly.
+
+        Each field must have its JSON type: numbers (never strings or booleans) for ``value``,
+        ``epsilon``, ``sensitivity``, ``bounds`` and ``bounds_epsilon``, an integer for ``n``
+        and ``format_version``, strings for ``family`` and ``mechanism``, an object for
+        ``family_params`` and a boolean for ``clamped`` (optional: older files lack it).
+
+        Raises
+        ------
+        TypeError
+            If a field has the wrong type (the message names it).
+        ValueError
+            If a field is missing, unknown, or has a bad value.
+        """
+        if not isinstance(data, Mapping):
+            raise TypeError(f"a release must be a mapping (got {type(data).__name__})")
         data = dict(data)
         version = data.pop("format_version", _FORMAT_VERSION)
-        if version != _FORMAT_VERSION:
-            raise ValueError(f"unsupported release format_version {version!r}")
+        if (
+            isinstance(version, bool)
+            or not isinstance(version, numbers.Integral)
+            or version != _FORMAT_VERSION
+        ):
+            raise ValueError(
+                f"unsupported release format_version {version!r}; this version of pymc_dp "
+                f"reads format_version {_FORMAT_VERSION}"
+            )
         expected = {f.name for f in dataclasses.fields(cls)}
         required = {"value", "n", "epsilon", "sensitivity", "bounds", "family"}
         if set(data) - expected or required - set(data):
             raise ValueError(f"a release needs the fields {sorted(expected)} (got {sorted(data)})")
+        check_json_numbers(data["value"], "value")
+        for name in ("epsilon", "sensitivity", "bounds_epsilon"):
+            if name in data:
+                check_json_numbers(data[name], name, scalar=True)
+        if not isinstance(data["bounds"], list | tuple):
+            raise TypeError(f"bounds must be a list [lower, upper] (got {data['bounds']!r})")
+        if len(data["bounds"]) != 2:
+            raise ValueError(f"bounds must be a list [lower, upper] (got {data['bounds']!r})")
+        check_json_numbers(data["bounds"], "bounds")
+        for name, kind in (("family", str), ("mechanism", str), ("family_params", Mapping)):
+            if name in data and not isinstance(data[name], kind):
+                raise TypeError(
+                    f"{name} must be {'a string' if kind is str else 'an object'} "
+                    f"(got {type(data[name]).__name__}: {data[name]!r})"
+                )
+        for key, setting in data.get("family_params", {}).items():
+            check_json_numbers(setting, f"family_params[{key!r}]", scalar=True)
         return cls(**data)
 
     @classmethod
@@ -185,6 +266,8 @@ def _check_bounds(bounds: Any) -> tuple[float, float]:
     """Return ``bounds`` as ``(lower, upper)`` floats with lower <= upper, none NaN."""
     try:
         lower, upper = (float(b) for b in bounds)
+    except OverflowError:
+        raise ValueError("bounds are too large for floats") from None
     except (TypeError, ValueError):
         raise ValueError(
             f"bounds must be a pair (lower, upper) of numbers (got {bounds!r})"
@@ -203,6 +286,7 @@ def release(
     bounds_share: float = 0.1,
     bounds_range: tuple[float, float] | None = None,
     bounds_quantiles: tuple[float, float] = (0.025, 0.975),
+    clamp: bool = False,
     rng: int | np.random.Generator | None = None,
     **family_params: Any,
 ) -> Release:
@@ -236,6 +320,14 @@ def release(
         it); required with ``bounds="private"``.
     bounds_quantiles
         Quantiles of ``x`` that private bounds estimate.
+    clamp
+        If ``False`` (the default), a record outside the family's domain (e.g. 7 successes of
+        5 trials, a category code ≥ K, a negative waiting time) stops the release. If
+        ``True``, such records are clamped to the domain's nearest end (for LogNormal, whose
+        domain is x > 0, a record ≤ 0 goes to the smallest positive normal float) and the
+        release records ``clamped=True``. The domain is public, so Δ is unchanged and the
+        release stays ε-DP. Records that are not whole numbers where the family needs them
+        are never rounded.
     rng
         Seed or :class:`numpy.random.Generator` for the noise. ``None`` uses fresh OS entropy.
     **family_params
@@ -251,7 +343,7 @@ def release(
     ------
     TypeError, ValueError
         If an argument is malformed or a record does not belong to the family (checked before
-        any noise is drawn).
+        any noise is drawn). Messages never quote a record's value.
 
     Examples
     --------
@@ -266,9 +358,19 @@ def release(
     (1.5, (0.0, 1.5))
     """
     fam = get_family(family, **family_params)
+    for name, setting in fam.params().items():
+        json_float(setting, name)  # e.g. trials=10**400 cannot be a float sensitivity
+    categories = getattr(fam, "categories", None)
+    if categories is not None and categories > MAX_CATEGORIES:
+        raise ValueError(
+            f"categories must be at most {MAX_CATEGORIES} (got {categories}): each category "
+            "is a released count with its own noise; merge rare categories first"
+        )
     epsilon = check_positive(epsilon, "epsilon")
+    clamp = check_bool(clamp, "clamp")
     generator = check_rng(rng)
-    records = fam.validate_data(x)
+    check_not_masked(x, "x")
+    records = fam.validate_data(_clamped(fam, x) if clamp else x)
     bounds_epsilon = 0.0
     if not fam.needs_bounds:
         if bounds is not None:
@@ -283,10 +385,13 @@ def release(
                 "bounds='private' needs bounds_range=(lower, upper), a public range that "
                 "surely holds the quantiles; records are clamped to it"
             )
-        # The search range must be a valid window itself, checked before any noise is drawn.
-        fam.check_bounds(bounds_range)
+        # The search range must be a valid window itself, checked before any noise is drawn,
+        # and so must the noise of a window as wide as the range (public values only).
+        search = fam.check_bounds(bounds_range)
         bounds_epsilon = bounds_share * epsilon
         epsilon -= bounds_epsilon
+        _statistic_magnitude(fam, search, int(np.shape(records)[0]))
+        noise_scale(sensitivity=fam.release_sensitivity(search), epsilon=epsilon)
         window = private_bounds(
             records,
             epsilon=bounds_epsilon,
@@ -300,26 +405,71 @@ def release(
                 f"the private bounds collapsed to {window}; widen bounds_quantiles or raise "
                 "bounds_share"
             )
+        if getattr(fam, "discrete", False) and math.ceil(window[0]) > math.floor(window[1]):
+            # No count inside: widen to the nearest whole numbers (post-processing of the
+            # private window), rather than refuse after its budget was spent.
+            window = (float(math.floor(window[0])), float(math.ceil(window[1])))
         window = fam.check_bounds(window)
     else:
         window = fam.check_bounds(bounds)
+    n = int(records.shape[0])
+    magnitude = _statistic_magnitude(fam, window, n)
     if fam.needs_bounds:
         sensitivity = fam.release_sensitivity(window)
         statistic = fam.window_statistic(records, window)
     else:
         sensitivity = fam.sensitivity
         statistic = fam.sufficient_statistic(records)
-    noisy = laplace_mechanism(statistic, sensitivity=sensitivity, epsilon=epsilon, rng=generator)
+    noisy = laplace_mechanism(
+        statistic, sensitivity=sensitivity, epsilon=epsilon, rng=generator, magnitude=magnitude
+    )
     return Release(
         value=noisy,
-        n=int(records.shape[0]),
+        n=n,
         epsilon=epsilon,
         sensitivity=sensitivity,
         bounds=window,
         family=fam.name,
         family_params=fam.params(),
         bounds_epsilon=bounds_epsilon,
+        clamped=clamp,
     )
+
+
+def _clamped(fam: ExponentialFamily, x: npt.ArrayLike) -> npt.ArrayLike:
+    """``x`` with numeric records outside the family's (public) domain moved to its ends."""
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "iuf":
+        return x  # booleans and anything else are checked, not clamped
+    lo, hi = fam.domain
+    with np.errstate(invalid="ignore"):
+        out = np.clip(arr, lo, hi)
+        if fam.name.startswith("log"):
+            # The domain is x > 0 (log x must be finite): the nearest point is the smallest float.
+            out = np.where(out <= 0, np.finfo(np.float64).tiny, out)
+    return out
+
+
+def _statistic_magnitude(fam: ExponentialFamily, window: tuple[float, float], n: int) -> float:
+    """Largest |s_j| that any n records can give: a public number (n, the window, the family).
+
+    The noise's resolution check uses it instead of the exact statistic, so that refusing a
+    release never depends on the data.
+    """
+    if fam.needs_bounds:
+        tmin, tmax = fam.statistic_range(*fam.latent_window(window))
+        per_record = float(np.max(np.maximum(np.abs(tmin), np.abs(tmax))))
+    else:
+        lower, upper = fam.valid_region(1)
+        per_record = float(np.max(np.maximum(np.abs(lower), np.abs(upper))))
+    with np.errstate(over="ignore"):
+        magnitude = float(np.float64(n) * np.float64(per_record))
+    if not math.isfinite(magnitude):
+        raise ValueError(
+            f"bounds {list(window)} are too wide for n={n} records of the {fam.name} family: "
+            "the sum of the statistic could overflow a float; choose a narrower window"
+        )
+    return magnitude
 
 
 def _check_share(share: Any) -> float:

@@ -63,7 +63,7 @@ def test_release_writes_only_the_noisy_statistic(released, data_dir):
     data = json.loads(out.read_text())
     assert set(data) == {
         "format_version", "value", "n", "epsilon", "sensitivity", "bounds", "family",
-        "family_params", "mechanism", "bounds_epsilon",
+        "family_params", "mechanism", "bounds_epsilon", "clamped",
     }  # fmt: skip
     rel = read_release(out)
     s = _successes().sum()
@@ -164,9 +164,9 @@ def _release_args(data, out, *extra, column="successes", family=("binomial", "--
     ("body", "expected"),
     [
         ("a,b\n1,2\n", "no column 'successes'; the columns are 'a', 'b'"),
-        ("successes\n1\nmany\n2\n", "must hold numbers; found 'many' (rows 2)"),
+        ("successes\n1\nmany\n2\n", "must hold plain numbers"),
         ("successes\n", "has no records"),
-        ("id,successes\n0,1\n1,\n2,2\n3,NaN\n", "2 missing value(s) (rows 2, 4)"),
+        ("id,successes\n0,1\n1,\n2,2\n3,NaN\n", "2 missing value(s) (lines 3, 5)"),
         ("successes\n1\n7\n", "x must lie in [0, 5]"),
         ("", "the file is empty"),
     ],

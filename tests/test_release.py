@@ -103,6 +103,7 @@ def test_to_dict_contents():
         "family_params": {"trials": 5},
         "mechanism": "laplace",
         "bounds_epsilon": 0.0,
+        "clamped": False,
     }
 
 
@@ -179,7 +180,7 @@ def test_from_json_rejects_bad_version(doc, version):
     [
         ("value", [1.0, float("nan"), 2.0], ValueError),
         ("value", [1.0, float("inf"), 2.0], ValueError),
-        ("value", ["a", "b", "c"], ValueError),
+        ("value", ["a", "b", "c"], TypeError),  # a wrong type: TypeError since strict parsing
         ("n", 0, ValueError),
         ("n", 2.5, TypeError),
         ("n", "4", TypeError),
@@ -207,9 +208,12 @@ def test_equality_and_hash():
     assert a != c
     assert len({a, b, c}) == 2
     assert a != "release" and a != a.to_dict()
-    for change in [{"n": 4}, {"epsilon": 0.6}, {"sensitivity": 2.0}, {"bounds": (0.0, 2.0)}]:
+    for change in [{"n": 4}, {"epsilon": 0.6}, {"sensitivity": 2.0}, {"clamped": True}]:
         other = dataclasses.replace(a, **change)
         assert other != a
+    # Bounds of a bounded family are its domain; a window's bounds are part of the key.
+    w = pmdp.release([1.0, 2.0], pm.Exponential, epsilon=0.5, bounds=(0.0, 3.0), rng=3)
+    assert dataclasses.replace(w, bounds=(0.0, 4.0), sensitivity=4.0) != w
     zero = Release(value=0.0, n=1, epsilon=1.0, sensitivity=1.0, bounds=(0, 1), family="bernoulli")
     negzero = dataclasses.replace(zero, value=-0.0)
     assert zero == negzero and hash(zero) == hash(negzero)

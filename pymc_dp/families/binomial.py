@@ -12,7 +12,12 @@ import pymc as pm
 import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 
-from pymc_dp._validation import check_finite_array, check_int
+from pymc_dp._validation import (
+    OUT_OF_DOMAIN_ADVICE,
+    check_finite_array,
+    check_int,
+    describe_records,
+)
 from pymc_dp.families.base import ExponentialFamily, rv_op_type
 from pymc_dp.families.conjugate_priors import BetaPrior
 from pymc_dp.families.util import constant_value
@@ -66,13 +71,18 @@ class Binomial(BetaPrior, ExponentialFamily):
 
     def validate_data(self, x: npt.ArrayLike) -> npt.NDArray:  # noqa: D102
         arr = check_finite_array(x, "x", ndim=1)
-        if np.any(arr != np.round(arr)):
-            raise ValueError(f"x must hold whole numbers of successes for {self.name} data")
-        if np.any((arr < 0) | (arr > self.trials)):
-            bad = arr[(arr < 0) | (arr > self.trials)][0]
+        fractional = arr != np.round(arr)
+        if np.any(fractional):
+            raise ValueError(
+                f"x must hold whole numbers of successes for {self.name} data: "
+                f"{describe_records(fractional)} are not; the release was stopped (records "
+                "are never rounded): fix those records"
+            )
+        outside = (arr < 0) | (arr > self.trials)
+        if np.any(outside):
             raise ValueError(
                 f"x must lie in [0, {self.trials}] for {self.name} data with trials="
-                f"{self.trials} (found {bad!r})"
+                f"{self.trials}: {describe_records(outside)} lie outside; {OUT_OF_DOMAIN_ADVICE}"
             )
         return arr.astype(np.int64)
 
@@ -124,7 +134,7 @@ class Bernoulli(Binomial):
     >>> Bernoulli().validate_data([0, 2])
     Traceback (most recent call last):
     ...
-    ValueError: x must lie in [0, 1] for bernoulli data with trials=1 (found np.int64(2))
+    ValueError: x must lie in [0, 1] for bernoulli data with trials=1: 1 record(s) ... outside; ...
     """
 
     trials: int = dataclasses.field(default=1, init=False)

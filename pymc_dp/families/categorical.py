@@ -13,7 +13,12 @@ import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 from scipy import stats
 
-from pymc_dp._validation import check_finite_array, check_int
+from pymc_dp._validation import (
+    OUT_OF_DOMAIN_ADVICE,
+    check_finite_array,
+    check_int,
+    describe_records,
+)
 from pymc_dp.families.base import ExponentialFamily, rv_op_type
 from pymc_dp.kernels import draw_dirichlet
 
@@ -71,13 +76,19 @@ class Categorical(ExponentialFamily):
 
     def validate_data(self, x: npt.ArrayLike) -> npt.NDArray:  # noqa: D102
         arr = check_finite_array(x, "x", ndim=1)
-        if np.any(arr != np.round(arr)):
-            raise ValueError("x must hold integer category codes for categorical data")
+        fractional = arr != np.round(arr)
+        if np.any(fractional):
+            raise ValueError(
+                "x must hold integer category codes for categorical data: "
+                f"{describe_records(fractional)} are not; the release was stopped (records "
+                "are never rounded): fix those records"
+            )
         out = (arr < 0) | (arr >= self.categories)
         if np.any(out):
             raise ValueError(
                 f"x must hold category codes in [0, {self.categories}) for categories="
-                f"{self.categories} (found {arr[out][0]!r})"
+                f"{self.categories}: {describe_records(out)} lie outside; "
+                f"{OUT_OF_DOMAIN_ADVICE}"
             )
         return arr.astype(np.int64)
 

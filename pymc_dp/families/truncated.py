@@ -31,7 +31,7 @@ import pytensor.tensor as pt
 from pytensor.gradient import grad
 from pytensor.tensor.variable import TensorVariable
 
-from pymc_dp._validation import check_finite_array
+from pymc_dp._validation import OUT_OF_DOMAIN_ADVICE, check_finite_array, describe_records
 from pymc_dp.families.base import ExponentialFamily
 
 __all__ = [
@@ -152,7 +152,9 @@ class TruncatedFamily(ExponentialFamily):
         Raises
         ------
         ValueError
-            If the bounds are not two finite numbers with a < b inside the family's domain.
+            If the bounds are not two finite numbers with a < b inside the family's domain,
+            hold no possible record (no whole number for a count family, or a single point of
+            the domain), or are so wide that t(x) overflows a float.
         """
         if bounds is None:
             raise ValueError(
@@ -161,6 +163,10 @@ class TruncatedFamily(ExponentialFamily):
             )
         try:
             a, b = (float(v) for v in bounds)
+        except OverflowError:
+            raise ValueError(
+                "bounds must be finite with a < b (got an integer too large for a float)"
+            ) from None
         except (TypeError, ValueError):
             raise ValueError(f"bounds must be a pair (a, b) of numbers (got {bounds!r})") from None
         if not (np.isfinite(a) and np.isfinite(b)) or a >= b:
@@ -171,10 +177,33 @@ class TruncatedFamily(ExponentialFamily):
                 f"bounds {bounds!r} miss the {self.name} domain [{lo}, {hi}]: no record could "
                 "fall inside"
             )
-        if not np.all(np.isfinite(self.latent_window((a, b)))):
+        latent = self.latent_window((a, b))
+        if not np.all(np.isfinite(latent)):
             raise ValueError(
                 f"bounds {bounds!r} must keep the {self.name} statistic bounded: t(x) uses "
                 f"log x, so the lower bound must be > 0"
+            )
+        if self.discrete and latent[0] > latent[1]:
+            raise ValueError(
+                f"bounds {bounds!r} hold no whole number, so no {self.name} record could fall "
+                "inside: choose a window that contains at least one count"
+            )
+        if not self.discrete and latent[0] >= latent[1]:
+            raise ValueError(
+                f"bounds {bounds!r} meet the {self.name} domain [{lo}, {hi}] in a single point: "
+                "choose a window with a < b inside the domain"
+            )
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                tmin, tmax = self.statistic_range(*latent)
+                appendix_c = np.sum(np.maximum(np.maximum(np.abs(tmin), np.abs(tmax)), tmax - tmin))
+        except OverflowError:  # Python floats raise where NumPy's give inf
+            appendix_c = np.inf
+        if not np.isfinite(appendix_c):
+            raise ValueError(
+                f"bounds {bounds!r} are too wide for the {self.name} family: its statistic "
+                "t(x) (with x² for Normal and LogNormal) overflows a float there; choose a "
+                "narrower window (in other units if need be)"
             )
         return a, b
 
@@ -224,12 +253,22 @@ class TruncatedFamily(ExponentialFamily):
         if self.name.startswith("log") and np.any(arr <= 0):
             outside |= arr <= 0
         if np.any(outside):
+            rule = f"({lo:g}, {hi:g})" if self.name.startswith("log") else f"[{lo}, {hi}]"
             raise ValueError(
-                f"x must lie in the {self.name} domain [{lo}, {hi}] (found {arr[outside][0]!r})"
+                f"x must lie in the {self.name} domain {rule}: {describe_records(outside)} "
+                f"lie outside; {OUT_OF_DOMAIN_ADVICE}"
             )
         if self.discrete:
-            if np.any(arr != np.round(arr)):
-                raise ValueError(f"x must hold whole numbers for {self.name} data")
+            fractional = arr != np.round(arr)
+            if np.any(fractional):
+                raise ValueError(
+                    f"x must hold whole numbers for {self.name} data: "
+                    f"{describe_records(fractional)} are not; the release was stopped (records "
+                    "are never rounded): fix those records"
+                )
+            if np.any(np.abs(arr) > 2.0**53):
+                # Counts beyond 2^53 are not exact integers in int64 casts; they stay floats.
+                return arr.astype(np.float64)
             return arr.astype(np.int64)
         return arr.astype(np.float64)
 

@@ -1,6 +1,6 @@
 """Privacy mechanisms: where release noise is drawn (and OPS, the paper's sampling baseline)."""
 
-from pymc_dp.mechanisms.laplace import MECHANISM_NAME, laplace_mechanism
+from pymc_dp.mechanisms.laplace import MECHANISM_NAME, laplace_mechanism, noise_scale
 from pymc_dp.mechanisms.one_posterior import (
     one_posterior_sample,
     one_posterior_sample_from_statistic,
@@ -10,6 +10,7 @@ from pymc_dp.mechanisms.private_quantile import private_bounds, private_quantile
 __all__ = [
     "MECHANISM_NAME",
     "laplace_mechanism",
+    "noise_scale",
     "one_posterior_sample",
     "one_posterior_sample_from_statistic",
     "private_bounds",

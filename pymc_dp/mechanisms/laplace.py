@@ -12,11 +12,14 @@ import numpy.typing as npt
 
 from pymc_dp._validation import check_positive
 
-__all__ = ["MECHANISM_NAME", "laplace_mechanism"]
+__all__ = ["MECHANISM_NAME", "laplace_mechanism", "noise_scale"]
 
 MECHANISM_NAME = "laplace"
 
 _MIN_NOISE_ULPS = 2.0**20
+_MAX_SCALE = 1e150
+"""Largest noise scale Δ/ε accepted: the analyst's mixing variances hold 2 (Δ/ε)², which must
+stay finite with room to spare."""
 
 
 def laplace_mechanism(
@@ -25,6 +28,7 @@ def laplace_mechanism(
     sensitivity: float,
     epsilon: float,
     rng: np.random.Generator,
+    magnitude: float = 1.0,
 ) -> npt.NDArray[np.float64]:
     """Add independent Laplace(0, Δ/ε) noise to every component of ``value``.
 
@@ -38,6 +42,12 @@ def laplace_mechanism(
         Privacy parameter ε > 0.
     rng
         Source of randomness.
+    magnitude
+        The largest ``|value|`` that any data set could give, computed from public values only
+        (n, the family, the window), e.g. ``n · max |t|``. Releases refuse noise finer than
+        2²⁰ float spacings at this magnitude, since it would publish the statistic almost
+        exactly; the decision never looks at ``value`` itself, so it does not depend on the
+        data. Values below 1 count as 1.
 
     Returns
     -------
@@ -55,6 +65,12 @@ def laplace_mechanism(
     Dwork, McSherry, Nissim & Smith (2006), "Calibrating noise to sensitivity in private data
     analysis". Definition 3 of Bernstein & Sheldon (2018).
 
+    Raises
+    ------
+    ValueError
+        If the noise scale Δ/ε is not finite or above 1e150 (ε too small), or below the
+        float resolution at ``magnitude`` (ε too large), or ``value`` is not finite.
+
     Examples
     --------
     >>> import numpy as np
@@ -62,20 +78,54 @@ def laplace_mechanism(
     >>> y.shape
     ()
     """
-    sensitivity = check_positive(sensitivity, "sensitivity")
-    epsilon = check_positive(epsilon, "epsilon")
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator (got {type(rng).__name__})")
+    scale = noise_scale(sensitivity=sensitivity, epsilon=epsilon, magnitude=magnitude)
     exact = np.asarray(value, dtype=np.float64)
     if not np.all(np.isfinite(exact)):
         raise ValueError("value must be finite before noise is added")
-    scale = sensitivity / epsilon
-    # Noise far below the float spacing of the statistic would publish s itself.
-    resolution = _MIN_NOISE_ULPS * np.spacing(max(float(np.max(np.abs(exact))), 1.0))
+    return exact + rng.laplace(0.0, scale, size=exact.shape)
+
+
+def noise_scale(*, sensitivity: float, epsilon: float, magnitude: float = 1.0) -> float:
+    """The Laplace scale Δ/ε, after the checks :func:`laplace_mechanism` makes.
+
+    Callers that draw noise several times check every scale with this first, so that a
+    refusal never comes after some noise was drawn. Only public values enter.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`laplace_mechanism`.
+
+    Examples
+    --------
+    >>> noise_scale(sensitivity=1.0, epsilon=0.75, magnitude=2.0**32)
+    1.3333333333333333
+    >>> noise_scale(sensitivity=1.0, epsilon=0.75, magnitude=2.0**33)
+    Traceback (most recent call last):
+    ...
+    ValueError: epsilon=0.75 is too large: the noise scale 1.33 is below ...
+    """
+    sensitivity = check_positive(sensitivity, "sensitivity")
+    epsilon = check_positive(epsilon, "epsilon")
+    magnitude = max(check_positive(magnitude, "magnitude"), 1.0)
+    with np.errstate(over="ignore"):
+        scale = sensitivity / epsilon
+    if not scale <= _MAX_SCALE:
+        raise ValueError(
+            f"epsilon={epsilon:g} is too small for sensitivity={sensitivity:g}: the noise scale "
+            f"sensitivity/epsilon = {scale:.3g} is above {_MAX_SCALE:g}, so the release would "
+            "carry no information and its fit would overflow; raise epsilon"
+        )
+    # Noise far below the float spacing of the statistic would publish s itself. The spacing
+    # is taken at the largest possible |s| (public), never at s: the refusal must not depend
+    # on the data.
+    resolution = _MIN_NOISE_ULPS * float(np.spacing(magnitude))
     if scale < resolution:
         raise ValueError(
-            f"epsilon={epsilon} is too large: the noise scale {scale:.3g} is below the "
-            f"floating-point resolution {resolution:.3g} of the statistic, so the release "
-            "would be the exact statistic"
+            f"epsilon={epsilon:g} is too large: the noise scale {scale:.3g} is below the "
+            f"floating-point resolution {resolution:.3g} of a statistic as large as "
+            f"{magnitude:.3g}, so the release would be the exact statistic"
         )
-    return exact + rng.laplace(0.0, scale, size=exact.shape)
+    return scale

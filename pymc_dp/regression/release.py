@@ -16,8 +16,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pymc_dp._validation import check_finite_array, check_int, check_positive, check_rng
-from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism
+from pymc_dp._validation import (
+    MAX_N,
+    check_bool,
+    check_finite_array,
+    check_int,
+    check_json_numbers,
+    check_positive,
+    check_rng,
+)
+from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism, noise_scale
 from pymc_dp.regression.sensitivity import check_box, regression_sensitivity, sum_of_ranges
 from pymc_dp.regression.statistics import (
     covariate_powers,
@@ -99,6 +107,13 @@ class MomentRelease:
     def from_dict(cls, data: Mapping[str, Any]) -> MomentRelease:
         """Rebuild from :meth:`to_dict` output, checking every field."""
         _check_keys(data, {"value", "powers", "epsilon", "sensitivity"}, "a moment release")
+        _check_fields(data, lists=("value",), scalars=("epsilon", "sensitivity"))
+        if not isinstance(data["powers"], list | tuple) or not all(
+            isinstance(row, list | tuple)
+            and all(isinstance(k, int) and not isinstance(k, bool) for k in row)
+            for row in data["powers"]
+        ):
+            raise TypeError(f"powers must be a list of lists of integers (got {data['powers']!r})")
         return cls(**data)
 
 
@@ -126,6 +141,10 @@ class RegressionRelease:
         share of the budget, or ``None`` if the moments were not released.
     mechanism : str
         ``"laplace"``.
+    clamped : bool
+        Whether the curator clamped records to the bounds (``clamp=True``) instead of stopping
+        at a record outside them. It says the option was on, not whether a record was clamped.
+        Files written before this field existed load with ``False``.
 
     Examples
     --------
@@ -146,9 +165,15 @@ class RegressionRelease:
     second_moments: MomentRelease | None = None
     fourth_moments: MomentRelease | None = None
     mechanism: str = MECHANISM_NAME
+    clamped: bool = False
 
     def __post_init__(self) -> None:
-        value = np.array(self.value, dtype=np.float64)
+        try:
+            value = np.array(self.value, dtype=np.float64)
+        except OverflowError:
+            raise ValueError("value holds a number too large for a float") from None
+        except (TypeError, ValueError):
+            raise TypeError(f"value must be numbers (got {self.value!r})") from None
         if value.ndim != 1:
             raise ValueError(f"value must be 1-dimensional (got shape {value.shape})")
         d = d_from_released(value.shape[0])
@@ -156,11 +181,27 @@ class RegressionRelease:
             raise ValueError("value must be finite")
         value.setflags(write=False)
         object.__setattr__(self, "value", value)
-        object.__setattr__(self, "n", check_int(self.n, "n", minimum=d + 2))
+        object.__setattr__(self, "n", check_int(self.n, "n", minimum=d + 2, maximum=MAX_N))
+        object.__setattr__(self, "clamped", check_bool(self.clamped, "clamped"))
         object.__setattr__(self, "epsilon", check_positive(self.epsilon, "epsilon"))
         object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
-        xb = check_box(self.x_bounds, "x_bounds", size=d)
-        yb = check_box(self.y_bounds, "y_bounds", size=1)
+        try:
+            xb = check_box(self.x_bounds, "x_bounds", size=d)
+            yb = check_box(self.y_bounds, "y_bounds", size=1)
+        except OverflowError:
+            raise ValueError(
+                "x_bounds and y_bounds must be finite numbers (got an integer too large for a "
+                "float)"
+            ) from None
+        largest = max(float(np.max(np.abs(xb))), float(np.max(np.abs(yb))), 1.0)
+        power = 2 if self.second_moments is None else 4  # squares, or fourth moments too
+        with np.errstate(over="ignore"):
+            overflows = not np.isfinite(np.float64(largest) ** power)
+        if overflows:
+            raise ValueError(
+                f"x_bounds and y_bounds reach {largest:.3g}: powers {power} of the records "
+                "would overflow a float; choose narrower bounds"
+            )
         object.__setattr__(self, "x_bounds", tuple(tuple(map(float, r)) for r in xb))
         object.__setattr__(self, "y_bounds", (float(yb[0, 0]), float(yb[0, 1])))
         needed = regression_sensitivity(xb, yb[0])
@@ -221,6 +262,7 @@ class RegressionRelease:
             if self.fourth_moments is None
             else self.fourth_moments.to_dict(),
             "mechanism": self.mechanism,
+            "clamped": self.clamped,
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -243,7 +285,7 @@ class RegressionRelease:
             raise TypeError(f"a regression release must be a mapping (got {type(data).__name__})")
         data = dict(data)
         version = data.pop("format_version", _FORMAT_VERSION)
-        if version != _FORMAT_VERSION:
+        if isinstance(version, bool) or not isinstance(version, int) or version != _FORMAT_VERSION:
             raise ValueError(f"unsupported regression release format_version {version!r}")
         kind = data.pop("kind", _KIND)
         if kind != _KIND:
@@ -254,6 +296,11 @@ class RegressionRelease:
         expected = {f.name for f in dataclasses.fields(cls)}
         required = {"value", "n", "epsilon", "sensitivity", "x_bounds", "y_bounds"}
         _check_keys(data, expected, "a regression release", required=required)
+        _check_fields(
+            data, lists=("value", "x_bounds", "y_bounds"), scalars=("epsilon", "sensitivity")
+        )
+        if "mechanism" in data and not isinstance(data["mechanism"], str):
+            raise TypeError(f"mechanism must be a string (got {data['mechanism']!r})")
         for key in ("second_moments", "fourth_moments"):
             if data.get(key) is not None:
                 data[key] = MomentRelease.from_dict(data[key])
@@ -263,6 +310,18 @@ class RegressionRelease:
     def from_json(cls, text: str) -> RegressionRelease:
         """Rebuild a release from :meth:`to_json` output."""
         return cls.from_dict(json.loads(text))
+
+
+def _check_fields(
+    data: Mapping[str, Any], *, lists: tuple[str, ...], scalars: tuple[str, ...]
+) -> None:
+    """Strict JSON types: numbers (or lists of them) where numbers belong, named on failure."""
+    for name in lists:
+        if not isinstance(data[name], list | tuple):
+            raise TypeError(f"{name} must be a list (got {type(data[name]).__name__})")
+        check_json_numbers(data[name], name)
+    for name in scalars:
+        check_json_numbers(data[name], name, scalar=True)
 
 
 def _check_keys(
@@ -283,6 +342,7 @@ def release_regression(
     y_bounds: Any,
     epsilon: float,
     moments_share: float | None = None,
+    clamp: bool = False,
     rng: int | np.random.Generator | None = None,
 ) -> RegressionRelease:
     """Release the sufficient statistics of a linear regression under ε-differential privacy.
@@ -300,8 +360,8 @@ def release_regression(
     y
         Responses, shape ``(n,)``.
     x_bounds
-        ``d`` pairs ``(lower, upper)``, chosen without looking at the data. Every record must lie
-        inside: records are never clipped, since clipping would change what is released.
+        ``d`` pairs ``(lower, upper)``, chosen from public knowledge, without looking at the
+        data. Every record must lie inside, unless ``clamp`` is set.
     y_bounds
         ``(lower, upper)`` of the response, likewise.
     epsilon
@@ -309,6 +369,11 @@ def release_regression(
     moments_share
         If given, the share in (0, 1) of ``epsilon`` spent on the moments of x, half on the
         degree 1-2 sums and half on the degree 3-4 sums; the statistics get the rest.
+    clamp
+        If ``False`` (the default), a record outside the bounds stops the release. If ``True``,
+        every covariate and response is clamped to its bounds and the release records
+        ``clamped=True``; the bounds are public, so Δ is unchanged and the release stays ε-DP
+        (the model then describes the clamped records).
     rng
         Seed or generator for the noise; ``None`` uses fresh OS entropy.
 
@@ -319,9 +384,10 @@ def release_regression(
     Raises
     ------
     TypeError, ValueError
-        For malformed arguments, records outside the bounds, fewer records than the ``d + 2``
-        parameters (coefficients and σ²), or non-finite values. All checks run before any noise
-        is drawn.
+        For malformed arguments, records outside the bounds (without ``clamp``), fewer records
+        than the ``d + 2`` parameters (coefficients and σ²), bounds so wide that the
+        statistics overflow, or non-finite values. All checks run before any noise is drawn;
+        messages never quote a record's value.
 
     Examples
     --------
@@ -340,6 +406,9 @@ def release_regression(
             raise TypeError(f"moments_share must be a real number (got {moments_share!r})")
         if not 0.0 < moments_share < 1.0:
             raise ValueError(f"moments_share must lie in (0, 1) (got {moments_share!r})")
+        # A float32 share would make the parts' ε add up to more than the total.
+        moments_share = float(moments_share)
+    clamp = check_bool(clamp, "clamp")
     generator = check_rng(rng)
     xs = check_finite_array(x, "x")
     if xs.ndim == 1:
@@ -355,25 +424,46 @@ def release_regression(
             f"x has n={n} records but the model has d+2={d + 2} parameters ({d + 1} "
             "coefficients with the intercept, and σ²); need n >= d+2"
         )
-    xb = check_box(x_bounds, "x_bounds", size=d)
-    yb = check_box(y_bounds, "y_bounds", size=1)[0]
+    try:
+        xb = check_box(x_bounds, "x_bounds", size=d)
+        yb = check_box(y_bounds, "y_bounds", size=1)[0]
+    except OverflowError:
+        raise ValueError(
+            "x_bounds and y_bounds must be finite numbers (got an integer too large for a float)"
+        ) from None
+    # Every released sum is of monomials of degree <= 4 (moments) or 2 (statistics) in values
+    # bounded by the box: a public bound on |s| for the noise's resolution check.
+    largest = max(1.0, float(np.max(np.abs(xb))), float(np.max(np.abs(yb))))
+    with np.errstate(over="ignore"):
+        magnitude = float(np.float64(n) * np.float64(largest) ** 2)
+        moment_magnitude = float(np.float64(n) * np.float64(largest) ** 4)
+    if not np.isfinite(moment_magnitude if moments_share is not None else magnitude):
+        raise ValueError(
+            f"x_bounds and y_bounds reach {largest:.3g}: the sums of squares"
+            f"{'' if moments_share is None else ' and fourth powers'} of {n} records would "
+            "overflow a float; choose narrower bounds (in other units if need be)"
+        )
     xs = xs.astype(np.float64)
     ys = ys.astype(np.float64)
+    if clamp:
+        xs = np.clip(xs, xb[:, 0], xb[:, 1])
+        ys = np.clip(ys, yb[0], yb[1])
+    advice = (
+        "the release was stopped. The bounds must come from public knowledge, not from the "
+        "data: fix those records, or pass clamp=True to clamp every record to the bounds "
+        "(recorded in the release; the sensitivity is unchanged)"
+    )
     outside = np.any((xs < xb[:, 0]) | (xs > xb[:, 1]), axis=1)
     if np.any(outside):
-        i = int(np.flatnonzero(outside)[0])
         raise ValueError(
-            f"x has {int(outside.sum())} record(s) outside x_bounds={xb.tolist()}, first at row "
-            f"{i}: {xs[i].tolist()}; records are not clipped silently (that would change the "
-            "statistic the model describes): choose wider bounds or clip them yourself"
+            f"x has {int(outside.sum())} record(s) outside x_bounds={xb.tolist()}, the first at "
+            f"index {int(np.flatnonzero(outside)[0])}; {advice}"
         )
     outside = (ys < yb[0]) | (ys > yb[1])
     if np.any(outside):
-        i = int(np.flatnonzero(outside)[0])
         raise ValueError(
-            f"y has {int(outside.sum())} value(s) outside y_bounds={yb.tolist()}, first at row "
-            f"{i}: {ys[i]}; values are not clipped silently (that would change the statistic the "
-            "model describes): choose wider bounds or clip them yourself"
+            f"y has {int(outside.sum())} value(s) outside y_bounds={yb.tolist()}, the first at "
+            f"index {int(np.flatnonzero(outside)[0])}; {advice}"
         )
 
     stat_epsilon = epsilon if moments_share is None else epsilon * (1.0 - moments_share)
@@ -386,14 +476,27 @@ def release_regression(
             moments.append(
                 (powers, monomial_sums(xs, powers), sum_of_ranges(powers, xb[:, 0], xb[:, 1]))
             )
-    # Noise only after every check above has passed.
+    # Noise only after every check above, and every noise scale, has passed.
+    noise_scale(sensitivity=sensitivity, epsilon=stat_epsilon, magnitude=magnitude)
+    for _, _, delta in moments:
+        noise_scale(
+            sensitivity=delta, epsilon=0.5 * epsilon * moments_share, magnitude=moment_magnitude
+        )
     noisy = laplace_mechanism(
-        statistic, sensitivity=sensitivity, epsilon=stat_epsilon, rng=generator
+        statistic,
+        sensitivity=sensitivity,
+        epsilon=stat_epsilon,
+        rng=generator,
+        magnitude=magnitude,
     )
     released_moments = [
         MomentRelease(
             value=laplace_mechanism(
-                sums, sensitivity=delta, epsilon=0.5 * epsilon * moments_share, rng=generator
+                sums,
+                sensitivity=delta,
+                epsilon=0.5 * epsilon * moments_share,
+                rng=generator,
+                magnitude=moment_magnitude,
             ),
             powers=powers,
             epsilon=0.5 * epsilon * moments_share,
@@ -410,4 +513,5 @@ def release_regression(
         y_bounds=(float(yb[0]), float(yb[1])),
         second_moments=released_moments[0] if released_moments else None,
         fourth_moments=released_moments[1] if released_moments else None,
+        clamped=clamp,
     )
