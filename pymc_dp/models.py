@@ -2,7 +2,7 @@
 
 Every family has one named model: the records' distribution with θ under the family's
 conjugate prior, and a :class:`~pymc_dp.NoisySuffStat` node for the release, so that
-``pm.sample()`` runs the DP Gibbs sampler of Bernstein & Sheldon (2018). The prior's
+``pm.sample()`` samples its noise-aware posterior (Bernstein & Sheldon 2018). The prior's
 hyperparameters have names (``alpha``, ``beta``, …) and documented defaults, which is what
 ``pymc-dp fit --prior`` sets. Writing the model by hand gives the same result; this module is for
 the command line, notebooks and quick looks.
@@ -219,14 +219,14 @@ def build_model(
         Hyperparameters by name, e.g. ``{"alpha": 3, "beta": 5}``; missing ones take the
         defaults of :data:`PRIORS`.
     name
-        Name of the NoisySuffStat node (its latent variables are ``{name}_s``,
-        ``{name}_sigma2``).
+        Name of the NoisySuffStat node (its latent variables are ``{name}_s`` and
+        ``{name}_sigma2``, added by :func:`~pymc_dp.sample_latent` for a scalar release).
 
     Returns
     -------
     pymc.Model
         θ is named as in :attr:`PriorSpec.variables` (``p``, ``lam``, ``rate``, ``mu``,
-        ``sigma2``); ``pm.sample()`` on it assigns the DP Gibbs steps.
+        ``sigma2``); ``pm.sample()`` on it assigns the noise-aware samplers.
 
     Raises
     ------
@@ -242,7 +242,7 @@ def build_model(
     >>> rel = pmdp.release(x, pm.Binomial, epsilon=1.0, trials=5, rng=1)
     >>> model = build_model(rel, {"alpha": 3, "beta": 5})
     >>> [v.name for v in model.free_RVs]
-    ['p', 'y_s', 'y_sigma2']
+    ['p']
     """
     if not isinstance(release, Release):
         raise TypeError(f"release must be a pymc_dp.Release (got {type(release).__name__})")

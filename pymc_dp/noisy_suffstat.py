@@ -139,10 +139,14 @@ class NoisySuffStat:
     bounds
         Truncation window ``(a, b)`` of a windowed family's release.
     method
-        ``"auto"`` (default): collapsed for a released statistic of one number, augmented
-        otherwise. ``"collapsed"``: y | θ with s and σ² integrated out (exact draws of a scalar
-        θ, NUTS for any other θ). ``"augmented"``: the paper's Algorithm 1 over (θ, s, σ²),
-        with ``{name}_s`` and ``{name}_sigma2`` as model variables.
+        ``"collapsed"``: s is integrated out of θ's update. For a released statistic of one
+        number, y | θ is the normal–Laplace convolution (exact draws of a scalar θ by
+        :class:`~pymc_dp.GridStep`, NUTS for any other θ); for a vector, y | θ, σ² is normal
+        and θ is drawn by NUTS inside a partially collapsed Gibbs sampler.
+        ``"augmented"``: the paper's Algorithm 1 over (θ, s, σ²). ``"auto"`` (default):
+        collapsed, except for windowed (Σx, Σx²) releases (Normal, LogNormal with unknown σ),
+        which stay augmented because NUTS on their window moments takes a minute or more to
+        compile.
     model
         Model to add to; defaults to the model on the context stack.
 
@@ -233,7 +237,12 @@ class NoisySuffStat:
         scale = sensitivity / epsilon
         s_name, v_name = f"{name}_s", f"{name}_sigma2"
         scalar = family.stat_shape == () or getattr(family, "stat_size", 0) == 1
-        partial = method != "augmented" and not scalar
+        # Windowed (Σx, Σx²) releases stay on Algorithm 1 under "auto" for now: NUTS on their
+        # window moments compiles for a minute or more (measured 86 s), which costs more than
+        # it saves at moderate n. method="collapsed" asks for the partially collapsed sampler.
+        partial = not scalar and (
+            method == "collapsed" or (method == "auto" and not isinstance(family, TruncatedFamily))
+        )
         if method != "augmented" and scalar:
             return _collapsed_node(
                 model,

@@ -17,17 +17,23 @@ def categorical_release():
     return pmdp.release(x, pm.Categorical, epsilon=0.2, categories=3, rng=14)
 
 
-def binomial_model(rel, alpha=3.0, beta=5.0):
+def binomial_model(rel, alpha=3.0, beta=5.0, method="auto"):
+    """p ~ Beta(alpha, beta) and a Binomial release; ``method="augmented"`` for Algorithm 1."""
     with pm.Model() as model:
         p = pm.Beta("p", alpha, beta)
-        pmdp.NoisySuffStat("y", pm.Binomial.dist(n=rel.family_params["trials"], p=p), release=rel)
+        pmdp.NoisySuffStat(
+            "y",
+            pm.Binomial.dist(n=rel.family_params["trials"], p=p),
+            release=rel,
+            method=method,
+        )
     return model
 
 
-def categorical_model(rel, alpha=(2.0, 2.0, 2.0)):
+def categorical_model(rel, alpha=(2.0, 2.0, 2.0), method="auto"):
     with pm.Model() as model:
         p = pm.Dirichlet("p", np.asarray(alpha))
-        pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p), release=rel)
+        pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p), release=rel, method=method)
     return model
 
 

@@ -114,7 +114,8 @@ class SuffStatNormal(Continuous):
 class ScaledSimplexTransform(Transform):
     """Maps K counts summing to ``total`` to K - 1 unconstrained reals (PyMC's simplex, scaled)."""
 
-    name = "scaled_simplex"
+    # No underscore: PyMC reads the variable name back from "{name}_{transform}__" by its last one.
+    name = "scaledsimplex"
     ndim_supp = 1
 
     def __init__(self) -> None:
