@@ -41,6 +41,12 @@ _MIN_D = 1e-50
 """A window whose scaled mass D (below) is under this has q < e^-100 and is left out; the floor
 keeps the Mills-type ratios 1/D, and their derivatives, finite."""
 _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
+_NARROW = 4.0
+"""Windows with width · (width + far edge) below this (standardised) take their moments from
+Gauss–Legendre quadrature: there the recursion's terms are about 1/width and cancel (a relative
+error near 1e-6 in Var z² for a window 0.05 sd wide, 10 sd from the mean); the density varies
+by at most e^4 over such a window, which 20 nodes integrate to double precision."""
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(20)
 
 
 def _standard_window_moments(
@@ -84,6 +90,16 @@ def _standard_window_moments(
         moments.append(nxt)
         prev2, prev = prev, nxt
         p_lo, p_hi = p_lo * d_lo, p_hi * d_hi
+    # Narrow windows: E Y^j by quadrature, Y = X - u on [lo - u, hi - u].
+    narrow = pt.lt((hi - lo) * (2 * hi - lo), _NARROW)
+    nodes = (lo + hi) / 2 + (hi - lo) / 2 * pt.constant(_GL_NODES)
+    y = nodes - u
+    weights = pt.constant(_GL_WEIGHTS) * pt.exp(-y * (y + 2 * u) / 2)  # φ(x)/φ(u), <= 1
+    total = pt.sum(weights)
+    power = y
+    for j in range(order):
+        moments[j] = pt.switch(narrow, pt.sum(weights * power) / total, moments[j])
+        power = power * y
     moments = [m if j % 2 == 0 else sign * m for j, m in enumerate(moments, start=1)]
     return log_z, ok, sign * u, moments
 
