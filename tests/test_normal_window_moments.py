@@ -416,6 +416,7 @@ def _compile_logs_no_error(name: str, method: str, caplog) -> float:
     return elapsed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["augmented", "auto"])
 @pytest.mark.parametrize("name", NORMAL_NAMES)
 def test_compiling_normal_models_logs_no_error(name, method, caplog):
