@@ -80,19 +80,28 @@ def test_logp_gradient_matches_finite_differences():
 def test_suffstat_draw_is_its_conditional():
     """s | θ, y against the CDF of N(m, v)·Laplace(y; s, b) by quadrature, KS at α = 0.001."""
     rng = np.random.default_rng(2)
-    for y, m, v, lo, hi, b in [(1500.0, 1400.0, 1050.0, 0.0, 5000.0, 50.0), (-30.0, 10, 50, 0, 100, 5)]:
+    for y, m, v, lo, hi, b in [
+        (1500.0, 1400.0, 1050.0, 0.0, 5000.0, 50.0),
+        (-30.0, 10, 50, 0, 100, 5),
+    ]:
         s = draw_collapsed_suffstat(
             rng, released=np.full(3000, y), mean=m, var=v, lower=lo, upper=hi, scale=b
         )
         assert np.all((s >= lo) & (s <= hi))
-        dens = lambda t, y=y, m=m, v=v, b=b: stats.norm.pdf(t, m, np.sqrt(v)) * stats.laplace.pdf(  # noqa: E731
-            y, t, b
+        dens = lambda t, y=y, m=m, v=v, b=b: (
+            stats.norm.pdf(t, m, np.sqrt(v))
+            * stats.laplace.pdf(  # noqa: E731
+                y, t, b
+            )
         )
         z = integrate.quad(dens, lo, hi, points=[min(max(y, lo), hi), m], limit=200)[0]
 
         def cdf(t, lo=lo, y=y, dens=dens, z=z):
             return np.array(
-                [integrate.quad(dens, lo, u, points=[min(max(y, lo), u)], limit=200)[0] / z for u in t]
+                [
+                    integrate.quad(dens, lo, u, points=[min(max(y, lo), u)], limit=200)[0] / z
+                    for u in t
+                ]
             )
 
         assert stats.kstest(s[:1500], cdf).pvalue > 0.001
@@ -108,8 +117,10 @@ def test_grid_draws_follow_the_density(dist, transform):
     rng = np.random.default_rng(3)
     if transform is None:
         # scipy's Laplace logpdf underflows to -inf far from its centre; the closed form does not.
-        logp = dist.logpdf if dist.dist.name != "laplace" else (
-            lambda z: -np.abs(z - dist.mean()) / dist.std() * np.sqrt(2.0)
+        logp = (
+            dist.logpdf
+            if dist.dist.name != "laplace"
+            else (lambda z: -np.abs(z - dist.mean()) / dist.std() * np.sqrt(2.0))
         )
     else:
         logp = lambda z: dist.logpdf(np.exp(z)) + z  # noqa: E731
@@ -145,8 +156,14 @@ def test_engine_default_is_collapsed_and_matches_exact_binomial_posterior():
     x = np.random.default_rng(21).binomial(5, 0.3, size=1000)
     rel = pmdp.release(x, pm.Binomial, epsilon=0.01, trials=5, rng=22)
     trace = sample_gibbs(
-        4, family=rel.get_family(), prior=(3.0, 5.0), released=[float(rel.value)], n=rel.n,
-        scale=rel.scale, draws=1000, chains=2,
+        4,
+        family=rel.get_family(),
+        prior=(3.0, 5.0),
+        released=[float(rel.value)],
+        n=rel.n,
+        scale=rel.scale,
+        draws=1000,
+        chains=2,
     )
     draws = trace.theta.ravel()
     exact = exact_posterior(rel, prior=(3.0, 5.0))
@@ -213,8 +230,13 @@ def test_windowed_poisson_grid_matches_exact_convolution_posterior_with_far_mode
     x = np.random.default_rng(8).poisson(8.0, size=n)
     rel = pmdp.release(x, pm.Poisson, epsilon=epsilon, bounds=bounds, rng=9)
     grid = posterior_grid(
-        np.random.default_rng(10), family=fam, params=(np.array([1.0]), np.array([0.05])),
-        released=np.array([float(rel.value)]), n=n, scale=rel.scale, bounds=bounds,
+        np.random.default_rng(10),
+        family=fam,
+        params=(np.array([1.0]), np.array([0.05])),
+        released=np.array([float(rel.value)]),
+        n=n,
+        scale=rel.scale,
+        bounds=bounds,
     )
     lams = np.linspace(6.0, 30.0, 4801)
     log_post = _windowed_poisson_exact_log_lik(lams, float(rel.value), n, 20, rel.scale)
@@ -263,8 +285,14 @@ def test_collapsed_and_augmented_engines_agree(family, categorical_release):
     if family == "exponential":
         x = np.random.default_rng(21).exponential(1 / 3.0, size=500)
         rel = pmdp.release(x, pm.Exponential, epsilon=0.2, bounds=(0.0, 1.2), rng=22)
-        kwargs = dict(family=rel.get_family(), prior=(2.0, 1.0), released=[float(rel.value)],
-                      n=rel.n, scale=rel.scale, bounds=rel.bounds)
+        kwargs = dict(
+            family=rel.get_family(),
+            prior=(2.0, 1.0),
+            released=[float(rel.value)],
+            n=rel.n,
+            scale=rel.scale,
+            bounds=rel.bounds,
+        )
         a = sample_gibbs(1, draws=2000, chains=2, **kwargs).theta[..., 0]
         b = sample_gibbs(2, draws=4000, tune=500, chains=40, method="augmented", **kwargs)
         b = b.theta[..., 0]
@@ -275,9 +303,17 @@ def test_collapsed_and_augmented_engines_agree(family, categorical_release):
             pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p), release=rel)
             idata = sample(draws=2000, tune=500, chains=2, cores=1, random_seed=3)
         a = posterior_dataset(idata)["p"].values[..., 0]
-        b = sample_gibbs(4, family=rel.get_family(), prior=(np.full(3, 2.0),),
-                         released=np.asarray(rel.value)[None], n=rel.n, scale=rel.scale,
-                         draws=4000, tune=500, chains=40).theta[:, :, 0, 0]
+        b = sample_gibbs(
+            4,
+            family=rel.get_family(),
+            prior=(np.full(3, 2.0),),
+            released=np.asarray(rel.value)[None],
+            n=rel.n,
+            scale=rel.scale,
+            draws=4000,
+            tune=500,
+            chains=40,
+        ).theta[:, :, 0, 0]
     assert stats.ks_2samp(_thin(a), _thin(b)).pvalue > 0.001
 
 

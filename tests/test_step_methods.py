@@ -1,4 +1,7 @@
-"""Each DP step method samples its full conditional; assignment, pickling and replay."""
+"""Each step method of Algorithm 1 (method="augmented") samples its full conditional.
+
+Also: assignment, pickling and replay.
+"""
 
 import cloudpickle
 import numpy as np
@@ -39,7 +42,7 @@ def _point(model, **values):
 
 
 def test_assignment_picks_dp_steps_for_exactly_the_node_variables(binomial_release):
-    model = binomial_model(binomial_release)
+    model = binomial_model(binomial_release, method="augmented")
     with model:
         z = pm.Normal("z", 0, 1)  # unrelated variable keeps NUTS
         _, selected = pm.sampling.mcmc.assign_step_methods(model)
@@ -54,7 +57,7 @@ def test_assignment_picks_dp_steps_for_exactly_the_node_variables(binomial_relea
 
 
 def test_competence_is_ideal_only_for_node_variables(binomial_release):
-    model = binomial_model(binomial_release)
+    model = binomial_model(binomial_release, method="augmented")
     ideal, incompatible = pm.step_methods.compound.Competence.IDEAL, 0
     assert pmdp.ConjugateStep.competence(model["p"], True) == ideal
     assert pmdp.NormProductStep.competence(model["y_s"], True) == ideal
@@ -69,7 +72,7 @@ def test_competence_is_ideal_only_for_node_variables(binomial_release):
 
 
 def test_conjugate_step_draws_beta_posterior(binomial_release):
-    model = binomial_model(binomial_release)
+    model = binomial_model(binomial_release, method="augmented")
     s = 1512.3
     with model:
         step = pmdp.ConjugateStep([model["p"]], rng=1)
@@ -79,7 +82,7 @@ def test_conjugate_step_draws_beta_posterior(binomial_release):
 
 
 def test_conjugate_step_draws_dirichlet_posterior(categorical_release):
-    model = categorical_model(categorical_release)
+    model = categorical_model(categorical_release, method="augmented")
     s = np.array([150.5, 402.0, 247.5])
     with model:
         step = pmdp.ConjugateStep([model["p"]], rng=2)
@@ -95,14 +98,16 @@ def test_conjugate_step_reads_random_hyperparameters(binomial_release):
     with pm.Model() as model:
         a = pm.HalfNormal("a", 5.0)
         p = pm.Beta("p", a, 5.0)
-        pmdp.NoisySuffStat("y", pm.Binomial.dist(n=5, p=p), release=binomial_release)
+        pmdp.NoisySuffStat(
+            "y", pm.Binomial.dist(n=5, p=p), release=binomial_release, method="augmented"
+        )
         step = pmdp.ConjugateStep([p], rng=3)
         draws = _repeat(step, _point(model, a=7.5, y_s=1000.0), "p", n=2000)
     assert stats.kstest(draws, stats.beta(7.5 + 1000, 5.0 + 4000).cdf).pvalue > ALPHA
 
 
 def test_norm_product_step_draws_truncated_product_scalar(binomial_release):
-    model = binomial_model(binomial_release)
+    model = binomial_model(binomial_release, method="augmented")
     p, sigma2 = 0.31, 900.0
     y = float(binomial_release.value)
     with model:
@@ -124,7 +129,7 @@ def test_norm_product_step_at_a_boundary_stays_valid_and_exact():
     )
     with pm.Model() as model:
         p = pm.Beta("p", 1, 1)
-        pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel)
+        pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel, method="augmented")
         step = pmdp.NormProductStep([model["y_s"]], rng=5, proposals=1)
         draws = _repeat(step, _point(model, p=0.02, y_sigma2=4.0), "y_s")
     v1, m1 = 20 * 0.02 * 0.98, 20 * 0.02
@@ -137,7 +142,7 @@ def test_norm_product_step_at_a_boundary_stays_valid_and_exact():
 
 
 def test_norm_product_step_categorical_stays_on_simplex_and_matches_product(categorical_release):
-    model = categorical_model(categorical_release)
+    model = categorical_model(categorical_release, method="augmented")
     p = np.array([0.2, 0.5, 0.3])
     sigma2 = np.array([50.0, 80.0, 60.0])
     y = np.asarray(categorical_release.value)
@@ -159,7 +164,7 @@ def test_norm_product_step_categorical_stays_on_simplex_and_matches_product(cate
 
 
 def test_noise_variance_step_draws_inverse_gaussian(binomial_release):
-    model = binomial_model(binomial_release)
+    model = binomial_model(binomial_release, method="augmented")
     s = float(binomial_release.value) - 37.0
     with model:
         step = pmdp.NoiseVarianceStep([model["y_sigma2"]], rng=7)
@@ -170,7 +175,7 @@ def test_noise_variance_step_draws_inverse_gaussian(binomial_release):
 
 
 def test_steps_refuse_foreign_variables(binomial_release):
-    model = binomial_model(binomial_release)
+    model = binomial_model(binomial_release, method="augmented")
     with model, pytest.raises(ValueError, match="cannot sample 'y_s'"):
         pmdp.ConjugateStep([model["y_s"]])
     with model, pytest.raises(ValueError, match="cannot sample 'p'"):
@@ -182,7 +187,9 @@ def test_steps_refuse_foreign_variables(binomial_release):
 def test_conjugate_step_refuses_theta_used_elsewhere(binomial_release):
     with pm.Model() as model:
         p = pm.Beta("p", 3, 5)
-        pmdp.NoisySuffStat("y", pm.Binomial.dist(n=5, p=p), release=binomial_release)
+        pmdp.NoisySuffStat(
+            "y", pm.Binomial.dist(n=5, p=p), release=binomial_release, method="augmented"
+        )
         pm.Bernoulli("extra", p=p, observed=[1, 0, 1])
         with pytest.raises(ValueError, match=r"'p' is also used by \['extra'\]"):
             pmdp.ConjugateStep([p])
@@ -190,7 +197,7 @@ def test_conjugate_step_refuses_theta_used_elsewhere(binomial_release):
 
 
 def test_steps_pickle_and_sample_in_parallel(binomial_release):
-    model = binomial_model(binomial_release)
+    model = binomial_model(binomial_release, method="augmented")
     with model:
         step = pmdp.NormProductStep([model["y_s"]], rng=8)
         clone = cloudpickle.loads(cloudpickle.dumps(step))  # as sample(cores>1) does
@@ -210,7 +217,7 @@ def test_steps_pickle_and_sample_in_parallel(binomial_release):
 def test_same_seed_same_trace(categorical_release, cores):
     traces = []
     for _ in range(2):
-        with categorical_model(categorical_release):
+        with categorical_model(categorical_release, method="augmented"):
             idata = sample(draws=30, tune=10, chains=2, cores=cores, random_seed=10)
         traces.append(posterior_dataset(idata))
     for name in ("p", "y_s", "y_sigma2"):
@@ -218,7 +225,7 @@ def test_same_seed_same_trace(categorical_release, cores):
 
 
 def test_sampling_state_replays(binomial_release):
-    model = binomial_model(binomial_release)
+    model = binomial_model(binomial_release, method="augmented")
     with model:
         step = pmdp.NoiseVarianceStep([model["y_sigma2"]], rng=11)
     point = model.initial_point()
@@ -230,7 +237,7 @@ def test_sampling_state_replays(binomial_release):
 
 
 def test_trace_shows_latent_statistic_and_noise_variance(binomial_release):
-    with binomial_model(binomial_release):
+    with binomial_model(binomial_release, method="augmented"):
         idata = sample(
             draws=20,
             tune=10,
