@@ -43,7 +43,9 @@ FAMILIES = ("binomial", "categorical", "exponential", "normal")
 
 def make_release(family: str, n: int, epsilon: float, rng: np.random.Generator) -> pmdp.Release:
     if family == "binomial":
-        return pmdp.release(rng.binomial(5, 0.3, n), pm.Binomial, epsilon=epsilon, trials=5, rng=rng)
+        return pmdp.release(
+            rng.binomial(5, 0.3, n), pm.Binomial, epsilon=epsilon, trials=5, rng=rng
+        )
     if family == "categorical":
         x = rng.choice(3, p=[0.2, 0.5, 0.3], size=n)
         return pmdp.release(x, pm.Categorical, epsilon=epsilon, categories=3, rng=rng)

@@ -19,19 +19,21 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 import pymc as pm
 from pymc.step_methods.compound import BlockedStep
 
 import pymc_dp as pmdp
+from pymc_dp._compat import posterior_dataset
 
 
 class TrivialStep(BlockedStep):
     """Returns the point unchanged: the cost of PyMC's sampling loop alone."""
 
     name = "trivial"
-    stats_dtypes_shapes: dict = {}
+    stats_dtypes_shapes: ClassVar[dict] = {}
 
     def __init__(self, vars, **kwargs):
         self.vars = vars
@@ -56,7 +58,7 @@ def per_iteration(model: pm.Model, step, draws: int) -> float:
             random_seed=1,
         )
         wall = time.perf_counter() - start
-    seconds = idata.sample_stats.attrs.get("sampling_time") or wall
+    seconds = posterior_dataset(idata).attrs.get("sampling_time") or wall
     return float(seconds) / draws
 
 
@@ -77,8 +79,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         trivial = TrivialStep([plain.rvs_to_values[q]])
     per_iteration(dp_model, grid, 100)  # warm-up outside the timing
     per_iteration(plain, trivial, 100)
-    grid_t = statistics.median(per_iteration(dp_model, grid, args.draws) for _ in range(args.repeats))
-    base_t = statistics.median(per_iteration(plain, trivial, args.draws) for _ in range(args.repeats))
+    grid_t = statistics.median(
+        per_iteration(dp_model, grid, args.draws) for _ in range(args.repeats)
+    )
+    base_t = statistics.median(
+        per_iteration(plain, trivial, args.draws) for _ in range(args.repeats)
+    )
     print(f"PyMC loop with a trivial step: {base_t * 1e6:7.1f} µs per iteration")
     print(f"GridStep (default, Binomial):  {grid_t * 1e6:7.1f} µs per iteration")
     print(f"ratio: {grid_t / base_t:.2f}x (goal <= 3x)")

@@ -92,7 +92,8 @@ examples:
 _FIT_DESCRIPTION = """\
 Analyst: fit the conjugate model of a release's family with its noise-aware posterior
 (pm.sample with a NoisySuffStat node: exact draws of a scalar θ, NUTS within the partially
-collapsed Gibbs sampler for a vector statistic) and write, to OUTPUT_DIR, the posterior as an ArviZ file
+collapsed Gibbs sampler for a vector statistic) and write, to OUTPUT_DIR, the posterior as an
+ArviZ file
 with the release in its attrs and constant_data, the ArviZ summary (printed and as CSV), a plot of
 the posterior against the naive one that treats the noisy value as exact, and a trace plot."""
 

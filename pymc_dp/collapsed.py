@@ -40,12 +40,16 @@ def collapsible(family: ExponentialFamily) -> bool:
     Examples
     --------
     >>> from pymc_dp.families import Binomial, Categorical, Normal
-    >>> collapsible(Binomial(trials=5)), collapsible(Categorical(categories=3)), collapsible(Normal())
-    (True, False, False)
+    >>> collapsible(Binomial(trials=5)), collapsible(Categorical(categories=3))
+    (True, False)
+    >>> collapsible(Normal())
+    False
     """
     scalar_stat = family.stat_shape in ((), (1,))
-    return scalar_stat and all(shape == () for shape in family.prior_shapes) and (
-        family.prior_transform is not NotImplemented
+    return (
+        scalar_stat
+        and all(shape == () for shape in family.prior_shapes)
+        and (family.prior_transform is not NotImplemented)
     )
 
 
@@ -64,7 +68,9 @@ def _log_posterior(family: ExponentialFamily, n: int, bounds: tuple[float, float
     logp = logp + normal_laplace_logp(y, mean, var, lower, upper, scale)
     zs = pt.dmatrix("zs")
     cols = [pt.tensor(v.name, dtype="float64", shape=(None, 1)) for v in (y, scale, *prior)]
-    batched = vectorize_graph(logp, replace=dict(zip([z, y, scale, *prior], [zs, *cols], strict=True)))
+    batched = vectorize_graph(
+        logp, replace=dict(zip([z, y, scale, *prior], [zs, *cols], strict=True))
+    )
     fn = pytensor.function([zs, *cols], batched, mode="FAST_COMPILE")
     return fn
 
@@ -171,7 +177,7 @@ def _statistic_of_all_records(
     theta: npt.NDArray,
     s_hat: npt.NDArray,
 ) -> npt.NDArray:
-    """s | ŝ, θ from the joint CLT of (ŝ, s), drawn inside s's valid region."""
+    """S | ŝ, θ from the joint CLT of (ŝ, s), drawn inside s's valid region."""
     from pymc_dp.engine import _batched_moments  # the engine's compiled joint CLT
 
     mean, cov = _batched_moments(family, n, bounds)(theta.reshape(-1))

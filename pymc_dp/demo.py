@@ -8,8 +8,8 @@ non-private posterior (which sees the data). Run as ``pymc-dp-demo`` or
 ``python -m pymc_dp.demo``; ``--help`` lists the options.
 
 Outputs in ``--output-dir``: ``summary.txt`` (what is printed), ``posterior.nc`` (the sampled
-posterior), ``comparison.png`` (densities of p) and ``trace.png`` (trace plot of p, the latent statistic
-and the noise variance).
+posterior), ``comparison.png`` (densities of p) and ``trace.png`` (trace plot of p, the latent
+statistic and the noise variance).
 """
 
 from __future__ import annotations
@@ -178,7 +178,12 @@ def _comparison_table(p_draws: np.ndarray, naive: Any, exact: Any, true_p: float
     """Mean, sd and central interval of p for each method, as aligned text."""
     tail = (1 - INTERVAL) / 2
     rows = [
-        ("noise-aware", p_draws.mean(), p_draws.std(ddof=1), *np.quantile(p_draws, [tail, 1 - tail])),
+        (
+            "noise-aware",
+            p_draws.mean(),
+            p_draws.std(ddof=1),
+            *np.quantile(p_draws, [tail, 1 - tail]),
+        ),
         ("naive", naive.mean(), naive.std(), naive.ppf(tail), naive.ppf(1 - tail)),
         ("non-private", exact.mean(), exact.std(), exact.ppf(tail), exact.ppf(1 - tail)),
     ]

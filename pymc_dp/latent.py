@@ -110,9 +110,7 @@ def _evaluate_over_draws(model: pm.Model, outputs: list, posterior: Any) -> list
     fn = pytensor.function(inputs, [pt.as_tensor_variable(o) for o in replaced])
     chains, draws = posterior.sizes["chain"], posterior.sizes["draw"]
     stacked = [np.asarray(posterior[rv.name].values) for rv in free]
-    results = [
-        fn(*[a[c, d] for a in stacked]) for c in range(chains) for d in range(draws)
-    ]
+    results = [fn(*[a[c, d] for a in stacked]) for c in range(chains) for d in range(draws)]
     return [
         np.asarray([r[i] for r in results]).reshape(chains, draws, *np.shape(results[0][i]))
         for i in range(len(outputs))

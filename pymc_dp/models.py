@@ -207,7 +207,11 @@ _RECORDS: Mapping[str, Callable[[Any, tuple, str], Any]] = {
 
 
 def build_model(
-    release: Release, prior: Mapping[str, Any] | None = None, *, name: str = "y"
+    release: Release,
+    prior: Mapping[str, Any] | None = None,
+    *,
+    name: str = "y",
+    method: str = "auto",
 ) -> pm.Model:
     """The family's conjugate model of a release: θ's prior, the records, a NoisySuffStat node.
 
@@ -221,6 +225,9 @@ def build_model(
     name
         Name of the NoisySuffStat node (its latent variables are ``{name}_s`` and
         ``{name}_sigma2``, added by :func:`~pymc_dp.sample_latent` for a scalar release).
+    method
+        Passed to :class:`~pymc_dp.NoisySuffStat` (``"auto"``, ``"collapsed"``,
+        ``"augmented"``).
 
     Returns
     -------
@@ -251,7 +258,7 @@ def build_model(
     params = prior_hyperparameters(family, prior)
     with pm.Model() as model:
         dist = _RECORDS[spec.distribution](family, params, name)
-        NoisySuffStat(name, dist, release=release)
+        NoisySuffStat(name, dist, release=release, method=method)
     return model
 
 

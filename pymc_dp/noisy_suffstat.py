@@ -38,8 +38,8 @@ import numpy.typing as npt
 import pymc as pm
 import pytensor.tensor as pt
 
-from pymc_dp._validation import check_finite_array, check_int, check_positive
 from pymc_dp._compat import ancestors
+from pymc_dp._validation import check_finite_array, check_int, check_positive
 from pymc_dp.distributions import (
     AuxiliarySimplexSuffStat,
     AuxiliaryWindowSuffStat,

@@ -66,7 +66,7 @@ def test_constant_data_and_dims_are_declared(binomial_release, categorical_relea
 
 
 def test_statistic_dims_for_windowed_families(exponential_release, normal_release):
-    model = build_model(exponential_release)
+    model = build_model(exponential_release, method="augmented")
     assert model.named_vars_to_dims["y_s"] == ("y_part",)
     assert "y" not in model.named_vars_to_dims
     model = build_model(normal_release)
@@ -121,7 +121,8 @@ def fitted(binomial_release, categorical_release, exponential_release):
                 "categorical": categorical_release,
                 "exponential": exponential_release,
             }[family]
-            model = build_model(rel)
+            # Algorithm 1: y_s is in the trace, and y's predictive is y_s + Laplace noise.
+            model = build_model(rel, method="augmented")
             with model:
                 cache[family] = rel, model, sample(draws=300, tune=100, chains=2, random_seed=5)
         return cache[family]

@@ -88,12 +88,10 @@ def test_suffstat_draw_is_its_conditional():
             rng, released=np.full(3000, y), mean=m, var=v, lower=lo, upper=hi, scale=b
         )
         assert np.all((s >= lo) & (s <= hi))
-        dens = lambda t, y=y, m=m, v=v, b=b: (
-            stats.norm.pdf(t, m, np.sqrt(v))
-            * stats.laplace.pdf(  # noqa: E731
-                y, t, b
-            )
-        )
+
+        def dens(t, y=y, m=m, v=v, b=b):
+            return stats.norm.pdf(t, m, np.sqrt(v)) * stats.laplace.pdf(y, t, b)
+
         z = integrate.quad(dens, lo, hi, points=[min(max(y, lo), hi), m], limit=200)[0]
 
         def cdf(t, lo=lo, y=y, dens=dens, z=z):
@@ -321,3 +319,28 @@ def _thin(draws):
     draws = np.asarray(draws)
     step = max(1, int(draws.size / float(az.ess(az.convert_to_dataset(draws))["x"])))
     return draws[:, ::step].ravel()
+
+
+@pytest.mark.parametrize("family", ["binomial", "categorical"])
+def test_standard_pymc_workflows_run_on_the_default_model(
+    family, binomial_release, categorical_release
+):
+    """Posterior predictive, log-likelihood, LOO, do, observe and freezing dims and data."""
+    from pymc.model.transform.optimization import freeze_dims_and_data
+
+    if family == "binomial":
+        model, theta = binomial_model(binomial_release), 0.3
+    else:
+        from tests.conftest import categorical_model
+
+        model, theta = categorical_model(categorical_release), np.array([0.2, 0.5, 0.3])
+    with model:
+        idata = sample(draws=100, tune=100, chains=2, cores=1, random_seed=7)
+        pp = pm.sample_posterior_predictive(idata, progressbar=False, random_seed=8)
+        ll = pm.compute_log_likelihood(idata, progressbar=False)
+    assert np.all(np.isfinite(pp.posterior_predictive["y"].values))
+    assert np.all(np.isfinite(ll.log_likelihood["y"].values))
+    assert np.isfinite(float(az.loo(ll).elpd_loo))
+    assert "p" not in {v.name for v in pm.do(model, {"p": theta}).free_RVs}
+    assert "p" in {v.name for v in pm.observe(model, {"p": theta}).observed_RVs}
+    assert "p" in {v.name for v in freeze_dims_and_data(model).free_RVs}

@@ -12,7 +12,7 @@ from tests.conftest import binomial_model, sample
 
 
 def test_node_adds_latent_statistic_noise_variance_and_laplace_observation(binomial_release):
-    model = binomial_model(binomial_release)
+    model = binomial_model(binomial_release, method="augmented")
     assert [v.name for v in model.free_RVs] == ["p", "y_s", "y_sigma2"]
     assert [v.name for v in model.observed_RVs] == ["y"]
     # y | s is Laplace(s, Δ/ε): check the logp against scipy at a point.
@@ -187,13 +187,15 @@ def test_under_noised_release_warns():
 def test_chains_start_from_distinct_prior_draws_unless_theta_has_an_initval(binomial_release):
     from pymc.initial_point import make_initial_point_fns_per_chain
 
-    model = binomial_model(binomial_release)
+    model = binomial_model(binomial_release, method="augmented")
     fns = make_initial_point_fns_per_chain(model=model, overrides=None, jitter_rvs=set(), chains=2)
     first, second = (fn(seed) for fn, seed in zip(fns, [1, 2], strict=True))
     for name in ("p_logodds__", "y_s_interval__", "y_sigma2_log__"):
         assert first[name] != second[name]
     with pm.Model() as fixed:
         p = pm.Beta("p", 3, 5, initval=0.25)
-        pmdp.NoisySuffStat("y", pm.Binomial.dist(n=5, p=p), release=binomial_release)
+        pmdp.NoisySuffStat(
+            "y", pm.Binomial.dist(n=5, p=p), release=binomial_release, method="augmented"
+        )
     point = fixed.initial_point(random_seed=3)
     np.testing.assert_allclose(point["p_logodds__"], np.log(0.25 / 0.75))

@@ -76,7 +76,7 @@ def test_nuts_on_the_same_model_agrees():
     """NUTS on (p, s) with the model's logp gives the Gibbs posterior (ε = 0.1, n = 1000)."""
     x = np.random.default_rng(31).binomial(5, 0.3, size=1000)
     rel = pmdp.release(x, pm.Binomial, epsilon=0.1, trials=5, rng=32)
-    model = binomial_model(rel, *PRIOR)
+    model = binomial_model(rel, *PRIOR, method="augmented")
     with model:
         gibbs = sample(
             draws=4000,

@@ -19,11 +19,11 @@ from pymc_dp.distributions.window import WindowSuffStat, WindowSuffStatRV
 __all__ = [
     "AuxiliarySimplexSuffStat",
     "AuxiliaryWindowSuffStat",
-    "LaplaceMixingVariance",
-    "MixingVarianceRV",
     "CollapsedLaplace",
     "CollapsedLaplaceRV",
+    "LaplaceMixingVariance",
     "LaplaceNoiseVariance",
+    "MixingVarianceRV",
     "NoiseVarianceRV",
     "ScaledSimplexTransform",
     "SuffStatNormal",

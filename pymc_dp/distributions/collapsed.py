@@ -4,7 +4,8 @@ For a family whose released statistic is one number, s | θ ~ N(m, v) on its val
 [L, U] (the CLT, m = nμ(θ), v = nΣ(θ), or the window moments of a truncated family) and
 y | s ~ Laplace(s, b) with b = Δ/ε. The likelihood of θ is then the convolution
 
-    p(y | θ) = 1/Z ∫_L^U N(s; m, v) · e^{-|y - s|/b} / (2b) ds,     Z = Φ((U - m)/√v) - Φ((L - m)/√v),
+    p(y | θ) = 1/Z ∫_L^U N(s; m, v) · e^{-|y - s|/b} / (2b) ds,
+    Z = Φ((U - m)/√v) - Φ((L - m)/√v),
 
 which splits at s = y into two pieces, each a shifted normal's mass on an interval:
 
@@ -23,8 +24,8 @@ import numpy as np
 import pytensor.tensor as pt
 from pymc.distributions.dist_math import check_parameters
 from pymc.distributions.distribution import Continuous
-from pytensor.tensor.random.op import RandomVariable
 from pytensor.graph.basic import Variable
+from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.variable import TensorVariable
 from scipy.stats import truncnorm
 
@@ -130,7 +131,9 @@ def normal_laplace_logp(
     left_top = pt.switch(has_left, pt.minimum(value, upper), upper)
     right_bottom = pt.switch(has_right, pt.maximum(value, lower), lower)
     left = -(value - mean) / scale + base + log_diff_normal_cdf(mean + shift, sd, left_top, lower)
-    right = (value - mean) / scale + base + log_diff_normal_cdf(mean - shift, sd, upper, right_bottom)
+    right = (
+        (value - mean) / scale + base + log_diff_normal_cdf(mean - shift, sd, upper, right_bottom)
+    )
     left = pt.switch(has_left, left, -np.inf)
     right = pt.switch(has_right, right, -np.inf)
     log_z = log_diff_normal_cdf(mean, sd, upper, lower)
@@ -149,7 +152,12 @@ class CollapsedLaplaceRV(RandomVariable):
     def rng_fn(cls, rng, mean, var, lower, upper, scale, size):  # noqa: D102
         sd = np.sqrt(var)
         s = truncnorm.rvs(
-            (lower - mean) / sd, (upper - mean) / sd, loc=mean, scale=sd, size=size, random_state=rng
+            (lower - mean) / sd,
+            (upper - mean) / sd,
+            loc=mean,
+            scale=sd,
+            size=size,
+            random_state=rng,
         )
         return s + rng.laplace(0.0, scale, size=np.shape(s))
 

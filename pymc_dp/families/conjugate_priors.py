@@ -10,10 +10,9 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 import pymc as pm
+from pymc.distributions import transforms
 from pytensor.tensor.variable import TensorVariable
 from scipy import stats
-
-from pymc.distributions import transforms
 
 from pymc_dp.families.util import reciprocal_of
 from pymc_dp.kernels import draw_beta, draw_gamma, draw_normal
@@ -30,7 +29,7 @@ class GammaPrior:
 
     @staticmethod
     def prior_transform_forward(theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """log θ."""
+        """Log θ."""
         return np.log(np.asarray(theta, dtype=np.float64))
 
     @staticmethod
@@ -68,7 +67,7 @@ class BetaPrior:
 
     @staticmethod
     def prior_transform_forward(theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """logit θ."""
+        """Logit θ."""
         theta = np.asarray(theta, dtype=np.float64)
         return np.log(theta) - np.log1p(-theta)
 

@@ -59,11 +59,13 @@ def collapsed_piece_log_masses(
     left_top = np.minimum(y, hi)
     right_bottom = np.maximum(y, lo)
     with np.errstate(invalid="ignore"):
-        left = -(y - m) / b + base + _log_diff_ndtr(
-            (left_top - m - v / b) / sd, (lo - m - v / b) / sd
+        left = (
+            -(y - m) / b + base + _log_diff_ndtr((left_top - m - v / b) / sd, (lo - m - v / b) / sd)
         )
-        right = (y - m) / b + base + _log_diff_ndtr(
-            (hi - m + v / b) / sd, (right_bottom - m + v / b) / sd
+        right = (
+            (y - m) / b
+            + base
+            + _log_diff_ndtr((hi - m + v / b) / sd, (right_bottom - m + v / b) / sd)
         )
     left = np.where(y > lo, left, -np.inf)
     right = np.where(y < hi, right, -np.inf)
@@ -110,9 +112,7 @@ def draw_collapsed_suffstat(
     y, m, v, lo, hi, b = np.broadcast_arrays(
         *(np.asarray(a, dtype=np.float64) for a in (released, mean, var, lower, upper, scale))
     )
-    left, right = collapsed_piece_log_masses(
-        released=y, mean=m, var=v, lower=lo, upper=hi, scale=b
-    )
+    left, right = collapsed_piece_log_masses(released=y, mean=m, var=v, lower=lo, upper=hi, scale=b)
     top = np.maximum(left, right)
     p_left = np.exp(left - top) / (np.exp(left - top) + np.exp(right - top))
     take_left = rng.uniform(size=y.shape) < p_left

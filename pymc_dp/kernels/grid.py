@@ -240,9 +240,7 @@ def _resolve_peaks(
     nodes = np.take_along_axis(nodes, order, -1)
     f = np.take_along_axis(f, order, -1)
     # Rows keep a common width: pad shorter rows by repeating their last node (zero-width cells).
-    last = np.take_along_axis(
-        nodes, (np.sum(~np.isnan(nodes), axis=-1) - 1)[..., None], -1
-    )
+    last = np.take_along_axis(nodes, (np.sum(~np.isnan(nodes), axis=-1) - 1)[..., None], -1)
     return np.where(np.isnan(nodes), last, nodes), f
 
 

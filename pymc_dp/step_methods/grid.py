@@ -46,24 +46,26 @@ class _Conditional:
         kwargs = {"mode": "FAST_COMPILE", **compile_kwargs}
         self._fn = pm_compile([nodes, *others], batched, on_unused_input="ignore", **kwargs)
         self._key: tuple | None = None
+        self._grid = None
         self._buffer: list[float] = []
 
     def draw(self, rng: np.random.Generator, point: dict) -> np.ndarray:
         others = [np.asarray(point[name]) for name in self.input_names]
         key = tuple(o.tobytes() for o in others)
-        if key != self._key or not self._buffer:
-            args = others
+        if key != self._key:
 
             def log_density(z):
-                return self._fn(np.asarray(z, dtype=np.float64).reshape(-1), *args).reshape(
+                return self._fn(np.asarray(z, dtype=np.float64).reshape(-1), *others).reshape(
                     np.shape(z)
                 )
 
-            grid = grid_density(log_density, center=np.asarray(point[self.name], dtype=float))
-            # Nothing else moves (no other inputs): every later step can use the same grid.
-            size = _BUFFER if not others else 1
-            self._buffer = list(draw_from_grid(rng, grid, size=size))
+            self._grid = grid_density(log_density, center=np.asarray(point[self.name], dtype=float))
             self._key = key
+            self._buffer = []
+        if not self._buffer:
+            # With nothing else in the conditional, the grid never changes: draw in blocks.
+            size = _BUFFER if not others else 1
+            self._buffer = draw_from_grid(rng, self._grid, size=size).tolist()
         return np.asarray(self._buffer.pop(), dtype=np.asarray(point[self.name]).dtype)
 
 
