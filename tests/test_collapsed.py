@@ -78,7 +78,8 @@ def test_logp_gradient_matches_finite_differences():
 
 
 def test_suffstat_draw_is_its_conditional():
-    """s | θ, y against the CDF of N(m, v)·Laplace(y; s, b) by quadrature, KS at α = 0.001."""
+    """s | θ, y against the CDF of N(m, v)·Laplace(y; s, b), integrated on a dense grid
+    (10⁶ trapezoids over the normal's ±12 sd), KS at α = 0.001 on 3000 draws."""
     rng = np.random.default_rng(2)
     for y, m, v, lo, hi, b in [
         (1500.0, 1400.0, 1050.0, 0.0, 5000.0, 50.0),
@@ -88,21 +89,11 @@ def test_suffstat_draw_is_its_conditional():
             rng, released=np.full(3000, y), mean=m, var=v, lower=lo, upper=hi, scale=b
         )
         assert np.all((s >= lo) & (s <= hi))
-
-        def dens(t, y=y, m=m, v=v, b=b):
-            return stats.norm.pdf(t, m, np.sqrt(v)) * stats.laplace.pdf(y, t, b)
-
-        z = integrate.quad(dens, lo, hi, points=[min(max(y, lo), hi), m], limit=200)[0]
-
-        def cdf(t, lo=lo, y=y, dens=dens, z=z):
-            return np.array(
-                [
-                    integrate.quad(dens, lo, u, points=[min(max(y, lo), u)], limit=200)[0] / z
-                    for u in t
-                ]
-            )
-
-        assert stats.kstest(s[:1500], cdf).pvalue > 0.001
+        sd = np.sqrt(v)
+        grid = np.linspace(max(lo, m - 12 * sd), min(hi, m + 12 * sd), 1_000_001)
+        dens = stats.norm.pdf(grid, m, sd) * stats.laplace.pdf(y, grid, b)
+        cum = integrate.cumulative_trapezoid(dens, grid, initial=0.0)
+        assert stats.kstest(s, lambda t, g=grid, c=cum: np.interp(t, g, c / c[-1])).pvalue > 0.001
 
 
 @pytest.mark.parametrize(
