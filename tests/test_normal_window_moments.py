@@ -424,39 +424,3 @@ def test_compiling_normal_models_logs_no_error(name, method, caplog):
     LogNormal record logs nothing at ERROR level (issue 18, item 6); the time is printed."""
     elapsed = _compile_logs_no_error(name, method, caplog)
     print(f"{name} ({method}): logp_dlogp_function compiled in {elapsed:.1f} s")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("method", ["augmented", "auto"])
-@pytest.mark.parametrize("name", OTHER_NAMES)
-def test_compiling_other_windowed_models_logs_no_error(name, method, caplog):
-    """The same for the windowed families whose moments are autodiff graphs (minutes each)."""
-    elapsed = _compile_logs_no_error(name, method, caplog)
-    print(f"{name} ({method}): logp_dlogp_function compiled in {elapsed:.1f} s")
-
-
-@pytest.mark.slow
-def test_report_compile_time_before_and_after(monkeypatch):
-    """Prints (asserts nothing) the time to compile logp and dlogp of the windowed Normal model,
-    with the closed-form window moments and with the generic autodiff ones."""
-    rel = pmdp.release(
-        np.random.default_rng(0).normal(30, 7, size=10**4),
-        pm.Normal,
-        epsilon=1.0,
-        bounds=(10, 50),
-        rng=1,
-    )
-
-    def compile_seconds() -> float:
-        with pm.Model() as model:
-            sigma2 = pm.InverseGamma("sigma2", 3.0, 100.0)
-            mu = pm.Normal("mu", 30.0, sigma=pm.math.sqrt(sigma2 / 0.1))
-            pmdp.NoisySuffStat("y", pm.Normal.dist(mu=mu, sigma=pm.math.sqrt(sigma2)), release=rel)
-        start = time.perf_counter()
-        model.logp_dlogp_function(ravel_inputs=True)
-        return time.perf_counter() - start
-
-    after = compile_seconds()
-    monkeypatch.setattr(Normal, "truncated_moments", TruncatedFamily.truncated_moments)
-    before = compile_seconds()
-    print(f"logp_dlogp_function: {before:.1f} s with autodiff moments, {after:.1f} s closed form")
