@@ -69,7 +69,8 @@ class Run:
 def build_model(rel: pmdp.Release) -> pm.Model:
     with pm.Model() as model:
         p = pm.Beta("p", *PRIOR)
-        pmdp.NoisySuffStat("y", pm.Binomial.dist(n=TRIALS, p=p), release=rel)
+        # The paper's Algorithm 1 (the default collapsed sampler: benchmarks/collapsed_ess.py).
+        pmdp.NoisySuffStat("y", pm.Binomial.dist(n=TRIALS, p=p), release=rel, method="augmented")
     return model
 
 

@@ -43,7 +43,7 @@ def test_demo_figures_are_png(demo_output: Path, name: str) -> None:
 
 def test_demo_summary_compares_the_three_posteriors(demo_output: Path) -> None:
     text = (demo_output / "summary.txt").read_text(encoding="utf-8")
-    for word in ["Gibbs", "naive", "non-private", "true p", "ess_bulk"]:
+    for word in ["noise-aware", "naive", "non-private", "true p", "ess_bulk"]:
         assert word in text
 
 
