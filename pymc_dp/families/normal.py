@@ -337,7 +337,7 @@ class Normal(_NormalWindowMoments, TruncatedFamily):
         """Exact L1 sensitivity of ŝ = Σ 1[a ≤ z ≤ b] (z, z²) (square_statistic_sensitivity).
 
         The window is taken on the latent scale (log x for LogNormal). This replaces the
-        Appendix C bound Σ_j max{max |t_j|, range t_j}, which is valid but up to 33% larger.
+        Appendix C bound ``Σ_j max{max |t_j|, range t_j}``, which is valid but up to 33% larger.
         """
         a, b = self.latent_window(self.check_bounds(bounds))
         return square_statistic_sensitivity(a, b)
