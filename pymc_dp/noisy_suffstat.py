@@ -46,6 +46,7 @@ from pymc_dp.distributions import (
     CollapsedLaplace,
     LaplaceMixingVariance,
     LaplaceNoiseVariance,
+    ReleasedNormal,
     SuffStatNormal,
     SuffStatSimplexNormal,
     WindowSuffStat,
@@ -144,9 +145,7 @@ class NoisySuffStat:
         :class:`~pymc_dp.GridStep`, NUTS for any other θ); for a vector, y | θ, σ² is normal
         and θ is drawn by NUTS inside a partially collapsed Gibbs sampler.
         ``"augmented"``: the paper's Algorithm 1 over (θ, s, σ²). ``"auto"`` (default):
-        collapsed, except for windowed (Σx, Σx²) releases (Normal, LogNormal with unknown σ),
-        which stay augmented because NUTS on their window moments takes a minute or more to
-        compile.
+        ``"collapsed"``, the faster method wherever it has been measured.
     model
         Model to add to; defaults to the model on the context stack.
 
@@ -237,12 +236,7 @@ class NoisySuffStat:
         scale = sensitivity / epsilon
         s_name, v_name = f"{name}_s", f"{name}_sigma2"
         scalar = family.stat_shape == () or getattr(family, "stat_size", 0) == 1
-        # Windowed (Σx, Σx²) releases stay on Algorithm 1 under "auto" for now: NUTS on their
-        # window moments compiles for a minute or more (measured 86 s), which costs more than
-        # it saves at moderate n. method="collapsed" asks for the partially collapsed sampler.
-        partial = not scalar and (
-            method == "collapsed" or (method == "auto" and not isinstance(family, TruncatedFamily))
-        )
+        partial = not scalar and method != "augmented"
         if method != "augmented" and scalar:
             return _collapsed_node(
                 model,
@@ -438,8 +432,8 @@ def _partial_node(
     sigma2 = LaplaceMixingVariance(
         v_name, released=value, suffstat=released_stat, scale=scale, dims=stat_dim
     )
-    y = pm.MvNormal(
-        name, mu=released_mean, cov=released_cov + pt.diag(sigma2), observed=value, dims=stat_dim
+    y = ReleasedNormal(
+        name, released_mean, released_cov + pt.diag(sigma2), observed=value, dims=stat_dim
     )
     return s, sigma2, y
 

@@ -253,6 +253,24 @@ def test_million_windowed_poisson_records_mix():
     assert float(summary["r_hat"].max()) <= 1.01 and float(summary["ess_bulk"].min()) >= 400
 
 
+@pytest.mark.slow
+def test_million_windowed_normal_records_mix():
+    """10⁶ Normal(30, 8²) records over (10, 50), ε = 1, default method (partially collapsed
+    Gibbs, NUTS on (μ, σ²) with the window moments' Op): R-hat ≤ 1.01, bulk ESS ≥ 400 for each
+    parameter (4 × 1000), and the posterior mean within 5 posterior sd of the true (μ, σ²)."""
+    x = np.random.default_rng(5).normal(30.0, 8.0, size=1_000_000)
+    rel = pmdp.release(x, pm.Normal, epsilon=1.0, bounds=(10, 50), rng=1)
+    with pm.Model():
+        mu = pm.Normal("mu", 30.0, 20.0)
+        sigma2 = pm.InverseGamma("sigma2", 2.0, 100.0)
+        pmdp.NoisySuffStat("y", pm.Normal.dist(mu, pm.math.sqrt(sigma2)), release=rel)
+        idata = sample(draws=1000, tune=1000, chains=4, cores=2, random_seed=3)
+    summary = az.summary(idata, var_names=["mu", "sigma2"])
+    assert float(summary["r_hat"].max()) <= 1.01 and float(summary["ess_bulk"].min()) >= 400
+    for name, truth in (("mu", 30.0), ("sigma2", 64.0)):
+        assert abs(summary.loc[name, "mean"] - truth) < 5 * summary.loc[name, "sd"]
+
+
 def test_vector_statistic_uses_partially_collapsed_gibbs_in_order(categorical_release):
     """NUTS on θ | σ², y, then s | θ, σ², y, then σ² | s, y (van Dyk & Park's order)."""
     with pm.Model() as model:
@@ -263,13 +281,13 @@ def test_vector_statistic_uses_partially_collapsed_gibbs_in_order(categorical_re
     assert sorted(v.name for v in model.free_RVs) == ["p", "y_s", "y_sigma2"]
 
 
-@pytest.mark.parametrize("family", ["exponential", "categorical"])
+@pytest.mark.parametrize("family", ["exponential", "categorical", "normal"])
 def test_collapsed_and_augmented_engines_agree(family, categorical_release):
     """Same release: collapsed/partially collapsed default vs Algorithm 1 (long chains).
 
-    Exponential through the batched engine (collapsed vs augmented), Categorical through
-    pm.sample (partially collapsed) vs the engine (augmented). Two-sample KS at α = 0.001 on
-    draws thinned to about one per effective sample.
+    Exponential through the batched engine (collapsed vs augmented); Categorical and windowed
+    Normal (μ, σ²) through pm.sample (partially collapsed) vs the engine (augmented). Two-sample
+    KS at α = 0.001 on draws thinned to about one per effective sample (each of μ and σ²).
     """
     if family == "exponential":
         x = np.random.default_rng(21).exponential(1 / 3.0, size=500)
@@ -285,6 +303,30 @@ def test_collapsed_and_augmented_engines_agree(family, categorical_release):
         a = sample_gibbs(1, draws=2000, chains=2, **kwargs).theta[..., 0]
         b = sample_gibbs(2, draws=4000, tune=500, chains=40, method="augmented", **kwargs)
         b = b.theta[..., 0]
+    elif family == "normal":
+        x = np.random.default_rng(23).normal(1.0, 1.5, size=300)
+        rel = pmdp.release(x, pm.Normal, epsilon=1.0, bounds=(-2.0, 4.0), rng=24)
+        with pm.Model():
+            sigma2 = pm.InverseGamma("sigma2", 3.0, 4.0)
+            mu = pm.Normal("mu", 0.0, pm.math.sqrt(sigma2 / 0.5))
+            pmdp.NoisySuffStat("y", pm.Normal.dist(mu, pm.math.sqrt(sigma2)), release=rel)
+            idata = sample(draws=1000, tune=500, chains=2, cores=1, random_seed=5)
+        post = posterior_dataset(idata)
+        b = sample_gibbs(
+            6,
+            family=rel.get_family(),
+            prior=(0.0, 0.5, 3.0, 4.0),
+            released=np.asarray(rel.value)[None],
+            n=rel.n,
+            scale=rel.scale,
+            bounds=rel.bounds,
+            draws=2000,
+            tune=300,
+            chains=20,
+        ).theta[:, :, 0]
+        for j, name in enumerate(("mu", "sigma2")):
+            assert stats.ks_2samp(_thin(post[name].values), _thin(b[..., j])).pvalue > 0.001
+        return
     else:
         rel = categorical_release
         with pm.Model():

@@ -424,3 +424,86 @@ def test_compiling_normal_models_logs_no_error(name, method, caplog):
     LogNormal record logs nothing at ERROR level (issue 18, item 6); the time is printed."""
     elapsed = _compile_logs_no_error(name, method, caplog)
     print(f"{name} ({method}): logp_dlogp_function compiled in {elapsed:.1f} s")
+
+
+# ---- the window-moments Op's derivatives -------------------------------------------------
+
+OP_WINDOWS = [
+    (-1.0, 2.0),  # wide, straddles the mode
+    (-30.0, 0.5),  # one open side
+    (3.0, 3.05),  # narrow (quadrature branch)
+    (10.0, 10.02),  # narrow, far
+    (-12.0, -11.5),  # far in the left tail (reflected)
+    (0.3, 8.0),
+]
+
+
+@functools.cache
+def op_derivatives():
+    """(α, β) -> first and second derivatives of the Op's 7 outputs, by its own L_op."""
+    from pymc_dp.families.normal_window import window_moments
+
+    a, b = pt.dscalars("a", "b")
+    first, second = [], []
+    for out in window_moments(a, b):
+        ga, gb = pt.grad(out, [a, b])
+        first += [ga, gb]
+        second += [*pt.grad(ga, [a, b]), *pt.grad(gb, [a, b])]
+    f1 = pytensor.function([a, b], first)
+    f2 = pytensor.function([a, b], second)
+    return (lambda x, y: np.array(f1(x, y)).reshape(7, 2)), (
+        lambda x, y: np.array(f2(x, y)).reshape(7, 2, 2)
+    )
+
+
+@pytest.mark.parametrize("window", OP_WINDOWS)
+def test_window_moments_op_derivatives_match_finite_differences(window):
+    """The Op's closed-form first derivatives match central differences of the NumPy kernel,
+    and its second derivatives (the L_op differentiated again) match central differences of
+    the first, to 2e-3 relative on the scale of each output's derivatives."""
+    from pymc_dp.kernels.normal_window import standard_window_moments
+
+    def values(x, y):
+        m = standard_window_moments(x, y)
+        return np.array([m.log_z, m.mean, *m.central, m.ratio_lo, m.ratio_hi])
+
+    a, b = window
+    d1, d2 = op_derivatives()
+    h = 1e-6
+    numeric = np.stack(
+        [
+            (values(a + h, b) - values(a - h, b)) / (2 * h),
+            (values(a, b + h) - values(a, b - h)) / (2 * h),
+        ],
+        axis=1,
+    )
+    scale = np.abs(numeric).max(axis=1, keepdims=True) + 1e-12
+    np.testing.assert_array_less(np.abs(d1(a, b) - numeric) / scale, 2e-3)
+    h = 1e-5
+    numeric2 = np.stack(
+        [(d1(a + h, b) - d1(a - h, b)) / (2 * h), (d1(a, b + h) - d1(a, b - h)) / (2 * h)],
+        axis=2,
+    )
+    scale2 = np.abs(numeric2).reshape(7, -1).max(axis=1)[:, None, None] + 1e-12
+    np.testing.assert_array_less(np.abs(d2(a, b) - numeric2) / scale2, 2e-3)
+
+
+def test_window_moments_op_vectorizes_and_reports_empty_windows():
+    """The Op broadcasts its edges (as GridStep's vectorised conditional needs) and gives an
+    empty window log Z = -inf with zero moments and zero gradients."""
+    from pytensor.graph.replace import vectorize_graph
+
+    from pymc_dp.families.normal_window import window_moments
+
+    a = pt.dscalar("a")
+    out = window_moments(a, 2.0)[1]
+    batch = pt.dvector("batch")
+    fn = pytensor.function([batch], vectorize_graph(out, replace={a: batch}))
+    edges = np.array([-1.0, 0.0, 1.5])
+    expected = [stats.truncnorm(e, 2.0).mean() for e in edges]
+    np.testing.assert_allclose(fn(edges), expected, rtol=1e-12)
+    outs = window_moments(a, 1.0)
+    grads = pt.grad(outs[1] + outs[2] + outs[5], a)
+    fn = pytensor.function([a], [outs[0], outs[1], grads])
+    log_z, mean, grad = fn(1.0)  # a window of width 0
+    assert np.isneginf(log_z) and mean == 0.0 and grad == 0.0

@@ -8,6 +8,7 @@ from pymc_dp.distributions.partial import (
     LaplaceMixingVariance,
     MixingVarianceRV,
 )
+from pymc_dp.distributions.released_normal import ReleasedNormal, small_mvnormal_logp
 from pymc_dp.distributions.suffstat import (
     ScaledSimplexTransform,
     SuffStatNormal,
@@ -25,10 +26,12 @@ __all__ = [
     "LaplaceNoiseVariance",
     "MixingVarianceRV",
     "NoiseVarianceRV",
+    "ReleasedNormal",
     "ScaledSimplexTransform",
     "SuffStatNormal",
     "SuffStatRV",
     "SuffStatSimplexNormal",
     "WindowSuffStat",
     "WindowSuffStatRV",
+    "small_mvnormal_logp",
 ]

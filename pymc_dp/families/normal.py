@@ -21,7 +21,8 @@ from pymc_dp._compat import ancestors
 from pymc_dp._validation import check_positive
 from pymc_dp.families.base import rv_op_type
 from pymc_dp.families.conjugate_priors import NormalPrior
-from pymc_dp.families.truncated import LOG_TINY, TruncatedFamily, f64, normal_log_cdf
+from pymc_dp.families.normal_window import NormalWindowMoments
+from pymc_dp.families.truncated import TruncatedFamily, normal_log_cdf
 from pymc_dp.families.util import constant_value
 from pymc_dp.kernels import draw_normal_inverse_gamma
 
@@ -57,153 +58,6 @@ def square_statistic_sensitivity(lower: float, upper: float) -> float:
     return float(max(inside + leaving))
 
 
-_EDGE = 30.0
-"""Standardised window edges are clipped to [-30, 30]: beyond, a tail holds less than e^-450 of
-the mass, which changes no kept window's moments, and erfcx and its derivatives stay finite."""
-_MIN_D = 1e-50
-"""A window whose scaled mass D (below) is under this has q < e^-100 and is left out; the floor
-keeps the Mills-type ratios 1/D, and their derivatives, finite."""
-_SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
-_NARROW = 4.0
-"""Windows with width · (width + far edge) below this (standardised) take their moments from
-Gauss–Legendre quadrature: there the recursion's terms are about 1/width and cancel (a relative
-error near 1e-6 in Var z² for a window 0.05 sd wide, 10 sd from the mean); the density varies
-by at most e^4 over such a window, which 20 nodes integrate to double precision."""
-_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(20)
-
-
-def _standard_window_moments(
-    alpha: TensorVariable | float, beta: TensorVariable | float, order: int
-) -> tuple[TensorVariable, TensorVariable, TensorVariable, list[TensorVariable]]:
-    """Moments of X ~ N(0, 1) truncated to [alpha, beta] (edges within ±``_EDGE``).
-
-    Returns ``(log_z, ok, u, [E (X - u)^j for j = 1..order])`` with Z = Φ(beta) - Φ(alpha),
-    ``ok`` false where Z is too small to be computed, and u = clip(0, alpha, beta), the point of
-    the window nearest the mode: shifting by it keeps the raw moments of X - u of the order of
-    the window's spread, so that variances are not small differences of large numbers.
-
-    The window is first reflected to have a non-negative midpoint (|alpha| <= beta). With
-    a = alpha/√2, b = beta/√2 and D = erfcx(a) - e^(a² - b²) erfcx(b), Z = e^(-a²) D / 2, and
-    the ratios φ(alpha)/Z = √(2/π)/D and φ(beta)/Z = √(2/π) e^(a² - b²)/D need no exponent of
-    their own (the log-space ratio log φ - log Z in closed form). The moments follow from the
-    recursion E Y^j = -u E Y^(j-1) + (j-1) E Y^(j-2) + (alpha-u)^(j-1) φ(alpha)/Z
-    - (beta-u)^(j-1) φ(beta)/Z, for Y = X - u (integration by parts).
-    """
-    flip = pt.lt(alpha + beta, 0.0)
-    lo = pt.switch(flip, -beta, alpha)
-    hi = pt.switch(flip, -alpha, beta)
-    sign = pt.switch(flip, f64(-1.0), f64(1.0))
-    a, b = lo / np.sqrt(2.0), hi / np.sqrt(2.0)
-    exponent = (a - b) * (a + b)  # a² - b² <= 0
-    ratio = pt.exp(exponent)
-    d_raw = pt.erfcx(a) - ratio * pt.erfcx(b)
-    ok = pt.gt(d_raw, _MIN_D)
-    d = pt.switch(ok, d_raw, 1.0)
-    log_z = np.log(0.5) - pt.sqr(a) + pt.log(d)
-    r_lo = _SQRT_2_OVER_PI / d
-    r_hi = r_lo * ratio
-    u = pt.maximum(lo, 0.0)  # hi >= |lo| >= 0 after the reflection
-    d_lo, d_hi = lo - u, hi - u
-    # j = 1 with φ(lo) - φ(hi) as φ(lo)(1 - e^(a² - b²)): exact for narrow windows.
-    moments = [-u - r_lo * pt.expm1(exponent)]
-    prev2, prev = f64(1.0), moments[0]
-    p_lo, p_hi = d_lo, d_hi
-    for j in range(2, order + 1):
-        nxt = -u * prev + (j - 1) * prev2 + p_lo * r_lo - p_hi * r_hi
-        moments.append(nxt)
-        prev2, prev = prev, nxt
-        p_lo, p_hi = p_lo * d_lo, p_hi * d_hi
-    # Narrow windows: E Y^j by quadrature, Y = X - u on [lo - u, hi - u].
-    narrow = pt.lt((hi - lo) * (2 * hi - lo), _NARROW)
-    nodes = (lo + hi) / 2 + (hi - lo) / 2 * pt.constant(_GL_NODES)
-    y = nodes - u
-    weights = pt.constant(_GL_WEIGHTS) * pt.exp(-y * (y + 2 * u) / 2)  # φ(x)/φ(u), <= 1
-    total = pt.sum(weights)
-    power = y
-    for j in range(order):
-        moments[j] = pt.switch(narrow, pt.sum(weights * power) / total, moments[j])
-        power = power * y
-    moments = [m if j % 2 == 0 else sign * m for j, m in enumerate(moments, start=1)]
-    return log_z, ok, sign * u, moments
-
-
-def _clip_edge(value: TensorVariable) -> TensorVariable:
-    return pt.minimum(pt.maximum(value, -_EDGE), _EDGE)
-
-
-class _NormalWindowMoments:
-    """Closed-form truncated-normal window moments for the Normal families.
-
-    Overrides the autodiff of the truncated log-partition (Lemma 1), whose nested gradients
-    make graphs that take minutes to rewrite and compile once NUTS differentiates them again.
-    """
-
-    def _location_scale_of(self, theta: TensorVariable) -> tuple[TensorVariable, Any]:
-        raise NotImplementedError
-
-    def truncated_moments(
-        self,
-        theta: TensorVariable,
-        bounds: tuple[float, float],
-        windows: tuple[str, ...] = ("lower", "centre", "upper"),
-    ) -> list[tuple[TensorVariable, TensorVariable, TensorVariable]]:
-        """(log q, μ̂, Σ̂) of t on the lower, centre and upper windows (Lemma 1, closed form).
-
-        The same quantities as :meth:`TruncatedFamily.truncated_moments`, from the moments of
-        a normal truncated to the window (:func:`_standard_window_moments`): for t = z,
-        μ̂ = E z and Σ̂ = Var z; for t = (z, z²) also E z², Cov(z, z²) and Var z², written with
-        d = z - c for the point c of the window nearest the mean.
-        """
-        loc, scale = self._location_scale_of(theta)
-        k = self.stat_size
-        v, w = self.window_edges(bounds)
-        zlo, zhi = self._latent_domain()
-        lower_empty = v < zlo or (v == zlo and not self.discrete)
-        upper_empty = w >= zhi
-        spans = {
-            "lower": None if lower_empty else (-np.inf, v),
-            "centre": (-np.inf if lower_empty else v, np.inf if upper_empty else w),
-            "upper": None if upper_empty else (w, np.inf),
-        }
-        out = []
-        for name in windows:
-            span = spans[name]
-            if span is None:
-                out.append((f64(-np.inf), pt.zeros(k), pt.zeros((k, k))))
-                continue
-            lo, hi = ((e - loc) / scale if np.isfinite(e) else None for e in span)
-            alpha = f64(-_EDGE) if lo is None else _clip_edge(lo)
-            beta = f64(_EDGE) if hi is None else _clip_edge(hi)
-            log_z, ok, u, std = _standard_window_moments(alpha, beta, 2 * k)
-            # The tails' log mass exactly as window_log_masses computes it.
-            if name == "lower":
-                log_q = normal_log_cdf(hi)
-            elif name == "upper":
-                log_q = normal_log_cdf(-lo)
-            elif lo is None and hi is None:
-                log_q = f64(0.0)
-            else:
-                log_q = pt.switch(ok & pt.gt(log_z, LOG_TINY), log_z, LOG_TINY)
-            centre = loc + scale * u
-            d = [scale ** (j + 1) * m for j, m in enumerate(std)]
-            var_d = d[1] - pt.sqr(d[0])
-            if k == 1:
-                mu = pt.stack([centre + d[0]])
-                sigma = pt.reshape(var_d, (1, 1))
-            else:
-                cov_d_d2 = d[2] - d[0] * d[1]
-                var_d2 = d[3] - pt.sqr(d[1])
-                cov_12 = 2 * centre * var_d + cov_d_d2
-                var_2 = 4 * pt.sqr(centre) * var_d + 4 * centre * cov_d_d2 + var_d2
-                mu = pt.stack([centre + d[0], pt.sqr(centre) + 2 * centre * d[0] + d[1]])
-                sigma = pt.stack([pt.stack([var_d, cov_12]), pt.stack([cov_12, var_2])])
-            empty = pt.or_(pt.le(log_q, LOG_TINY), pt.invert(ok))
-            mu = pt.switch(empty, 0.0, mu)
-            sigma = pt.switch(empty, 0.0, sigma)
-            out.append((log_q, mu, sigma))
-        return out
-
-
 def _square_range(lower: float, upper: float) -> tuple[float, float]:
     """Range of z² for z in [lower, upper]."""
     ends = (lower**2, upper**2)
@@ -211,7 +65,7 @@ def _square_range(lower: float, upper: float) -> tuple[float, float]:
 
 
 @dataclasses.dataclass(frozen=True)
-class NormalKnownSigma(_NormalWindowMoments, NormalPrior, TruncatedFamily):
+class NormalKnownSigma(NormalWindowMoments, NormalPrior, TruncatedFamily):
     """x ~ N(μ, sigma²) with sigma known; t(x) = x; η = μ/sigma²; A(η) = sigma² η²/2.
 
     Prior ``pm.Normal(m, sd)`` on μ: μ | s ~ N(m', sd'²) with 1/sd'² = 1/sd² + n/sigma² and
@@ -297,7 +151,7 @@ class NIGDistribution(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class Normal(_NormalWindowMoments, TruncatedFamily):
+class Normal(NormalWindowMoments, TruncatedFamily):
     """x ~ N(μ, σ²) with both unknown; t(x) = (x, x²); η = (μ/σ², -1/(2σ²)).
 
     The prior is Normal–Inverse-Gamma, written with ordinary PyMC variables::
