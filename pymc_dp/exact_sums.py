@@ -71,7 +71,7 @@ class BatchTotals(NamedTuple):
 
 
 def record_quantum(lower: float, upper: float, degree: int, *, integer: bool = False) -> float:
-    """The public grid step q = 2**k for records in ``[lower, upper]`` with monomials up to ``degree``.
+    """The public grid step q = 2**k of records in ``[lower, upper]``, monomials up to ``degree``.
 
     q is as fine as int64 arithmetic allows: the largest |record| is at most 2**(62 // degree)
     quanta (2**52 for degree 1, so that the record is exact as a float), so every monomial of
@@ -304,7 +304,7 @@ def _raise_first(found: list[tuple[int, Problem]]) -> None:
         offset, problem = item
         return offset + (problem.first or 0)
 
-    offset, first = min(found, key=where)
+    _, first = min(found, key=where)
     error: type[Exception] = TypeError if first.kind == "TypeError" else ValueError
     if first.count is None:
         raise error(first.template.format(records=""))

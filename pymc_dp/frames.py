@@ -264,9 +264,7 @@ def _partition_results(part: Any, kernel: Any, columns: list[str]) -> list[Batch
     return results or [BatchTotals(0, ())]
 
 
-def _dask_results(
-    data: Any, kernel: Any, columns: list[str], client: Any
-) -> Iterator[BatchTotals]:
+def _dask_results(data: Any, kernel: Any, columns: list[str], client: Any) -> Iterator[BatchTotals]:
     import dask
 
     if hasattr(data, "to_frame") and not hasattr(data, "columns"):
