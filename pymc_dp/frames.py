@@ -42,8 +42,9 @@ class ParquetSource:
     def __init__(self, path: str | os.PathLike) -> None:
         try:
             import pyarrow.dataset as ds
+            import pyarrow.parquet  # noqa: F401  (the dataset's Parquet format needs it)
         except ImportError:
-            raise ImportError(
+            raise ValueError(
                 f"{path}: reading Parquet needs pyarrow; install it with "
                 "pip install 'pymc-dp[parquet]' (or pip install pyarrow)"
             ) from None
