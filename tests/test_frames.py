@@ -189,3 +189,26 @@ def test_the_release_records_its_public_quantum_and_round_trips():
     assert "quantum" not in pmdp.release([0, 1], pm.Bernoulli, epsilon=1.0, rng=0).to_dict()
     with pytest.raises(ValueError, match="power of two"):
         pmdp.Release.from_dict({**rel.to_dict(), "quantum": 0.3})
+
+
+def test_cli_streams_parquet_files_directories_and_globs_and_uses_a_scheduler(tmp_path, client):
+    from pymc_dp.cli import main
+    from pymc_dp.io import read_release
+
+    x = RNG.poisson(3.0, N)
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    for i, part in enumerate(np.array_split(x, 3)):
+        pq.write_table(pa.table({"visits": part}), folder / f"part{i}.parquet")
+    pq.write_table(pa.table({"visits": x}), tmp_path / "all.parquet")
+    common = ["--column", "visits", "--family", "poisson", "--bounds", "0", "8", "--epsilon", "1"]
+    releases = []
+    for i, data in enumerate(
+        [tmp_path / "all.parquet", folder, str(folder / "*.parquet"), folder, folder]
+    ):
+        out = tmp_path / f"r{i}.json"
+        extra = ["--scheduler", client.scheduler.address] if i == 4 else []
+        assert main(["release", str(data), *common, "--seed", "1", "-o", str(out), *extra]) == 0
+        releases.append(read_release(out))
+    assert all(rel == releases[0] for rel in releases)
+    assert releases[0] == pmdp.release(x, pm.Poisson, epsilon=1.0, bounds=(0, 8), rng=1)
