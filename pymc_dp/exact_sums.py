@@ -39,6 +39,7 @@ __all__ = [
     "Problem",
     "clamp_records",
     "combine_totals",
+    "limb_total",
     "record_quantum",
 ]
 
@@ -73,24 +74,40 @@ class BatchTotals(NamedTuple):
 def record_quantum(lower: float, upper: float, degree: int, *, integer: bool = False) -> float:
     """The public grid step q = 2**k of records in ``[lower, upper]``, monomials up to ``degree``.
 
-    q is as fine as int64 arithmetic allows: the largest |record| is at most 2**(62 // degree)
-    quanta (2**52 for degree 1, so that the record is exact as a float), so every monomial of
-    one gridded record is an exact int64. Integer records keep q = 1 unless they are beyond
-    that range.
+    q is as fine as fast int64 arithmetic allows: the largest |record| is at most 2**42
+    quanta for degree 1 (so a batch of 2**20 records sums in int64 without splitting) and
+    2**(62 // degree) quanta otherwise (every monomial of one gridded record is an exact
+    int64, summed in 31-bit limbs by :func:`limb_total`). Integer records keep q = 1 unless
+    they are beyond that range.
 
     Examples
     --------
-    >>> record_quantum(0.0, 1.5, 1) == 2.0**-51, record_quantum(-4.0, 6.0, 2) == 2.0**-28
+    >>> record_quantum(0.0, 1.5, 1) == 2.0**-41, record_quantum(-4.0, 6.0, 2) == 2.0**-28
     (True, True)
     >>> record_quantum(0.0, 40.0, 1, integer=True)
     1.0
     """
-    bits = min(52, 62 // degree)
+    bits = 42 if degree == 1 else 62 // degree
     largest = max(abs(float(lower)), abs(float(upper)))
     exponent = (math.frexp(largest)[1] if largest > 0 else -1022) - bits
     if integer:
         exponent = max(exponent, 0)
     return math.ldexp(1.0, max(exponent, -1022))
+
+
+def limb_total(columns: list[npt.NDArray[np.int64]]) -> tuple[int, ...]:
+    """Exact totals of int64 columns of any size, each split in 31-bit limbs.
+
+    ``v = hi · 2**31 + lo`` with ``0 <= lo < 2**31`` and ``|hi| <= 2**32``: both limbs sum in
+    int64 over 2**30 rows at least, so :func:`~pymc_dp.fixed_point.exact_total` needs a single
+    block, where the whole values (up to 2**62) would need thousands.
+    """
+    limbs = []
+    for column in columns:
+        limbs.append(column >> 31)
+        limbs.append(column & 0x7FFFFFFF)
+    totals = exact_total(np.column_stack(limbs))
+    return tuple((hi << 31) + lo for hi, lo in zip(totals[::2], totals[1::2], strict=True))
 
 
 def grid_limits(lower: float, upper: float, quantum: float, what: str) -> tuple[int, int]:
@@ -251,7 +268,7 @@ class FamilyPlan:
         m = np.clip(quantise(fam.to_latent(inside), self.quantum), lo, hi)
         if fam.stat_size == 1:
             return exact_total(m.reshape(-1, 1))
-        return exact_total(np.column_stack([m, m * m]))
+        return limb_total([m, m * m])
 
     def statistic(self, totals: tuple[int, ...]) -> npt.NDArray[np.float64]:
         """The statistic s from exact integer totals: total_j · q**(j + 1), shape ``stat_shape``."""

@@ -23,10 +23,11 @@ from pymc_dp.exact_sums import (
     BatchTotals,
     Problem,
     grid_limits,
+    limb_total,
     missing_problem,
     record_quantum,
 )
-from pymc_dp.fixed_point import exact_total, quantise
+from pymc_dp.fixed_point import quantise
 from pymc_dp.regression.statistics import covariate_powers, statistic_powers
 
 __all__ = ["RegressionPlan"]
@@ -109,7 +110,7 @@ class RegressionPlan:
                     for _ in range(int(power)):
                         product = product * gridded[j]
                 columns.append(product)
-            totals.extend(exact_total(np.column_stack(columns)))
+            totals.extend(limb_total(columns))
         return BatchTotals(rows, tuple(totals))
 
     def _problem(self, arr: npt.NDArray) -> Problem | None:
