@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pymc_dp.families import ExponentialFamily
-from pymc_dp.fixed_point import exact_total, quantise
+from pymc_dp.fixed_point import exact_total
 
 __all__ = [
     "BatchTotals",
@@ -96,18 +96,27 @@ def record_quantum(lower: float, upper: float, degree: int, *, integer: bool = F
 
 
 def limb_total(columns: list[npt.NDArray[np.int64]]) -> tuple[int, ...]:
-    """Exact totals of int64 columns of any size, each split in 31-bit limbs.
+    """Exact totals of int64 columns, each split in 31-bit limbs.
 
-    ``v = hi · 2**31 + lo`` with ``0 <= lo < 2**31`` and ``|hi| <= 2**32``: both limbs sum in
-    int64 over 2**30 rows at least, so :func:`~pymc_dp.fixed_point.exact_total` needs a single
-    block, where the whole values (up to 2**62) would need thousands.
+    ``v = hi · 2**31 + lo`` with ``0 <= lo < 2**31`` and ``|hi| <= 2**32``: each limb sums in
+    int64 without overflow over 2**30 rows, where whole values up to 2**62 would need
+    :func:`~pymc_dp.fixed_point.exact_total` to add thousands of blocks. Longer columns are
+    summed by :func:`~pymc_dp.fixed_point.exact_total` on the limbs.
+
+    Examples
+    --------
+    >>> limb_total([np.array([2**62 - 1, -(2**62), 5], dtype=np.int64)]) == (4,)
+    True
     """
-    limbs = []
+    totals = []
     for column in columns:
-        limbs.append(column >> 31)
-        limbs.append(column & 0x7FFFFFFF)
-    totals = exact_total(np.column_stack(limbs))
-    return tuple((hi << 31) + lo for hi, lo in zip(totals[::2], totals[1::2], strict=True))
+        hi, lo = column >> 31, column & 0x7FFFFFFF
+        if column.shape[0] <= 1 << 30:
+            hi_total, lo_total = int(hi.sum()), int(lo.sum())
+        else:
+            hi_total, lo_total = exact_total(np.column_stack([hi, lo]))
+        totals.append((hi_total << 31) + lo_total)
+    return tuple(totals)
 
 
 def grid_limits(lower: float, upper: float, quantum: float, what: str) -> tuple[int, int]:
@@ -265,8 +274,18 @@ class FamilyPlan:
         inside = records[(records >= a) & (records <= b)]
         lower, upper = fam.latent_window(self.window)
         lo, hi = grid_limits(lower, upper, self.quantum, "the window")
-        m = np.clip(quantise(fam.to_latent(inside), self.quantum), lo, hi)
+        # A fresh array (boolean indexing copies, log x too), so it can be rounded in place.
+        z = np.asarray(fam.to_latent(inside), dtype=np.float64)
+        # The rounding of fixed_point.quantise (rint of z / q, exact for q a power of two), in
+        # place: the records were checked to be finite and in the window, so that |z / q| is
+        # at most 2**42 (2**31 for z²) and quantise's range checks cannot fail.
+        np.multiply(z, 1.0 / self.quantum, out=z)
+        np.rint(z, out=z)
+        np.clip(z, lo, hi, out=z)
+        m = z.astype(np.int64)
         if fam.stat_size == 1:
+            if m.shape[0] <= BATCH:  # |m| <= 2**42: a batch sums below 2**62 in int64
+                return (int(m.sum()),)
             return exact_total(m.reshape(-1, 1))
         return limb_total([m, m * m])
 
