@@ -76,7 +76,7 @@ elif method == "release_stream":
 elif method == "release_polars":
     out = pmdp.release(pl.scan_parquet(path), pm.Exponential, column="x", **kw).n
 elif method == "release_dask":
-    frame = dd.read_parquet(path, columns=["x"])
+    frame = dd.read_parquet(path, columns=["x"], split_row_groups=True)
     out = pmdp.release(frame, pm.Exponential, column="x", client=client, **kw).n
 seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "peak_mb": rss(), "extra_mb": rss() - base}))
@@ -126,14 +126,17 @@ def analyst_cost(draws: int = 2000) -> dict:
             family="poisson",
         )  # fmt: skip
         model = build_model(rel, {"alpha": 1.0, "beta": 1.0})
+        times = []
         with model:
             pm.sample(draws=50, tune=50, chains=1, progressbar=False, random_seed=0)  # compile
-            start = time.perf_counter()
-            pm.sample(
-                draws=draws, tune=500, chains=1, progressbar=False, random_seed=1,
-                compute_convergence_checks=False,
-            )  # fmt: skip
-            out[n] = time.perf_counter() - start
+            for repeat in range(3):  # the least of three: the machine is shared
+                start = time.perf_counter()
+                pm.sample(
+                    draws=draws, tune=500, chains=1, progressbar=False, random_seed=repeat,
+                    compute_convergence_checks=False,
+                )  # fmt: skip
+                times.append(time.perf_counter() - start)
+        out[n] = min(times)
     return out
 
 
@@ -181,7 +184,8 @@ def main() -> None:
     if not args.no_fit:
         fit = analyst_cost()
         print(
-            f"\nanalyst's fit (pm.sample, 2000 draws + 500 tune, 1 chain) of a Poisson release: "
+            f"\nanalyst's fit (pm.sample, 2000 draws + 500 tune, 1 chain, least of 3) of a Poisson "
+            f"release: "
             f"n = 1e2: {fit[10**2]:.2f} s, n = 1e8: {fit[10**8]:.2f} s"
         )
 

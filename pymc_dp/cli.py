@@ -518,7 +518,8 @@ def _release_parquet(args: argparse.Namespace, family: Any, settings: dict[str, 
             ) from None
         files = source.dataset.files
         with Client(args.scheduler, timeout="30s") as client:
-            frame = dd.read_parquet(files, columns=[args.column])
+            # A partition per row group: the workers share the files, memory stays bounded.
+            frame = dd.read_parquet(files, columns=[args.column], split_row_groups=True)
             return release(frame, family, column=args.column, client=client, **options)
     except ValueError as err:
         raise _InputError(f"{args.data}: {err}") from None

@@ -296,14 +296,32 @@ def _to_numpy(batch: Any, columns: list[str]) -> npt.NDArray:
     return np.column_stack([o.astype(np.float64) for o in out])
 
 
+def _pandas_numpy(column: Any) -> npt.NDArray:
+    """A pandas column as NumPy without a copy where possible; nulls become NaN."""
+    if isinstance(column.dtype, np.dtype):
+        return column.to_numpy()
+    if column.dtype.kind in "biuf":  # nullable extension types: Int64, boolean, Float64, Arrow
+        if column.hasnans:
+            return column.to_numpy(dtype=np.float64, na_value=np.nan)
+        return column.to_numpy(dtype=column.dtype.numpy_dtype)
+    return column.to_numpy(dtype=object)
+
+
 def _partition_results(part: Any, kernel: Any, columns: list[str]) -> list[BatchTotals]:
     """On a Dask worker: check and sum one pandas partition, batch by batch."""
-    import pyarrow as pa
-
     if hasattr(part, "to_frame") and not hasattr(part, "columns"):
         part = part.to_frame()
-    table = pa.Table.from_pandas(part[columns], preserve_index=False)
-    results = [kernel.batch_totals(_to_numpy(b, columns)) for b in table.to_batches(BATCH)]
+    arrays = [_pandas_numpy(part[c]) for c in columns]
+    if len(arrays) == 1:
+        values = arrays[0]
+    elif any(a.dtype.kind not in "biuf" for a in arrays):
+        values = np.column_stack(arrays).astype(object)
+    else:
+        values = np.column_stack([a.astype(np.float64) for a in arrays])
+    results = [
+        kernel.batch_totals(values[start : start + BATCH])
+        for start in range(0, values.shape[0], BATCH)
+    ]
     return results or [BatchTotals(0, ())]
 
 
