@@ -294,9 +294,8 @@ class FamilyPlan:
         if self.quantum is None:
             out = np.array([float(t) for t in totals])
         else:
-            out = np.array(
-                [math.ldexp(float(t), 0) * self.quantum ** (j + 1) for j, t in enumerate(totals)]
-            )
+            # float(total) rounds a total beyond 2**53 to nearest, the same on every engine.
+            out = np.array([float(t) * self.quantum ** (j + 1) for j, t in enumerate(totals)])
         return out.reshape(self.family.stat_shape)
 
 
