@@ -45,12 +45,14 @@ most naive's. With --check the exit status is 1 if any check fails.
 
 
 _RELEASE_DESCRIPTION = """\
-Curator: release the sufficient statistic of one column of a CSV or Parquet file under
+Curator: release the sufficient statistic of one column of a CSV file or of Parquet files under
 epsilon-differential privacy, as a JSON release for pymc-dp fit (or pymc_dp.Release.from_json).
 The statistic is computed, Laplace noise with scale sensitivity/epsilon is added (epsilon less
 the window's share with --private-bounds), and only the noisy value is written, with n, epsilon,
-the sensitivity, the bounds and the family. The exact statistic is never printed or written, and
-error messages name file lines and rules, never a record's value."""
+the sensitivity, the bounds and the family. The statistic is an exact fixed-point sum (the same
+records give the same statistic in any order or partitioning); Parquet files, directories and globs
+are streamed in batches, or summed on a Dask cluster with --scheduler. The exact statistic is never
+printed or written, and error messages name file lines and rules, never a record's value."""
 
 _RELEASE_EPILOG = """\
 families (records; sensitivity, or "window" for a family released over a window):
@@ -192,7 +194,12 @@ def _add_release_parser(sub: Any) -> None:
         epilog=_RELEASE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    rel.add_argument("data", metavar="DATA", help="CSV file with a header row, or Parquet file")
+    rel.add_argument(
+        "data",
+        metavar="DATA",
+        help="CSV file with a header row, or Parquet: a file, a directory of files or a quoted "
+        "glob such as 'data/*.parquet' (streamed, never read whole)",
+    )
     rel.add_argument("--column", required=True, help="name of the column holding the records")
     rel.add_argument(
         "--family",
@@ -273,6 +280,13 @@ def _add_release_parser(sub: Any) -> None:
         type=_seed,
         help="seed of the noise, for tests and examples only: a real release must not pass one "
         "(the default draws the noise from operating-system entropy)",
+    )
+    rel.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="Parquet only: run the exact sums on the running Dask scheduler at ADDRESS (e.g. "
+        "tcp://10.0.0.5:8786), where the workers read the files; only integer totals come "
+        "back, and the noise is added here. Needs pymc-dp[dask]",
     )
 
 
@@ -446,11 +460,16 @@ def _release(args: argparse.Namespace) -> int:
         from pymc_dp.release import release
 
         check_positive(args.epsilon, "--epsilon")
-        records = read_column(args.data, args.column, file_format=args.format)
         family = getattr(pm, _FAMILY_CLASSES[args.family])
-        rel = release(
-            records, family, epsilon=args.epsilon, clamp=args.clamp, rng=args.seed, **settings
-        )
+        if _is_parquet(args):
+            rel = _release_parquet(args, family, settings)
+        else:
+            if args.scheduler is not None:
+                raise _InputError("--scheduler reads Parquet data; convert the CSV file first")
+            records = read_column(args.data, args.column, file_format=args.format)
+            rel = release(
+                records, family, epsilon=args.epsilon, clamp=args.clamp, rng=args.seed, **settings
+            )
         write_release(rel, output, overwrite=args.overwrite)
     except (_InputError, OSError, OverflowError, TypeError, ValueError) as err:
         return _fail("release", _one_line(err))
@@ -463,6 +482,47 @@ def _release(args: argparse.Namespace) -> int:
         + (", records clamped to the family's range" if rel.clamped else "")
     )
     return 0
+
+
+def _is_parquet(args: argparse.Namespace) -> bool:
+    """Whether DATA is Parquet: by --format, or a directory, a glob or a .parquet name."""
+    import glob
+
+    if args.format is not None:
+        return args.format == "parquet"
+    path = Path(args.data)
+    return path.is_dir() or glob.has_magic(args.data) or path.suffix.lower() in (".parquet", ".pq")
+
+
+def _release_parquet(args: argparse.Namespace, family: Any, settings: dict[str, Any]) -> Any:
+    """Release from Parquet, streamed here or summed on a Dask cluster (--scheduler)."""
+    from pymc_dp.frames import parquet_source
+    from pymc_dp.release import release
+
+    source = parquet_source(args.data)  # checks that the files exist and are Parquet
+    if args.column not in source.columns:
+        raise _InputError(
+            f"{args.data}: no column {args.column!r}; the columns are "
+            f"{', '.join(map(repr, source.columns))}"
+        )
+    options = dict(epsilon=args.epsilon, clamp=args.clamp, rng=args.seed, **settings)
+    try:
+        if args.scheduler is None:
+            return release(source, family, column=args.column, **options)
+        try:
+            import dask.dataframe as dd
+            from distributed import Client
+        except ImportError:
+            raise _InputError(
+                "--scheduler needs Dask; install it with pip install 'pymc-dp[dask]'"
+            ) from None
+        files = source.dataset.files
+        with Client(args.scheduler, timeout="30s") as client:
+            # A partition per row group: the workers share the files, memory stays bounded.
+            frame = dd.read_parquet(files, columns=[args.column], split_row_groups=True)
+            return release(frame, family, column=args.column, client=client, **options)
+    except ValueError as err:
+        raise _InputError(f"{args.data}: {err}") from None
 
 
 def _one_line(err: BaseException) -> str:

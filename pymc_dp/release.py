@@ -28,7 +28,9 @@ from pymc_dp._validation import (
     check_rng,
     json_float,
 )
+from pymc_dp.exact_sums import BATCH, FamilyPlan, clamp_records, combine_totals
 from pymc_dp.families import ExponentialFamily, get_family
+from pymc_dp.frames import exact_totals, in_memory_column, is_frame
 from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism, noise_scale, private_bounds
 
 __all__ = ["Release", "release"]
@@ -69,6 +71,12 @@ class Release:
         (``clamp=True``) instead of stopping the release. It says that the option was on, not
         whether any record was clamped (that would depend on the data). Files written before
         this field existed load with ``False``.
+    quantum : float or None
+        The public fixed-point grid step q (a power of two) of the latent record for a family
+        released over a window: every record in the window was rounded to the nearest multiple
+        of q inside the window before t was summed exactly, so component j of the statistic is
+        an exact multiple of q**(j + 1) and Δ covers the rounding unchanged. ``None`` for counts
+        (summed exactly as integers) and for files written before this field existed.
 
     Examples
     --------
@@ -90,6 +98,7 @@ class Release:
     mechanism: str = MECHANISM_NAME
     bounds_epsilon: float = 0.0
     clamped: bool = False
+    quantum: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.family, str):
@@ -136,6 +145,11 @@ class Release:
             )
         object.__setattr__(self, "bounds_epsilon", float(bounds_epsilon))
         object.__setattr__(self, "clamped", check_bool(self.clamped, "clamped"))
+        if self.quantum is not None:
+            quantum = check_positive(self.quantum, "quantum")
+            if math.frexp(quantum)[0] != 0.5:
+                raise ValueError(f"quantum must be a power of two (got {self.quantum!r})")
+            object.__setattr__(self, "quantum", quantum)
         needed = fam.release_sensitivity(self.bounds)
         if self.sensitivity < needed:
             raise ValueError(
@@ -182,10 +196,12 @@ class Release:
             self.mechanism,
             self.bounds_epsilon,
             self.clamped,
+            self.quantum,
         )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dictionary (floats round-trip exactly through :mod:`json`)."""
+        quantum = {} if self.quantum is None else {"quantum": self.quantum}
         return {
             "format_version": _FORMAT_VERSION,
             "value": self.value.tolist(),
@@ -198,6 +214,7 @@ class Release:
             "mechanism": self.mechanism,
             "bounds_epsilon": self.bounds_epsilon,
             "clamped": self.clamped,
+            **quantum,
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -238,8 +255,8 @@ class Release:
         if set(data) - expected or required - set(data):
             raise ValueError(f"a release needs the fields {sorted(expected)} (got {sorted(data)})")
         check_json_numbers(data["value"], "value")
-        for name in ("epsilon", "sensitivity", "bounds_epsilon"):
-            if name in data:
+        for name in ("epsilon", "sensitivity", "bounds_epsilon", "quantum"):
+            if data.get(name) is not None:
                 check_json_numbers(data[name], name, scalar=True)
         if not isinstance(data["bounds"], list | tuple):
             raise TypeError(f"bounds must be a list [lower, upper] (got {data['bounds']!r})")
@@ -278,10 +295,12 @@ def _check_bounds(bounds: Any) -> tuple[float, float]:
 
 
 def release(
-    x: npt.ArrayLike,
+    x: npt.ArrayLike | Any,
     family: Any,
     *,
     epsilon: float,
+    column: str | None = None,
+    client: Any = None,
     bounds: tuple[float, float] | str | None = None,
     bounds_share: float = 0.1,
     bounds_range: tuple[float, float] | None = None,
@@ -300,7 +319,10 @@ def release(
     Parameters
     ----------
     x
-        One-dimensional array of records.
+        The records: a one-dimensional array, or a data frame, series or relation that
+        :mod:`pymc_dp.frames` reads (pandas, Polars eager or lazy, Dask, DuckDB, Parquet files
+        through :func:`pymc_dp.frames.parquet_source`) with ``column=``. Lazy inputs are
+        streamed in batches, Dask input is reduced on its cluster, and never collected whole.
     family
         PyMC distribution class of one record: ``pm.Bernoulli``, ``pm.Binomial`` (needs
         ``trials``), ``pm.Categorical`` (needs ``categories``), or, with ``bounds``,
@@ -309,6 +331,13 @@ def release(
         same on log x).
     epsilon
         Total privacy budget ε > 0 of the release.
+    column
+        The column of a data frame that holds the records (not for arrays; optional for a
+        series).
+    client
+        A ``dask.distributed.Client`` whose cluster runs the reduction of Dask input (default:
+        Dask's current scheduler). Only the exact integer totals come back; the noise is
+        added here, once.
     bounds
         Truncation window ``(a, b)`` for a family with unbounded statistics, chosen without
         looking at ``x``; or ``"private"`` to choose it from ``x`` with PrivateQuantile (Smith
@@ -337,7 +366,9 @@ def release(
     Returns
     -------
     Release
-        The noisy statistic with n, ε, Δ, bounds and family.
+        The noisy statistic with n, ε, Δ, bounds, family and the fixed-point ``quantum``. The
+        statistic is summed exactly (:mod:`pymc_dp.exact_sums`): the same records give the
+        same statistic bit for bit from any engine, partitioning or order.
 
     Raises
     ------
@@ -369,8 +400,19 @@ def release(
     epsilon = check_positive(epsilon, "epsilon")
     clamp = check_bool(clamp, "clamp")
     generator = check_rng(rng)
-    check_not_masked(x, "x")
-    records = fam.validate_data(_clamped(fam, x) if clamp else x)
+    frame = is_frame(x)
+    if frame and isinstance(bounds, str) and fam.needs_bounds:
+        # PrivateQuantile sorts the records: only an in-memory column can do that today.
+        x, frame = in_memory_column(x, column), False
+    elif not frame and column is not None:
+        raise TypeError(
+            f"column applies to data frames, not to {type(x).__name__}; pass the array alone"
+        )
+    if frame:
+        records, name = None, "x" if column is None else f"column {column!r}"
+    else:
+        check_not_masked(x, "x")
+        records = fam.validate_data(clamp_records(fam, x) if clamp else x)
     bounds_epsilon = 0.0
     if not fam.needs_bounds:
         if bounds is not None:
@@ -412,14 +454,22 @@ def release(
         window = fam.check_bounds(window)
     else:
         window = fam.check_bounds(bounds)
-    n = int(records.shape[0])
-    magnitude = _statistic_magnitude(fam, window, n)
-    if fam.needs_bounds:
-        sensitivity = fam.release_sensitivity(window)
-        statistic = fam.window_statistic(records, window)
+    plan = FamilyPlan.for_release(
+        fam, window if fam.needs_bounds else None, clamp=clamp, name="x" if not frame else name
+    )
+    if frame:
+        n, totals = exact_totals(x, plan, [column] if column is not None else [None], client=client)
+        if n == 0:
+            raise ValueError(f"{name} must not be empty")
     else:
-        sensitivity = fam.sensitivity
-        statistic = fam.sufficient_statistic(records)
+        n = int(records.shape[0])
+        totals = combine_totals(
+            plan.batch_totals(records[start : start + BATCH], checked=True)
+            for start in range(0, n, BATCH)
+        )[1]
+    statistic = plan.statistic(totals)
+    magnitude = _statistic_magnitude(fam, window, n)
+    sensitivity = fam.release_sensitivity(window) if fam.needs_bounds else fam.sensitivity
     noisy = laplace_mechanism(
         statistic, sensitivity=sensitivity, epsilon=epsilon, rng=generator, magnitude=magnitude
     )
@@ -433,21 +483,8 @@ def release(
         family_params=fam.params(),
         bounds_epsilon=bounds_epsilon,
         clamped=clamp,
+        quantum=plan.quantum,
     )
-
-
-def _clamped(fam: ExponentialFamily, x: npt.ArrayLike) -> npt.ArrayLike:
-    """``x`` with numeric records outside the family's (public) domain moved to its ends."""
-    arr = np.asarray(x)
-    if arr.dtype.kind not in "iuf":
-        return x  # booleans and anything else are checked, not clamped
-    lo, hi = fam.domain
-    with np.errstate(invalid="ignore"):
-        out = np.clip(arr, lo, hi)
-        if fam.name.startswith("log"):
-            # The domain is x > 0 (log x must be finite): the nearest point is the smallest float.
-            out = np.where(out <= 0, np.finfo(np.float64).tiny, out)
-    return out
 
 
 def _statistic_magnitude(fam: ExponentialFamily, window: tuple[float, float], n: int) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import numbers
 from collections.abc import Mapping
 from typing import Any
@@ -25,13 +26,14 @@ from pymc_dp._validation import (
     check_positive,
     check_rng,
 )
+from pymc_dp.exact_sums import BATCH, combine_totals
+from pymc_dp.frames import exact_totals, is_frame
 from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism, noise_scale
+from pymc_dp.regression.exact import RegressionPlan
 from pymc_dp.regression.sensitivity import check_box, regression_sensitivity, sum_of_ranges
 from pymc_dp.regression.statistics import (
     covariate_powers,
     d_from_released,
-    monomial_sums,
-    regression_statistic,
 )
 
 __all__ = [
@@ -145,6 +147,11 @@ class RegressionRelease:
         Whether the curator clamped records to the bounds (``clamp=True``) instead of stopping
         at a record outside them. It says the option was on, not whether a record was clamped.
         Files written before this field existed load with ``False``.
+    quantum : tuple of float or None
+        The public fixed-point grid step (a power of two) of each variable x_1..x_d, y: each
+        record was rounded to its grid inside the bounds before the statistic was summed
+        exactly, so the sensitivity over the box covers the rounding. ``None`` in files written
+        before this field existed.
 
     Examples
     --------
@@ -166,6 +173,7 @@ class RegressionRelease:
     fourth_moments: MomentRelease | None = None
     mechanism: str = MECHANISM_NAME
     clamped: bool = False
+    quantum: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -227,6 +235,15 @@ class RegressionRelease:
                 raise ValueError(f"{name}.sensitivity is below the L1 sensitivity of its sums")
         if self.mechanism != MECHANISM_NAME:
             raise ValueError(f"mechanism must be {MECHANISM_NAME!r} (got {self.mechanism!r})")
+        if self.quantum is not None:
+            if isinstance(self.quantum, str) or len(self.quantum) != d + 1:
+                raise ValueError(
+                    f"quantum must hold one grid step per variable, {d + 1} (got {self.quantum!r})"
+                )
+            steps = tuple(check_positive(q, "quantum") for q in self.quantum)
+            if any(math.frexp(q)[0] != 0.5 for q in steps):
+                raise ValueError(f"quantum must hold powers of two (got {self.quantum!r})")
+            object.__setattr__(self, "quantum", steps)
 
     @property
     def d(self) -> int:
@@ -263,6 +280,7 @@ class RegressionRelease:
             else self.fourth_moments.to_dict(),
             "mechanism": self.mechanism,
             "clamped": self.clamped,
+            **({} if self.quantum is None else {"quantum": list(self.quantum)}),
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -299,6 +317,8 @@ class RegressionRelease:
         _check_fields(
             data, lists=("value", "x_bounds", "y_bounds"), scalars=("epsilon", "sensitivity")
         )
+        if data.get("quantum") is not None:
+            _check_fields(data, lists=("quantum",), scalars=())
         if "mechanism" in data and not isinstance(data["mechanism"], str):
             raise TypeError(f"mechanism must be a string (got {data['mechanism']!r})")
         for key in ("second_moments", "fourth_moments"):
@@ -335,9 +355,11 @@ def _check_keys(
 
 
 def release_regression(
-    x: npt.ArrayLike,
-    y: npt.ArrayLike,
+    x: npt.ArrayLike | Any,
+    y: npt.ArrayLike | None = None,
     *,
+    columns: Any = None,
+    client: Any = None,
     x_bounds: Any,
     y_bounds: Any,
     epsilon: float,
@@ -356,9 +378,17 @@ def release_regression(
     Parameters
     ----------
     x
-        Covariates, shape ``(n, d)`` (``(n,)`` for ``d = 1``), without an intercept column.
+        Covariates, shape ``(n, d)`` (``(n,)`` for ``d = 1``), without an intercept column; or
+        a data frame, relation or Parquet source (:mod:`pymc_dp.frames`) holding covariates
+        and response, with ``columns=``. Lazy input is streamed, Dask input reduced on its
+        cluster.
     y
-        Responses, shape ``(n,)``.
+        Responses, shape ``(n,)`` (``None`` for a data frame).
+    columns
+        For a data frame: the names of the ``d`` covariate columns followed by the response
+        column, e.g. ``["age", "income", "spend"]``.
+    client
+        A ``dask.distributed.Client`` for Dask input (default: Dask's current scheduler).
     x_bounds
         ``d`` pairs ``(lower, upper)``, chosen from public knowledge, without looking at the
         data. Every record must lie inside, unless ``clamp`` is set.
@@ -410,6 +440,23 @@ def release_regression(
         moments_share = float(moments_share)
     clamp = check_bool(clamp, "clamp")
     generator = check_rng(rng)
+    if is_frame(x):
+        return _release_frame(
+            x,
+            y,
+            columns=columns,
+            client=client,
+            x_bounds=x_bounds,
+            y_bounds=y_bounds,
+            epsilon=epsilon,
+            moments_share=moments_share,
+            clamp=clamp,
+            rng=generator,
+        )
+    if columns is not None or y is None:
+        raise TypeError(
+            "pass x and y as arrays, or a data frame as x with columns=[*covariates, response]"
+        )
     xs = check_finite_array(x, "x")
     if xs.ndim == 1:
         xs = xs[:, None]
@@ -466,16 +513,93 @@ def release_regression(
             f"index {int(np.flatnonzero(outside)[0])}; {advice}"
         )
 
+    plan = RegressionPlan(
+        tuple(map(tuple, np.vstack([xb, yb[None, :]]).tolist())),
+        moments=moments_share is not None,
+        clamp=clamp,
+    )
+    records = np.column_stack([xs, ys])
+    totals = combine_totals(
+        plan.batch_totals(records[start : start + BATCH], checked=True)
+        for start in range(0, n, BATCH)
+    )[1]
+    return _noisy_release(plan, n, totals, xb, yb, epsilon, moments_share, generator)
+
+
+def _release_frame(
+    data: Any,
+    y: Any,
+    *,
+    columns: Any,
+    client: Any,
+    x_bounds: Any,
+    y_bounds: Any,
+    epsilon: float,
+    moments_share: float | None,
+    clamp: bool,
+    rng: np.random.Generator,
+) -> RegressionRelease:
+    """:func:`release_regression` of a data frame: one exact pass on its engine, then noise."""
+    if y is not None:
+        raise TypeError("with a data frame as x, name the response in columns=, and omit y")
+    if isinstance(columns, str) or not isinstance(columns, list | tuple) or len(columns) < 2:
+        raise TypeError(
+            "columns must list the covariate columns and then the response column, e.g. "
+            f"columns=['age', 'income', 'spend'] (got {columns!r})"
+        )
+    columns = [str(c) for c in columns]
+    d = len(columns) - 1
+    try:
+        xb = check_box(x_bounds, "x_bounds", size=d)
+        yb = check_box(y_bounds, "y_bounds", size=1)[0]
+    except OverflowError:
+        raise ValueError(
+            "x_bounds and y_bounds must be finite numbers (got an integer too large for a float)"
+        ) from None
+    plan = RegressionPlan(
+        tuple(map(tuple, np.vstack([xb, yb[None, :]]).tolist())),
+        moments=moments_share is not None,
+        clamp=clamp,
+        names=(f"columns {columns[:-1]!r}", f"column {columns[-1]!r}"),
+    )
+    n, totals = exact_totals(data, plan, columns, client=client)
+    if n < d + 2:
+        raise ValueError(
+            f"the data have n={n} records but the model has d+2={d + 2} parameters ({d + 1} "
+            "coefficients with the intercept, and σ²); need n >= d+2"
+        )
+    return _noisy_release(plan, n, totals, xb, yb, epsilon, moments_share, rng)
+
+
+def _noisy_release(
+    plan: RegressionPlan,
+    n: int,
+    totals: tuple[int, ...],
+    xb: npt.NDArray[np.float64],
+    yb: npt.NDArray[np.float64],
+    epsilon: float,
+    moments_share: float | None,
+    generator: np.random.Generator,
+) -> RegressionRelease:
+    """Noise on exact sums, after every noise scale has been checked (public values only)."""
+    d = xb.shape[0]
+    largest = max(1.0, float(np.max(np.abs(xb))), float(np.max(np.abs(yb))))
+    with np.errstate(over="ignore"):
+        magnitude = float(np.float64(n) * np.float64(largest) ** 2)
+        moment_magnitude = float(np.float64(n) * np.float64(largest) ** 4)
+    if not np.isfinite(moment_magnitude if moments_share is not None else magnitude):
+        raise ValueError(
+            f"x_bounds and y_bounds reach {largest:.3g}: the sums of squares of {n} records "
+            "would overflow a float; choose narrower bounds (in other units if need be)"
+        )
     stat_epsilon = epsilon if moments_share is None else epsilon * (1.0 - moments_share)
     sensitivity = regression_sensitivity(xb, yb)
-    statistic = regression_statistic(xs, ys)
+    statistic, *sums = plan.sums(totals)
     moments: list[tuple[npt.NDArray, npt.NDArray, float]] = []
     if moments_share is not None:
-        for degrees in (SECOND_DEGREES, FOURTH_DEGREES):
+        for degrees, block in zip((SECOND_DEGREES, FOURTH_DEGREES), sums, strict=True):
             powers = covariate_powers(d, degrees)
-            moments.append(
-                (powers, monomial_sums(xs, powers), sum_of_ranges(powers, xb[:, 0], xb[:, 1]))
-            )
+            moments.append((powers, block, sum_of_ranges(powers, xb[:, 0], xb[:, 1])))
     # Noise only after every check above, and every noise scale, has passed.
     noise_scale(sensitivity=sensitivity, epsilon=stat_epsilon, magnitude=magnitude)
     for _, _, delta in moments:
@@ -513,5 +637,6 @@ def release_regression(
         y_bounds=(float(yb[0]), float(yb[1])),
         second_moments=released_moments[0] if released_moments else None,
         fourth_moments=released_moments[1] if released_moments else None,
-        clamped=clamp,
+        clamped=plan.clamp,
+        quantum=plan.quanta,
     )

@@ -1,0 +1,354 @@
+"""Exact, order-independent sufficient statistics: the per-batch kernel of every release.
+
+A release sums t(x) over records. Floating-point sums depend on the order of the records and
+on how they are split into partitions, and their rounding is not covered by Δ (Casacuberta et
+al. 2022). Here each record is put on a public fixed-point grid first, so that t of the gridded
+record is an exact integer in units of a power of two, and those integers are summed exactly
+(:func:`pymc_dp.fixed_point.exact_total`, Python integers across batches). The same records
+give the same statistic bit for bit on any engine, partitioning or order.
+
+The grid is on the record, not on t: a record z of a windowed family is rounded to the nearest
+multiple of the quantum q *inside* the window (clipped to its grid points), so the gridded
+record is itself a possible record of the window and the Appendix C sensitivity Δ covers it
+unchanged. Its statistic (z, z²) is then the exact integer pair (m, m²) in units (q, q²).
+Counts (Bernoulli, Binomial, Categorical, Poisson and Geometric records) are integers already.
+
+A :class:`FamilyPlan` (or :class:`~pymc_dp.regression.exact.RegressionPlan`) holds only public
+values and is picklable: a Dask worker runs :meth:`FamilyPlan.batch_totals` on its partition and
+returns a :class:`BatchTotals`, which holds integer totals and, for a bad record, the rule it
+broke and its position, never a record's value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from pymc_dp.families import ExponentialFamily
+from pymc_dp.fixed_point import exact_total
+
+__all__ = [
+    "BatchTotals",
+    "FamilyPlan",
+    "Problem",
+    "clamp_records",
+    "combine_totals",
+    "limb_total",
+    "record_quantum",
+]
+
+BATCH = 1 << 20
+"""Records per batch: keeps the kernel's temporaries near 50 MB whatever n is."""
+
+_DESCRIBED = re.compile(r"(\d+) record\(s\) \(the first at index (\d+)\)")
+
+
+class Problem(NamedTuple):
+    """A broken rule in one batch: the exception type, its message and where it happened.
+
+    ``template`` is the message with ``{records}`` in place of the count and first index
+    (:func:`~pymc_dp._validation.describe_records`); ``count`` and ``first`` (batch-local) are
+    ``None`` for a rule about the whole column (its type).
+    """
+
+    kind: str
+    template: str
+    count: int | None
+    first: int | None
+
+
+class BatchTotals(NamedTuple):
+    """What one batch or partition reports: its size, exact integer totals, or a problem."""
+
+    n: int
+    totals: tuple[int, ...]
+    problem: Problem | None = None
+
+
+def record_quantum(lower: float, upper: float, degree: int, *, integer: bool = False) -> float:
+    """The public grid step q = 2**k of records in ``[lower, upper]``, monomials up to ``degree``.
+
+    q is as fine as fast int64 arithmetic allows: the largest |record| is at most 2**42
+    quanta for degree 1 (so a batch of 2**20 records sums in int64 without splitting) and
+    2**(62 // degree) quanta otherwise (every monomial of one gridded record is an exact
+    int64, summed in 31-bit limbs by :func:`limb_total`). Integer records keep q = 1 unless
+    they are beyond that range.
+
+    Examples
+    --------
+    >>> record_quantum(0.0, 1.5, 1) == 2.0**-41, record_quantum(-4.0, 6.0, 2) == 2.0**-28
+    (True, True)
+    >>> record_quantum(0.0, 40.0, 1, integer=True)
+    1.0
+    """
+    bits = 42 if degree == 1 else 62 // degree
+    largest = max(abs(float(lower)), abs(float(upper)))
+    exponent = (math.frexp(largest)[1] if largest > 0 else -1022) - bits
+    if integer:
+        exponent = max(exponent, 0)
+    return math.ldexp(1.0, max(exponent, -1022))
+
+
+def limb_total(columns: list[npt.NDArray[np.int64]]) -> tuple[int, ...]:
+    """Exact totals of int64 columns, each split in 31-bit limbs.
+
+    ``v = hi · 2**31 + lo`` with ``0 <= lo < 2**31`` and ``|hi| <= 2**32``: each limb sums in
+    int64 without overflow over 2**30 rows, where whole values up to 2**62 would need
+    :func:`~pymc_dp.fixed_point.exact_total` to add thousands of blocks. Longer columns are
+    summed by :func:`~pymc_dp.fixed_point.exact_total` on the limbs.
+
+    Examples
+    --------
+    >>> limb_total([np.array([2**62 - 1, -(2**62), 5], dtype=np.int64)]) == (4,)
+    True
+    """
+    totals = []
+    for column in columns:
+        hi, lo = column >> 31, column & 0x7FFFFFFF
+        if column.shape[0] <= 1 << 30:
+            hi_total, lo_total = int(hi.sum()), int(lo.sum())
+        else:
+            hi_total, lo_total = exact_total(np.column_stack([hi, lo]))
+        totals.append((hi_total << 31) + lo_total)
+    return tuple(totals)
+
+
+def grid_limits(lower: float, upper: float, quantum: float, what: str) -> tuple[int, int]:
+    """First and last grid point (in quanta) inside ``[lower, upper]``; refuse an empty grid."""
+    lo, hi = math.ceil(lower / quantum), math.floor(upper / quantum)
+    if lo > hi:
+        raise ValueError(
+            f"{what} [{lower:g}, {upper:g}] is narrower than the fixed-point quantum {quantum:g} "
+            "of records of that size: widen it, or shift the records towards 0 first"
+        )
+    return lo, hi
+
+
+def clamp_records(fam: ExponentialFamily, x: npt.ArrayLike) -> npt.ArrayLike:
+    """``x`` with numeric records outside the family's (public) domain moved to its ends."""
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "iuf":
+        return x  # booleans and anything else are checked, not clamped
+    lo, hi = fam.domain
+    with np.errstate(invalid="ignore"):
+        out = np.clip(arr, lo, hi)
+        if fam.name.startswith("log"):
+            # The domain is x > 0 (log x must be finite): the nearest point is the smallest float.
+            out = np.where(out <= 0, np.finfo(np.float64).tiny, out)
+    return out
+
+
+def problem_of(err: Exception) -> Problem:
+    """The :class:`Problem` of a validation error, its record count and index taken out."""
+    text = str(err)
+    found = _DESCRIBED.search(text)
+    if found is None:
+        return Problem(type(err).__name__, text.replace("{", "{{").replace("}", "}}"), None, None)
+    template = (
+        text[: found.start()].replace("{", "{{").replace("}", "}}")
+        + "{records}"
+        + text[found.end() :].replace("{", "{{").replace("}", "}}")
+    )
+    return Problem(type(err).__name__, template, int(found.group(1)), int(found.group(2)))
+
+
+def missing_problem(values: npt.NDArray, name: str) -> Problem | None:
+    """A problem for NaN or null records (sources deliver nulls as NaN), else ``None``."""
+    if values.dtype.kind != "f":
+        return None
+    missing = np.isnan(values)
+    if not missing.any():
+        return None
+    return Problem(
+        "ValueError",
+        f"{name} has {{records}} missing (null or NaN); the release was stopped. n is public, "
+        "so pymc_dp never drops, fills or counts around a record: fix or fill those records "
+        "with a rule that does not depend on the data",
+        int(missing.sum()),
+        int(np.argmax(missing)),
+    )
+
+
+def check_numeric(values: npt.NDArray, name: str) -> Problem | None:
+    """A problem if the column is not numbers or booleans (a rule about its type)."""
+    if values.dtype.kind in "biuf":
+        return None
+    return Problem(
+        "TypeError",
+        f"{name} must hold numbers or booleans (got dtype {values.dtype}); convert it first",
+        None,
+        None,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class FamilyPlan:
+    """How to sum one family's statistic exactly: public values only, picklable.
+
+    Attributes
+    ----------
+    family
+        The family of one record.
+    window
+        The truncation window ``(a, b)`` on the data scale, or ``None`` for a bounded family.
+    quantum
+        The grid step q of the latent record (``None`` for a bounded family). Component j of
+        the statistic is an integer total times q**(j + 1).
+    clamp
+        Whether records outside the family's domain are clamped to it (``clamp=True``).
+    name
+        How messages name the records, e.g. ``"x"`` or ``"column 'visits'"``.
+    """
+
+    family: ExponentialFamily
+    window: tuple[float, float] | None = None
+    quantum: float | None = None
+    clamp: bool = False
+    name: str = "x"
+
+    @classmethod
+    def for_release(
+        cls,
+        family: ExponentialFamily,
+        window: tuple[float, float] | None,
+        *,
+        clamp: bool = False,
+        name: str = "x",
+    ) -> FamilyPlan:
+        """The plan of a release over ``window`` (``None`` for a bounded family)."""
+        if not family.needs_bounds:
+            return cls(family, None, None, clamp, name)
+        k = family.stat_size
+        probe = np.asarray(family.statistic(np.array([3.0]))).ravel()
+        if k > 2 or not np.array_equal(probe, 3.0 ** np.arange(1, k + 1)):
+            raise TypeError(f"exact sums need t(z) = (z, z², ...) on the latent scale; {family!r}")
+        lower, upper = family.latent_window(window)
+        quantum = record_quantum(lower, upper, k, integer=getattr(family, "discrete", False))
+        grid_limits(lower, upper, quantum, "the window")
+        return cls(family, tuple(map(float, window)), quantum, clamp, name)
+
+    @property
+    def size(self) -> int:
+        """Number of released components."""
+        return int(np.prod(self.family.stat_shape, dtype=np.int64))
+
+    def batch_totals(self, values: npt.ArrayLike, *, checked: bool = False) -> BatchTotals:
+        """Check one batch of records and sum its statistic exactly.
+
+        Parameters
+        ----------
+        values
+            The batch, one-dimensional (nulls as NaN).
+        checked
+            Whether the records were already checked (and clamped) by the caller.
+        """
+        arr = np.asarray(values)
+        if not checked:
+            if arr.size == 0:
+                return BatchTotals(0, (0,) * self.size)
+            problem = check_numeric(arr, self.name) or missing_problem(arr, self.name)
+            if problem is not None:
+                return BatchTotals(int(arr.shape[0]), (), problem)
+            try:
+                arr = self.family.validate_data(
+                    clamp_records(self.family, arr) if self.clamp else arr
+                )
+            except (TypeError, ValueError) as err:
+                return BatchTotals(int(arr.shape[0]), (), problem_of(err))
+        return BatchTotals(int(arr.shape[0]), self._totals(arr))
+
+    def _totals(self, records: npt.NDArray) -> tuple[int, ...]:
+        fam = self.family
+        if not fam.needs_bounds:
+            categories = getattr(fam, "categories", None)
+            if categories is not None:
+                return tuple(int(c) for c in np.bincount(records, minlength=categories))
+            return exact_total(records.reshape(-1, 1))
+        a, b = self.window
+        inside = records[(records >= a) & (records <= b)]
+        lower, upper = fam.latent_window(self.window)
+        lo, hi = grid_limits(lower, upper, self.quantum, "the window")
+        # A fresh array (boolean indexing copies, log x too), so it can be rounded in place.
+        z = np.asarray(fam.to_latent(inside), dtype=np.float64)
+        # The rounding of fixed_point.quantise (rint of z / q, exact for q a power of two), in
+        # place: the records were checked to be finite and in the window, so that |z / q| is
+        # at most 2**42 (2**31 for z²) and quantise's range checks cannot fail.
+        np.multiply(z, 1.0 / self.quantum, out=z)
+        np.rint(z, out=z)
+        np.clip(z, lo, hi, out=z)
+        m = z.astype(np.int64)
+        if fam.stat_size == 1:
+            if m.shape[0] <= BATCH:  # |m| <= 2**42: a batch sums below 2**62 in int64
+                return (int(m.sum()),)
+            return exact_total(m.reshape(-1, 1))
+        return limb_total([m, m * m])
+
+    def statistic(self, totals: tuple[int, ...]) -> npt.NDArray[np.float64]:
+        """The statistic s from exact integer totals: total_j · q**(j + 1), shape ``stat_shape``."""
+        if self.quantum is None:
+            out = np.array([float(t) for t in totals])
+        else:
+            # float(total) rounds a total beyond 2**53 to nearest, the same on every engine.
+            out = np.array([float(t) * self.quantum ** (j + 1) for j, t in enumerate(totals)])
+        return out.reshape(self.family.stat_shape)
+
+
+def combine_totals(results: Iterable[BatchTotals]) -> tuple[int, tuple[int, ...]]:
+    """Add batch totals exactly, or raise the first broken rule with global positions.
+
+    Batches come in record order. If some batch broke a rule, the error is the rule broken by
+    the first bad record, with the count of records breaking that rule in every batch and the
+    index of the first (in the whole column); the message never holds a record's value.
+
+    Returns
+    -------
+    n, totals
+        Number of records and the exact integer totals.
+
+    Raises
+    ------
+    TypeError, ValueError
+        The broken rule, as the family words it.
+    """
+    n = 0
+    totals: list[int] | None = None
+    found: list[tuple[int, Problem]] = []
+    for result in results:
+        if result.problem is not None:
+            found.append((n, result.problem))
+        elif result.n:
+            totals = (
+                list(result.totals)
+                if totals is None
+                else [a + b for a, b in zip(totals, result.totals, strict=True)]
+            )
+        n += result.n
+    if found:
+        _raise_first(found)
+    return n, tuple(totals or ())
+
+
+def _raise_first(found: list[tuple[int, Problem]]) -> None:
+    def where(item: tuple[int, Problem]) -> int:
+        offset, problem = item
+        return offset + (problem.first or 0)
+
+    _, first = min(found, key=where)
+    error: type[Exception] = TypeError if first.kind == "TypeError" else ValueError
+    if first.count is None:
+        raise error(first.template.format(records=""))
+    same = [(o, p) for o, p in found if p.template == first.template]
+    count = sum(p.count or 0 for _, p in same)
+    index = min(where(item) for item in same)
+    raise error(first.template.format(records=f"{count} record(s) (the first at index {index})"))
+
+
+def empty_problem(name: str) -> Any:
+    """The error for a source without records."""
+    return ValueError(f"{name} must not be empty")

@@ -1,0 +1,236 @@
+"""Releases from data frames, lazy scans, DuckDB and a Dask cluster: the same exact statistic.
+
+Every family and the regression release are computed from the same records through NumPy,
+pandas, Polars (eager and a lazy Parquet scan), DuckDB and a Dask ``LocalCluster`` with 2
+workers and several partitions (in shuffled order too): the integer totals, and so the
+statistic and the release with the same noise seed, agree bit for bit.
+"""
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_dp as pmdp
+from pymc_dp.exact_sums import FamilyPlan
+from pymc_dp.families import get_family
+from pymc_dp.frames import exact_totals, parquet_source
+
+pd = pytest.importorskip("pandas")
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+pl = pytest.importorskip("polars")
+duckdb = pytest.importorskip("duckdb")
+dd = pytest.importorskip("dask.dataframe")
+distributed = pytest.importorskip("distributed")
+
+N = 3001  # not a multiple of any partition size
+RNG = np.random.default_rng(20261123)
+
+# (name, PyMC class, records, release options): windows cut some records out.
+FAMILIES = [
+    ("bernoulli", pm.Bernoulli, RNG.integers(0, 2, N), {}),
+    ("binomial", pm.Binomial, RNG.integers(0, 6, N), {"trials": 5}),
+    ("categorical", pm.Categorical, RNG.integers(0, 4, N), {"categories": 4}),
+    ("exponential", pm.Exponential, RNG.exponential(0.5, N), {"bounds": (0.1, 1.5)}),
+    ("gamma", pm.Gamma, RNG.gamma(2.0, 0.5, N), {"alpha": 2.0, "bounds": (0.0, 3.0)}),
+    ("poisson", pm.Poisson, RNG.poisson(4.0, N), {"bounds": (1, 9)}),
+    ("geometric", pm.Geometric, RNG.geometric(0.3, N), {"bounds": (1, 12)}),
+    ("normal", pm.Normal, RNG.normal(0.3, 1.2, N), {"bounds": (-2.5, 3.1)}),
+    ("normal_sigma", pm.Normal, RNG.normal(0.3, 1.2, N), {"bounds": (-2.5, 3.1), "sigma": 1.2}),
+    ("lognormal", pm.LogNormal, RNG.lognormal(0.0, 0.8, N), {"bounds": (0.2, 6.0)}),
+]
+IDS = [case[0] for case in FAMILIES]
+
+
+@pytest.fixture(scope="module")
+def client():
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as dask_client,
+    ):
+        yield dask_client
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory):
+    """One pandas frame and one Parquet file (row groups of 500) holding every family's column."""
+    frame = pd.DataFrame({name: x for name, _, x, _ in FAMILIES})
+    path = tmp_path_factory.mktemp("frames") / "records.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=500)
+    return frame, path
+
+
+def _engines(frame, path, client):
+    """Each engine's view of the same records, with the client to pass (if any)."""
+    shuffled = frame.sample(frac=1.0, random_state=1)
+    con = duckdb.connect()
+    return {
+        "pandas": (frame, None),
+        "polars": (pl.from_pandas(frame), None),
+        "polars_scan": (pl.scan_parquet(path), None),
+        "parquet_source": (parquet_source(path), None),
+        "duckdb": (con.sql(f"select * from read_parquet('{path}')"), None),
+        "dask": (dd.from_pandas(frame, npartitions=4), client),
+        "dask_shuffled": (dd.from_pandas(shuffled, npartitions=7, sort=False), client),
+    }
+
+
+@pytest.mark.parametrize(("name", "dist", "x", "options"), FAMILIES, ids=IDS)
+def test_every_engine_gives_the_same_statistic_bit_for_bit(name, dist, x, options, tables, client):
+    frame, path = tables
+    reference = pmdp.release(x, dist, epsilon=1.0, rng=7, **options)
+    params = {k: v for k, v in options.items() if k != "bounds"}
+    fam = get_family(dist, **params)
+    plan = FamilyPlan.for_release(fam, options.get("bounds"))
+    totals = exact_totals(frame, plan, [name])
+    for engine, (data, dask_client) in _engines(frame, path, client).items():
+        rel = pmdp.release(
+            data, dist, epsilon=1.0, column=name, client=dask_client, rng=7, **options
+        )
+        assert rel == reference, engine
+        assert exact_totals(data, plan, [name], client=dask_client) == totals, engine
+    assert reference.n == N and (reference.quantum is None) == (not fam.needs_bounds)
+
+
+def test_exact_sums_do_not_depend_on_the_order_of_the_records():
+    x = RNG.normal(0.0, 1.0, 10_000)
+    plan = FamilyPlan.for_release(get_family(pm.Normal), (-3.0, 3.0))
+    forward = exact_totals(pd.Series(x, name="x"), plan, ["x"])
+    backward = exact_totals(pd.Series(x[::-1].copy(), name="x"), plan, ["x"])
+    assert forward == backward
+    s = plan.statistic(forward[1])
+    inside = x[(x >= -3) & (x <= 3)]
+    # Each record moves by at most q/2 = 2**-30 on the grid: the sums by at most n·3q.
+    np.testing.assert_allclose(s, [inside.sum(), (inside**2).sum()], rtol=0, atol=1e-4)
+
+
+def test_regression_is_the_same_from_every_engine(tmp_path, client):
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-1, 1, size=(N, 2))
+    y = np.clip(x @ [0.5, -0.2] + 0.1 * rng.standard_normal(N), -2, 2)
+    frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1], "y": y})
+    path = tmp_path / "regression.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=700)
+    options = dict(x_bounds=[(-1, 1)] * 2, y_bounds=(-2, 2), epsilon=1.0, moments_share=0.2)
+    reference = pmdp.release_regression(x, y, rng=3, **options)
+    for engine, (data, dask_client) in _engines(frame, path, client).items():
+        rel = pmdp.release_regression(
+            data, columns=["a", "b", "y"], client=dask_client, rng=3, **options
+        )
+        assert np.array_equal(rel.value, reference.value), engine
+        assert np.array_equal(rel.fourth_moments.value, reference.fourth_moments.value), engine
+        assert rel.quantum == reference.quantum and rel.n == N
+    again = pmdp.RegressionRelease.from_json(reference.to_json())
+    assert again.quantum == reference.quantum
+
+
+def test_a_bad_record_is_named_by_its_position_in_the_whole_column(client):
+    x = RNG.exponential(0.5, 1000)
+    x[[250, 900]] = -1.0
+    frame = pd.DataFrame({"w": x})
+    expected = "2 record(s) (the first at index 250) lie outside"
+    for data, dask_client in (
+        (frame, None),
+        (pl.from_pandas(frame).lazy(), None),
+        (dd.from_pandas(frame, npartitions=5), client),
+    ):
+        with pytest.raises(ValueError, match=r"exponential domain") as info:
+            pmdp.release(
+                data,
+                pm.Exponential,
+                epsilon=1.0,
+                column="w",
+                bounds=(0, 2),
+                rng=0,
+                client=dask_client,
+            )
+        assert expected in str(info.value) and "-1" not in str(info.value)
+    assert pmdp.release(
+        frame, pm.Exponential, epsilon=1.0, column="w", bounds=(0, 2), clamp=True, rng=0
+    ).clamped
+
+
+def test_missing_values_and_wrong_columns_stop_the_release():
+    frame = pl.DataFrame({"k": [1, 0, None, 1, None]})
+    with pytest.raises(
+        ValueError, match=r"column 'k' has 2 record\(s\) \(the first at index 2\) missing"
+    ):
+        pmdp.release(frame.lazy(), pm.Bernoulli, epsilon=1.0, column="k", rng=0)
+    with pytest.raises(ValueError, match="no column 'kk'; the columns are 'k'"):
+        pmdp.release(frame, pm.Bernoulli, epsilon=1.0, column="kk", rng=0)
+    with pytest.raises(ValueError, match="pass column="):
+        pmdp.release(frame, pm.Bernoulli, epsilon=1.0, rng=0)
+    with pytest.raises(TypeError, match="must hold numbers or booleans"):
+        pmdp.release(pl.DataFrame({"k": ["a", "b"]}), pm.Bernoulli, epsilon=1.0, column="k", rng=0)
+    with pytest.raises(TypeError, match="column applies to data frames"):
+        pmdp.release(np.array([0, 1]), pm.Bernoulli, epsilon=1.0, column="k", rng=0)
+    with pytest.raises(TypeError, match="needs the records in memory"):
+        pmdp.release(
+            pl.DataFrame({"x": [1.0, 2.0]}).lazy(), pm.Exponential, epsilon=1.0, column="x",
+            bounds="private", bounds_range=(0, 10), rng=0,
+        )  # fmt: skip
+
+
+def test_private_bounds_from_an_eager_frame_match_the_array():
+    x = RNG.exponential(0.5, 2000)
+    options = dict(epsilon=2.0, bounds="private", bounds_range=(0.0, 20.0), rng=4)
+    assert pmdp.release(pd.DataFrame({"x": x}), pm.Exponential, column="x", **options) == (
+        pmdp.release(x, pm.Exponential, **options)
+    )
+
+
+def test_the_release_records_its_public_quantum_and_round_trips():
+    rel = pmdp.release(
+        RNG.exponential(0.5, 100), pm.Exponential, epsilon=1.0, bounds=(0, 1.5), rng=0
+    )
+    assert rel.quantum == 2.0**-41
+    assert pmdp.Release.from_json(rel.to_json()) == rel
+    assert "quantum" not in pmdp.release([0, 1], pm.Bernoulli, epsilon=1.0, rng=0).to_dict()
+    with pytest.raises(ValueError, match="power of two"):
+        pmdp.Release.from_dict({**rel.to_dict(), "quantum": 0.3})
+
+
+def test_cli_streams_parquet_files_directories_and_globs_and_uses_a_scheduler(tmp_path, client):
+    from pymc_dp.cli import main
+    from pymc_dp.io import read_release
+
+    x = RNG.poisson(3.0, N)
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    for i, part in enumerate(np.array_split(x, 3)):
+        pq.write_table(pa.table({"visits": part}), folder / f"part{i}.parquet")
+    pq.write_table(pa.table({"visits": x}), tmp_path / "all.parquet")
+    common = ["--column", "visits", "--family", "poisson", "--bounds", "0", "8", "--epsilon", "1"]
+    releases = []
+    for i, data in enumerate(
+        [tmp_path / "all.parquet", folder, str(folder / "*.parquet"), folder, folder]
+    ):
+        out = tmp_path / f"r{i}.json"
+        extra = ["--scheduler", client.scheduler.address] if i == 4 else []
+        assert main(["release", str(data), *common, "--seed", "1", "-o", str(out), *extra]) == 0
+        releases.append(read_release(out))
+    assert all(rel == releases[0] for rel in releases)
+    assert releases[0] == pmdp.release(x, pm.Poisson, epsilon=1.0, bounds=(0, 8), rng=1)
+
+
+@pytest.mark.slow
+def test_the_analysts_cost_does_not_depend_on_n():
+    """pm.sample (1000 draws, 1 chain) on Poisson releases of 10² and 10⁸ records: the release
+    is a few numbers, so the fit of 10⁸ records takes at most twice as long (timing noise)."""
+    import time
+
+    from pymc_dp.models import build_model
+
+    seconds = {}
+    for n in (10**2, 10**8):
+        rel = pmdp.Release(
+            value=3.9 * n, n=n, epsilon=1.0, sensitivity=10.0, bounds=(0.0, 10.0), family="poisson"
+        )
+        with build_model(rel, {"alpha": 1.0, "beta": 1.0}):
+            pm.sample(draws=20, tune=20, chains=1, progressbar=False, random_seed=0)
+            start = time.perf_counter()
+            pm.sample(draws=1000, tune=200, chains=1, progressbar=False, random_seed=1)
+            seconds[n] = time.perf_counter() - start
+    assert seconds[10**8] < 2 * seconds[10**2] + 1.0
