@@ -3,8 +3,8 @@
 Three samplers on the same release, in one process, for each family × n × ε:
 
 * **default**: ``NoisySuffStat`` as a user writes it and ``pm.sample()`` as it assigns steps
-  (collapsed likelihood and an exact grid draw for a scalar statistic; Algorithm 1 for a vector
-  statistic, until the partially collapsed sampler lands);
+  (collapsed likelihood and an exact grid draw for a scalar statistic; partially collapsed Gibbs
+  with NUTS on θ for a vector statistic);
 * **nuts**: NUTS on the model a user would write by hand: θ, a latent normal s with the CLT (or
   window) moments, and ``pm.Laplace`` for y;
 * **alg1**: ``NoisySuffStat(method="augmented")``, the paper's Gibbs sampler, through
