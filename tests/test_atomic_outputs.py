@@ -160,8 +160,18 @@ def test_four_concurrent_releases_to_one_output_exactly_one_wins(tmp_path):
     out = tmp_path / "release.json"
     procs = [
         _popen(
-            "release", str(data), "--column", "x", "--family", "bernoulli", "--epsilon", "1",
-            "--seed", str(seed), "--output", str(out),
+            "release",
+            str(data),
+            "--column",
+            "x",
+            "--family",
+            "bernoulli",
+            "--epsilon",
+            "1",
+            "--seed",
+            str(seed),
+            "--output",
+            str(out),
         )  # fmt: skip
         for seed in range(4)
     ]
