@@ -158,23 +158,8 @@ def test_four_concurrent_releases_to_one_output_exactly_one_wins(tmp_path):
     data = tmp_path / "data.csv"
     data.write_text("x\n" + "\n".join(str(v) for v in [0, 1, 1, 0, 1] * 20) + "\n")
     out = tmp_path / "release.json"
-    procs = [
-        _popen(
-            "release",
-            str(data),
-            "--column",
-            "x",
-            "--family",
-            "bernoulli",
-            "--epsilon",
-            "1",
-            "--seed",
-            str(seed),
-            "--output",
-            str(out),
-        )  # fmt: skip
-        for seed in range(4)
-    ]
+    argv = ["release", str(data), "--column", "x", "--family", "bernoulli", "--epsilon", "1"]
+    procs = [_popen(*argv, "--seed", str(seed), "--output", str(out)) for seed in range(4)]
     results = [(p.wait(timeout=120), p.stdout.read(), p.stderr.read()) for p in procs]
     codes = sorted(code for code, _, _ in results)
     assert codes == [0, 2, 2, 2], results

@@ -7,7 +7,6 @@ end without an exception and with finite draws, for the default sampler and for 
 """
 
 import numpy as np
-import pymc as pm
 import pytest
 from conftest import binomial_model, categorical_model, sample
 
