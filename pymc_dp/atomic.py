@@ -54,7 +54,7 @@ class StagedOutputs:
     >>> out = pathlib.Path(tempfile.mkdtemp())
     >>> with StagedOutputs(out, ["a.txt"]) as staged:
     ...     _ = staged.path("a.txt").write_text("done")
-    ...     staged.commit()
+    ...     _ = staged.commit()
     >>> sorted(p.name for p in out.iterdir()), (out / "a.txt").read_text()
     (['a.txt'], 'done')
     >>> with StagedOutputs(out, ["b.txt"]) as staged:   # never committed: nothing appears

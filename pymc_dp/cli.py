@@ -505,6 +505,18 @@ def _parse_prior(items: Sequence[str]) -> dict[str, Any]:
 
 
 def _fit(args: argparse.Namespace) -> int:
+    try:
+        return _checked_fit(args)
+    except KeyboardInterrupt:  # Ctrl-C while compiling, sampling or saving
+        print(
+            "pymc-dp fit: interrupted; no output written (a fit is kept only when sampling "
+            "completed)",
+            file=sys.stderr,
+        )
+        return 130
+
+
+def _checked_fit(args: argparse.Namespace) -> int:
     from pymc_dp.atomic import existing_outputs
     from pymc_dp.io import check_posterior_path, read_release
     from pymc_dp.models import build_model, prior_hyperparameters, prior_spec
@@ -529,15 +541,7 @@ def _fit(args: argparse.Namespace) -> int:
     except (_InputError, OSError, TypeError, ValueError) as err:
         return _fail("fit", _one_line(err))
     used = {k: np.asarray(v).tolist() for k, v in zip(spec.parameters, values, strict=True)}
-    try:
-        return _sample_and_write(args, model, rel, prior, spec, used, out, names)
-    except KeyboardInterrupt:
-        print(
-            "pymc-dp fit: interrupted; no output written (a fit is kept only when sampling "
-            "completed)",
-            file=sys.stderr,
-        )
-        return 130
+    return _sample_and_write(args, model, rel, prior, spec, used, out, names)
 
 
 def _sample_and_write(
