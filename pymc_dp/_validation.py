@@ -22,6 +22,7 @@ __all__ = [
     "check_json_numbers",
     "check_not_masked",
     "check_positive",
+    "check_records",
     "check_rng",
     "describe_records",
     "json_float",
@@ -96,6 +97,26 @@ def check_not_masked(value: object, name: str) -> None:
             "every record (fix or fill the masked ones with a rule that does not look at "
             "the data)"
         )
+
+
+def check_records(value: object, name: str) -> np.ndarray:
+    """``value`` as a NumPy array of records, refusing masked and ragged input by name.
+
+    Examples
+    --------
+    >>> check_records([[0], [0, 1]], "x")
+    Traceback (most recent call last):
+    ...
+    ValueError: x must be a one-dimensional array of records (got a ragged sequence); ...
+    """
+    check_not_masked(value, name)
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError):
+        raise ValueError(
+            f"{name} must be a one-dimensional array of records (got a ragged sequence); give "
+            "one value per record"
+        ) from None
 
 
 def check_int(value: object, name: str, *, minimum: int, maximum: int | None = None) -> int:

@@ -23,8 +23,8 @@ from pymc_dp._validation import (
     check_bool,
     check_int,
     check_json_numbers,
-    check_not_masked,
     check_positive,
+    check_records,
     check_rng,
     json_float,
 )
@@ -369,7 +369,7 @@ def release(
     epsilon = check_positive(epsilon, "epsilon")
     clamp = check_bool(clamp, "clamp")
     generator = check_rng(rng)
-    check_not_masked(x, "x")
+    x = check_records(x, "x")
     records = fam.validate_data(_clamped(fam, x) if clamp else x)
     bounds_epsilon = 0.0
     if not fam.needs_bounds:

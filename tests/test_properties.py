@@ -377,3 +377,44 @@ def test_csv_reader_reads_exactly_or_names_the_file(
         return
     assert expected is not None, "accepted a file the reference refuses"
     np.testing.assert_array_equal(got, np.asarray(expected))
+
+
+WILD_RECORDS = st.one_of(
+    st.lists(WILD_FLOATS, max_size=6),
+    st.lists(st.lists(st.integers(0, 2), min_size=1, max_size=2), max_size=3),
+    st.sampled_from(
+        [
+            np.array(["a", "b"]),
+            np.array([1, 0], dtype="timedelta64[s]"),
+            np.ma.masked_array([0, 1, 1], mask=[0, 1, 0]),
+            np.array([True, False]),
+            np.zeros((2, 2)),
+            3,
+            "0101",
+            None,
+            {1, 0},
+        ]
+    ),
+)
+
+
+@SETTINGS
+@given(
+    name=st.sampled_from(sorted(FAMILY_CASES)),
+    x=WILD_RECORDS,
+    setting=WILD_FLOATS,
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_release_refuses_wild_records_and_settings_by_name(name, x, setting, seed):
+    family, settings_, _ = FAMILY_CASES[name]
+    settings_ = dict(settings_)
+    key = next(iter(settings_), None)
+    if key is not None and key != "bounds":
+        settings_[key] = setting
+    try:
+        rel = pmdp.release(x, family, epsilon=1.0, rng=seed, **settings_)
+    except Exception as err:
+        _check_refusal(err, (*RELEASE_ARGS, "alpha"))
+        return
+    value = np.atleast_1d(np.asarray(rel.value, dtype=np.float64))
+    assert np.all(np.isfinite(value)) and rel.n == len(np.asarray(x).reshape(-1))
