@@ -107,15 +107,15 @@ def check_records(value: object, name: str) -> np.ndarray:
     >>> check_records([[0], [0, 1]], "x")
     Traceback (most recent call last):
     ...
-    ValueError: x must be a one-dimensional array of records (got a ragged sequence); ...
+    ValueError: x must be an array with one value (or one row) per record (got a ragged ...
     """
     check_not_masked(value, name)
     try:
         return np.asarray(value)
     except (ValueError, TypeError):
         raise ValueError(
-            f"{name} must be a one-dimensional array of records (got a ragged sequence); give "
-            "one value per record"
+            f"{name} must be an array with one value (or one row) per record (got a ragged "
+            "sequence); give every record the same number of values"
         ) from None
 
 
@@ -152,8 +152,7 @@ def check_finite_array(value: object, name: str, *, ndim: int | None = None) -> 
     ndim
         Required number of dimensions, if any.
     """
-    check_not_masked(value, name)
-    arr = np.asarray(value)
+    arr = check_records(value, name)
     if arr.dtype.kind in "mM":
         raise TypeError(
             f"{name} must be a real numeric array (got dtype {arr.dtype}); convert times and "

@@ -418,3 +418,34 @@ def test_release_refuses_wild_records_and_settings_by_name(name, x, setting, see
         return
     value = np.atleast_1d(np.asarray(rel.value, dtype=np.float64))
     assert np.all(np.isfinite(value)) and rel.n == len(np.asarray(x).reshape(-1))
+
+
+WILD_BOUNDS = st.one_of(
+    st.tuples(WILD_FLOATS, WILD_FLOATS),
+    st.sampled_from([None, "0 1", (0,), (1, 0), [(0, 1), (0, 1)], ((0, 1),), (0, 1, 2)]),
+)
+
+
+@SETTINGS
+@given(
+    x=st.one_of(WILD_RECORDS, st.just(np.linspace(0, 1, 8))),
+    y=st.one_of(WILD_RECORDS, st.just(np.linspace(0, 1, 8))),
+    x_bounds=st.one_of(WILD_BOUNDS, st.just([(0, 1)])),
+    y_bounds=st.one_of(WILD_BOUNDS, st.just((0, 1))),
+    moments_share=st.one_of(st.none(), WILD_FLOATS),
+)
+def test_release_regression_refuses_wild_input_by_name(x, y, x_bounds, y_bounds, moments_share):
+    try:
+        rel = pmdp.release_regression(
+            x,
+            y,
+            x_bounds=x_bounds,
+            y_bounds=y_bounds,
+            epsilon=1.0,
+            moments_share=moments_share,
+            rng=0,
+        )
+    except Exception as err:
+        _check_refusal(err, REGRESSION_ARGS)
+        return
+    assert np.all(np.isfinite(np.asarray(rel.value, dtype=np.float64)))
