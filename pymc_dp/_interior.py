@@ -22,9 +22,9 @@ from pymc_dp._compat import ancestors
 
 __all__ = ["interior_prior_initval"]
 
-_TINY = float(np.finfo(np.float64).tiny)
-_BELOW_ONE = float(np.nextafter(1.0, 0.0))
-_HUGE = float(np.finfo(np.float64).max)
+_TINY = pt.constant(np.finfo(np.float64).tiny, dtype="float64")
+_BELOW_ONE = pt.constant(np.nextafter(1.0, 0.0), dtype="float64")
+_HUGE = pt.constant(np.finfo(np.float64).max, dtype="float64")
 
 
 def _inside(draw: pt.TensorVariable, transform: Any) -> pt.TensorVariable | None:
