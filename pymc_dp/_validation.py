@@ -22,6 +22,7 @@ __all__ = [
     "check_json_numbers",
     "check_not_masked",
     "check_positive",
+    "check_records",
     "check_rng",
     "describe_records",
     "json_float",
@@ -98,6 +99,26 @@ def check_not_masked(value: object, name: str) -> None:
         )
 
 
+def check_records(value: object, name: str) -> np.ndarray:
+    """``value`` as a NumPy array of records, refusing masked and ragged input by name.
+
+    Examples
+    --------
+    >>> check_records([[0], [0, 1]], "x")
+    Traceback (most recent call last):
+    ...
+    ValueError: x must be an array with one value (or one row) per record (got a ragged ...
+    """
+    check_not_masked(value, name)
+    try:
+        return np.asarray(value)
+    except (ValueError, TypeError):
+        raise ValueError(
+            f"{name} must be an array with one value (or one row) per record (got a ragged "
+            "sequence); give every record the same number of values"
+        ) from None
+
+
 def check_int(value: object, name: str, *, minimum: int, maximum: int | None = None) -> int:
     """Return ``value`` as an int after checking ``minimum <= value <= maximum``.
 
@@ -131,8 +152,7 @@ def check_finite_array(value: object, name: str, *, ndim: int | None = None) -> 
     ndim
         Required number of dimensions, if any.
     """
-    check_not_masked(value, name)
-    arr = np.asarray(value)
+    arr = check_records(value, name)
     if arr.dtype.kind in "mM":
         raise TypeError(
             f"{name} must be a real numeric array (got dtype {arr.dtype}); convert times and "

@@ -9,7 +9,8 @@ JSON report. ``--quick`` runs a small grid for CI that still checks every qualit
 writes the noisy sufficient statistic as a JSON release. ``pymc-dp fit`` is the analyst's: it
 reads a release and fits the family's conjugate model with its noise-aware posterior, writing an
 ArviZ posterior file, a summary table and plots. Bad input ends with exit status 2 and a
-one-line message. The work is done in :mod:`pymc_dp.io` and :mod:`pymc_dp.models`.
+one-line message; an interrupted fit (Ctrl-C) ends with status 130 and writes nothing.
+The work is done in :mod:`pymc_dp.io` and :mod:`pymc_dp.models`.
 """
 
 from __future__ import annotations
@@ -117,6 +118,9 @@ files written to OUTPUT_DIR:
   summary.csv              az.summary of θ, the latent statistic y_s and the noise variance
   posterior.png            DP posterior of each parameter against the naive posterior
   trace.png                trace plot of θ
+The files are written to a hidden staging directory in OUTPUT_DIR and moved into place together
+once sampling has completed. Ctrl-C during the fit exits with status 130 and writes nothing;
+the outputs of an earlier fit are replaced only with --overwrite.
 
 Check r_hat and ess_bulk in the summary; a note is printed when R-hat exceeds 1.05 or the bulk
 ESS falls below 100 per chain.
@@ -312,6 +316,11 @@ def _add_fit_parser(sub: Any) -> None:
         "--output-dir",
         default="fit_output",
         help="directory for the outputs (default: %(default)s)",
+    )
+    fit.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the outputs of an earlier fit in OUTPUT_DIR (off by default)",
     )
     fit.add_argument(
         "--format",
@@ -556,22 +565,56 @@ def _parse_prior(items: Sequence[str]) -> dict[str, Any]:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from pymc_dp.io import check_posterior_path, read_release, save_fit_figures, save_posterior
+    try:
+        return _checked_fit(args)
+    except KeyboardInterrupt:  # Ctrl-C while compiling, sampling or saving
+        print(
+            "pymc-dp fit: interrupted; no output written (a fit is kept only when sampling "
+            "completed)",
+            file=sys.stderr,
+        )
+        return 130
+
+
+def _checked_fit(args: argparse.Namespace) -> int:
+    from pymc_dp.atomic import existing_outputs
+    from pymc_dp.io import check_posterior_path, read_release
     from pymc_dp.models import build_model, prior_hyperparameters, prior_spec
 
     out = Path(args.output_dir)
     suffix = ".zarr" if args.format == "zarr" else ".nc"
+    names = [f"posterior{suffix}", "summary.csv", "posterior.png", "trace.png"]
     try:  # every input is checked before sampling starts
         prior = _parse_prior(args.prior)
         rel = read_release(args.release)
         model = build_model(rel, prior)
         spec = prior_spec(rel.get_family())
         values = prior_hyperparameters(rel.get_family(), prior)
-        posterior_path = check_posterior_path(out / f"posterior{suffix}")
+        check_posterior_path(out / names[0])
         out.mkdir(parents=True, exist_ok=True)
+        existing = existing_outputs(out, names)
+        if existing and not args.overwrite:
+            raise _InputError(
+                f"{out} already holds {', '.join(p.name for p in existing)} of an earlier fit; "
+                "pass --overwrite to replace them, or choose another --output-dir"
+            )
     except (_InputError, OSError, TypeError, ValueError) as err:
         return _fail("fit", _one_line(err))
     used = {k: np.asarray(v).tolist() for k, v in zip(spec.parameters, values, strict=True)}
+    return _sample_and_write(args, model, rel, prior, spec, used, out, names)
+
+
+def _sample_and_write(
+    args: argparse.Namespace,
+    model: Any,
+    rel: Any,
+    prior: dict[str, Any],
+    spec: Any,
+    used: dict[str, Any],
+    out: Path,
+    names: list[str],
+) -> int:
+    """Sample, then write every output to a staging directory and move them into place."""
     # The backend must be chosen before pyplot is used; Agg needs no display.
     import matplotlib
 
@@ -580,9 +623,12 @@ def _fit(args: argparse.Namespace) -> int:
     import pymc as pm
 
     from pymc_dp import __version__, sample_latent
+    from pymc_dp._compat import posterior_dataset
+    from pymc_dp.atomic import InterruptGuard, StagedOutputs
+    from pymc_dp.io import save_fit_figures, save_posterior
     from pymc_dp.noisy_suffstat import release_attrs
 
-    with model:
+    with InterruptGuard() as guard, model:
         idata = pm.sample(
             draws=args.draws,
             tune=args.tune,
@@ -592,15 +638,22 @@ def _fit(args: argparse.Namespace) -> int:
             progressbar=not args.no_progress,
             compute_convergence_checks=False,  # the summary below reports R-hat and ESS
         )
+    # pm.sample returns the draws made so far when interrupted: such a trace is not a fit.
+    sizes = posterior_dataset(idata).sizes
+    if guard.interrupted or (sizes["chain"], sizes["draw"]) != (args.chains, args.draws):
+        raise KeyboardInterrupt
     idata = sample_latent(idata, model, random_seed=args.seed)  # s and σ² of a collapsed node
     idata.attrs.update(release_attrs(model))
     idata.attrs["pymc_dp_prior"] = json.dumps({"distribution": spec.distribution, **used})
     idata.attrs["pymc_dp_version"] = __version__
-    posterior_file = save_posterior(idata, posterior_path)
 
     var_names = [*spec.variables, "y_s", "y_sigma2"]
-    summary = az.summary(idata, var_names=var_names)
-    summary.to_csv(out / "summary.csv")
+    with StagedOutputs(out, names) as staged:
+        save_posterior(idata, staged.path(names[0]))
+        summary = az.summary(idata, var_names=var_names)
+        summary.to_csv(staged.path("summary.csv"))
+        save_fit_figures(idata, rel, prior, staged.directory)
+        staged.commit()
     settings = ", ".join(f"{k}={v}" for k, v in used.items())
     print(
         f"Noise-aware posterior from the {rel.family} release (n = {rel.n}, epsilon = "
@@ -610,8 +663,7 @@ def _fit(args: argparse.Namespace) -> int:
     note = _mixing_note(idata, spec.variables, args.chains)
     if note:
         print(note)
-    save_fit_figures(idata, rel, prior, out)
-    print(f"wrote {posterior_file.name}, summary.csv, posterior.png, trace.png to {out}")
+    print(f"wrote {', '.join(names)} to {out}")
     return 0
 
 
@@ -671,7 +723,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        Exit status: 0 on success, 2 on bad input (with a one-line message on stderr).
+        Exit status: 0 on success, 2 on bad input (with a one-line message on stderr), 130 when
+        ``fit`` was interrupted (nothing written).
     """
     args = _parser().parse_args(argv)
     return {"release": _release, "fit": _fit, "reproduce": _reproduce}[args.command](args)

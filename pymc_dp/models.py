@@ -25,6 +25,7 @@ from pymc_dp.release import Release
 
 __all__ = [
     "PRIORS",
+    "PRIOR_RANGE",
     "PriorSpec",
     "build_model",
     "naive_marginals",
@@ -117,7 +118,8 @@ def prior_hyperparameters(
     Raises
     ------
     ValueError
-        If a name is not a hyperparameter of the family's prior, or a value is invalid.
+        If a name is not a hyperparameter of the family's prior, or a value is invalid: not
+        finite, or (positive hyperparameters) outside :data:`PRIOR_RANGE`.
 
     Examples
     --------
@@ -154,9 +156,29 @@ def prior_hyperparameters(
             )
         values.append(value)
     try:
-        return family.check_prior(tuple(values))
+        checked = family.check_prior(tuple(values))
     except ValueError as err:
         raise ValueError(f"{err} for the prior {spec.describe()}") from None
+    positive = family.prior_positive or (True,) * len(checked)
+    for key, value, is_positive in zip(spec.parameters, checked, positive, strict=True):
+        low, high = PRIOR_RANGE
+        outside = (value < low) | (value > high) if is_positive else np.abs(value) > high
+        if np.any(outside):
+            rule = f"between {low:g} and {high:g}" if is_positive else f"at most {high:g} in size"
+            raise ValueError(
+                f"prior parameter {key} must be {rule} (got {_first(value[outside]):g}): beyond "
+                f"that the prior is numerically a point mass or flat; rescale the data or choose "
+                f"another prior ({spec.describe()})"
+            )
+    return checked
+
+
+PRIOR_RANGE = (1e-10, 1e10)
+"""Range of the positive hyperparameters :func:`prior_hyperparameters` accepts (means: size)."""
+
+
+def _first(values: npt.NDArray[np.float64]) -> float:
+    return float(np.ravel(values)[0])
 
 
 def _beta_record(fam: Any, params: tuple, name: str) -> Any:

@@ -39,6 +39,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from pymc_dp._compat import ancestors
+from pymc_dp._interior import interior_prior_initval
 from pymc_dp._validation import check_finite_array, check_int, check_positive
 from pymc_dp.distributions import (
     AuxiliarySimplexSuffStat,
@@ -325,7 +326,8 @@ class NoisySuffStat:
         for rv in conjugate:
             setattr(rv.tag, TAG, (*getattr(rv.tag, TAG, ()), info))
             if model.rvs_to_initial_values.get(rv) is None:
-                model.set_initval(rv, "prior")
+                # A prior draw moved inside the support: a vague prior's draw can round to 0/1.
+                model.set_initval(rv, interior_prior_initval(model, rv))
         return y
 
 

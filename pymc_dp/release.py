@@ -23,8 +23,8 @@ from pymc_dp._validation import (
     check_bool,
     check_int,
     check_json_numbers,
-    check_not_masked,
     check_positive,
+    check_records,
     check_rng,
     json_float,
 )
@@ -411,7 +411,7 @@ def release(
     if frame:
         records, name = None, "x" if column is None else f"column {column!r}"
     else:
-        check_not_masked(x, "x")
+        x = check_records(x, "x")
         records = fam.validate_data(clamp_records(fam, x) if clamp else x)
     bounds_epsilon = 0.0
     if not fam.needs_bounds:

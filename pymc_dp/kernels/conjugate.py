@@ -15,13 +15,67 @@ __all__ = [
     "draw_gamma",
     "draw_normal",
     "draw_normal_inverse_gamma",
+    "open_positive",
+    "open_simplex",
+    "open_unit_interval",
 ]
+
+# Draws are kept strictly inside the support: a vague prior (Beta(0.01, 0.01)) puts so much mass
+# near the edges that a float draw rounds to exactly 0 or 1, where the CLT variance is 0 and
+# PyMC's logit, log and simplex transforms are infinite. Moving such a draw to the nearest
+# normal float inside changes it by less than the float resolution at that point.
+_TINY = np.finfo(np.float64).tiny
+_BELOW_ONE = np.nextafter(1.0, 0.0)
+_HUGE = np.finfo(np.float64).max
+
+
+def open_unit_interval(theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """θ moved into the open interval (0, 1) by at most the float resolution at its edges.
+
+    Examples
+    --------
+    >>> p = open_unit_interval([0.0, 0.5, 1.0])
+    >>> bool(0 < p[0] < 1e-300), float(p[1]), bool(p[2] < 1)
+    (True, 0.5, True)
+    """
+    return np.clip(np.asarray(theta, dtype=np.float64), _TINY, _BELOW_ONE)
+
+
+def open_positive(theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """θ moved into (0, ∞) and kept finite: [smallest normal float, largest float].
+
+    Examples
+    --------
+    >>> x = open_positive([0.0, 2.0, np.inf])
+    >>> bool(x[0] > 0), float(x[1]), bool(np.isfinite(x[2]))
+    (True, 2.0, True)
+    """
+    return np.clip(np.asarray(theta, dtype=np.float64), _TINY, _HUGE)
+
+
+def open_simplex(theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Probabilities (last axis) with every entry > 0, still summing to 1.
+
+    Entries that rounded to 0 become the smallest normal float; the others are unchanged up to
+    rounding.
+
+    Examples
+    --------
+    >>> p = open_simplex([1.0, 0.0, 0.0])
+    >>> bool(np.all(p > 0)), float(p.sum())
+    (True, 1.0)
+    """
+    theta = np.maximum(np.asarray(theta, dtype=np.float64), _TINY)
+    return theta / np.sum(theta, axis=-1, keepdims=True)
 
 
 def draw_beta(
     rng: np.random.Generator, *, alpha: npt.ArrayLike, beta: npt.ArrayLike
 ) -> npt.NDArray[np.float64]:
-    """Draw θ ~ Beta(alpha, beta), broadcasting over batch dimensions.
+    """Draw θ ~ Beta(alpha, beta), broadcasting over batch dimensions, inside (0, 1).
+
+    A draw that rounds to 0 or 1 (small alpha or beta) is moved inside by
+    :func:`open_unit_interval`.
 
     Examples
     --------
@@ -32,7 +86,7 @@ def draw_beta(
     alpha, beta = np.broadcast_arrays(
         np.asarray(alpha, dtype=np.float64), np.asarray(beta, dtype=np.float64)
     )
-    return rng.beta(alpha, beta)
+    return open_unit_interval(rng.beta(alpha, beta))
 
 
 def draw_dirichlet(rng: np.random.Generator, *, alpha: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -41,6 +95,7 @@ def draw_dirichlet(rng: np.random.Generator, *, alpha: npt.ArrayLike) -> npt.NDA
     Gamma variates are drawn on the log scale, ``log G = log Gamma(a + 1) + log(U) / a``, so that
     small concentrations do not underflow to an all-zero vector (which NumPy's
     ``Generator.dirichlet`` would turn into NaN) and leading batch dimensions are supported.
+    Components that still round to 0 are moved inside by :func:`open_simplex`.
 
     Examples
     --------
@@ -53,13 +108,13 @@ def draw_dirichlet(rng: np.random.Generator, *, alpha: npt.ArrayLike) -> npt.NDA
     log_g = np.log(rng.gamma(alpha + 1.0)) + np.log(rng.uniform(size=alpha.shape)) / alpha
     log_g -= np.max(log_g, axis=-1, keepdims=True)
     g = np.exp(log_g)
-    return g / np.sum(g, axis=-1, keepdims=True)
+    return open_simplex(g / np.sum(g, axis=-1, keepdims=True))
 
 
 def draw_gamma(
     rng: np.random.Generator, *, shape: npt.ArrayLike, rate: npt.ArrayLike
 ) -> npt.NDArray[np.float64]:
-    """Draw θ ~ Gamma(shape, rate) (mean shape/rate), broadcasting over batch dimensions.
+    """Draw θ ~ Gamma(shape, rate) (mean shape/rate), batched, inside (0, ∞) (open_positive).
 
     Examples
     --------
@@ -70,7 +125,7 @@ def draw_gamma(
     shape, rate = np.broadcast_arrays(
         np.asarray(shape, dtype=np.float64), np.asarray(rate, dtype=np.float64)
     )
-    return rng.gamma(shape) / rate
+    return open_positive(rng.gamma(shape) / rate)
 
 
 def draw_normal(
@@ -115,6 +170,6 @@ def draw_normal_inverse_gamma(
     mean, kappa, alpha, beta = np.broadcast_arrays(
         *(np.asarray(v, dtype=np.float64) for v in (mean, kappa, alpha, beta))
     )
-    sigma2 = beta / rng.gamma(alpha)
+    sigma2 = open_positive(beta / rng.gamma(alpha))
     mu = mean + np.sqrt(sigma2 / kappa) * rng.standard_normal(mean.shape)
     return np.stack([mu, sigma2], axis=-1)

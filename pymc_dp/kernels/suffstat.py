@@ -84,8 +84,25 @@ def draw_suffstat(
         proposals=proposals,
         sweeps=sweeps,
     )
-    value = np.clip(draw.value, np.nextafter(lower, upper), np.nextafter(upper, lower))
+    value = np.clip(draw.value, *_open_box(lower, upper))
     if total is not None:
         total = np.asarray(total, dtype=np.float64)[..., None]
         value = value * (total / np.sum(value, axis=-1, keepdims=True))
     return TruncatedDraw(value, draw.n_fallback)
+
+
+def _open_box(
+    lower: npt.NDArray[np.float64], upper: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The box shrunk to its interior by the least margin PyMC's transforms can resolve.
+
+    One ulp is not enough at a bound of 0: the interval and scaled-simplex transforms divide by
+    the width (n for counts), and 5e-324 / n rounds to 0, whose log is infinite. The margin is
+    therefore at least the smallest normal float times the width.
+    """
+    width = np.where(np.isfinite(upper - lower), upper - lower, 1.0)
+    margin = np.finfo(np.float64).tiny * np.maximum(width, 1.0)
+    return (
+        np.maximum(np.nextafter(lower, upper), lower + margin),
+        np.minimum(np.nextafter(upper, lower), upper - margin),
+    )
