@@ -378,3 +378,27 @@ def test_standard_pymc_workflows_run_on_the_default_model(
     assert "p" not in {v.name for v in pm.do(model, {"p": theta}).free_RVs}
     assert "p" in {v.name for v in pm.observe(model, {"p": theta}).observed_RVs}
     assert "p" in {v.name for v in freeze_dims_and_data(model).free_RVs}
+
+
+def test_collapsed_likelihood_with_negligible_noise_is_the_normal_density():
+    """Noise far below the spread of s (b/sd < 1e-5): y | θ is the truncated normal's density
+    (to 1e-9 at sd/b = 1e5 and at 1e19), finite with a finite gradient, and a y just outside the
+    region is scored at the region's end plus the Laplace tail. The model of a release with
+    ε = 2.56e17 (found by the property tests) has a finite logp."""
+    mean = pt.dscalar("mean")
+    for scale in (3e-4, 1e-17):
+        out = normal_laplace_logp(1210.0, mean, 900.0, 0.0, 1596.0, scale)
+        fn = pytensor.function([mean], [out, pytensor.grad(out, mean)])
+        value, grad = fn(1200.0)
+        z = stats.norm.cdf(1596.0, 1200.0, 30.0) - stats.norm.cdf(0.0, 1200.0, 30.0)
+        assert value == pytest.approx(stats.norm.logpdf(1210.0, 1200.0, 30.0) - np.log(z), abs=1e-9)
+        assert grad == pytest.approx(10.0 / 900.0, rel=1e-6)
+    outside = normal_laplace_logp(-2e-17, 1200.0, 900.0, 0.0, 1596.0, 1e-17).eval()
+    assert outside == pytest.approx(stats.norm.logpdf(0.0, 1200.0, 30.0) - 2.0, abs=1e-6)
+    with pm.Model() as model:
+        p = pm.Beta("p", 2.0, 2.0)
+        pmdp.NoisySuffStat(
+            "y", pm.Binomial.dist(n=3, p=p), n=532, epsilon=2.56e17, sensitivity=3.0, observed=0.0
+        )
+    logp = model.compile_logp()(model.initial_point())
+    assert np.isfinite(logp)

@@ -36,6 +36,8 @@ __all__ = [
     "normal_laplace_logp",
 ]
 
+_NEGLIGIBLE_NOISE = 1e-5
+"""Below this ratio b/sd the noise is negligible against the spread of s (see below)."""
 _FLOOR = 1e-6
 """The normal's sd is floored at this fraction of b by adding (1e-6·b)² to its variance: it then
 never divides by zero at the edge of θ's support (p = 0 or 1), and the convolution changes by a
@@ -123,6 +125,21 @@ def normal_laplace_logp(
     )
     var = var + pt.sqr(_FLOOR * scale)
     sd = pt.sqrt(var)
+    # Noise far below the spread of s: the pieces below add terms of size var/b² that cancel
+    # (catastrophically beyond sd/b ≈ 1e5). There y | θ is the truncated normal's density at y,
+    # or, for y beyond the region, at the nearest end times the Laplace tail e^(-distance/b)
+    # (the kernel is b wide, the normal sd ≫ b wide), with relative errors of order b/sd in θ.
+    # The exact branch is then fed a harmless scale so that neither branch's gradient is NaN.
+    negligible = scale < _NEGLIGIBLE_NOISE * sd
+    nearest = pt.clip(value, lower, upper)
+    normal = (
+        -0.5 * pt.sqr((nearest - mean) / sd)
+        - pt.log(sd)
+        - 0.5 * np.log(2 * np.pi)
+        - log_diff_normal_cdf(mean, sd, upper, lower)
+        - pt.abs(value - nearest) / scale
+    )
+    scale = pt.switch(negligible, sd, scale)
     shift = var / scale
     base = var / (2 * pt.sqr(scale))
     # Each piece is empty when y lies beyond its end of the region; its interval is then replaced
@@ -137,7 +154,7 @@ def normal_laplace_logp(
     left = pt.switch(has_left, left, -np.inf)
     right = pt.switch(has_right, right, -np.inf)
     log_z = log_diff_normal_cdf(mean, sd, upper, lower)
-    return _logaddexp(left, right) - log_z - pt.log(2 * scale)
+    return pt.switch(negligible, normal, _logaddexp(left, right) - log_z - pt.log(2 * scale))
 
 
 class CollapsedLaplaceRV(RandomVariable):
