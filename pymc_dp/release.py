@@ -1,7 +1,9 @@
-"""Curator side: compute sufficient statistics and release them with Laplace noise.
+"""Curator side: compute sufficient statistics and release them with vetted noise.
 
 This module never imports inference code, and nothing in inference touches raw data: a
-:class:`Release` is the whole interface between the two roles.
+:class:`Release` is the whole interface between the two roles. Noise is drawn in
+:mod:`pymc_dp.release_noise`: OpenDP's discrete Laplace (the default) or discrete Gaussian on
+exact integer (fixed-point) statistics, or, for seeded studies, floating-point Laplace.
 """
 
 from __future__ import annotations
@@ -29,11 +31,20 @@ from pymc_dp._validation import (
     json_float,
 )
 from pymc_dp.families import ExponentialFamily, get_family
-from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism, noise_scale, private_bounds
+from pymc_dp.mechanisms import noise_scale, private_bounds
+from pymc_dp.mechanisms.vetted import (
+    DISCRETE_GAUSSIAN,
+    LAPLACE_FLOAT,
+    zcdp_to_approx_dp,
+)
+from pymc_dp.release_noise import check_mechanism, noisy_statistic
 
 __all__ = ["Release", "release"]
 
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
+"""Format 2 adds quantum, library, rho, delta, noise_scale and budget; format 1 files (float
+Laplace, ``"mechanism": "laplace"``) are still read."""
+_READABLE_VERSIONS = (1, 2)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -45,13 +56,16 @@ class Release:
     Attributes
     ----------
     value : numpy.ndarray
-        The released y = s + Laplace(0, Δ/ε), shape ``family.stat_shape`` (read-only).
+        The released y = s + noise, shape ``family.stat_shape`` (read-only).
     n : int
         Number of records (public under replace-one neighbours).
     epsilon : float
-        Privacy parameter ε of the statistics release.
+        Privacy parameter ε of the statistics release; for ``"discrete-gaussian"``, the ε of
+        the (ε, ``delta``)-DP guarantee that ρ-zCDP implies.
     sensitivity : float
-        L1 sensitivity Δ used to scale the noise.
+        Sensitivity that scales the noise, in the statistic's units: L1 (Δ) for the Laplace
+        mechanisms, L2 (Δ₂) for ``"discrete-gaussian"``; for a quantised statistic it
+        includes the rounding (Δ + d·q, or Δ₂ + √d·q).
     bounds : tuple of float
         Range of one record's value, ``(lower, upper)``; for a family with unbounded statistics,
         the truncation window: only records with lower ≤ x ≤ upper were summed.
@@ -60,7 +74,9 @@ class Release:
     family_params : Mapping
         The family's public settings, e.g. ``{"trials": 5}``.
     mechanism : str
-        Noise mechanism, ``"laplace"``.
+        Noise mechanism: ``"discrete-laplace"`` (OpenDP, the default of :func:`release`),
+        ``"discrete-gaussian"`` (OpenDP, ρ-zCDP) or ``"laplace-float"`` (numpy, for seeded
+        studies; files written before the vetted mechanisms say ``"laplace"``, read as this).
     bounds_epsilon : float
         Privacy budget spent choosing ``bounds`` from the data (PrivateQuantile), 0 if they
         were public. The release as a whole is (``epsilon + bounds_epsilon``)-DP.
@@ -69,6 +85,19 @@ class Release:
         (``clamp=True``) instead of stopping the release. It says that the option was on, not
         whether any record was clamped (that would depend on the data). Files written before
         this field existed load with ``False``.
+    quantum : float or None
+        Fixed-point quantum q (a power of two): every summed t(x) was rounded to a multiple of
+        q, and ``value`` is a multiple of q. 1.0 for integer statistics; ``None`` for
+        ``"laplace-float"``.
+    library : str or None
+        The sampler and its version, e.g. ``"opendp 0.16.0"``; ``None`` in older files.
+    rho : float or None
+        zCDP parameter ρ of a ``"discrete-gaussian"`` release, ``None`` otherwise.
+    delta : float
+        δ of the (ε, δ) guarantee stated in ``epsilon``: 0 for the Laplace mechanisms.
+    budget : Mapping or None
+        What a :class:`~pymc_dp.budget.PrivacyBudget` recorded when it charged this release:
+        ``{"unit", "total", "spent", "remaining", "label"}``; ``None`` without an accountant.
 
     Examples
     --------
@@ -87,9 +116,14 @@ class Release:
     bounds: tuple[float, float]
     family: str
     family_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    mechanism: str = MECHANISM_NAME
+    mechanism: str = LAPLACE_FLOAT
     bounds_epsilon: float = 0.0
     clamped: bool = False
+    quantum: float | None = None
+    library: str | None = None
+    rho: float | None = None
+    delta: float = 0.0
+    budget: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.family, str):
@@ -136,16 +170,20 @@ class Release:
             )
         object.__setattr__(self, "bounds_epsilon", float(bounds_epsilon))
         object.__setattr__(self, "clamped", check_bool(self.clamped, "clamped"))
-        needed = fam.release_sensitivity(self.bounds)
+        object.__setattr__(self, "mechanism", check_mechanism(self.mechanism, None))
+        gaussian = self.mechanism == DISCRETE_GAUSSIAN
+        if gaussian:
+            needed, norm = fam.release_sensitivity_l2(self.bounds), "L2"
+        else:
+            needed, norm = fam.release_sensitivity(self.bounds), "L1"
         if self.sensitivity < needed:
             raise ValueError(
-                f"sensitivity must be >= {needed}, the L1 sensitivity of {fam!r} "
-                f"(got {self.sensitivity}); with less noise the release is not ε-DP. For such "
-                "a value, pass n, epsilon, sensitivity and observed to NoisySuffStat instead"
+                f"sensitivity must be >= {needed}, the {norm} sensitivity of {fam!r} "
+                f"(got {self.sensitivity}); with less noise the release is not private. For "
+                "such a value, pass n, epsilon, sensitivity and observed to NoisySuffStat instead"
             )
         object.__setattr__(self, "family_params", types.MappingProxyType(fam.params()))
-        if not isinstance(self.mechanism, str) or self.mechanism != MECHANISM_NAME:
-            raise ValueError(f"mechanism must be {MECHANISM_NAME!r} (got {self.mechanism!r})")
+        _check_noise_fields(self, gaussian)
 
     @property
     def total_epsilon(self) -> float:
@@ -154,7 +192,9 @@ class Release:
 
     @property
     def scale(self) -> float:
-        """Laplace scale b = Δ/ε of the noise on every component."""
+        """Noise scale on every component: Laplace b = Δ/ε, or Gaussian σ = Δ₂/√(2ρ)."""
+        if self.rho is not None:
+            return self.sensitivity / math.sqrt(2.0 * self.rho)
         return self.sensitivity / self.epsilon
 
     def get_family(self) -> ExponentialFamily:
@@ -182,6 +222,11 @@ class Release:
             self.mechanism,
             self.bounds_epsilon,
             self.clamped,
+            self.quantum,
+            self.library,
+            self.rho,
+            self.delta,
+            json.dumps(_plain(self.budget), sort_keys=True),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -198,6 +243,12 @@ class Release:
             "mechanism": self.mechanism,
             "bounds_epsilon": self.bounds_epsilon,
             "clamped": self.clamped,
+            "quantum": self.quantum,
+            "library": self.library,
+            "rho": self.rho,
+            "delta": self.delta,
+            "noise_scale": self.scale,
+            "budget": _plain(self.budget),
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -227,16 +278,27 @@ class Release:
         if (
             isinstance(version, bool)
             or not isinstance(version, numbers.Integral)
-            or version != _FORMAT_VERSION
+            or version not in _READABLE_VERSIONS
         ):
             raise ValueError(
                 f"unsupported release format_version {version!r}; this version of pymc_dp "
-                f"reads format_version {_FORMAT_VERSION}"
+                f"reads format_version {' and '.join(map(str, _READABLE_VERSIONS))}"
             )
+        # noise_scale is written for readers of the file; it must agree with the fields.
+        written_scale = data.pop("noise_scale", None)
         expected = {f.name for f in dataclasses.fields(cls)}
         required = {"value", "n", "epsilon", "sensitivity", "bounds", "family"}
         if set(data) - expected or required - set(data):
             raise ValueError(f"a release needs the fields {sorted(expected)} (got {sorted(data)})")
+        for name in ("quantum", "rho"):
+            if data.get(name) is not None:
+                check_json_numbers(data[name], name, scalar=True)
+        if "delta" in data:
+            check_json_numbers(data["delta"], "delta", scalar=True)
+        if data.get("library") is not None and not isinstance(data["library"], str):
+            raise TypeError(f"library must be a string (got {data['library']!r})")
+        if data.get("budget") is not None and not isinstance(data["budget"], Mapping):
+            raise TypeError(f"budget must be an object (got {data['budget']!r})")
         check_json_numbers(data["value"], "value")
         for name in ("epsilon", "sensitivity", "bounds_epsilon"):
             if name in data:
@@ -254,7 +316,15 @@ class Release:
                 )
         for key, setting in data.get("family_params", {}).items():
             check_json_numbers(setting, f"family_params[{key!r}]", scalar=True)
-        return cls(**data)
+        rel = cls(**data)
+        if written_scale is not None:
+            check_json_numbers(written_scale, "noise_scale", scalar=True)
+            if not math.isclose(written_scale, rel.scale, rel_tol=1e-12):
+                raise ValueError(
+                    f"noise_scale {written_scale!r} disagrees with the release's fields "
+                    f"(which give {rel.scale!r})"
+                )
+        return rel
 
     @classmethod
     def from_json(cls, text: str) -> Release:
@@ -281,21 +351,33 @@ def release(
     x: npt.ArrayLike,
     family: Any,
     *,
-    epsilon: float,
+    epsilon: float | None = None,
     bounds: tuple[float, float] | str | None = None,
     bounds_share: float = 0.1,
     bounds_range: tuple[float, float] | None = None,
     bounds_quantiles: tuple[float, float] = (0.025, 0.975),
     clamp: bool = False,
     rng: int | np.random.Generator | None = None,
+    mechanism: str | None = None,
+    rho: float | None = None,
+    delta: float = 1e-9,
+    budget: Any = None,
+    label: str | None = None,
     **family_params: Any,
 ) -> Release:
-    """Release the sufficient statistics of ``x`` under ε-differential privacy.
+    """Release the sufficient statistics of ``x`` under differential privacy.
 
-    Computes s = Σ t(x_i) for the family, and publishes y = s + Laplace(0, Δ/ε) on every
-    component, with Δ the L1 sensitivity of s under replacing one record (n is public).
-    Families with unbounded statistics are released over a window ``bounds = (a, b)``: only
-    records with a ≤ x ≤ b are summed, and Δ follows Appendix C of Bernstein & Sheldon (2018).
+    Computes s = Σ t(x_i) for the family, and publishes y = s + noise on every component,
+    scaled to the sensitivity of s under replacing one record (n is public). Families with
+    unbounded statistics are released over a window ``bounds = (a, b)``: only records with
+    a ≤ x ≤ b are summed, and Δ follows Appendix C of Bernstein & Sheldon (2018).
+
+    The default noise is vetted: OpenDP's discrete Laplace on the exact integer statistic
+    (counts as they are; float statistics rounded to multiples of a public power-of-two
+    quantum q, with the rounding added to the sensitivity), drawn from the operating system's
+    randomness. Passing ``rng`` makes the call a seeded *study*: the noise is then the
+    floating-point Laplace sampler (``mechanism="laplace-float"``), which is not safe for
+    real data (Mironov 2012), and the release records that name.
 
     Parameters
     ----------
@@ -308,7 +390,7 @@ def release(
         ``pm.Normal`` (releases Σx and Σx²; with ``sigma=`` only Σx), ``pm.LogNormal`` (the
         same on log x).
     epsilon
-        Total privacy budget ε > 0 of the release.
+        Total privacy budget ε > 0 of the release (Laplace mechanisms).
     bounds
         Truncation window ``(a, b)`` for a family with unbounded statistics, chosen without
         looking at ``x``; or ``"private"`` to choose it from ``x`` with PrivateQuantile (Smith
@@ -329,7 +411,22 @@ def release(
         release stays ε-DP. Records that are not whole numbers where the family needs them
         are never rounded.
     rng
-        Seed or :class:`numpy.random.Generator` for the noise. ``None`` uses fresh OS entropy.
+        Seed or :class:`numpy.random.Generator`: a study, with ``"laplace-float"`` noise (a
+        vetted ``mechanism`` with ``rng`` is refused: OpenDP's samplers cannot be seeded).
+        ``None`` (the default) is a real release with vetted noise.
+    mechanism
+        ``"discrete-laplace"`` (ε-DP, the default without ``rng``), ``"discrete-gaussian"``
+        (ρ-zCDP, needs ``rho`` instead of ``epsilon``) or ``"laplace-float"`` (studies).
+    rho
+        zCDP budget ρ > 0 of a ``"discrete-gaussian"`` release, private bounds included (they
+        spend ``bounds_share · rho``, as ε = √(2 · bounds_share · rho)-DP).
+    delta
+        δ at which the Gaussian release states its (ε, δ) guarantee (OpenDP's conversion).
+    budget
+        A :class:`~pymc_dp.budget.PrivacyBudget`: the release is charged to it before any
+        noise is drawn, refused if it would exceed the total, and records what was spent.
+    label
+        Name of this release in the accountant's ledger (default: the family name).
     **family_params
         Family settings: ``trials=`` for Binomial, ``categories=`` for Categorical, ``alpha=``
         for Gamma, ``sigma=`` for Normal or LogNormal with known σ.
@@ -366,12 +463,31 @@ def release(
             f"categories must be at most {MAX_CATEGORIES} (got {categories}): each category "
             "is a released count with its own noise; merge rare categories first"
         )
-    epsilon = check_positive(epsilon, "epsilon")
+    mechanism = check_mechanism(mechanism, rng)
+    gaussian = mechanism == DISCRETE_GAUSSIAN
+    if gaussian:
+        if epsilon is not None:
+            raise TypeError("a 'discrete-gaussian' release takes rho, not epsilon")
+        if rho is None:
+            raise TypeError("a 'discrete-gaussian' release needs rho=, its zCDP budget")
+        rho = check_positive(rho, "rho")
+        zcdp_to_approx_dp(rho, delta)  # checks delta
+        # The Laplace-style bookkeeping below runs on √(2ρ): σ = Δ₂ / √(2ρ) plays b = Δ/ε.
+        epsilon = math.sqrt(2.0 * rho)
+    else:
+        if rho is not None:
+            raise TypeError(
+                f"rho applies only to mechanism='discrete-gaussian' (not {mechanism!r})"
+            )
+        if epsilon is None:
+            raise TypeError("release needs epsilon=, its privacy budget")
+        epsilon = check_positive(epsilon, "epsilon")
     clamp = check_bool(clamp, "clamp")
-    generator = check_rng(rng)
+    generator = check_rng(rng) if rng is not None or not mechanism.startswith("discrete") else None
     check_not_masked(x, "x")
     records = fam.validate_data(_clamped(fam, x) if clamp else x)
     bounds_epsilon = 0.0
+    charged = False
     if not fam.needs_bounds:
         if bounds is not None:
             raise TypeError(f"bounds apply only to families with unbounded statistics, not {fam!r}")
@@ -388,17 +504,23 @@ def release(
         # The search range must be a valid window itself, checked before any noise is drawn,
         # and so must the noise of a window as wide as the range (public values only).
         search = fam.check_bounds(bounds_range)
-        bounds_epsilon = bounds_share * epsilon
-        epsilon -= bounds_epsilon
+        if gaussian:
+            bounds_epsilon = math.sqrt(bounds_share) * epsilon  # ε²/2 = share · ρ
+            epsilon = math.sqrt(1.0 - bounds_share) * epsilon
+        else:
+            bounds_epsilon = bounds_share * epsilon
+            epsilon -= bounds_epsilon
         _statistic_magnitude(fam, search, int(np.shape(records)[0]))
-        noise_scale(sensitivity=fam.release_sensitivity(search), epsilon=epsilon)
+        noise_scale(sensitivity=_sensitivity(fam, search, gaussian), epsilon=epsilon)
+        _charge(budget, mechanism, epsilon, bounds_epsilon, label or fam.name)
+        charged = True
         window = private_bounds(
             records,
             epsilon=bounds_epsilon,
             quantiles=bounds_quantiles,
             lower=bounds_range[0],
             upper=bounds_range[1],
-            rng=generator,
+            rng=generator if generator is not None else np.random.default_rng(),
         )
         if window[0] >= window[1]:
             raise ValueError(
@@ -414,26 +536,59 @@ def release(
         window = fam.check_bounds(bounds)
     n = int(records.shape[0])
     magnitude = _statistic_magnitude(fam, window, n)
-    if fam.needs_bounds:
-        sensitivity = fam.release_sensitivity(window)
-        statistic = fam.window_statistic(records, window)
-    else:
-        sensitivity = fam.sensitivity
-        statistic = fam.sufficient_statistic(records)
-    noisy = laplace_mechanism(
-        statistic, sensitivity=sensitivity, epsilon=epsilon, rng=generator, magnitude=magnitude
+    sensitivity = _sensitivity(fam, window, gaussian)
+    noise_scale(sensitivity=sensitivity, epsilon=epsilon, magnitude=magnitude)
+    if not charged:
+        _charge(budget, mechanism, epsilon, bounds_epsilon, label or fam.name)
+    noisy = noisy_statistic(
+        fam,
+        records,
+        window,
+        mechanism=mechanism,
+        sensitivity=sensitivity,
+        epsilon=None if gaussian else epsilon,
+        rho=epsilon**2 / 2.0 if gaussian else None,
+        rng=generator,
+        magnitude=magnitude,
     )
     return Release(
-        value=noisy,
+        value=noisy.value,
         n=n,
-        epsilon=epsilon,
-        sensitivity=sensitivity,
+        epsilon=zcdp_to_approx_dp(epsilon**2 / 2.0, delta) if gaussian else epsilon,
+        sensitivity=noisy.sensitivity,
         bounds=window,
         family=fam.name,
         family_params=fam.params(),
+        mechanism=mechanism,
         bounds_epsilon=bounds_epsilon,
         clamped=clamp,
+        quantum=noisy.quantum,
+        library=noisy.library,
+        rho=epsilon**2 / 2.0 if gaussian else None,
+        delta=delta if gaussian else 0.0,
+        budget=budget.receipt() if budget is not None else None,
     )
+
+
+def _sensitivity(fam: ExponentialFamily, window: tuple[float, float], gaussian: bool) -> float:
+    """The exact statistic's sensitivity: L2 for the Gaussian mechanism, else L1."""
+    if gaussian:
+        return fam.release_sensitivity_l2(window) if fam.needs_bounds else fam.sensitivity_l2
+    return fam.release_sensitivity(window) if fam.needs_bounds else fam.sensitivity
+
+
+def _charge(budget: Any, mechanism: str, epsilon: float, bounds_epsilon: float, label: str) -> None:
+    """Charge the accountant (if any) before noise is drawn; it refuses an overspend."""
+    if budget is None:
+        return
+    from pymc_dp.budget import PrivacyBudget
+
+    if not isinstance(budget, PrivacyBudget):
+        raise TypeError(f"budget must be a pymc_dp.PrivacyBudget (got {type(budget).__name__})")
+    if mechanism == DISCRETE_GAUSSIAN:
+        budget.spend(rho=epsilon**2 / 2.0 + bounds_epsilon**2 / 2.0, label=label)
+    else:
+        budget.spend(epsilon=epsilon + bounds_epsilon, label=label)
 
 
 def _clamped(fam: ExponentialFamily, x: npt.ArrayLike) -> npt.ArrayLike:
@@ -480,3 +635,42 @@ def _check_share(share: Any) -> float:
             f"bounds_share must lie in (0, 1), the share of epsilon spent on bounds (got {share})"
         )
     return share
+
+
+def _plain(budget: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if budget is None else dict(budget)
+
+
+def _check_noise_fields(rel: Release, gaussian: bool) -> None:
+    """Check ``quantum``, ``library``, ``rho``, ``delta`` and ``budget`` against the mechanism."""
+    quantum = rel.quantum
+    if rel.mechanism == LAPLACE_FLOAT:
+        if quantum is not None:
+            raise ValueError(f"quantum must be None for {LAPLACE_FLOAT!r} (got {quantum!r})")
+    else:
+        if quantum is None:
+            raise ValueError(f"mechanism {rel.mechanism!r} needs quantum, the fixed-point step")
+        quantum = check_positive(quantum, "quantum")
+        if math.frexp(quantum)[0] != 0.5:
+            raise ValueError(f"quantum must be a power of two (got {quantum!r})")
+        object.__setattr__(rel, "quantum", quantum)
+    if rel.library is not None and not isinstance(rel.library, str):
+        raise TypeError(f"library must be a string (got {rel.library!r})")
+    if gaussian:
+        if rel.rho is None:
+            raise ValueError("a 'discrete-gaussian' release needs rho")
+        object.__setattr__(rel, "rho", check_positive(rel.rho, "rho"))
+        delta = check_positive(rel.delta, "delta")
+        if delta >= 1:
+            raise ValueError(f"delta must lie in (0, 1) (got {delta})")
+        object.__setattr__(rel, "delta", delta)
+    else:
+        if rel.rho is not None:
+            raise ValueError(f"rho applies only to 'discrete-gaussian' (got rho={rel.rho!r})")
+        if rel.delta != 0:
+            raise ValueError(f"delta must be 0 for {rel.mechanism!r} (got {rel.delta!r})")
+        object.__setattr__(rel, "delta", 0.0)
+    if rel.budget is not None:
+        if not isinstance(rel.budget, Mapping):
+            raise TypeError(f"budget must be a mapping (got {type(rel.budget).__name__})")
+        object.__setattr__(rel, "budget", types.MappingProxyType(dict(rel.budget)))
