@@ -15,7 +15,11 @@ of the same statistic, is charged again: the accountant never forgets a charge.
 
 from __future__ import annotations
 
+import json
 import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 from pymc_dp._validation import check_positive
@@ -144,6 +148,43 @@ class PrivacyBudget:
             "label": self._ledger[-1][0] if self._ledger else None,
             "releases": len(self._ledger),
         }
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ledger as JSON-ready data (:meth:`from_dict` reads it back)."""
+        return {
+            "unit": self._unit,
+            "total": self._total,
+            "ledger": [[label, cost] for label, cost in self._ledger],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PrivacyBudget:
+        """Rebuild a budget from :meth:`to_dict` output (checked field by field)."""
+        if not isinstance(data, Mapping) or set(data) != {"unit", "total", "ledger"}:
+            raise ValueError("a privacy ledger needs exactly the fields unit, total and ledger")
+        unit = data["unit"]
+        if unit not in ("epsilon", "rho"):
+            raise ValueError(f"unit must be 'epsilon' or 'rho' (got {unit!r})")
+        budget = cls(**{unit: data["total"]})
+        if not isinstance(data["ledger"], list):
+            raise TypeError("ledger must be a list of [label, cost] pairs")
+        for entry in data["ledger"]:
+            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
+                raise TypeError(f"ledger entries must be [label, cost] (got {entry!r})")
+            budget.spend(**{unit: entry[1]}, label=entry[0])
+        return budget
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the ledger as JSON, atomically (temporary file, then rename)."""
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> PrivacyBudget:
+        """Read a ledger written by :meth:`save`."""
+        return cls.from_dict(json.loads(Path(path).read_text()))
 
     def __repr__(self) -> str:
         return (
