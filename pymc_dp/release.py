@@ -13,6 +13,7 @@ import json
 import math
 import numbers
 import types
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -356,6 +357,7 @@ def release(
     bounds_share: float = 0.1,
     bounds_range: tuple[float, float] | None = None,
     bounds_quantiles: tuple[float, float] = (0.025, 0.975),
+    bounds_candidates: str = "auto",
     clamp: bool = False,
     rng: int | np.random.Generator | None = None,
     mechanism: str | None = None,
@@ -402,6 +404,15 @@ def release(
         it); required with ``bounds="private"``.
     bounds_quantiles
         Quantiles of ``x`` that private bounds estimate.
+    bounds_candidates
+        Outputs private bounds choose from: ``"gaps"`` (Smith's mechanism over the gaps between
+        records), ``"log"`` (data-independent log-spaced candidates,
+        :func:`~pymc_dp.mechanisms.private_quantile.log_candidates`), or ``"auto"`` (the
+        default): ``"log"`` when ``bounds_range`` is non-negative and spans decades (it starts
+        at 0, or upper/lower ≥ 100), else ``"gaps"``. A
+        :class:`~pymc_dp.mechanisms.private_quantile.NoisyBoundsWarning` is issued, from n, ε
+        and the share alone, when the quantiles' rank error (95 %) exceeds half the records
+        between them (the window could then miss the data).
     clamp
         If ``False`` (the default), a record outside the family's domain (e.g. 7 successes of
         5 trials, a category code ≥ K, a negative waiting time) stops the release. If
@@ -514,12 +525,17 @@ def release(
         noise_scale(sensitivity=_sensitivity(fam, search, gaussian), epsilon=epsilon)
         _charge(budget, mechanism, epsilon, bounds_epsilon, label or fam.name)
         charged = True
+        candidates = _bounds_candidates(bounds_candidates, search, int(np.shape(records)[0]))
+        _warn_if_noisy_bounds(
+            int(np.shape(records)[0]), bounds_epsilon, bounds_quantiles, candidates, search
+        )
         window = private_bounds(
             records,
             epsilon=bounds_epsilon,
             quantiles=bounds_quantiles,
             lower=bounds_range[0],
             upper=bounds_range[1],
+            candidates=candidates,
             rng=generator if generator is not None else np.random.default_rng(),
         )
         if window[0] >= window[1]:
@@ -674,3 +690,48 @@ def _check_noise_fields(rel: Release, gaussian: bool) -> None:
         if not isinstance(rel.budget, Mapping):
             raise TypeError(f"budget must be a mapping (got {type(rel.budget).__name__})")
         object.__setattr__(rel, "budget", types.MappingProxyType(dict(rel.budget)))
+
+
+def _bounds_candidates(choice: Any, search: tuple[float, float], n: int) -> str:
+    """Resolve ``bounds_candidates="auto"`` from the public search range alone."""
+    if choice not in ("auto", "gaps", "log"):
+        raise ValueError(f"bounds_candidates must be 'auto', 'gaps' or 'log' (got {choice!r})")
+    if choice != "auto":
+        return choice
+    lower, upper = search
+    spans_decades = lower >= 0 and (lower == 0 or upper / lower >= 100)
+    return "log" if spans_decades else "gaps"
+
+
+def _warn_if_noisy_bounds(
+    n: int,
+    bounds_epsilon: float,
+    quantiles: Any,
+    candidates: str,
+    search: tuple[float, float],
+) -> None:
+    """Warn, from public values only, when the private window cannot locate its quantiles."""
+    from pymc_dp.mechanisms.private_quantile import (
+        NoisyBoundsWarning,
+        bounds_rank_error,
+        log_candidates,
+    )
+
+    try:
+        q_lo, q_hi = (float(q) for q in quantiles)
+    except (TypeError, ValueError):
+        return  # private_bounds names the problem
+    size = len(log_candidates(*search)) if candidates == "log" else n + 1
+    error = bounds_rank_error(n, bounds_epsilon / 2.0, size)
+    half = (q_hi - q_lo) * n / 2.0
+    if error > half:
+        # Each end can then land past the middle of the data: the window may hold few or none
+        # of the records (a public-range end far from the data, for example).
+        warnings.warn(
+            f"private bounds are too noisy to be useful: with n={n} and {bounds_epsilon:g} of "
+            f"epsilon for the window, each quantile's rank can be off by {error:.0f} records "
+            f"(95 %), more than the {half:.0f} records between either quantile ({q_lo:g}, "
+            f"{q_hi:g}) and the middle; raise bounds_share or epsilon, or give public bounds",
+            NoisyBoundsWarning,
+            stacklevel=3,
+        )

@@ -127,10 +127,12 @@ def test_help_explains_every_option_with_examples():
     for option in (
         "--column", "--family", "--epsilon", "--output", "--overwrite", "--trials",
         "--categories", "--shape", "--sigma", "--bounds", "--private-bounds", "--bounds-share",
-        "--bounds-quantiles", "--format", "--seed",
+        "--bounds-quantiles", "--format", "--seed", "--mechanism", "--rho", "--budget",
+        "--budget-total",
     ):  # fmt: skip
         assert option in rel, option
-    assert "examples:" in rel and "operating-system entropy" in rel
+    assert "examples:" in rel and "operating-system randomness" in rel
+    assert "a study" in rel and "laplace-float" in rel
     fit = _run("fit", "--help").stdout
     for option in (
         "--prior", "--output-dir", "--format", "--draws", "--tune", "--chains", "--cores",
