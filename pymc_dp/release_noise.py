@@ -28,7 +28,13 @@ from pymc_dp.mechanisms.vetted import (
     library_version,
 )
 
-__all__ = ["NoisyStatistic", "check_mechanism", "is_integer_statistic", "noisy_statistic"]
+__all__ = [
+    "NoisyStatistic",
+    "check_mechanism",
+    "is_integer_statistic",
+    "noisy_statistic",
+    "vetted_laplace_sum",
+]
 
 _EXACT_FLOAT_SUM = 2.0**53
 
@@ -166,3 +172,36 @@ def _t_bounds(fam: ExponentialFamily, window: tuple[float, float]) -> npt.NDArra
     lower = np.minimum(np.asarray(tmin, dtype=np.float64), 0.0)
     upper = np.maximum(np.asarray(tmax, dtype=np.float64), 0.0)
     return np.stack([lower, upper], axis=-1).reshape(-1, 2)
+
+
+def vetted_laplace_sum(
+    t: npt.NDArray[np.float64],
+    *,
+    t_bounds: npt.NDArray[np.float64],
+    sensitivity: float,
+    epsilon: float,
+) -> NoisyStatistic:
+    """Σ_i t_i with discrete Laplace noise after fixed-point quantisation (float statistics).
+
+    Parameters
+    ----------
+    t
+        Per-record statistics, shape ``(n, d)``.
+    t_bounds
+        Public range of each component of one record's statistic, shape ``(d, 2)``.
+    sensitivity
+        L1 sensitivity of the exact sum.
+    epsilon
+        Privacy parameter ε.
+
+    Returns
+    -------
+    NoisyStatistic
+        The noisy sum (shape ``(d,)``), the sensitivity with rounding, the quantum, the library.
+    """
+    quantum = choose_quantum(t_bounds=t_bounds, n=max(len(t), 1), noise_scale=sensitivity / epsilon)
+    units = quantised_sensitivity(sensitivity, quantum, int(t.shape[1]), "l1")
+    total = exact_total(quantise(t, quantum))
+    noisy = discrete_laplace_mechanism(total, sensitivity=units, epsilon=epsilon)
+    value = noisy.astype(np.float64) * quantum
+    return NoisyStatistic(value, units * quantum, quantum, library_version())

@@ -178,3 +178,31 @@ def test_vetted_mechanisms_refuse_scales_that_could_overflow():
         discrete_laplace_mechanism([0], sensitivity=1.0, epsilon=1e-17)
     with pytest.raises(ValueError, match="2\\*\\*62"):
         discrete_laplace_mechanism([2**62], sensitivity=1.0, epsilon=1.0)
+
+
+def test_regression_release_is_vetted_by_default():
+    from pymc_dp.regression.release import RegressionRelease, release_regression
+    from pymc_dp.regression.sensitivity import regression_sensitivity
+    from pymc_dp.regression.statistics import regression_statistic
+
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-1, 1, size=(300, 2))
+    y = np.clip(x @ [0.5, -0.2] + 0.1 * rng.standard_normal(300), -2, 2)
+    box = {"x_bounds": [(-1, 1), (-1, 1)], "y_bounds": (-2, 2)}
+    rel = release_regression(x, y, epsilon=1.0, moments_share=0.2, **box)
+    assert rel.mechanism == "discrete-laplace" and rel.library.startswith("opendp")
+    q = rel.quantum
+    assert math.frexp(q)[0] == 0.5
+    delta = regression_sensitivity(*box.values())
+    assert rel.sensitivity == pytest.approx(delta + rel.value.size * q)
+    np.testing.assert_array_equal(np.rint(rel.value / q) * q, rel.value)
+    assert np.all(np.abs(rel.value - regression_statistic(x, y)) < 40 * rel.scale)
+    assert rel.second_moments.quantum is not None
+    back = RegressionRelease.from_json(rel.to_json())
+    assert back.quantum == q and back.second_moments.quantum == rel.second_moments.quantum
+    study = release_regression(x, y, epsilon=1.0, rng=1, **box)
+    assert study.mechanism == "laplace-float" and study.quantum is None
+    with pytest.raises(ValueError, match="cannot be seeded"):
+        release_regression(x, y, epsilon=1.0, rng=1, mechanism="discrete-laplace", **box)
+    with pytest.raises(ValueError, match="regression"):
+        release_regression(x, y, epsilon=1.0, mechanism="discrete-gaussian", **box)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import numbers
 from collections.abc import Mapping
 from typing import Any
@@ -25,14 +26,21 @@ from pymc_dp._validation import (
     check_positive,
     check_rng,
 )
-from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism, noise_scale
-from pymc_dp.regression.sensitivity import check_box, regression_sensitivity, sum_of_ranges
+from pymc_dp.mechanisms import DISCRETE_GAUSSIAN, LAPLACE_FLOAT, laplace_mechanism, noise_scale
+from pymc_dp.regression.sensitivity import (
+    check_box,
+    monomial_ranges,
+    regression_sensitivity,
+    sum_of_ranges,
+)
 from pymc_dp.regression.statistics import (
     covariate_powers,
     d_from_released,
     monomial_sums,
     regression_statistic,
+    statistic_powers,
 )
+from pymc_dp.release_noise import check_mechanism, vetted_laplace_sum
 
 __all__ = [
     "FOURTH_DEGREES",
@@ -48,7 +56,8 @@ FOURTH_DEGREES = (3, 4)
 """Total degrees of the covariate monomials in the "fourth moments" release (with the second
 moments these give every raw moment up to order 4 that the CLT of the statistic needs)."""
 
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
+"""Format 2 adds quantum and library (and a moment release's quantum); format 1 is read."""
 _KIND = "regression"
 
 
@@ -65,13 +74,17 @@ class MomentRelease:
     epsilon : float
         Privacy budget spent on this release.
     sensitivity : float
-        L1 sensitivity of the sums over the covariate box (sum of the monomials' ranges).
+        L1 sensitivity of the sums over the covariate box (sum of the monomials' ranges), the
+        fixed-point rounding included for a vetted release.
+    quantum : float or None
+        Fixed-point quantum of a vetted release; ``None`` for ``"laplace-float"``.
     """
 
     value: npt.NDArray[np.float64]
     powers: npt.NDArray[np.int64]
     epsilon: float
     sensitivity: float
+    quantum: float | None = None
 
     def __post_init__(self) -> None:
         value = np.array(self.value, dtype=np.float64)
@@ -88,6 +101,7 @@ class MomentRelease:
         object.__setattr__(self, "powers", powers)
         object.__setattr__(self, "epsilon", check_positive(self.epsilon, "epsilon"))
         object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
+        object.__setattr__(self, "quantum", _check_quantum(self.quantum))
 
     @property
     def scale(self) -> float:
@@ -101,12 +115,20 @@ class MomentRelease:
             "powers": self.powers.tolist(),
             "epsilon": self.epsilon,
             "sensitivity": self.sensitivity,
+            "quantum": self.quantum,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MomentRelease:
         """Rebuild from :meth:`to_dict` output, checking every field."""
-        _check_keys(data, {"value", "powers", "epsilon", "sensitivity"}, "a moment release")
+        _check_keys(
+            data,
+            {"value", "powers", "epsilon", "sensitivity", "quantum"},
+            "a moment release",
+            required={"value", "powers", "epsilon", "sensitivity"},
+        )
+        if data.get("quantum") is not None:
+            check_json_numbers(data["quantum"], "quantum", scalar=True)
         _check_fields(data, lists=("value",), scalars=("epsilon", "sensitivity"))
         if not isinstance(data["powers"], list | tuple) or not all(
             isinstance(row, list | tuple)
@@ -164,8 +186,10 @@ class RegressionRelease:
     y_bounds: tuple[float, float]
     second_moments: MomentRelease | None = None
     fourth_moments: MomentRelease | None = None
-    mechanism: str = MECHANISM_NAME
+    mechanism: str = LAPLACE_FLOAT
     clamped: bool = False
+    quantum: float | None = None
+    library: str | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -225,8 +249,18 @@ class RegressionRelease:
                 raise ValueError(f"{name} must hold the degree {degrees} monomials of x in order")
             if mom.sensitivity < sum_of_ranges(expected, xb[:, 0], xb[:, 1]):
                 raise ValueError(f"{name}.sensitivity is below the L1 sensitivity of its sums")
-        if self.mechanism != MECHANISM_NAME:
-            raise ValueError(f"mechanism must be {MECHANISM_NAME!r} (got {self.mechanism!r})")
+        mechanism = check_mechanism(self.mechanism, None)
+        if mechanism == DISCRETE_GAUSSIAN:
+            raise ValueError("regression releases support 'discrete-laplace' and 'laplace-float'")
+        object.__setattr__(self, "mechanism", mechanism)
+        object.__setattr__(self, "quantum", _check_quantum(self.quantum))
+        if (self.quantum is None) != (mechanism == LAPLACE_FLOAT):
+            raise ValueError(
+                f"quantum must be {'None' if mechanism == LAPLACE_FLOAT else 'a power of two'} "
+                f"for mechanism {mechanism!r} (got {self.quantum!r})"
+            )
+        if self.library is not None and not isinstance(self.library, str):
+            raise TypeError(f"library must be a string (got {self.library!r})")
 
     @property
     def d(self) -> int:
@@ -263,6 +297,8 @@ class RegressionRelease:
             else self.fourth_moments.to_dict(),
             "mechanism": self.mechanism,
             "clamped": self.clamped,
+            "quantum": self.quantum,
+            "library": self.library,
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -285,7 +321,7 @@ class RegressionRelease:
             raise TypeError(f"a regression release must be a mapping (got {type(data).__name__})")
         data = dict(data)
         version = data.pop("format_version", _FORMAT_VERSION)
-        if isinstance(version, bool) or not isinstance(version, int) or version != _FORMAT_VERSION:
+        if isinstance(version, bool) or not isinstance(version, int) or version not in (1, 2):
             raise ValueError(f"unsupported regression release format_version {version!r}")
         kind = data.pop("kind", _KIND)
         if kind != _KIND:
@@ -301,6 +337,8 @@ class RegressionRelease:
         )
         if "mechanism" in data and not isinstance(data["mechanism"], str):
             raise TypeError(f"mechanism must be a string (got {data['mechanism']!r})")
+        if data.get("quantum") is not None:
+            check_json_numbers(data["quantum"], "quantum", scalar=True)
         for key in ("second_moments", "fourth_moments"):
             if data.get(key) is not None:
                 data[key] = MomentRelease.from_dict(data[key])
@@ -344,6 +382,7 @@ def release_regression(
     moments_share: float | None = None,
     clamp: bool = False,
     rng: int | np.random.Generator | None = None,
+    mechanism: str | None = None,
 ) -> RegressionRelease:
     """Release the sufficient statistics of a linear regression under ε-differential privacy.
 
@@ -375,7 +414,10 @@ def release_regression(
         ``clamped=True``; the bounds are public, so Δ is unchanged and the release stays ε-DP
         (the model then describes the clamped records).
     rng
-        Seed or generator for the noise; ``None`` uses fresh OS entropy.
+        Seed or generator: a study, with ``"laplace-float"`` noise. ``None`` (the default) is a
+        real release with vetted noise (OpenDP discrete Laplace on fixed-point sums).
+    mechanism
+        ``"discrete-laplace"`` (the default without ``rng``) or ``"laplace-float"``.
 
     Returns
     -------
@@ -409,7 +451,13 @@ def release_regression(
         # A float32 share would make the parts' ε add up to more than the total.
         moments_share = float(moments_share)
     clamp = check_bool(clamp, "clamp")
-    generator = check_rng(rng)
+    mechanism = check_mechanism(mechanism, rng)
+    if mechanism == DISCRETE_GAUSSIAN:
+        raise ValueError(
+            "mechanism must be 'discrete-laplace' or 'laplace-float' for a regression release "
+            "(the Gaussian mechanism is not available here yet)"
+        )
+    generator = check_rng(rng) if mechanism == LAPLACE_FLOAT else None
     xs = check_finite_array(x, "x")
     if xs.ndim == 1:
         xs = xs[:, None]
@@ -482,28 +530,61 @@ def release_regression(
         noise_scale(
             sensitivity=delta, epsilon=0.5 * epsilon * moments_share, magnitude=moment_magnitude
         )
-    noisy = laplace_mechanism(
-        statistic,
-        sensitivity=sensitivity,
-        epsilon=stat_epsilon,
-        rng=generator,
-        magnitude=magnitude,
-    )
-    released_moments = [
-        MomentRelease(
-            value=laplace_mechanism(
-                sums,
+    if mechanism == LAPLACE_FLOAT:
+        noisy = laplace_mechanism(
+            statistic,
+            sensitivity=sensitivity,
+            epsilon=stat_epsilon,
+            rng=generator,
+            magnitude=magnitude,
+        )
+        quantum, library = None, f"numpy {np.__version__}"
+        released_moments = [
+            MomentRelease(
+                value=laplace_mechanism(
+                    sums,
+                    sensitivity=delta,
+                    epsilon=0.5 * epsilon * moments_share,
+                    rng=generator,
+                    magnitude=moment_magnitude,
+                ),
+                powers=powers,
+                epsilon=0.5 * epsilon * moments_share,
+                sensitivity=delta,
+            )
+            for powers, sums, delta in moments
+        ]
+    else:
+        # Vetted: each record's monomials rounded to a public quantum, summed exactly.
+        records = np.column_stack([xs, ys])
+        stat_powers = statistic_powers(d)
+        vetted = vetted_laplace_sum(
+            _monomials(records, stat_powers),
+            t_bounds=np.column_stack(
+                monomial_ranges(stat_powers, np.append(xb[:, 0], yb[0]), np.append(xb[:, 1], yb[1]))
+            ),
+            sensitivity=sensitivity,
+            epsilon=stat_epsilon,
+        )
+        noisy, sensitivity = vetted.value, vetted.sensitivity
+        quantum, library = vetted.quantum, vetted.library
+        released_moments = []
+        for powers, _, delta in moments:
+            part = vetted_laplace_sum(
+                _monomials(xs, powers),
+                t_bounds=np.column_stack(monomial_ranges(powers, xb[:, 0], xb[:, 1])),
                 sensitivity=delta,
                 epsilon=0.5 * epsilon * moments_share,
-                rng=generator,
-                magnitude=moment_magnitude,
-            ),
-            powers=powers,
-            epsilon=0.5 * epsilon * moments_share,
-            sensitivity=delta,
-        )
-        for powers, sums, delta in moments
-    ]
+            )
+            released_moments.append(
+                MomentRelease(
+                    value=part.value,
+                    powers=powers,
+                    epsilon=0.5 * epsilon * moments_share,
+                    sensitivity=part.sensitivity,
+                    quantum=part.quantum,
+                )
+            )
     return RegressionRelease(
         value=noisy,
         n=n,
@@ -514,4 +595,21 @@ def release_regression(
         second_moments=released_moments[0] if released_moments else None,
         fourth_moments=released_moments[1] if released_moments else None,
         clamped=clamp,
+        mechanism=mechanism,
+        quantum=quantum,
+        library=library,
     )
+
+
+def _monomials(records: npt.NDArray[np.float64], powers: npt.NDArray) -> npt.NDArray[np.float64]:
+    """Per-record monomials ``Π_j v_j^powers[r, j]``, shape ``(n, m)``."""
+    return np.prod(records[:, None, :] ** np.asarray(powers)[None, :, :], axis=-1)
+
+
+def _check_quantum(quantum: Any) -> float | None:
+    if quantum is None:
+        return None
+    q = check_positive(quantum, "quantum")
+    if math.frexp(q)[0] != 0.5:
+        raise ValueError(f"quantum must be a power of two (got {quantum!r})")
+    return q
