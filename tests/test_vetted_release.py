@@ -206,3 +206,36 @@ def test_regression_release_is_vetted_by_default():
         release_regression(x, y, epsilon=1.0, rng=1, mechanism="discrete-laplace", **box)
     with pytest.raises(ValueError, match="regression"):
         release_regression(x, y, epsilon=1.0, mechanism="discrete-gaussian", **box)
+
+
+def _cli_release(tmp_path, *extra):
+    from pymc_dp.cli import main
+
+    data = tmp_path / "x.csv"
+    data.write_text("x\n" + "\n".join(f"{v:.3f}" for v in X_NORMAL[:100]) + "\n")
+    out = tmp_path / "rel.json"
+    code = main(["release", str(data), "--column", "x", "--family", "normal", "--bounds", "-4",
+                 "6", "--output", str(out), *extra])  # fmt: skip
+    return code, out
+
+
+def test_cli_release_records_the_vetted_mechanism(tmp_path, capsys):
+    code, out = _cli_release(tmp_path, "--epsilon", "1")
+    assert code == 0, capsys.readouterr().err
+    rel = Release.from_json(out.read_text())
+    assert rel.mechanism == "discrete-laplace" and rel.quantum is not None
+    assert "discrete-laplace scale" in capsys.readouterr().out
+
+
+def test_cli_gaussian_release_and_bad_combinations(tmp_path, capsys):
+    code, out = _cli_release(tmp_path, "--mechanism", "discrete-gaussian", "--rho", "0.5")
+    assert code == 0, capsys.readouterr().err
+    assert Release.from_json(out.read_text()).rho == 0.5
+    out.unlink()
+    code, _ = _cli_release(tmp_path, "--mechanism", "discrete-gaussian", "--epsilon", "1")
+    assert code == 2 and "--rho" in capsys.readouterr().err
+    code, _ = _cli_release(tmp_path, "--mechanism", "discrete-laplace", "--epsilon", "1",
+                           "--seed", "3")  # fmt: skip
+    assert code == 2 and "cannot be seeded" in capsys.readouterr().err
+    code, out = _cli_release(tmp_path, "--epsilon", "1", "--seed", "3")
+    assert code == 0 and Release.from_json(out.read_text()).mechanism == "laplace-float"
