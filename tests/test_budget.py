@@ -132,3 +132,19 @@ def test_cli_budget_refuses_the_release_that_would_overspend(tmp_path):
     assert second.returncode != 0 and "would spend 1.2" in second.stderr
     assert not (tmp_path / "b.json").exists()
     assert len(json.loads(ledger.read_text())["ledger"]) == 1
+
+
+def test_regression_release_is_charged_to_the_same_budget():
+    from pymc_dp.regression.release import RegressionRelease, release_regression
+
+    rng = np.random.default_rng(6)
+    x = rng.uniform(0, 1, size=(100, 1))
+    y = np.clip(0.5 * x[:, 0] + 0.1 * rng.standard_normal(100), 0, 1)
+    budget = PrivacyBudget(epsilon=1.5)
+    pmdp.release(x[:, 0] > 0.5, pm.Bernoulli, epsilon=0.5, budget=budget)
+    rel = release_regression(x, y, x_bounds=[(0, 1)], y_bounds=(0, 1), epsilon=1.0,
+                             moments_share=0.2, budget=budget)  # fmt: skip
+    assert rel.budget["spent"] == pytest.approx(1.5) and rel.budget["releases"] == 2
+    assert RegressionRelease.from_json(rel.to_json()).budget == rel.budget
+    with pytest.raises(BudgetExceededError):
+        release_regression(x, y, x_bounds=[(0, 1)], y_bounds=(0, 1), epsilon=0.1, budget=budget)

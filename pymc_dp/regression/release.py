@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 import numbers
+import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -190,6 +191,7 @@ class RegressionRelease:
     clamped: bool = False
     quantum: float | None = None
     library: str | None = None
+    budget: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -261,6 +263,10 @@ class RegressionRelease:
             )
         if self.library is not None and not isinstance(self.library, str):
             raise TypeError(f"library must be a string (got {self.library!r})")
+        if self.budget is not None:
+            if not isinstance(self.budget, Mapping):
+                raise TypeError(f"budget must be a mapping (got {type(self.budget).__name__})")
+            object.__setattr__(self, "budget", types.MappingProxyType(dict(self.budget)))
 
     @property
     def d(self) -> int:
@@ -299,6 +305,7 @@ class RegressionRelease:
             "clamped": self.clamped,
             "quantum": self.quantum,
             "library": self.library,
+            "budget": None if self.budget is None else dict(self.budget),
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -383,6 +390,8 @@ def release_regression(
     clamp: bool = False,
     rng: int | np.random.Generator | None = None,
     mechanism: str | None = None,
+    budget: Any = None,
+    label: str = "regression",
 ) -> RegressionRelease:
     """Release the sufficient statistics of a linear regression under ε-differential privacy.
 
@@ -418,6 +427,11 @@ def release_regression(
         real release with vetted noise (OpenDP discrete Laplace on fixed-point sums).
     mechanism
         ``"discrete-laplace"`` (the default without ``rng``) or ``"laplace-float"``.
+    budget
+        A :class:`~pymc_dp.budget.PrivacyBudget` charged ``epsilon`` before any noise is drawn
+        (refused if it would exceed the total); the release records what was spent.
+    label
+        Name of this release in the accountant's ledger.
 
     Returns
     -------
@@ -524,6 +538,12 @@ def release_regression(
             moments.append(
                 (powers, monomial_sums(xs, powers), sum_of_ranges(powers, xb[:, 0], xb[:, 1]))
             )
+    if budget is not None:
+        from pymc_dp.budget import PrivacyBudget
+
+        if not isinstance(budget, PrivacyBudget):
+            raise TypeError(f"budget must be a pymc_dp.PrivacyBudget (got {type(budget).__name__})")
+        budget.spend(epsilon=epsilon, label=label)  # statistics and moments: ε in all
     # Noise only after every check above, and every noise scale, has passed.
     noise_scale(sensitivity=sensitivity, epsilon=stat_epsilon, magnitude=magnitude)
     for _, _, delta in moments:
@@ -598,6 +618,7 @@ def release_regression(
         mechanism=mechanism,
         quantum=quantum,
         library=library,
+        budget=None if budget is None else budget.receipt(),
     )
 
 
