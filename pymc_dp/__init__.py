@@ -6,6 +6,7 @@ DP Gibbs step methods of Bernstein & Sheldon (2018) to the node's variables.
 """
 
 from pymc_dp.baselines import naive_posterior, nonprivate_posterior
+from pymc_dp.budget import BudgetExceededError, PrivacyBudget
 from pymc_dp.evaluation import (
     calibration_quantiles,
     ecdf,
@@ -31,6 +32,7 @@ from pymc_dp.step_methods import ConjugateStep, GridStep, NoiseVarianceStep, Nor
 __version__ = "0.1.0"
 
 __all__ = [
+    "BudgetExceededError",
     "ConjugateStep",
     "CovariateModelStep",
     "GridStep",
@@ -38,6 +40,7 @@ __all__ = [
     "NoisyRegressionStat",
     "NoisySuffStat",
     "NormProductStep",
+    "PrivacyBudget",
     "RegressionConjugateStep",
     "RegressionNoiseVarianceStep",
     "RegressionRelease",

@@ -48,12 +48,14 @@ most naive's. With --check the exit status is 1 if any check fails.
 _RELEASE_DESCRIPTION = """\
 Curator: release the sufficient statistic of one column of a CSV file or of Parquet files under
 epsilon-differential privacy, as a JSON release for pymc-dp fit (or pymc_dp.Release.from_json).
-The statistic is computed, Laplace noise with scale sensitivity/epsilon is added (epsilon less
-the window's share with --private-bounds), and only the noisy value is written, with n, epsilon,
-the sensitivity, the bounds and the family. The statistic is an exact fixed-point sum (the same
-records give the same statistic in any order or partitioning); Parquet files, directories and globs
-are streamed in batches, or summed on a Dask cluster with --scheduler. The exact statistic is never
-printed or written, and error messages name file lines and rules, never a record's value."""
+The statistic is computed exactly in integers (the same records give the same statistic in any
+order or partitioning); Parquet files, directories and globs are streamed in batches, or summed on
+a Dask cluster with --scheduler. OpenDP's discrete Laplace noise with scale sensitivity/epsilon is
+added to it (a float statistic rounded first to a public power-of-two quantum, the rounding added
+to the sensitivity; epsilon less the window's share with --private-bounds), and only the noisy
+value is written, with n, epsilon, the sensitivity, the bounds, the family, the mechanism, the
+quantum, the records' grid step and the library version. The exact statistic is never printed or
+written, and error messages name file lines and rules, never a record's value."""
 
 _RELEASE_EPILOG = """\
 families (records; sensitivity, or "window" for a family released over a window):
@@ -78,10 +80,19 @@ records are read exactly (n is public and is the number of lines after the heade
   "clamped": true, and the sensitivity is unchanged.
 
 noise and seeds:
-  Without --seed the noise comes from operating-system entropy; that is necessary for a real
-  release but not sufficient: the noise is floating-point Laplace, whose low-order bits can leak
-  the exact statistic (Mironov 2012; see README, privacy notes). --seed makes the noise
-  reproducible, which is for tests and examples only: anyone who knows the seed can subtract it.
+  Without --seed (a real release) the noise is vetted: OpenDP's discrete Laplace (or, with
+  --mechanism discrete-gaussian --rho RHO, discrete Gaussian under rho-zCDP) on the exact integer
+  statistic, drawn from operating-system randomness; it cannot be seeded. --seed makes the run a
+  study: the noise is then the floating-point Laplace sampler ("laplace-float", recorded in the
+  file), reproducible and open to floating-point attacks (Mironov 2012) -- for tests and examples
+  only: anyone who knows the seed can subtract the noise. --seed with a vetted --mechanism is
+  refused. The private window (--private-bounds) is still drawn with floating-point sampling.
+
+privacy budget:
+  --budget LEDGER charges the release to a JSON ledger of one data set before any noise is drawn
+  and refuses it if the total would be exceeded; create the ledger on first use with
+  --budget-total TOTAL (epsilon, or rho for discrete-gaussian). The release records what was
+  spent and what remains. A retry, or --overwrite, is charged again.
 
 examples:
   pymc-dp release visits.csv --column visits --family poisson --bounds 0 40 \\
@@ -214,9 +225,30 @@ def _add_release_parser(sub: Any) -> None:
     )
     rel.add_argument(
         "--epsilon",
-        required=True,
         type=_number,
-        help="privacy budget epsilon > 0 of the whole release (private bounds included)",
+        help="privacy budget epsilon > 0 of the whole release (private bounds included); "
+        "required except with --mechanism discrete-gaussian",
+    )
+    rel.add_argument(
+        "--mechanism",
+        choices=["discrete-laplace", "discrete-gaussian", "laplace-float"],
+        help="noise mechanism (default: discrete-laplace; laplace-float with --seed)",
+    )
+    rel.add_argument(
+        "--rho",
+        type=_number,
+        help="with --mechanism discrete-gaussian: zCDP budget rho > 0 of the whole release",
+    )
+    rel.add_argument(
+        "--budget",
+        metavar="LEDGER",
+        help="JSON privacy ledger of the data set: the release is charged to it first",
+    )
+    rel.add_argument(
+        "--budget-total",
+        type=_number,
+        metavar="TOTAL",
+        help="with --budget: create LEDGER with this total (epsilon, or rho for the Gaussian)",
     )
     rel.add_argument("--output", "-o", required=True, help="JSON file to write the release to")
     rel.add_argument(
@@ -282,8 +314,9 @@ def _add_release_parser(sub: Any) -> None:
     rel.add_argument(
         "--seed",
         type=_seed,
-        help="seed of the noise, for tests and examples only: a real release must not pass one "
-        "(the default draws the noise from operating-system entropy)",
+        help="seed of the noise: makes the run a study with floating-point Laplace noise "
+        "(laplace-float), for tests and examples only; without it the release is a real one, "
+        "with OpenDP's vetted noise from operating-system randomness",
     )
     rel.add_argument(
         "--scheduler",
@@ -468,17 +501,40 @@ def _release(args: argparse.Namespace) -> int:
         from pymc_dp.io import read_column, write_release
         from pymc_dp.release import release
 
-        check_positive(args.epsilon, "--epsilon")
-        family = getattr(pm, _FAMILY_CLASSES[args.family])
-        if _is_parquet(args):
-            rel = _release_parquet(args, family, settings)
+        gaussian = args.mechanism == "discrete-gaussian"
+        if gaussian:
+            if args.rho is None or args.epsilon is not None:
+                raise _InputError("--mechanism discrete-gaussian takes --rho, not --epsilon")
+            check_positive(args.rho, "--rho")
         else:
-            if args.scheduler is not None:
-                raise _InputError("--scheduler reads Parquet data; convert the CSV file first")
+            if args.epsilon is None or args.rho is not None:
+                raise _InputError(
+                    "--epsilon is required (--rho only with --mechanism discrete-gaussian)"
+                )
+            check_positive(args.epsilon, "--epsilon")
+        family = getattr(pm, _FAMILY_CLASSES[args.family])
+        parquet = _is_parquet(args)
+        if not parquet and args.scheduler is not None:
+            raise _InputError("--scheduler reads Parquet data; convert the CSV file first")
+        budget = _open_budget(args, "rho" if gaussian else "epsilon")
+        options = dict(
+            epsilon=args.epsilon,
+            rho=args.rho,
+            mechanism=args.mechanism,
+            clamp=args.clamp,
+            rng=args.seed,
+            budget=budget,
+            label=f"{Path(args.data).name}:{args.column}",
+            **settings,
+        )
+        if parquet:
+            rel = _release_parquet(args, family, options)
+        else:
             records = read_column(args.data, args.column, file_format=args.format)
-            rel = release(
-                records, family, epsilon=args.epsilon, clamp=args.clamp, rng=args.seed, **settings
-            )
+            rel = release(records, family, **options)
+        if budget is not None:
+            # Saved before the release is written: a failed write still counts as spent.
+            budget.save(args.budget)
         write_release(rel, output, overwrite=args.overwrite)
     except (_InputError, OSError, OverflowError, TypeError, ValueError) as err:
         return _fail("release", _one_line(err))
@@ -487,8 +543,15 @@ def _release(args: argparse.Namespace) -> int:
     print(
         f"wrote {output}: {rel.family}({params}) release of column {args.column!r}, "
         f"n = {rel.n}, epsilon = {rel.epsilon:g}{spent}, sensitivity = {rel.sensitivity:g}, "
-        f"Laplace scale = {rel.scale:g}, bounds = [{rel.bounds[0]:g}, {rel.bounds[1]:g}]"
+        f"{rel.mechanism} scale = {rel.scale:g}"
+        + (f", quantum = {rel.quantum:g}" if rel.quantum is not None else "")
+        + f", bounds = [{rel.bounds[0]:g}, {rel.bounds[1]:g}]"
         + (", records clamped to the family's range" if rel.clamped else "")
+        + (
+            f"; budget: {rel.budget['spent']:g} of {rel.budget['total']:g} spent"
+            if rel.budget is not None
+            else ""
+        )
     )
     return 0
 
@@ -503,7 +566,7 @@ def _is_parquet(args: argparse.Namespace) -> bool:
     return path.is_dir() or glob.has_magic(args.data) or path.suffix.lower() in (".parquet", ".pq")
 
 
-def _release_parquet(args: argparse.Namespace, family: Any, settings: dict[str, Any]) -> Any:
+def _release_parquet(args: argparse.Namespace, family: Any, options: dict[str, Any]) -> Any:
     """Release from Parquet, streamed here or summed on a Dask cluster (--scheduler)."""
     from pymc_dp.frames import parquet_source
     from pymc_dp.release import release
@@ -514,7 +577,6 @@ def _release_parquet(args: argparse.Namespace, family: Any, settings: dict[str, 
             f"{args.data}: no column {args.column!r}; the columns are "
             f"{', '.join(map(repr, source.columns))}"
         )
-    options = dict(epsilon=args.epsilon, clamp=args.clamp, rng=args.seed, **settings)
     try:
         if args.scheduler is None:
             return release(source, family, column=args.column, **options)
@@ -532,6 +594,28 @@ def _release_parquet(args: argparse.Namespace, family: Any, settings: dict[str, 
             return release(frame, family, column=args.column, client=client, **options)
     except ValueError as err:
         raise _InputError(f"{args.data}: {err}") from None
+
+
+def _open_budget(args: argparse.Namespace, unit: str) -> Any:
+    """The ledger named by --budget (created with --budget-total), or None."""
+    from pymc_dp.budget import PrivacyBudget
+
+    if args.budget is None:
+        if args.budget_total is not None:
+            raise _InputError("--budget-total needs --budget LEDGER")
+        return None
+    path = Path(args.budget)
+    if path.exists():
+        if args.budget_total is not None:
+            raise _InputError(f"{path} exists: its total is fixed; drop --budget-total")
+        budget = PrivacyBudget.load(path)
+    else:
+        if args.budget_total is None:
+            raise _InputError(f"{path} does not exist; create it with --budget-total TOTAL")
+        budget = PrivacyBudget(**{unit: args.budget_total})
+    if budget.unit != unit:
+        raise _InputError(f"{path} accounts in {budget.unit}, but this release spends {unit}")
+    return budget
 
 
 def _one_line(err: BaseException) -> str:

@@ -289,6 +289,13 @@ class FamilyPlan:
             return exact_total(m.reshape(-1, 1))
         return limb_total([m, m * m])
 
+    def units(self) -> tuple[float, ...]:
+        """The unit of each exact total: component j of s is ``totals[j] · units()[j]``."""
+        k = int(np.prod(self.family.stat_shape, dtype=np.int64))
+        if self.quantum is None:
+            return (1.0,) * k
+        return tuple(self.quantum ** (j + 1) for j in range(k))
+
     def statistic(self, totals: tuple[int, ...]) -> npt.NDArray[np.float64]:
         """The statistic s from exact integer totals: total_j · q**(j + 1), shape ``stat_shape``."""
         if self.quantum is None:

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "MAX_NOISE_QUANTA",
     "MAX_TOTAL",
     "NOISE_QUANTA",
     "choose_quantum",
@@ -34,9 +35,13 @@ MAX_TOTAL = 2**62
 added to them) cannot overflow."""
 
 NOISE_QUANTA = 2**10
-"""The quantum is at most noise_scale / 2¹⁰: rounding then adds about d/1024 of the noise
-scale to the sensitivity (a fraction of a percent), and discrete noise at 1024 quanta is within
-1e-3 in total variation of continuous noise (docs, "Privacy")."""
+"""The quantum is at most 2⁻¹⁰ of both the noise scale and the narrowest component range of t:
+rounding then adds at most d/1024 of Δ to the sensitivity, and discrete noise of at least 1024
+quanta is within 2.5e-4 (KS) of continuous noise (docs, "Privacy")."""
+
+MAX_NOISE_QUANTA = 2**50
+"""The noise scale is at most 2⁵⁰ quanta (the quantum is made coarser for a tiny ε), so that
+noisy int64 totals cannot overflow."""
 
 _MIN_EXPONENT = -1022  # smallest normal power of two: t / q stays exact
 
@@ -44,8 +49,11 @@ _MIN_EXPONENT = -1022  # smallest normal power of two: t / q stays exact
 def choose_quantum(*, t_bounds: npt.ArrayLike, n: int, noise_scale: float) -> float:
     """The quantum q, a power of two, from public values only.
 
-    q is the largest power of two not above ``noise_scale / 2**10``, made coarser (doubled)
-    until ``n · max|t| / q < 2**62`` so that integer totals cannot overflow int64.
+    q is the largest power of two not above ``min(noise_scale, w) / 2**10``, with w the
+    narrowest positive range ``upper - lower`` of a component of t (so that the rounding term
+    d·q of the sensitivity is at most d/1024 of Δ, which is never below a component's range),
+    made coarser if the noise would exceed ``2**50`` quanta, or until
+    ``n · max|t| / q < 2**62``, so that integer totals cannot overflow int64.
 
     Parameters
     ----------
@@ -70,8 +78,8 @@ def choose_quantum(*, t_bounds: npt.ArrayLike, n: int, noise_scale: float) -> fl
 
     Examples
     --------
-    >>> choose_quantum(t_bounds=[[0.0, 1.5]], n=1000, noise_scale=3.0)
-    0.001953125
+    >>> choose_quantum(t_bounds=[[0.0, 1.5]], n=1000, noise_scale=3.0)  # 1.5 / 1024 > 2**-10
+    0.0009765625
     >>> choose_quantum(t_bounds=[[-1e15, 1e15]], n=10**6, noise_scale=1e9) == 2.0**19
     True
     """
@@ -88,7 +96,12 @@ def choose_quantum(*, t_bounds: npt.ArrayLike, n: int, noise_scale: float) -> fl
     noise_scale = float(noise_scale)
     if not (math.isfinite(noise_scale) and noise_scale > 0):
         raise ValueError(f"noise_scale must be finite and > 0 (got {noise_scale!r})")
-    exponent = max(math.floor(math.log2(noise_scale / NOISE_QUANTA)), _MIN_EXPONENT)
+    widths = bounds[:, 1] - bounds[:, 0]
+    reference = (
+        min(noise_scale, float(np.min(widths[widths > 0]))) if np.any(widths > 0) else (noise_scale)
+    )
+    exponent = max(math.floor(math.log2(reference / NOISE_QUANTA)), _MIN_EXPONENT)
+    exponent = max(exponent, math.ceil(math.log2(noise_scale / MAX_NOISE_QUANTA)))
     largest = float(np.max(np.abs(bounds)))
     if largest > 0:
         # Work in exponents: n · max|t| itself may overflow a float.

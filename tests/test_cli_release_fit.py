@@ -63,7 +63,9 @@ def test_release_writes_only_the_noisy_statistic(released, data_dir):
     data = json.loads(out.read_text())
     assert set(data) == {
         "format_version", "value", "n", "epsilon", "sensitivity", "bounds", "family",
-        "family_params", "mechanism", "bounds_epsilon", "clamped",
+        "family_params", "mechanism", "bounds_epsilon", "clamped", "quantum", "record_quantum",
+        "library", "rho",
+        "delta", "noise_scale", "budget",
     }  # fmt: skip
     rel = read_release(out)
     s = _successes().sum()
@@ -126,10 +128,12 @@ def test_help_explains_every_option_with_examples():
     for option in (
         "--column", "--family", "--epsilon", "--output", "--overwrite", "--trials",
         "--categories", "--shape", "--sigma", "--bounds", "--private-bounds", "--bounds-share",
-        "--bounds-quantiles", "--format", "--seed",
+        "--bounds-quantiles", "--format", "--seed", "--mechanism", "--rho", "--budget",
+        "--budget-total",
     ):  # fmt: skip
         assert option in rel, option
-    assert "examples:" in rel and "operating-system entropy" in rel
+    assert "examples:" in rel and "operating-system randomness" in rel
+    assert "a study" in rel and "laplace-float" in rel
     fit = _run("fit", "--help").stdout
     for option in (
         "--prior", "--output-dir", "--format", "--draws", "--tune", "--chains", "--cores",

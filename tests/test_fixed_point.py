@@ -16,7 +16,17 @@ def test_quantum_is_power_of_two_below_scale():
     for scale in (1e-6, 0.3, 1.0, 7.5, 1e6):
         q = choose_quantum(t_bounds=[[0, 1]], n=100, noise_scale=scale)
         assert math.frexp(q)[0] == 0.5
-        assert q <= scale / 1024 < 2 * q
+        reference = min(scale, 1.0)  # the range of t, when narrower than the noise
+        assert q <= reference / 1024 < 2 * q
+
+
+def test_quantum_keeps_the_rounding_small_against_the_sensitivity_at_small_epsilon():
+    # Δ = 2 (range of t), ε = 1e-3: b = 2000, but q follows the range: d·q <= Δ / 1024.
+    q = choose_quantum(t_bounds=[[-1, 1]], n=100, noise_scale=2000.0)
+    assert q <= 2 / 1024
+    # A tiny ε: the noise stays within 2**50 quanta.
+    q = choose_quantum(t_bounds=[[-1, 1]], n=100, noise_scale=1e30)
+    assert 1e30 / q <= 2**50
 
 
 def test_quantum_overflow_guard_coarsens():

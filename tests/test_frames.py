@@ -91,7 +91,7 @@ def test_every_engine_gives_the_same_statistic_bit_for_bit(name, dist, x, option
         )
         assert rel == reference, engine
         assert exact_totals(data, plan, [name], client=dask_client) == totals, engine
-    assert reference.n == N and (reference.quantum is None) == (not fam.needs_bounds)
+    assert reference.n == N and (reference.record_quantum is None) == (not fam.needs_bounds)
 
 
 def test_exact_sums_do_not_depend_on_the_order_of_the_records():
@@ -121,9 +121,9 @@ def test_regression_is_the_same_from_every_engine(tmp_path, client):
         )
         assert np.array_equal(rel.value, reference.value), engine
         assert np.array_equal(rel.fourth_moments.value, reference.fourth_moments.value), engine
-        assert rel.quantum == reference.quantum and rel.n == N
+        assert rel.record_quantum == reference.record_quantum and rel.n == N
     again = pmdp.RegressionRelease.from_json(reference.to_json())
-    assert again.quantum == reference.quantum
+    assert again.record_quantum == reference.record_quantum
 
 
 def test_a_bad_record_is_named_by_its_position_in_the_whole_column(client):
@@ -181,15 +181,56 @@ def test_private_bounds_from_an_eager_frame_match_the_array():
     )
 
 
-def test_the_release_records_its_public_quantum_and_round_trips():
+def test_the_release_records_its_public_record_quantum_and_round_trips():
     rel = pmdp.release(
         RNG.exponential(0.5, 100), pm.Exponential, epsilon=1.0, bounds=(0, 1.5), rng=0
     )
-    assert rel.quantum == 2.0**-41
+    assert rel.record_quantum == 2.0**-41 and rel.quantum is None  # a study: no statistic quantum
     assert pmdp.Release.from_json(rel.to_json()) == rel
-    assert "quantum" not in pmdp.release([0, 1], pm.Bernoulli, epsilon=1.0, rng=0).to_dict()
+    counts = pmdp.release([0, 1], pm.Bernoulli, epsilon=1.0, rng=0)
+    assert counts.to_dict()["record_quantum"] is None
     with pytest.raises(ValueError, match="power of two"):
-        pmdp.Release.from_dict({**rel.to_dict(), "quantum": 0.3})
+        pmdp.Release.from_dict({**rel.to_dict(), "record_quantum": 0.3})
+    # Format 1 files (before the vetted mechanisms) wrote the record grid step as "quantum".
+    old = {k: v for k, v in rel.to_dict().items() if k in FORMAT_1_FIELDS}
+    old.update(format_version=1, mechanism="laplace", quantum=rel.record_quantum)
+    back = pmdp.Release.from_dict(old)
+    assert back.record_quantum == rel.record_quantum and back.quantum is None
+
+
+FORMAT_1_FIELDS = (
+    "value",
+    "n",
+    "epsilon",
+    "sensitivity",
+    "bounds",
+    "family",
+    "family_params",
+    "bounds_epsilon",
+    "clamped",
+)
+
+
+@pytest.mark.parametrize(("name", "dist", "x", "options"), FAMILIES, ids=IDS)
+def test_vetted_noise_gets_the_same_rounded_total_from_every_engine(
+    name, dist, x, options, tables, client, monkeypatch
+):
+    """The integer total that OpenDP's noise is added to is the same from every input."""
+    import pymc_dp.release_noise as release_noise
+
+    seen = []
+    monkeypatch.setattr(
+        release_noise,
+        "discrete_laplace_mechanism",
+        lambda total, **kwargs: seen.append((np.array(total).tolist(), kwargs)) or total,
+    )
+    frame, path = tables
+    reference = pmdp.release(x, dist, epsilon=1.0, **options)
+    for engine, (data, dask_client) in _engines(frame, path, client).items():
+        rel = pmdp.release(data, dist, epsilon=1.0, column=name, client=dask_client, **options)
+        assert rel == reference, engine
+    assert all(call == seen[0] for call in seen) and len(seen) > 1
+    assert reference.mechanism == "discrete-laplace" and reference.quantum is not None
 
 
 def test_cli_streams_parquet_files_directories_and_globs_and_uses_a_scheduler(tmp_path, client):

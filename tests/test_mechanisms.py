@@ -14,11 +14,11 @@ from scipy import stats
 
 import pymc_dp as pmdp
 from pymc_dp.families import Bernoulli, Binomial, Categorical, get_family
-from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism
+from pymc_dp.mechanisms import MECHANISM_NAME, discrete_laplace_mechanism, laplace_mechanism
 
 ALPHA = 1e-3
 # ``pymc_dp.release`` is the function; the module is reached through importlib.
-release_module = importlib.import_module("pymc_dp.release")
+release_noise = importlib.import_module("pymc_dp.release_noise")
 
 FAMILY_CASES = [
     (pm.Bernoulli, {}),
@@ -153,7 +153,8 @@ def test_release_record_describes_the_mechanism(dist, params):
     assert rel.bounds == fam.domain
     assert rel.family == fam.name
     assert dict(rel.family_params) == fam.params()
-    assert rel.mechanism == MECHANISM_NAME == "laplace"
+    assert rel.mechanism == "laplace-float"  # a seed means a study: the float sampler
+    assert MECHANISM_NAME == "laplace"  # the float sampler's name in format-1 files
     assert rel.value.shape == fam.stat_shape
     assert rel.get_family() == fam
 
@@ -201,7 +202,12 @@ def noise_spy(monkeypatch):
         calls.append((np.array(value), kwargs))
         return laplace_mechanism(value, **kwargs)
 
-    monkeypatch.setattr(release_module, "laplace_mechanism", spy)
+    def vetted_spy(total, **kwargs):
+        calls.append((np.array(total), kwargs))
+        return discrete_laplace_mechanism(total, **kwargs)
+
+    monkeypatch.setattr(release_noise, "laplace_mechanism", spy)
+    monkeypatch.setattr(release_noise, "discrete_laplace_mechanism", vetted_spy)
     return calls
 
 

@@ -11,6 +11,7 @@ from pymc_dp.regression.release import MomentRelease, RegressionRelease, release
 from pymc_dp.regression.sensitivity import (
     monomial_ranges,
     regression_sensitivity,
+    regression_sensitivity_l2,
     sum_of_ranges,
 )
 from pymc_dp.regression.statistics import (
@@ -203,3 +204,21 @@ def test_release_record_is_frozen_and_checked():
         )
     plain = release_regression(**_GOOD, rng=1)
     assert plain.second_moments is None and plain.total_epsilon == 1.0
+
+
+@pytest.mark.parametrize("box", list(_BOXES), ids=str)
+def test_l2_sensitivity_by_adversarial_grid_search(box):
+    """Over all pairs of records on a grid of the box, ||t(w) - t(w')||_2 never exceeds Δ₂;
+    it is attained (up to the grid) when all bounds are non-negative."""
+    x_bounds, y_bounds = _BOXES[box]
+    d = len(x_bounds)
+    lower = np.array([b[0] for b in x_bounds] + [y_bounds[0]])
+    upper = np.array([b[1] for b in x_bounds] + [y_bounds[1]])
+    w = _grid(lower, upper, 11 if d == 1 else 5)
+    t = np.prod(w[:, None, :] ** statistic_powers(d)[None, :, :], axis=-1)
+    attained = float(np.sqrt(np.max(np.sum((t[:, None, :] - t[None, :, :]) ** 2, axis=-1))))
+    delta2 = regression_sensitivity_l2(x_bounds, y_bounds)
+    assert attained <= delta2 * (1 + 1e-12)
+    assert delta2 <= regression_sensitivity(x_bounds, y_bounds)
+    if np.all(lower >= 0):
+        assert attained == pytest.approx(delta2, rel=1e-12)

@@ -93,7 +93,7 @@ def test_to_dict_contents():
     rel = pmdp.release([0, 5, 2], pm.Binomial, epsilon=0.5, rng=1, trials=5)
     d = rel.to_dict()
     assert d == {
-        "format_version": 1,
+        "format_version": 2,
         "value": float(rel.value),
         "n": 3,
         "epsilon": 0.5,
@@ -101,9 +101,16 @@ def test_to_dict_contents():
         "bounds": [0.0, 5.0],
         "family": "binomial",
         "family_params": {"trials": 5},
-        "mechanism": "laplace",
+        "mechanism": "laplace-float",
         "bounds_epsilon": 0.0,
         "clamped": False,
+        "quantum": None,
+        "record_quantum": None,
+        "library": f"numpy {np.__version__}",
+        "rho": None,
+        "delta": 0.0,
+        "noise_scale": 10.0,
+        "budget": None,
     }
 
 
@@ -168,7 +175,7 @@ def test_from_json_rejects_binomial_vector_value():
         Release.from_dict(doc)
 
 
-@pytest.mark.parametrize("version", [0, 2, "1", None, 1.5])
+@pytest.mark.parametrize("version", [0, 3, "1", None, 1.5])
 def test_from_json_rejects_bad_version(doc, version):
     doc["format_version"] = version
     with pytest.raises(ValueError, match="format_version"):

@@ -67,9 +67,18 @@ class ExponentialFamily(ABC):
     def sufficient_statistic(self, x: npt.NDArray) -> npt.NDArray[np.float64]:
         """Return s = Σ_i t(x_i) for validated records ``x``."""
 
+    @property
+    def sensitivity_l2(self) -> float:
+        """L2 sensitivity of s under replace-one neighbours (the Gaussian mechanism's Δ₂)."""
+        raise NotImplementedError(f"{type(self).__name__} declares no L2 sensitivity")
+
     def release_sensitivity(self, bounds: tuple[float, float] | None = None) -> float:
         """L1 sensitivity of the released statistic; bounded families ignore ``bounds``."""
         return self.sensitivity
+
+    def release_sensitivity_l2(self, bounds: tuple[float, float] | None = None) -> float:
+        """L2 sensitivity of the released statistic; bounded families ignore ``bounds``."""
+        return self.sensitivity_l2
 
     def params(self) -> dict[str, Any]:
         """The family's settings, as keyword arguments that rebuild it."""

@@ -66,6 +66,11 @@ class Binomial(BetaPrior, ExponentialFamily):
         return float(self.trials)
 
     @property
+    def sensitivity_l2(self) -> float:
+        """One component: the L2 sensitivity equals the L1 one, ``trials``."""
+        return float(self.trials)
+
+    @property
     def domain(self) -> tuple[float, float]:  # noqa: D102
         return (0.0, float(self.trials))
 

@@ -71,6 +71,11 @@ class Categorical(ExponentialFamily):
         return 2.0
 
     @property
+    def sensitivity_l2(self) -> float:
+        """Replacing a record moves one count down and another up: √2."""
+        return float(np.sqrt(2.0))
+
+    @property
     def domain(self) -> tuple[float, float]:  # noqa: D102
         return (0.0, float(self.categories - 1))
 

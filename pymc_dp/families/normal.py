@@ -33,6 +33,7 @@ __all__ = [
     "Normal",
     "NormalKnownSigma",
     "square_statistic_sensitivity",
+    "square_statistic_sensitivity_l2",
 ]
 
 
@@ -56,6 +57,39 @@ def square_statistic_sensitivity(lower: float, upper: float) -> float:
     inside += [(u - a) * (1 + abs(u + a)) for u in (b, min(max(0.5, a), b))]
     leaving = [abs(a) + a * a, abs(b) + b * b]
     return float(max(inside + leaving))
+
+
+def square_statistic_sensitivity_l2(lower: float, upper: float) -> float:
+    """Exact L2 sensitivity of Σ 1[a ≤ z ≤ b] (z, z²) over the window [a, b] = [lower, upper].
+
+    Two records v < u in the window differ by (u - v)² (1 + (u + v)²) in squared L2 norm. For
+    a fixed u + v this is convex in u - v, so the largest value lies on the edge u = b or
+    v = a of the triangle a ≤ v < u ≤ b. On u = b its derivative in v vanishes where
+    2 s² - 2 b s + 1 = 0 with s = b + v; on v = a where 2 s² - 2 a s + 1 = 0 with s = u + a.
+    The candidates are these roots (clipped to the window) and the corners; a record leaving
+    the window moves the statistic by √(z² + z⁴), largest at an end.
+
+    Examples
+    --------
+    >>> round(square_statistic_sensitivity_l2(-1.96, 1.96), 4)
+    4.3797
+    >>> round(square_statistic_sensitivity_l2(0.0, 1.0), 4)
+    1.4142
+    """
+    a, b = float(lower), float(upper)
+
+    def pair(u: float, v: float) -> float:
+        return (u - v) ** 2 * (1.0 + (u + v) ** 2)
+
+    candidates = [pair(b, a), a * a + a**4, b * b + b**4]
+    for edge in (a, b):
+        disc = edge * edge - 2.0
+        if disc < 0:
+            continue
+        for s in ((edge + np.sqrt(disc)) / 2.0, (edge - np.sqrt(disc)) / 2.0):
+            other = min(max(s - edge, a), b)
+            candidates.append(pair(b, other) if edge == b else pair(other, a))
+    return float(np.sqrt(max(candidates)))
 
 
 def _square_range(lower: float, upper: float) -> tuple[float, float]:
@@ -195,6 +229,14 @@ class Normal(NormalWindowMoments, TruncatedFamily):
         """
         a, b = self.latent_window(self.check_bounds(bounds))
         return square_statistic_sensitivity(a, b)
+
+    def release_sensitivity_l2(self, bounds: tuple[float, float]) -> float:
+        """Exact L2 sensitivity of ŝ = Σ 1[a ≤ z ≤ b] (z, z²) (square_statistic_sensitivity_l2).
+
+        The window is taken on the latent scale (log x for LogNormal).
+        """
+        a, b = self.latent_window(self.check_bounds(bounds))
+        return square_statistic_sensitivity_l2(a, b)
 
     @classmethod
     def from_dist(cls, dist: TensorVariable) -> Normal | None:  # noqa: D102

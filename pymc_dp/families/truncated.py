@@ -230,6 +230,17 @@ class TruncatedFamily(ExponentialFamily):
         tmin, tmax = self.statistic_range(a, b)
         return float(np.sum(np.maximum(np.maximum(np.abs(tmin), np.abs(tmax)), tmax - tmin)))
 
+    def release_sensitivity_l2(self, bounds: tuple[float, float]) -> float:
+        """L2 sensitivity of ŝ = Σ 1[a ≤ x ≤ b] t(x) under replacing one record.
+
+        ``Δ₂ = √(Σ_j max{max |t_j|, max t_j - min t_j}²)``, the L2 norm of the per-component
+        bounds of Appendix C; exact for one component.
+        """
+        a, b = self.latent_window(self.check_bounds(bounds))
+        tmin, tmax = self.statistic_range(a, b)
+        per_component = np.maximum(np.maximum(np.abs(tmin), np.abs(tmax)), tmax - tmin)
+        return float(np.sqrt(np.sum(per_component**2)))
+
     def window_statistic(
         self, x: npt.NDArray, bounds: tuple[float, float]
     ) -> npt.NDArray[np.float64]:

@@ -1,8 +1,8 @@
-"""The Laplace mechanism: the one place where release noise is drawn.
+"""The floating-point Laplace mechanism (``"laplace-float"``): studies and tests only.
 
-All privacy noise in pymc_dp is drawn by :func:`laplace_mechanism`. A floating-point-safe sampler
-(snapping, or OpenDP's discrete samplers) can replace the body of this function without touching
-any caller.
+Real releases draw vetted noise (OpenDP's discrete samplers on fixed-point integers,
+:mod:`pymc_dp.mechanisms.vetted` via :mod:`pymc_dp.release_noise`). This seedable, fast
+sampler serves the studies that simulate many releases, and releases made with a seed.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def laplace_mechanism(
     Notes
     -----
     This draws noise as ``rng.laplace``, i.e. in floating point. Mironov (2012) shows that the
-    low-order bits of such samples can leak the exact statistic; a release meant for real use
-    should swap in a secure sampler here.
+    low-order bits of such samples can leak the exact statistic; real releases use
+    :func:`~pymc_dp.mechanisms.vetted.discrete_laplace_mechanism` instead.
 
     References
     ----------

@@ -27,7 +27,65 @@ import numpy.typing as npt
 
 from pymc_dp._validation import check_finite_array, check_positive, check_rng
 
-__all__ = ["private_bounds", "private_quantile"]
+__all__ = [
+    "NoisyBoundsWarning",
+    "bounds_rank_error",
+    "log_candidates",
+    "private_bounds",
+    "private_quantile",
+]
+
+_LOG_POINTS = 1024
+_LOG_DECADES = 6.0
+
+
+class NoisyBoundsWarning(UserWarning):
+    """The private-bounds step is too noisy, from public values alone, to be useful."""
+
+
+def log_candidates(lower: float, upper: float) -> npt.NDArray[np.float64]:
+    """Data-independent, log-spaced candidate outputs over the public range ``[lower, upper]``.
+
+    For a positive range, 1025 points geometrically spaced from ``lower`` to ``upper``; for a
+    range that contains 0, 0 and ±1024 magnitudes geometrically spaced over six decades below
+    ``max(|lower|, |upper|)``, clipped to the range. Every decade gets the same number of
+    candidates, so a range much wider than the data (0–1000 for values near 100) does not pull
+    the quantile towards its empty part, as the gap widths of Smith's mechanism do.
+
+    Examples
+    --------
+    >>> c = log_candidates(1.0, 1000.0)
+    >>> float(c[0]), float(c[-1]), len(c)
+    (1.0, 1000.0, 1025)
+    >>> c = log_candidates(0.0, 1000.0)
+    >>> float(c[0]), float(c[1]), float(c[-1])
+    (0.0, 0.001, 1000.0)
+    """
+    lower, upper = _check_range(lower, upper)
+    if lower > 0:
+        return np.geomspace(lower, upper, _LOG_POINTS + 1)
+    if upper < 0:
+        return -np.geomspace(-upper, -lower, _LOG_POINTS + 1)[::-1]
+    top = max(-lower, upper)
+    mags = np.geomspace(top * 10.0**-_LOG_DECADES, top, _LOG_POINTS)
+    grid = np.concatenate([-mags[::-1], [0.0], mags])
+    return np.unique(np.clip(grid, lower, upper))
+
+
+def bounds_rank_error(n: int, epsilon: float, size: int) -> float:
+    """Rank error that one private quantile exceeds with probability about 5 %.
+
+    The exponential mechanism with utility -|rank - q n| over ``size`` candidates at budget ε
+    picks a candidate whose rank error exceeds 2 ln(20 · size) / ε with probability at most
+    1/20 (Dwork & Roth 2014, Theorem 3.11). Only public values enter: n, ε and the number of
+    candidates (n + 1 gaps for Smith's mechanism).
+
+    Examples
+    --------
+    >>> round(bounds_rank_error(442, 0.05, 443), 1)
+    363.6
+    """
+    return 2.0 * float(np.log(20.0 * size)) / float(epsilon)
 
 
 def private_quantile(
@@ -38,6 +96,7 @@ def private_quantile(
     lower: float,
     upper: float,
     rng: int | np.random.Generator | None,
+    candidates: str | npt.ArrayLike = "gaps",
 ) -> float:
     """Release the ``quantile`` of ``x`` with ε-differential privacy.
 
@@ -58,6 +117,10 @@ def private_quantile(
     rng
         Source of randomness: an int seed, a :class:`numpy.random.Generator` or ``None`` (fresh
         operating-system entropy). It is left untouched when an argument is rejected.
+    candidates
+        ``"gaps"`` (Smith's mechanism, uniform inside the chosen gap between data points),
+        ``"log"`` (the exponential mechanism over :func:`log_candidates`, for a public range
+        that spans decades), or an array of public candidate outputs chosen without ``x``.
 
     Returns
     -------
@@ -107,8 +170,11 @@ def private_quantile(
     quantile = _check_quantile(quantile, "quantile")
     epsilon = check_positive(epsilon, "epsilon")
     lower, upper = _check_range(lower, upper)
+    grid = _check_candidates(candidates, lower, upper)
     rng = check_rng(rng)
-    return _sample(arr, quantile=quantile, epsilon=epsilon, lower=lower, upper=upper, rng=rng)
+    return _sample(
+        arr, quantile=quantile, epsilon=epsilon, lower=lower, upper=upper, rng=rng, grid=grid
+    )
 
 
 def private_bounds(
@@ -119,6 +185,7 @@ def private_bounds(
     lower: float,
     upper: float,
     rng: int | np.random.Generator | None,
+    candidates: str | npt.ArrayLike = "gaps",
 ) -> tuple[float, float]:
     """Release a private range ``(a, b)`` for ``x`` from two private quantiles.
 
@@ -138,6 +205,8 @@ def private_bounds(
     rng
         Source of randomness: an int seed, a :class:`numpy.random.Generator` or ``None``. It is
         left untouched when an argument is rejected.
+    candidates
+        As in :func:`private_quantile`.
 
     Returns
     -------
@@ -173,8 +242,9 @@ def private_bounds(
     epsilon = check_positive(epsilon, "epsilon")
     q_lo, q_hi = _check_quantile_pair(quantiles)
     lower, upper = _check_range(lower, upper)
+    grid = _check_candidates(candidates, lower, upper)
     rng = check_rng(rng)
-    kwargs = {"epsilon": epsilon / 2.0, "lower": lower, "upper": upper, "rng": rng}
+    kwargs = {"epsilon": epsilon / 2.0, "lower": lower, "upper": upper, "rng": rng, "grid": grid}
     first = _sample(arr, quantile=q_lo, **kwargs)
     second = _sample(arr, quantile=q_hi, **kwargs)
     return (min(first, second), max(first, second))
@@ -188,8 +258,15 @@ def _sample(
     lower: float,
     upper: float,
     rng: np.random.Generator,
+    grid: npt.NDArray[np.float64] | None = None,
 ) -> float:
     """Draw one output of the mechanism from validated arguments."""
+    if grid is not None:
+        # Exponential mechanism over public candidates: utility -|#{x < c} - q n|.
+        data = np.sort(np.clip(x, lower, upper))
+        utility = -np.abs(np.searchsorted(data, grid, side="left") - quantile * data.size)
+        choice = int(np.argmax((epsilon / 2.0) * utility + rng.gumbel(size=grid.shape)))
+        return float(grid[choice])
     edges, log_probs = _gap_log_weights(
         x, quantile=quantile, epsilon=epsilon, lower=lower, upper=upper
     )
@@ -272,3 +349,19 @@ def _check_range(lower: object, upper: object) -> tuple[float, float]:
             "use a narrower public range"
         )
     return float(lower), float(upper)
+
+
+def _check_candidates(
+    candidates: object, lower: float, upper: float
+) -> npt.NDArray[np.float64] | None:
+    """``None`` for Smith's gaps, else the public candidate grid (sorted, in the range)."""
+    if isinstance(candidates, str):
+        if candidates == "gaps":
+            return None
+        if candidates == "log":
+            return log_candidates(lower, upper)
+        raise ValueError(f"candidates must be 'gaps', 'log' or an array (got {candidates!r})")
+    grid = check_finite_array(candidates, "candidates", ndim=1).astype(np.float64)
+    if np.any((grid < lower) | (grid > upper)):
+        raise ValueError("candidates must lie in the public range [lower, upper]")
+    return np.unique(grid)

@@ -149,14 +149,26 @@ class RegressionPlan:
             )
         return None
 
-    def sums(self, totals: tuple[int, ...]) -> list[npt.NDArray[np.float64]]:
-        """The released sums of each block (statistic, then moments) from exact totals."""
-        out, start = [], 0
-        for powers, quanta, _ in self._blocks():
-            scales = [
+    def units(self) -> list[tuple[float, ...]]:
+        """The unit (a power of two) of each exact total, block by block (statistic, moments)."""
+        return [
+            tuple(
                 float(np.prod([q**p for q, p in zip(quanta, row, strict=False)])) for row in powers
-            ]
-            block = totals[start : start + len(scales)]
-            out.append(np.array([float(t) * s for t, s in zip(block, scales, strict=True)]))
+            )
+            for powers, quanta, _ in self._blocks()
+        ]
+
+    def blocks(self, totals: tuple[int, ...]) -> list[tuple[tuple[int, ...], tuple[float, ...]]]:
+        """The exact totals of each block with their units: ``(totals, units)`` per block."""
+        out, start = [], 0
+        for scales in self.units():
+            out.append((tuple(totals[start : start + len(scales)]), scales))
             start += len(scales)
         return out
+
+    def sums(self, totals: tuple[int, ...]) -> list[npt.NDArray[np.float64]]:
+        """The released sums of each block (statistic, then moments) from exact totals."""
+        return [
+            np.array([float(t) * s for t, s in zip(block, scales, strict=True)])
+            for block, scales in self.blocks(totals)
+        ]

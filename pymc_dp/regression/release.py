@@ -11,8 +11,9 @@ import dataclasses
 import json
 import math
 import numbers
+import types
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -28,13 +29,20 @@ from pymc_dp._validation import (
 )
 from pymc_dp.exact_sums import BATCH, combine_totals
 from pymc_dp.frames import exact_totals, is_frame
-from pymc_dp.mechanisms import MECHANISM_NAME, laplace_mechanism, noise_scale
+from pymc_dp.mechanisms import DISCRETE_GAUSSIAN, LAPLACE_FLOAT, laplace_mechanism, noise_scale
 from pymc_dp.regression.exact import RegressionPlan
-from pymc_dp.regression.sensitivity import check_box, regression_sensitivity, sum_of_ranges
+from pymc_dp.regression.sensitivity import (
+    check_box,
+    monomial_ranges,
+    regression_sensitivity,
+    sum_of_ranges,
+)
 from pymc_dp.regression.statistics import (
     covariate_powers,
     d_from_released,
+    statistic_powers,
 )
+from pymc_dp.release_noise import ExactTotal, check_mechanism, vetted_laplace_total
 
 __all__ = [
     "FOURTH_DEGREES",
@@ -50,7 +58,9 @@ FOURTH_DEGREES = (3, 4)
 """Total degrees of the covariate monomials in the "fourth moments" release (with the second
 moments these give every raw moment up to order 4 that the CLT of the statistic needs)."""
 
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
+"""Format 2 adds quantum, record_quantum, library and budget (and a moment release's quantum);
+format 1 is read, its list ``quantum`` (the record grid steps) as ``record_quantum``."""
 _KIND = "regression"
 
 
@@ -67,13 +77,17 @@ class MomentRelease:
     epsilon : float
         Privacy budget spent on this release.
     sensitivity : float
-        L1 sensitivity of the sums over the covariate box (sum of the monomials' ranges).
+        L1 sensitivity of the sums over the covariate box (sum of the monomials' ranges), the
+        fixed-point rounding included for a vetted release.
+    quantum : float or None
+        Fixed-point quantum of a vetted release; ``None`` for ``"laplace-float"``.
     """
 
     value: npt.NDArray[np.float64]
     powers: npt.NDArray[np.int64]
     epsilon: float
     sensitivity: float
+    quantum: float | None = None
 
     def __post_init__(self) -> None:
         value = np.array(self.value, dtype=np.float64)
@@ -90,6 +104,7 @@ class MomentRelease:
         object.__setattr__(self, "powers", powers)
         object.__setattr__(self, "epsilon", check_positive(self.epsilon, "epsilon"))
         object.__setattr__(self, "sensitivity", check_positive(self.sensitivity, "sensitivity"))
+        object.__setattr__(self, "quantum", _check_quantum(self.quantum))
 
     @property
     def scale(self) -> float:
@@ -103,12 +118,20 @@ class MomentRelease:
             "powers": self.powers.tolist(),
             "epsilon": self.epsilon,
             "sensitivity": self.sensitivity,
+            "quantum": self.quantum,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MomentRelease:
         """Rebuild from :meth:`to_dict` output, checking every field."""
-        _check_keys(data, {"value", "powers", "epsilon", "sensitivity"}, "a moment release")
+        _check_keys(
+            data,
+            {"value", "powers", "epsilon", "sensitivity", "quantum"},
+            "a moment release",
+            required={"value", "powers", "epsilon", "sensitivity"},
+        )
+        if data.get("quantum") is not None:
+            check_json_numbers(data["quantum"], "quantum", scalar=True)
         _check_fields(data, lists=("value",), scalars=("epsilon", "sensitivity"))
         if not isinstance(data["powers"], list | tuple) or not all(
             isinstance(row, list | tuple)
@@ -142,16 +165,25 @@ class RegressionRelease:
         Noisy sums of the covariate monomials of degrees 1-2 and 3-4, released with their own
         share of the budget, or ``None`` if the moments were not released.
     mechanism : str
-        ``"laplace"``.
+        ``"discrete-laplace"`` (vetted, the default) or ``"laplace-float"`` (seeded studies;
+        ``"laplace"`` in format 1 files).
     clamped : bool
         Whether the curator clamped records to the bounds (``clamp=True``) instead of stopping
         at a record outside them. It says the option was on, not whether a record was clamped.
         Files written before this field existed load with ``False``.
-    quantum : tuple of float or None
-        The public fixed-point grid step (a power of two) of each variable x_1..x_d, y: each
-        record was rounded to its grid inside the bounds before the statistic was summed
-        exactly, so the sensitivity over the box covers the rounding. ``None`` in files written
-        before this field existed.
+    quantum : float or None
+        The statistic's quantum q_s of a vetted release: the exact sums were rounded to
+        multiples of q_s before integer noise was added, with the rounding in ``sensitivity``;
+        ``None`` for ``"laplace-float"``.
+    record_quantum : tuple of float or None
+        The public grid step (a power of two) of each variable x_1..x_d, y: each record was
+        rounded to its grid inside the bounds before the statistic was summed exactly, so the
+        sensitivity over the box covers the rounding unchanged. ``None`` in files written
+        before this field existed (format 1 files called it ``quantum``).
+    library : str or None
+        The sampler and its version.
+    budget : Mapping or None
+        What a :class:`~pymc_dp.budget.PrivacyBudget` recorded when it charged this release.
 
     Examples
     --------
@@ -171,9 +203,12 @@ class RegressionRelease:
     y_bounds: tuple[float, float]
     second_moments: MomentRelease | None = None
     fourth_moments: MomentRelease | None = None
-    mechanism: str = MECHANISM_NAME
+    mechanism: str = LAPLACE_FLOAT
     clamped: bool = False
-    quantum: tuple[float, ...] | None = None
+    quantum: float | None = None
+    record_quantum: tuple[float, ...] | None = None
+    library: str | None = None
+    budget: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -233,17 +268,34 @@ class RegressionRelease:
                 raise ValueError(f"{name} must hold the degree {degrees} monomials of x in order")
             if mom.sensitivity < sum_of_ranges(expected, xb[:, 0], xb[:, 1]):
                 raise ValueError(f"{name}.sensitivity is below the L1 sensitivity of its sums")
-        if self.mechanism != MECHANISM_NAME:
-            raise ValueError(f"mechanism must be {MECHANISM_NAME!r} (got {self.mechanism!r})")
-        if self.quantum is not None:
-            if isinstance(self.quantum, str) or len(self.quantum) != d + 1:
+        mechanism = check_mechanism(self.mechanism, None)
+        if mechanism == DISCRETE_GAUSSIAN:
+            raise ValueError("regression releases support 'discrete-laplace' and 'laplace-float'")
+        object.__setattr__(self, "mechanism", mechanism)
+        object.__setattr__(self, "quantum", _check_quantum(self.quantum))
+        if (self.quantum is None) != (mechanism == LAPLACE_FLOAT):
+            raise ValueError(
+                f"quantum must be {'None' if mechanism == LAPLACE_FLOAT else 'a power of two'} "
+                f"for mechanism {mechanism!r} (got {self.quantum!r})"
+            )
+        if self.library is not None and not isinstance(self.library, str):
+            raise TypeError(f"library must be a string (got {self.library!r})")
+        if self.budget is not None:
+            if not isinstance(self.budget, Mapping):
+                raise TypeError(f"budget must be a mapping (got {type(self.budget).__name__})")
+            object.__setattr__(self, "budget", types.MappingProxyType(dict(self.budget)))
+        if self.record_quantum is not None:
+            if isinstance(self.record_quantum, str) or len(self.record_quantum) != d + 1:
                 raise ValueError(
-                    f"quantum must hold one grid step per variable, {d + 1} (got {self.quantum!r})"
+                    f"record_quantum must hold one grid step per variable, {d + 1} "
+                    f"(got {self.record_quantum!r})"
                 )
-            steps = tuple(check_positive(q, "quantum") for q in self.quantum)
+            steps = tuple(check_positive(q, "record_quantum") for q in self.record_quantum)
             if any(math.frexp(q)[0] != 0.5 for q in steps):
-                raise ValueError(f"quantum must hold powers of two (got {self.quantum!r})")
-            object.__setattr__(self, "quantum", steps)
+                raise ValueError(
+                    f"record_quantum must hold powers of two (got {self.record_quantum!r})"
+                )
+            object.__setattr__(self, "record_quantum", steps)
 
     @property
     def d(self) -> int:
@@ -280,7 +332,10 @@ class RegressionRelease:
             else self.fourth_moments.to_dict(),
             "mechanism": self.mechanism,
             "clamped": self.clamped,
-            **({} if self.quantum is None else {"quantum": list(self.quantum)}),
+            "quantum": self.quantum,
+            "record_quantum": None if self.record_quantum is None else list(self.record_quantum),
+            "library": self.library,
+            "budget": None if self.budget is None else dict(self.budget),
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -303,7 +358,7 @@ class RegressionRelease:
             raise TypeError(f"a regression release must be a mapping (got {type(data).__name__})")
         data = dict(data)
         version = data.pop("format_version", _FORMAT_VERSION)
-        if isinstance(version, bool) or not isinstance(version, int) or version != _FORMAT_VERSION:
+        if isinstance(version, bool) or not isinstance(version, int) or version not in (1, 2):
             raise ValueError(f"unsupported regression release format_version {version!r}")
         kind = data.pop("kind", _KIND)
         if kind != _KIND:
@@ -317,10 +372,15 @@ class RegressionRelease:
         _check_fields(
             data, lists=("value", "x_bounds", "y_bounds"), scalars=("epsilon", "sensitivity")
         )
-        if data.get("quantum") is not None:
-            _check_fields(data, lists=("quantum",), scalars=())
+        if version == 1 and isinstance(data.get("quantum"), list):
+            # Format 1 wrote the record grid steps as "quantum" (before the vetted mechanisms).
+            data["record_quantum"] = data.pop("quantum")
+        if data.get("record_quantum") is not None:
+            _check_fields(data, lists=("record_quantum",), scalars=())
         if "mechanism" in data and not isinstance(data["mechanism"], str):
             raise TypeError(f"mechanism must be a string (got {data['mechanism']!r})")
+        if data.get("quantum") is not None:
+            check_json_numbers(data["quantum"], "quantum", scalar=True)
         for key in ("second_moments", "fourth_moments"):
             if data.get(key) is not None:
                 data[key] = MomentRelease.from_dict(data[key])
@@ -366,6 +426,9 @@ def release_regression(
     moments_share: float | None = None,
     clamp: bool = False,
     rng: int | np.random.Generator | None = None,
+    mechanism: str | None = None,
+    budget: Any = None,
+    label: str = "regression",
 ) -> RegressionRelease:
     """Release the sufficient statistics of a linear regression under ε-differential privacy.
 
@@ -405,7 +468,15 @@ def release_regression(
         ``clamped=True``; the bounds are public, so Δ is unchanged and the release stays ε-DP
         (the model then describes the clamped records).
     rng
-        Seed or generator for the noise; ``None`` uses fresh OS entropy.
+        Seed or generator: a study, with ``"laplace-float"`` noise. ``None`` (the default) is a
+        real release with vetted noise (OpenDP discrete Laplace on fixed-point sums).
+    mechanism
+        ``"discrete-laplace"`` (the default without ``rng``) or ``"laplace-float"``.
+    budget
+        A :class:`~pymc_dp.budget.PrivacyBudget` charged ``epsilon`` before any noise is drawn
+        (refused if it would exceed the total); the release records what was spent.
+    label
+        Name of this release in the accountant's ledger.
 
     Returns
     -------
@@ -439,7 +510,14 @@ def release_regression(
         # A float32 share would make the parts' ε add up to more than the total.
         moments_share = float(moments_share)
     clamp = check_bool(clamp, "clamp")
-    generator = check_rng(rng)
+    mechanism = check_mechanism(mechanism, rng)
+    if mechanism == DISCRETE_GAUSSIAN:
+        raise ValueError(
+            "mechanism must be 'discrete-laplace' or 'laplace-float' for a regression release "
+            "(the Gaussian mechanism is not available here yet)"
+        )
+    generator = check_rng(rng) if mechanism == LAPLACE_FLOAT else None
+    noise = _Noise(mechanism, generator, budget, label)
     if is_frame(x):
         return _release_frame(
             x,
@@ -451,7 +529,7 @@ def release_regression(
             epsilon=epsilon,
             moments_share=moments_share,
             clamp=clamp,
-            rng=generator,
+            noise=noise,
         )
     if columns is not None or y is None:
         raise TypeError(
@@ -523,7 +601,7 @@ def release_regression(
         plan.batch_totals(records[start : start + BATCH], checked=True)
         for start in range(0, n, BATCH)
     )[1]
-    return _noisy_release(plan, n, totals, xb, yb, epsilon, moments_share, generator)
+    return _noisy_release(plan, n, totals, xb, yb, epsilon, moments_share, noise)
 
 
 def _release_frame(
@@ -537,7 +615,7 @@ def _release_frame(
     epsilon: float,
     moments_share: float | None,
     clamp: bool,
-    rng: np.random.Generator,
+    noise: _Noise,
 ) -> RegressionRelease:
     """:func:`release_regression` of a data frame: one exact pass on its engine, then noise."""
     if y is not None:
@@ -568,7 +646,7 @@ def _release_frame(
             f"the data have n={n} records but the model has d+2={d + 2} parameters ({d + 1} "
             "coefficients with the intercept, and σ²); need n >= d+2"
         )
-    return _noisy_release(plan, n, totals, xb, yb, epsilon, moments_share, rng)
+    return _noisy_release(plan, n, totals, xb, yb, epsilon, moments_share, noise)
 
 
 def _noisy_release(
@@ -579,9 +657,14 @@ def _noisy_release(
     yb: npt.NDArray[np.float64],
     epsilon: float,
     moments_share: float | None,
-    generator: np.random.Generator,
+    noise: _Noise,
 ) -> RegressionRelease:
-    """Noise on exact sums, after every noise scale has been checked (public values only)."""
+    """Noise on exact sums, after every noise scale has been checked (public values only).
+
+    The exact sums (``totals``, the same bit for bit from every input) get the float Laplace
+    noise of a study, or, for ``"discrete-laplace"``, are rounded as totals to a public
+    statistic quantum and get OpenDP's integer noise (:func:`vetted_laplace_total`).
+    """
     d = xb.shape[0]
     largest = max(1.0, float(np.max(np.abs(xb))), float(np.max(np.abs(yb))))
     with np.errstate(over="ignore"):
@@ -595,39 +678,84 @@ def _noisy_release(
     stat_epsilon = epsilon if moments_share is None else epsilon * (1.0 - moments_share)
     sensitivity = regression_sensitivity(xb, yb)
     statistic, *sums = plan.sums(totals)
+    exact_blocks = plan.blocks(totals)
     moments: list[tuple[npt.NDArray, npt.NDArray, float]] = []
     if moments_share is not None:
         for degrees, block in zip((SECOND_DEGREES, FOURTH_DEGREES), sums, strict=True):
             powers = covariate_powers(d, degrees)
             moments.append((powers, block, sum_of_ranges(powers, xb[:, 0], xb[:, 1])))
+    if noise.budget is not None:
+        from pymc_dp.budget import PrivacyBudget
+
+        if not isinstance(noise.budget, PrivacyBudget):
+            raise TypeError(
+                f"budget must be a pymc_dp.PrivacyBudget (got {type(noise.budget).__name__})"
+            )
     # Noise only after every check above, and every noise scale, has passed.
     noise_scale(sensitivity=sensitivity, epsilon=stat_epsilon, magnitude=magnitude)
     for _, _, delta in moments:
         noise_scale(
             sensitivity=delta, epsilon=0.5 * epsilon * moments_share, magnitude=moment_magnitude
         )
-    noisy = laplace_mechanism(
-        statistic,
-        sensitivity=sensitivity,
-        epsilon=stat_epsilon,
-        rng=generator,
-        magnitude=magnitude,
-    )
-    released_moments = [
-        MomentRelease(
-            value=laplace_mechanism(
-                sums,
+    if noise.budget is not None:
+        noise.budget.spend(epsilon=epsilon, label=noise.label)  # statistics and moments: ε in all
+    generator = noise.rng
+    if noise.mechanism == LAPLACE_FLOAT:
+        noisy = laplace_mechanism(
+            statistic,
+            sensitivity=sensitivity,
+            epsilon=stat_epsilon,
+            rng=generator,
+            magnitude=magnitude,
+        )
+        quantum, library = None, f"numpy {np.__version__}"
+        released_moments = [
+            MomentRelease(
+                value=laplace_mechanism(
+                    sums,
+                    sensitivity=delta,
+                    epsilon=0.5 * epsilon * moments_share,
+                    rng=generator,
+                    magnitude=moment_magnitude,
+                ),
+                powers=powers,
+                epsilon=0.5 * epsilon * moments_share,
+                sensitivity=delta,
+            )
+            for powers, sums, delta in moments
+        ]
+    else:
+        # Vetted: each exact total rounded to a public quantum (release_noise.ExactTotal).
+        stat_powers = statistic_powers(d)
+        vetted = vetted_laplace_total(
+            ExactTotal(*exact_blocks[0]),
+            n=n,
+            t_bounds=np.column_stack(
+                monomial_ranges(stat_powers, np.append(xb[:, 0], yb[0]), np.append(xb[:, 1], yb[1]))
+            ),
+            sensitivity=sensitivity,
+            epsilon=stat_epsilon,
+        )
+        noisy, sensitivity = vetted.value, vetted.sensitivity
+        quantum, library = vetted.quantum, vetted.library
+        released_moments = []
+        for (powers, _, delta), block in zip(moments, exact_blocks[1:], strict=True):
+            part = vetted_laplace_total(
+                ExactTotal(*block),
+                n=n,
+                t_bounds=np.column_stack(monomial_ranges(powers, xb[:, 0], xb[:, 1])),
                 sensitivity=delta,
                 epsilon=0.5 * epsilon * moments_share,
-                rng=generator,
-                magnitude=moment_magnitude,
-            ),
-            powers=powers,
-            epsilon=0.5 * epsilon * moments_share,
-            sensitivity=delta,
-        )
-        for powers, sums, delta in moments
-    ]
+            )
+            released_moments.append(
+                MomentRelease(
+                    value=part.value,
+                    powers=powers,
+                    epsilon=0.5 * epsilon * moments_share,
+                    sensitivity=part.sensitivity,
+                    quantum=part.quantum,
+                )
+            )
     return RegressionRelease(
         value=noisy,
         n=n,
@@ -638,5 +766,27 @@ def _noisy_release(
         second_moments=released_moments[0] if released_moments else None,
         fourth_moments=released_moments[1] if released_moments else None,
         clamped=plan.clamp,
-        quantum=plan.quanta,
+        mechanism=noise.mechanism,
+        quantum=quantum,
+        record_quantum=plan.quanta,
+        library=library,
+        budget=None if noise.budget is None else noise.budget.receipt(),
     )
+
+
+class _Noise(NamedTuple):
+    """How a regression release draws its noise: the mechanism, its generator, the accountant."""
+
+    mechanism: str
+    rng: np.random.Generator | None
+    budget: Any
+    label: str
+
+
+def _check_quantum(quantum: Any) -> float | None:
+    if quantum is None:
+        return None
+    q = check_positive(quantum, "quantum")
+    if math.frexp(q)[0] != 0.5:
+        raise ValueError(f"quantum must be a power of two (got {quantum!r})")
+    return q

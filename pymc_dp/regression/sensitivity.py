@@ -33,6 +33,8 @@ __all__ = [
     "monomial_ranges",
     "power_range",
     "regression_sensitivity",
+    "regression_sensitivity_l2",
+    "root_sum_of_squared_ranges",
     "sum_of_ranges",
 ]
 
@@ -104,6 +106,24 @@ def sum_of_ranges(powers: npt.ArrayLike, lower: npt.ArrayLike, upper: npt.ArrayL
     return float(np.sum(high - low))
 
 
+def root_sum_of_squared_ranges(
+    powers: npt.ArrayLike, lower: npt.ArrayLike, upper: npt.ArrayLike
+) -> float:
+    """L2 sensitivity bound ``√(Σ_r (high_r − low_r)²)`` of the sums of the given monomials.
+
+    Each component moves by at most its range, so the L2 norm of the move is at most the L2
+    norm of the ranges; attained, as the L1 bound, when all intervals are non-negative.
+
+    Examples
+    --------
+    >>> from pymc_dp.regression.statistics import statistic_powers
+    >>> round(root_sum_of_squared_ranges(statistic_powers(1), [0.0, 0.0], [1.0, 1.0]), 4)
+    2.2361
+    """
+    low, high = monomial_ranges(powers, lower, upper)
+    return float(np.sqrt(np.sum((high - low) ** 2)))
+
+
 def check_box(bounds: object, name: str, *, size: int | None = None) -> npt.NDArray[np.float64]:
     """Return ``bounds`` as a ``(q, 2)`` float array of finite ``lower < upper`` pairs.
 
@@ -162,3 +182,20 @@ def regression_sensitivity(x_bounds: npt.ArrayLike, y_bounds: npt.ArrayLike) -> 
     lower = np.append(xb[:, 0], yb[0])
     upper = np.append(xb[:, 1], yb[1])
     return sum_of_ranges(statistic_powers(xb.shape[0]), lower, upper)
+
+
+def regression_sensitivity_l2(x_bounds: npt.ArrayLike, y_bounds: npt.ArrayLike) -> float:
+    """L2 sensitivity Δ₂ of the released regression statistic over a box of records.
+
+    The Gaussian mechanism's counterpart of :func:`regression_sensitivity`.
+
+    Examples
+    --------
+    >>> regression_sensitivity_l2([(0, 1)], (-1, 1))  # ranges 1, 1, 2, 2, 1
+    3.3166247903554
+    """
+    xb = np.asarray(x_bounds, dtype=np.float64).reshape(-1, 2)
+    yb = np.asarray(y_bounds, dtype=np.float64).reshape(2)
+    lower = np.append(xb[:, 0], yb[0])
+    upper = np.append(xb[:, 1], yb[1])
+    return root_sum_of_squared_ranges(statistic_powers(xb.shape[0]), lower, upper)

@@ -1,0 +1,185 @@
+"""Vetted noise: OpenDP's discrete Laplace and discrete Gaussian samplers on integers.
+
+Floating-point Laplace samples leak the exact statistic through their low-order bits
+(Mironov 2012). The samplers here add noise to integers only, drawn by OpenDP's ``contrib``
+measurements from the operating system's randomness (they cannot be seeded). Float statistics
+reach them through :mod:`pymc_dp.fixed_point`: quantised, summed exactly, and scaled back.
+
+The privacy of each draw is checked against OpenDP's own privacy map: the map at one unit of
+input distance, scaled by the sensitivity (linearly for ε, quadratically for ρ), must not
+exceed the budget asked for.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pymc_dp._validation import check_positive
+
+__all__ = [
+    "DISCRETE_GAUSSIAN",
+    "DISCRETE_LAPLACE",
+    "LAPLACE_FLOAT",
+    "MECHANISMS",
+    "discrete_gaussian_mechanism",
+    "discrete_laplace_mechanism",
+    "library_version",
+    "zcdp_to_approx_dp",
+]
+
+DISCRETE_LAPLACE = "discrete-laplace"
+"""Vetted pure-DP mechanism (the default of :func:`pymc_dp.release`)."""
+DISCRETE_GAUSSIAN = "discrete-gaussian"
+"""Vetted ρ-zCDP mechanism."""
+LAPLACE_FLOAT = "laplace-float"
+"""Floating-point Laplace (numpy), for studies and tests only: seedable, not vetted."""
+MECHANISMS = (DISCRETE_LAPLACE, DISCRETE_GAUSSIAN, LAPLACE_FLOAT)
+
+_MAX_UNITS = 2.0**52
+"""Largest noise scale in quanta: beyond, noise on an int64 total could overflow."""
+
+
+@functools.cache
+def _opendp() -> Any:
+    try:
+        import opendp.prelude as dp
+    except ImportError:  # pragma: no cover - opendp is a core dependency
+        raise ImportError(
+            "vetted releases need OpenDP: pip install 'opendp>=0.16' (or pass rng= for a "
+            "seeded study release with floating-point noise)"
+        ) from None
+    dp.enable_features("contrib")
+    return dp
+
+
+def library_version() -> str:
+    """The sampler library and its version, as recorded in a release: ``"opendp 0.16.0"``."""
+    _opendp()
+    return f"opendp {importlib.metadata.version('opendp')}"
+
+
+def discrete_laplace_mechanism(
+    total: Sequence[int], *, sensitivity: float, epsilon: float
+) -> npt.NDArray[np.int64]:
+    """Add discrete Laplace noise (OpenDP ``make_laplace`` on int64 vectors) to ``total``.
+
+    P(noise = k) ∝ exp(-|k| / b) with b = sensitivity / epsilon, on every component.
+
+    Parameters
+    ----------
+    total
+        The exact integer statistic (e.g. :func:`pymc_dp.fixed_point.exact_total`).
+    sensitivity
+        L1 sensitivity of ``total`` in its integer units (quanta), over all components.
+    epsilon
+        Privacy parameter ε > 0.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        The noisy integers.
+
+    Raises
+    ------
+    ValueError
+        If the scale is above 2⁵² units, a total is beyond int64, or OpenDP's privacy map
+        reports more than ε.
+
+    Examples
+    --------
+    >>> discrete_laplace_mechanism([10, 20], sensitivity=2.0, epsilon=1.0).dtype
+    dtype('int64')
+    """
+    sensitivity = check_positive(sensitivity, "sensitivity")
+    epsilon = check_positive(epsilon, "epsilon")
+    scale = _check_units(sensitivity / epsilon)
+    dp = _opendp()
+    meas = dp.m.make_laplace(
+        dp.vector_domain(dp.atom_domain(T="i64")), dp.l1_distance(T="i64"), scale=scale
+    )
+    spent = meas.map(1) * sensitivity
+    if spent > epsilon * (1 + 1e-9):
+        raise ValueError(f"OpenDP's privacy map gives ε = {spent} > {epsilon}")  # pragma: no cover
+    return np.asarray(meas(_int_list(total)), dtype=np.int64)
+
+
+def discrete_gaussian_mechanism(
+    total: Sequence[int], *, sensitivity: float, rho: float
+) -> npt.NDArray[np.int64]:
+    """Add discrete Gaussian noise (OpenDP ``make_gaussian`` on int64 vectors) to ``total``.
+
+    P(noise = k) ∝ exp(-k² / (2σ²)) with σ = Δ₂ / √(2ρ), which is ρ-zCDP (Canonne, Kamath &
+    Steinke 2020).
+
+    Parameters
+    ----------
+    total
+        The exact integer statistic.
+    sensitivity
+        L2 sensitivity Δ₂ of ``total`` in its integer units (quanta).
+    rho
+        zCDP parameter ρ > 0.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+
+    Examples
+    --------
+    >>> discrete_gaussian_mechanism([0], sensitivity=1.0, rho=0.5).shape
+    (1,)
+    """
+    sensitivity = check_positive(sensitivity, "sensitivity")
+    rho = check_positive(rho, "rho")
+    sigma = _check_units(sensitivity / math.sqrt(2.0 * rho))
+    dp = _opendp()
+    meas = dp.m.make_gaussian(
+        dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64"), scale=sigma
+    )
+    spent = meas.map(1) * sensitivity**2
+    if spent > rho * (1 + 1e-9):
+        raise ValueError(f"OpenDP's privacy map gives ρ = {spent} > {rho}")  # pragma: no cover
+    return np.asarray(meas(_int_list(total)), dtype=np.int64)
+
+
+def zcdp_to_approx_dp(rho: float, delta: float) -> float:
+    """ε such that ρ-zCDP implies (ε, δ)-DP, by OpenDP's ``make_zCDP_to_approxDP``.
+
+    Examples
+    --------
+    >>> round(zcdp_to_approx_dp(0.5, 1e-6), 3)
+    5.222
+    """
+    rho = check_positive(rho, "rho")
+    delta = check_positive(delta, "delta")
+    if delta >= 1:
+        raise ValueError(f"delta must lie in (0, 1) (got {delta})")
+    dp = _opendp()
+    sigma = 1.0 / math.sqrt(2.0 * rho)
+    meas = dp.c.make_zCDP_to_approxDP(
+        dp.m.make_gaussian(dp.atom_domain(T="i64"), dp.absolute_distance(T="i64"), scale=sigma)
+    )
+    return float(meas.map(1).epsilon(delta))
+
+
+def _check_units(scale: float) -> float:
+    if not scale <= _MAX_UNITS:
+        raise ValueError(
+            f"the noise scale is {scale:.3g} quanta, above 2**52: the noisy integer could "
+            "overflow; raise epsilon (or rho)"
+        )
+    return scale
+
+
+def _int_list(total: Sequence[int]) -> list[int]:
+    values = [int(v) for v in np.atleast_1d(np.asarray(total, dtype=object))]
+    if any(abs(v) >= 2**62 for v in values):
+        raise ValueError("the integer statistic must stay below 2**62 in absolute value")
+    return values
