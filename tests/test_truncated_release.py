@@ -173,7 +173,8 @@ def test_normal_inverse_gamma_is_one_conjugate_block():
     with pm.Model() as model:
         sigma2 = pm.InverseGamma("sigma2", alpha=6.0, beta=5.0)
         mu = pm.Normal("mu", 1.0, sigma=pm.math.sqrt(sigma2 / 2.0))
-        pmdp.NoisySuffStat("y", pm.Normal.dist(mu=mu, sigma=pm.math.sqrt(sigma2)), release=rel)
+        dist = pm.Normal.dist(mu=mu, sigma=pm.math.sqrt(sigma2))
+        pmdp.NoisySuffStat("y", dist, release=rel, method="augmented")
     assert set(model["mu"].tag.noisy_suffstat[0].theta) == {"sigma2", "mu"}
     with model:
         idata = sample(draws=1000, tune=300, chains=2, random_seed=3)

@@ -55,9 +55,6 @@ class WindowMomentsOp(Op):
         for storage, value in zip(output_storage, values):
             storage[0] = np.asarray(value, dtype=np.float64)
 
-    def infer_shape(self, fgraph: Any, node: Apply, input_shapes: list) -> list:  # noqa: D102
-        return [input_shapes[0]] * 7
-
     def L_op(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
         alpha, beta = inputs
         _, m, c2, c3, c4, r_lo, r_hi = outputs
