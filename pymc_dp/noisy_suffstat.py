@@ -53,7 +53,7 @@ from pymc_dp.distributions import (
     WindowSuffStat,
 )
 from pymc_dp.families import ExponentialFamily, TruncatedFamily, family_from_dist
-from pymc_dp.mechanisms import MECHANISM_NAME
+from pymc_dp.mechanisms import DISCRETE_GAUSSIAN, MECHANISM_NAME
 from pymc_dp.release import _FORMAT_VERSION, Release
 
 __all__ = [
@@ -643,6 +643,13 @@ def _release_settings(
             raise ValueError(
                 f"dist is {family!r} but the release is for {released_family!r}; "
                 "model the records with the family they were released for"
+            )
+        if release.mechanism == DISCRETE_GAUSSIAN:
+            # y - s is then (discrete) Gaussian, not Laplace: the node's likelihood would be wrong.
+            raise ValueError(
+                "release used the Gaussian mechanism, whose noise NoisySuffStat cannot model "
+                "yet (it models Laplace noise); release with mechanism='discrete-laplace' or "
+                "'laplace-float' to fit it here"
             )
         window = release.bounds if family.needs_bounds else None
         return release.n, release.epsilon, release.sensitivity, np.asarray(release.value), window

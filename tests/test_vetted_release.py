@@ -240,3 +240,14 @@ def test_cli_gaussian_release_and_bad_combinations(tmp_path, capsys):
     assert code == 2 and "cannot be seeded" in capsys.readouterr().err
     code, out = _cli_release(tmp_path, "--epsilon", "1", "--seed", "3")
     assert code == 0 and Release.from_json(out.read_text()).mechanism == "laplace-float"
+
+
+def test_noisy_suffstat_refuses_a_gaussian_release():
+    """The analyst side models Laplace noise only: a Gaussian release is refused by name
+    rather than fitted with the wrong noise law."""
+    rel = pmdp.release(
+        np.array([0, 1, 1, 0, 1]), pm.Bernoulli, mechanism="discrete-gaussian", rho=0.5
+    )
+    with pm.Model(), pytest.raises(ValueError, match="Gaussian mechanism"):
+        p = pm.Beta("p", 1.0, 1.0)
+        pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel)
