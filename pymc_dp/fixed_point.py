@@ -1,15 +1,13 @@
 """Fixed-point quantisation of float statistics, so that integer (discrete) noise can be added.
 
-A vetted release never adds noise to a float: each record's statistic t(x) is rounded to an
-integer multiple of a quantum q (a power of two chosen from public values only), the integers
-are summed exactly, discrete noise is added to the integer total, and the release is that
-integer times q. Rounding moves each component of one record's contribution by at most q/2, so
-the sensitivity in quantum units grows by d (L1) or √d (L2) over d components
-(:func:`quantised_sensitivity`).
-
-These four functions are the whole interface; a dataframe or partitioned release computes
-:func:`quantise` per partition and adds the partial :func:`exact_total` results as Python
-integers.
+A vetted release never adds noise to a float. The exact statistic S (summed exactly over
+records on their public grid, :mod:`pymc_dp.exact_sums`) is rounded to an integer multiple of
+a quantum q (a power of two chosen from public values only), discrete noise is added to that
+integer, and the release is the noisy integer times q. Rounding a sum whose sensitivity is Δ
+moves two neighbouring data sets' rounded totals apart by at most Δ/q + 1 quanta per component,
+so the sensitivity in quantum units grows by d (L1) or √d (L2) over d components
+(:func:`quantised_sensitivity`); rounding each record's t(x) before summing, as
+:func:`quantise` and :func:`exact_total` do for arrays, is covered by the same bound.
 """
 
 from __future__ import annotations
