@@ -74,7 +74,7 @@ class BatchTotals(NamedTuple):
 def record_quantum(lower: float, upper: float, degree: int, *, integer: bool = False) -> float:
     """The public grid step q = 2**k of records in ``[lower, upper]``, monomials up to ``degree``.
 
-    q is as fine as fast int64 arithmetic allows: the largest |record| is at most 2**42
+    q is as fine as fast int64 arithmetic allows: the largest absolute record is at most 2**42
     quanta for degree 1 (so a batch of 2**20 records sums in int64 without splitting) and
     2**(62 // degree) quanta otherwise (every monomial of one gridded record is an exact
     int64, summed in 31-bit limbs by :func:`limb_total`). Integer records keep q = 1 unless

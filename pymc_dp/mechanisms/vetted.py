@@ -70,7 +70,7 @@ def discrete_laplace_mechanism(
 ) -> npt.NDArray[np.int64]:
     """Add discrete Laplace noise (OpenDP ``make_laplace`` on int64 vectors) to ``total``.
 
-    P(noise = k) ∝ exp(-|k| / b) with b = sensitivity / epsilon, on every component.
+    ``P(noise = k) ∝ exp(-|k| / b)`` with b = sensitivity / epsilon, on every component.
 
     Parameters
     ----------
