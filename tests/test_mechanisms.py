@@ -295,10 +295,11 @@ def test_release_advances_a_shared_generator():
 
 
 def test_release_without_rng_uses_fresh_entropy():
+    # Integer noise at epsilon=1 repeats a value with probability ~0.3, so
+    # compare several releases at a scale where ties are vanishingly rare.
     x = [0, 1, 1]
-    a = pmdp.release(x, pm.Bernoulli, epsilon=1.0)
-    b = pmdp.release(x, pm.Bernoulli, epsilon=1.0)
-    assert a.value != b.value
+    values = {float(pmdp.release(x, pm.Bernoulli, epsilon=0.01).value) for _ in range(5)}
+    assert len(values) > 1
 
 
 def test_release_accepts_family_names_and_numpy_scalars():
