@@ -18,8 +18,18 @@ from pytensor.graph.replace import vectorize_graph
 
 from pymc_dp._validation import check_int, check_positive, check_rng
 from pymc_dp.collapsed import collapsible, sample_collapsed
-from pymc_dp.families import ExponentialFamily, TruncatedFamily
+from pymc_dp.exact_sampling import sample_exact_binomial, sample_exact_categorical
+from pymc_dp.families import Categorical, ExponentialFamily, TruncatedFamily
 from pymc_dp.kernels import draw_noise_variance, draw_suffstat, window_constraints
+from pymc_dp.kernels.exact_counts import NOISE_KINDS, NoiseLaw
+from pymc_dp.likelihood import (
+    EXACT_MAX_TERMS,
+    LIKELIHOODS,
+    choose_likelihood,
+    clt_trust,
+    exact_cost,
+    exact_supported,
+)
 
 __all__ = ["GibbsTrace", "sample_gibbs"]
 
@@ -54,6 +64,85 @@ def _batched_moments(family: ExponentialFamily, n: int, bounds: tuple[float, flo
     return fn
 
 
+def _engine_likelihood(
+    family: ExponentialFamily,
+    n: int,
+    y: npt.NDArray[np.float64],
+    scale: float,
+    method: str,
+    likelihood: str,
+) -> str:
+    """Resolve the engine's ``likelihood`` argument (see :func:`sample_gibbs`)."""
+    if likelihood not in LIKELIHOODS:
+        raise ValueError(f"likelihood must be one of {LIKELIHOODS} (got {likelihood!r})")
+    if likelihood == "exact":
+        if method == "augmented":
+            raise ValueError(
+                "likelihood='exact' has no augmented form: use method='auto' with it, or "
+                "likelihood='clt' with method='augmented'"
+            )
+        return choose_likelihood(family, n, y[0], scale, "exact").likelihood
+    if likelihood == "clt" or method == "augmented" or not exact_supported(family):
+        return "clt"
+    if exact_cost(family, n) > EXACT_MAX_TERMS:
+        return "clt"
+    trusted = all(clt_trust(family, n, row, scale)[0] for row in y)
+    return "clt" if trusted else "exact"
+
+
+def _sample_exact(
+    rng: np.random.Generator,
+    family: ExponentialFamily,
+    prior: Sequence[npt.ArrayLike],
+    y: npt.NDArray[np.float64],
+    n: int,
+    noise: NoiseLaw,
+    draws: int,
+    tune: int,
+    chains: int,
+) -> GibbsTrace:
+    """The exact-likelihood engine paths, shaped like the others' ``(chain, draw, batch, ...)``."""
+    releases = y.shape[0]
+    params = tuple(
+        np.broadcast_to(p, (releases, *np.shape(p)[np.ndim(p) - len(shape) :]))
+        for p, shape in zip(
+            family.check_prior(prior, batched=True), family.prior_shapes, strict=True
+        )
+    )
+    if isinstance(family, Categorical):
+        # Chains are extra batch rows, chain-major.
+        tiled = tuple(np.tile(p, (chains, 1)) for p in params)
+        theta, s, v = sample_exact_categorical(
+            rng,
+            family=family,
+            params=tiled,
+            released=np.tile(y, (chains, 1)),
+            n=n,
+            noise=noise,
+            draws=draws,
+            tune=tune,
+        )
+
+        def by_chain(a):
+            return np.moveaxis(a.reshape(draws, chains, releases, *a.shape[2:]), 0, 1)
+
+        return GibbsTrace(by_chain(theta), by_chain(s), by_chain(v), 0)
+    theta, s, v = sample_exact_binomial(
+        rng,
+        family=family,
+        params=params,
+        released=y.reshape(releases),
+        n=n,
+        noise=noise,
+        draws=draws * chains,
+    )
+
+    def chain_major(a):
+        return a.reshape(chains, draws, *a.shape[1:])
+
+    return GibbsTrace(chain_major(theta), chain_major(s), chain_major(v[..., 0]), 0)
+
+
 def sample_gibbs(
     rng: int | np.random.Generator,
     *,
@@ -67,6 +156,8 @@ def sample_gibbs(
     chains: int = 1,
     bounds: tuple[float, float] | None = None,
     method: str = "auto",
+    likelihood: str = "auto",
+    noise: str = "laplace",
 ) -> GibbsTrace:
     """Sample the DP posterior of a batch of releases of the same family and size.
 
@@ -101,6 +192,18 @@ def sample_gibbs(
         ``"auto"`` (collapsed where the family allows it, else augmented), ``"collapsed"`` or
         ``"augmented"`` (Algorithm 1). Collapsed draws are independent: ``tune`` is ignored and
         ``chains`` only shapes the output.
+    likelihood
+        ``"exact"``: no CLT for s (Bernoulli, Binomial and Categorical releases;
+        :mod:`pymc_dp.exact_sampling`). ``"clt"``: the CLT normal for s. ``"auto"`` (default):
+        exact where the CLT is outside its measured safe region for some release of the batch
+        (:func:`pymc_dp.likelihood.clt_trust`) and one evaluation costs at most
+        :data:`~pymc_dp.likelihood.EXACT_MAX_TERMS` terms, else the CLT. (A model's
+        :class:`~pymc_dp.NoisySuffStat` takes the exact sum whenever it is affordable; the
+        engine runs thousands of releases at once, so it pays for it only where it matters.)
+    noise
+        Noise law of the releases for the exact likelihood: ``"laplace"`` (density),
+        ``"discrete-laplace"`` or ``"discrete-gaussian"`` (integer noise; ``scale`` is then the
+        Gaussian's σ).
 
     Returns
     -------
@@ -127,6 +230,8 @@ def sample_gibbs(
         bounds = family.check_bounds(bounds)
     elif bounds is not None:
         raise TypeError(f"bounds apply only to windowed families, not {family!r}")
+    if noise not in NOISE_KINDS:
+        raise ValueError(f"noise must be one of {NOISE_KINDS} (got {noise!r})")
     if method not in ("auto", "collapsed", "augmented"):
         raise ValueError(f"method must be 'auto', 'collapsed' or 'augmented' (got {method!r})")
     if method == "collapsed" and not collapsible(family):
@@ -138,6 +243,8 @@ def sample_gibbs(
     if y.ndim != 1 + len(family.stat_shape) or y.shape[1:] != family.stat_shape:
         raise ValueError(f"released must have shape (batch, *{family.stat_shape}) (got {y.shape})")
     releases = y.shape[0]
+    if _engine_likelihood(family, n, y, scale, method, likelihood) == "exact":
+        return _sample_exact(rng, family, prior, y, n, NoiseLaw(noise, scale), draws, tune, chains)
     if method != "augmented" and collapsible(family):
         params = tuple(
             np.broadcast_to(p, (releases,)) for p in family.check_prior(prior, batched=True)

@@ -21,10 +21,11 @@ from pytensor.graph.replace import graph_replace
 from pymc_dp._compat import ancestors, posterior_dataset, set_posterior
 from pymc_dp._validation import check_rng
 from pymc_dp.collapsed import conditional_all_records
-from pymc_dp.families import TruncatedFamily
+from pymc_dp.families import Categorical, TruncatedFamily
 from pymc_dp.kernels import draw_noise_variance
 from pymc_dp.kernels.collapsed import draw_collapsed_suffstat
-from pymc_dp.noisy_suffstat import THETA_TAG, node_infos
+from pymc_dp.kernels.exact_counts import draw_binomial_suffstat, draw_multinomial_suffstat
+from pymc_dp.noisy_suffstat import THETA_TAG, NoisySuffStatInfo, node_infos
 
 __all__ = ["sample_latent"]
 
@@ -35,7 +36,9 @@ def sample_latent(idata: Any, model: pm.Model | None = None, *, random_seed: Any
     For each posterior draw of θ: ŝ | θ, y from its mixture of two truncated normals
     (:func:`~pymc_dp.kernels.collapsed.draw_collapsed_suffstat`), then, for a windowed family,
     the statistic of all records given ŝ from their joint CLT, and σ² | ŝ, y from its
-    inverse-Gaussian conditional.
+    inverse-Gaussian conditional. A node with the exact likelihood (released counts) gets
+    exact draws of the counts s | θ, y (:mod:`pymc_dp.kernels.exact_counts`), and σ² only if
+    its noise is Laplace (integer noise has no scale mixture).
 
     Parameters
     ----------
@@ -70,6 +73,9 @@ def sample_latent(idata: Any, model: pm.Model | None = None, *, random_seed: Any
     for info in node_infos(model):
         if not info.collapsed:
             continue
+        if info.likelihood == "exact":
+            added.update(_exact_latent(rng, model, info, posterior))
+            continue
         y = model[info.name]
         mean, var, lower, upper, scale = y.owner.op.dist_params(y.owner)
         outputs = [mean, var, lower, upper, scale]
@@ -100,6 +106,36 @@ def sample_latent(idata: Any, model: pm.Model | None = None, *, random_seed: Any
             added[info.suffstat] = xr.DataArray(s_hat, dims=("chain", "draw"), coords=coords)
         added[info.noise_variance] = xr.DataArray(sigma2, dims=("chain", "draw"), coords=coords)
     return set_posterior(idata, added)
+
+
+def _exact_latent(
+    rng: np.random.Generator, model: pm.Model, info: NoisySuffStatInfo, posterior: Any
+) -> dict[str, xr.DataArray]:
+    """Exact draws of the counts s | θ, y (and σ² | s, y for Laplace noise) of an exact node."""
+    y = model[info.name]
+    (theta,) = _evaluate_over_draws(model, [getattr(y.tag, THETA_TAG)], posterior)
+    released = np.asarray(model.rvs_to_values[y].eval(), dtype=np.float64)
+    coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values}
+    dims: tuple[str, ...] = ("chain", "draw")
+    if isinstance(info.family, Categorical):
+        s = draw_multinomial_suffstat(
+            rng, released=released, theta=theta, n=info.n, noise=info.noise
+        )
+        stat_dim = f"{info.name}_category"
+        dims += (stat_dim,)
+        if stat_dim in model.coords:
+            coords[stat_dim] = list(model.coords[stat_dim])
+    else:
+        total = info.n * info.family.trials
+        s = draw_binomial_suffstat(
+            rng, released=released, theta=theta, total=total, noise=info.noise
+        )
+    added = {info.suffstat: xr.DataArray(s, dims=dims, coords=coords)}
+    if info.noise.kind == "laplace":
+        # The Laplace scale mixture has no counterpart for integer noise laws.
+        sigma2 = draw_noise_variance(rng, residual=released - s, scale=info.noise.scale)
+        added[info.noise_variance] = xr.DataArray(sigma2, dims=dims, coords=coords)
+    return added
 
 
 def _evaluate_over_draws(model: pm.Model, outputs: list, posterior: Any) -> list[np.ndarray]:

@@ -27,10 +27,8 @@ For ArviZ, the node also records the release: n, ε, Δ and the bounds as ``pm.D
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import warnings
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -38,13 +36,12 @@ import numpy.typing as npt
 import pymc as pm
 import pytensor.tensor as pt
 
-from pymc_dp._compat import ancestors
 from pymc_dp._interior import interior_prior_initval
 from pymc_dp._validation import check_finite_array, check_int, check_positive
+from pymc_dp.collapsed_nodes import collapsed_node, exact_node
 from pymc_dp.distributions import (
     AuxiliarySimplexSuffStat,
     AuxiliaryWindowSuffStat,
-    CollapsedLaplace,
     LaplaceMixingVariance,
     LaplaceNoiseVariance,
     ReleasedNormal,
@@ -53,63 +50,36 @@ from pymc_dp.distributions import (
     WindowSuffStat,
 )
 from pymc_dp.families import ExponentialFamily, TruncatedFamily, family_from_dist
-from pymc_dp.mechanisms import DISCRETE_GAUSSIAN, MECHANISM_NAME
-from pymc_dp.release import _FORMAT_VERSION, Release
+from pymc_dp.likelihood import LIKELIHOODS, choose_likelihood, noise_law
+from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
+from pymc_dp.node_info import (
+    GRID_TAG,
+    LIKELIHOOD_ATTR_PREFIX,
+    RELEASE_ATTR_PREFIX,
+    TAG,
+    THETA_TAG,
+    NoisySuffStatInfo,
+    add_release_data,
+    node_infos,
+    record_of_release,
+    release_attrs,
+    releases_from_attrs,
+)
+from pymc_dp.release import Release
 
 __all__ = [
+    "GRID_TAG",
+    "LIKELIHOOD_ATTR_PREFIX",
+    "METHODS",
     "RELEASE_ATTR_PREFIX",
+    "TAG",
+    "THETA_TAG",
     "NoisySuffStat",
     "NoisySuffStatInfo",
     "node_infos",
     "release_attrs",
     "releases_from_attrs",
 ]
-
-RELEASE_ATTR_PREFIX = "pymc_dp_release_"
-"""Prefix of the ``attrs`` key holding the release JSON of each node (``pymc_dp_release_y``)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class NoisySuffStatInfo:
-    """What the step methods need to know about one :class:`NoisySuffStat` node.
-
-    Stored on the tags of the node's variables; holds names, not graph objects, so it pickles.
-    """
-
-    name: str
-    """Name of the observed node y."""
-    suffstat: str
-    """Name of the latent sufficient statistic s."""
-    noise_variance: str
-    """Name of the mixing variance σ²."""
-    theta: tuple[str, ...]
-    """Names of the variables carrying θ's conjugate prior (drawn jointly by ConjugateStep),
-    or ``()`` if θ has another prior."""
-    family: ExponentialFamily
-    n: int
-    epsilon: float
-    sensitivity: float
-    bounds: tuple[float, float] | None = None
-    """Truncation window of a truncated family (then s is the stacked (ŝ, s)), else ``None``."""
-    collapsed: bool = False
-    """Whether s and σ² are integrated out of the model (``method="collapsed"``): then y is a
-    :class:`~pymc_dp.distributions.CollapsedLaplace` node and s, σ² are not model variables
-    (:func:`~pymc_dp.sample_latent` draws them from the posterior afterwards)."""
-    release_json: str = ""
-    """The release as JSON (:meth:`~pymc_dp.Release.to_json` layout), for :func:`release_attrs`.
-    A string rather than the Release, so that the info stays picklable."""
-
-
-TAG = "noisy_suffstat"
-"""Attribute on ``rv.tag`` holding the :class:`NoisySuffStatInfo` of y, s and σ², or a tuple of
-them on a conjugate θ (one per node that θ feeds)."""
-
-GRID_TAG = "noisy_suffstat_grid"
-"""Attribute on ``rv.tag`` marking a scalar θ of a collapsed node whose prior has fixed
-parameters; :class:`~pymc_dp.GridStep` draws it exactly."""
-
-THETA_TAG = "noisy_suffstat_theta"
-"""Attribute on a collapsed node's ``y.tag`` holding θ (the graph), for :func:`sample_latent`."""
 
 METHODS = ("auto", "collapsed", "augmented")
 """Values of ``NoisySuffStat(method=...)``."""
@@ -210,12 +180,21 @@ class NoisySuffStat:
         observed: npt.ArrayLike | None = None,
         bounds: tuple[float, float] | None = None,
         method: str = "auto",
+        likelihood: str = "auto",
         model: pm.Model | None = None,
     ) -> pt.TensorVariable:
         """Add the node's variables to the model and return the observed node y."""
         model = pm.modelcontext(model)
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS} (got {method!r})")
+        if likelihood not in LIKELIHOODS:
+            raise ValueError(f"likelihood must be one of {LIKELIHOODS} (got {likelihood!r})")
+        if method == "augmented" and likelihood == "exact":
+            raise ValueError(
+                "likelihood='exact' sums s out of the model, so it has no augmented form: "
+                "use method='auto' (or 'collapsed') with it, or likelihood='clt' with "
+                "method='augmented'"
+            )
         if not isinstance(name, str) or not name:
             raise TypeError(f"name must be a non-empty string (got {name!r})")
         if dist in getattr(model, "basic_RVs", []):
@@ -235,11 +214,45 @@ class NoisySuffStat:
         )
         theta = family.theta_of(dist)
         scale = sensitivity / epsilon
+        gaussian = release is not None and release.mechanism == DISCRETE_GAUSSIAN
+        if gaussian:
+            scale = release.scale
+        choice = (
+            choose_likelihood(family, n, value, scale, likelihood).likelihood
+            if method != "augmented"
+            else "clt"
+        )
+        if gaussian and choice != "exact":
+            # y - s is then (discrete) Gaussian, not Laplace: the CLT node would be wrong.
+            raise ValueError(
+                "release used the Gaussian mechanism, whose noise only the exact likelihood "
+                "models (Bernoulli, Binomial and Categorical releases, likelihood='exact'); "
+                "release with mechanism='discrete-laplace' or 'laplace-float' to fit it here"
+            )
+        if choice == "exact":
+            noise = noise_law(
+                release.mechanism if release is not None else None,
+                scale,
+                release.quantum if release is not None else None,
+            )
+            return exact_node(
+                model,
+                name,
+                family=family,
+                theta=theta,
+                release=release,
+                n=n,
+                epsilon=epsilon,
+                sensitivity=sensitivity,
+                value=value,
+                noise=noise,
+                stat_dim=_stat_dim(model, name, family),
+            )
         s_name, v_name = f"{name}_s", f"{name}_sigma2"
         scalar = family.stat_shape == () or getattr(family, "stat_size", 0) == 1
         partial = not scalar and method != "augmented"
         if method != "augmented" and scalar:
-            return _collapsed_node(
+            return collapsed_node(
                 model,
                 name,
                 family=family,
@@ -296,7 +309,7 @@ class NoisySuffStat:
                     dims=stat_dim,
                     initval="prior",
                 )
-            record = _release_record(
+            record = record_of_release(
                 release,
                 family,
                 n=n,
@@ -305,7 +318,7 @@ class NoisySuffStat:
                 value=value,
                 bounds=bounds,
             )
-            _add_release_data(model, name, record)
+            add_release_data(model, name, record)
 
         conjugate = () if partial else family.conjugate_prior_rvs(model, dist)
         info = NoisySuffStatInfo(
@@ -329,74 +342,6 @@ class NoisySuffStat:
                 # A prior draw moved inside the support: a vague prior's draw can round to 0/1.
                 model.set_initval(rv, interior_prior_initval(model, rv))
         return y
-
-
-def _collapsed_node(
-    model: pm.Model,
-    name: str,
-    *,
-    family: ExponentialFamily,
-    theta: pt.TensorVariable,
-    release: Release | None,
-    n: int,
-    epsilon: float,
-    sensitivity: float,
-    value: npt.NDArray[np.float64],
-    bounds: tuple[float, float] | None,
-) -> pt.TensorVariable:
-    """Add y | θ with s and σ² integrated out (normal–Laplace convolution); return y."""
-    mean, var, lower, upper = family.released_clt(theta, n, bounds)
-    with model:
-        y = CollapsedLaplace(
-            name,
-            mean=mean,
-            var=var,
-            lower=lower,
-            upper=upper,
-            scale=sensitivity / epsilon,
-            observed=np.reshape(value, ()),
-        )
-        record = _release_record(
-            release,
-            family,
-            n=n,
-            epsilon=epsilon,
-            sensitivity=sensitivity,
-            value=value,
-            bounds=bounds,
-        )
-        _add_release_data(model, name, record)
-    info = NoisySuffStatInfo(
-        name=name,
-        suffstat=f"{name}_s",
-        noise_variance=f"{name}_sigma2",
-        theta=(),
-        family=family,
-        n=n,
-        epsilon=epsilon,
-        sensitivity=sensitivity,
-        bounds=bounds,
-        collapsed=True,
-        release_json=json.dumps(record),
-    )
-    setattr(y.tag, TAG, info)
-    setattr(y.tag, THETA_TAG, theta)
-    if _grid_ready(model, theta):
-        setattr(theta.tag, GRID_TAG, True)
-    return y
-
-
-def _grid_ready(model: pm.Model, theta: pt.TensorVariable) -> bool:
-    """Whether θ is a scalar continuous free variable whose prior has fixed parameters.
-
-    Such a θ is drawn exactly by :class:`~pymc_dp.GridStep`; any other θ (a vector, a
-    deterministic, a hierarchical prior) is left to PyMC's samplers (NUTS).
-    """
-    if theta not in model.free_RVs or theta.type.ndim != 0 or "float" not in theta.dtype:
-        return False
-    free = set(model.free_RVs)
-    params = theta.owner.op.dist_params(theta.owner)
-    return not any(v in free for v in ancestors(params))
 
 
 def _partial_node(
@@ -497,127 +442,6 @@ def _stat_dim(model: pm.Model, name: str, family: ExponentialFamily) -> str | No
     return dim
 
 
-def _release_record(
-    release: Release | None,
-    family: ExponentialFamily,
-    *,
-    n: int,
-    epsilon: float,
-    sensitivity: float,
-    value: npt.NDArray[np.float64],
-    bounds: tuple[float, float] | None,
-) -> dict[str, Any]:
-    """The release in :meth:`Release.to_dict` layout, also for a value given explicitly."""
-    if release is not None:
-        return release.to_dict()
-    # Not built as a Release: an explicit value may carry less noise than ε-DP needs, which
-    # Release refuses and the node only warns about.
-    window = bounds if bounds is not None else family.domain
-    return {
-        "format_version": _FORMAT_VERSION,
-        "value": np.asarray(value, dtype=np.float64).tolist(),
-        "n": int(n),
-        "epsilon": float(epsilon),
-        "sensitivity": float(sensitivity),
-        "bounds": [float(window[0]), float(window[1])],
-        "family": family.name,
-        "family_params": family.params(),
-        "mechanism": MECHANISM_NAME,
-        "bounds_epsilon": 0.0,
-    }
-
-
-def _add_release_data(model: pm.Model, name: str, record: Mapping[str, Any]) -> None:
-    """Add the release's n, ε, Δ and bounds as ``pm.Data`` (ArviZ ``constant_data``).
-
-    Nothing in the graph uses them (the node holds its own constants), so sampling is unchanged.
-    """
-    bound_dim = f"{name}_bound"
-    if bound_dim not in model.coords:
-        model.add_coord(bound_dim, ["lower", "upper"])
-    pm.Data(f"{name}_n", np.asarray(record["n"], dtype=np.int64))
-    pm.Data(f"{name}_epsilon", np.asarray(record["epsilon"], dtype=np.float64))
-    pm.Data(f"{name}_sensitivity", np.asarray(record["sensitivity"], dtype=np.float64))
-    pm.Data(f"{name}_bounds", np.asarray(record["bounds"], dtype=np.float64), dims=bound_dim)
-
-
-def release_attrs(model: pm.Model | None = None) -> dict[str, str]:
-    """The release of every :class:`NoisySuffStat` node of a model, as ``attrs`` entries.
-
-    ``pm.sample`` cannot attach strings to its result; this gives them, to add with
-    ``idata.attrs.update(release_attrs(model))`` before saving (``pymc-dp fit`` does so).
-
-    Parameters
-    ----------
-    model
-        The model; defaults to the model on the context stack.
-
-    Returns
-    -------
-    dict
-        ``{"pymc_dp_release_{name}": release JSON}`` per node, in the layout of
-        :meth:`~pymc_dp.Release.to_json` (``family`` and ``family_params`` included).
-
-    Examples
-    --------
-    >>> import numpy as np, pymc as pm, pymc_dp as pmdp
-    >>> rel = pmdp.release(np.r_[np.ones(30), np.zeros(70)], pm.Bernoulli, epsilon=1.0, rng=0)
-    >>> with pm.Model() as model:
-    ...     p = pm.Beta("p", 1, 1)
-    ...     y = pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel)
-    >>> attrs = release_attrs(model)
-    >>> list(attrs)
-    ['pymc_dp_release_y']
-    >>> releases_from_attrs(attrs)["y"] == rel
-    True
-    """
-    model = pm.modelcontext(model)
-    attrs = {}
-    for info in node_infos(model):
-        attrs[f"{RELEASE_ATTR_PREFIX}{info.name}"] = info.release_json
-    return attrs
-
-
-def node_infos(model: pm.Model | None = None) -> list[NoisySuffStatInfo]:
-    """The :class:`NoisySuffStatInfo` of every :class:`NoisySuffStat` node of a model."""
-    model = pm.modelcontext(model)
-    infos = []
-    for rv in model.observed_RVs:
-        info = getattr(rv.tag, TAG, None)
-        if isinstance(info, NoisySuffStatInfo) and info.name == rv.name:
-            infos.append(info)
-    return infos
-
-
-def releases_from_attrs(attrs: Mapping[str, Any]) -> dict[str, Release]:
-    """Rebuild the releases that :func:`release_attrs` stored, keyed by node name.
-
-    Parameters
-    ----------
-    attrs
-        The ``attrs`` of a sampling result (``idata.attrs``), or of a file read back.
-
-    Returns
-    -------
-    dict
-        ``{node name: Release}``.
-
-    Raises
-    ------
-    ValueError
-        If a stored release is not valid JSON or not a valid release.
-    """
-    releases = {}
-    for key, text in attrs.items():
-        if not key.startswith(RELEASE_ATTR_PREFIX):
-            continue
-        try:
-            releases[key.removeprefix(RELEASE_ATTR_PREFIX)] = Release.from_json(str(text))
-        except json.JSONDecodeError as err:
-            raise ValueError(f"attrs[{key!r}] is not valid JSON: {err}") from None
-    return releases
-
-
 def _release_settings(
     family: ExponentialFamily,
     release: Release | None,
@@ -643,13 +467,6 @@ def _release_settings(
             raise ValueError(
                 f"dist is {family!r} but the release is for {released_family!r}; "
                 "model the records with the family they were released for"
-            )
-        if release.mechanism == DISCRETE_GAUSSIAN:
-            # y - s is then (discrete) Gaussian, not Laplace: the node's likelihood would be wrong.
-            raise ValueError(
-                "release used the Gaussian mechanism, whose noise NoisySuffStat cannot model "
-                "yet (it models Laplace noise); release with mechanism='discrete-laplace' or "
-                "'laplace-float' to fit it here"
             )
         window = release.bounds if family.needs_bounds else None
         return release.n, release.epsilon, release.sensitivity, np.asarray(release.value), window

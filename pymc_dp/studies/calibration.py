@@ -51,6 +51,9 @@ class StudySettings:
         Draws per posterior in the MMD² estimate (Gibbs draws thinned evenly to this many).
     mmd_bandwidth
         Gaussian-kernel bandwidth of the MMD (the paper: 1, a "standard normal kernel").
+    likelihood
+        The DP sampler's likelihood for s (:func:`pymc_dp.engine.sample_gibbs`): ``"auto"``
+        takes the exact sum where the CLT is outside its safe region, ``"clt"`` is the paper's.
     """
 
     trials: int = 1000
@@ -60,6 +63,7 @@ class StudySettings:
     ops_support: tuple[float, float] = (0.1, 0.9)
     mmd_draws: int = 500
     mmd_bandwidth: float = 1.0
+    likelihood: str = "auto"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,6 +170,7 @@ def run_point(
         draws=settings.draws,
         tune=settings.tune,
         bounds=design.bounds,
+        likelihood=settings.likelihood,
     )
     gibbs = design.scalar(trace.theta)  # (chain, draw, trials)
 

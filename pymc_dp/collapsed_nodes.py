@@ -1,0 +1,166 @@
+"""Observed nodes with s integrated out: the CLT normal–Laplace convolution, or the exact sum.
+
+:class:`~pymc_dp.NoisySuffStat` adds one of these for a released scalar statistic
+(``collapsed_node``, the normal–Laplace likelihood of :mod:`pymc_dp.distributions.collapsed`)
+or, with the exact likelihood, for released counts (``exact_node``, the sums of
+:mod:`pymc_dp.distributions.exact`). Either way the model holds θ and y only; a scalar θ with a
+fixed prior is marked for :class:`~pymc_dp.GridStep`, and NUTS samples any other θ.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import numpy.typing as npt
+import pymc as pm
+import pytensor.tensor as pt
+
+from pymc_dp._compat import ancestors
+from pymc_dp.distributions import CollapsedLaplace
+from pymc_dp.distributions.exact import ExactReleasedCount, ExactReleasedCounts
+from pymc_dp.families import Categorical, ExponentialFamily
+from pymc_dp.kernels.exact_counts import NoiseLaw
+from pymc_dp.node_info import (
+    GRID_TAG,
+    TAG,
+    THETA_TAG,
+    NoisySuffStatInfo,
+    add_release_data,
+    record_of_release,
+)
+from pymc_dp.release import Release
+
+
+def collapsed_node(
+    model: pm.Model,
+    name: str,
+    *,
+    family: ExponentialFamily,
+    theta: pt.TensorVariable,
+    release: Release | None,
+    n: int,
+    epsilon: float,
+    sensitivity: float,
+    value: npt.NDArray[np.float64],
+    bounds: tuple[float, float] | None,
+) -> pt.TensorVariable:
+    """Add y | θ with s and σ² integrated out (normal–Laplace convolution); return y."""
+    mean, var, lower, upper = family.released_clt(theta, n, bounds)
+    with model:
+        y = CollapsedLaplace(
+            name,
+            mean=mean,
+            var=var,
+            lower=lower,
+            upper=upper,
+            scale=sensitivity / epsilon,
+            observed=np.reshape(value, ()),
+        )
+        record = record_of_release(
+            release,
+            family,
+            n=n,
+            epsilon=epsilon,
+            sensitivity=sensitivity,
+            value=value,
+            bounds=bounds,
+        )
+        add_release_data(model, name, record)
+    info = NoisySuffStatInfo(
+        name=name,
+        suffstat=f"{name}_s",
+        noise_variance=f"{name}_sigma2",
+        theta=(),
+        family=family,
+        n=n,
+        epsilon=epsilon,
+        sensitivity=sensitivity,
+        bounds=bounds,
+        collapsed=True,
+        release_json=json.dumps(record),
+    )
+    setattr(y.tag, TAG, info)
+    setattr(y.tag, THETA_TAG, theta)
+    if grid_ready(model, theta):
+        setattr(theta.tag, GRID_TAG, True)
+    return y
+
+
+def grid_ready(model: pm.Model, theta: pt.TensorVariable) -> bool:
+    """Whether θ is a scalar continuous free variable whose prior has fixed parameters.
+
+    Such a θ is drawn exactly by :class:`~pymc_dp.GridStep`; any other θ (a vector, a
+    deterministic, a hierarchical prior) is left to PyMC's samplers (NUTS).
+    """
+    if theta not in model.free_RVs or theta.type.ndim != 0 or "float" not in theta.dtype:
+        return False
+    free = set(model.free_RVs)
+    params = theta.owner.op.dist_params(theta.owner)
+    return not any(v in free for v in ancestors(params))
+
+
+def exact_node(
+    model: pm.Model,
+    name: str,
+    *,
+    family: ExponentialFamily,
+    theta: pt.TensorVariable,
+    release: Release | None,
+    n: int,
+    epsilon: float,
+    sensitivity: float,
+    value: npt.NDArray[np.float64],
+    noise: NoiseLaw,
+    stat_dim: str | None,
+) -> pt.TensorVariable:
+    """Add y | θ with s summed out exactly (released counts, no CLT); return y."""
+    with model:
+        if isinstance(family, Categorical):
+            y = ExactReleasedCounts(
+                name,
+                theta,
+                n=n,
+                categories=family.categories,
+                noise=noise,
+                observed=np.asarray(value, dtype=np.float64),
+                dims=stat_dim,
+            )
+        else:
+            y = ExactReleasedCount(
+                name,
+                theta,
+                total=n * family.trials,
+                noise=noise,
+                observed=np.asarray(value, dtype=np.float64).reshape(()),
+            )
+        record = record_of_release(
+            release,
+            family,
+            n=n,
+            epsilon=epsilon,
+            sensitivity=sensitivity,
+            value=value,
+            bounds=None,
+        )
+        add_release_data(model, name, record)
+    info = NoisySuffStatInfo(
+        name=name,
+        suffstat=f"{name}_s",
+        noise_variance=f"{name}_sigma2",
+        theta=(),
+        family=family,
+        n=n,
+        epsilon=epsilon,
+        sensitivity=sensitivity,
+        bounds=None,
+        collapsed=True,
+        release_json=json.dumps(record),
+        likelihood="exact",
+        noise=noise,
+    )
+    setattr(y.tag, TAG, info)
+    setattr(y.tag, THETA_TAG, theta)
+    if grid_ready(model, theta):
+        setattr(theta.tag, GRID_TAG, True)
+    return y

@@ -1,0 +1,210 @@
+"""Which likelihood of a release to use: the exact sum over s, or the CLT normal for s.
+
+``likelihood="exact"`` sums p(s | θ) over every s (:mod:`pymc_dp.kernels.exact_counts`), with
+the noise law of the mechanism that made the release; ``"clt"`` approximates s | θ by
+N(nμ(θ), nΣ(θ)) (the paper's method); ``"auto"`` (the default) takes the exact sum whenever one
+evaluation costs at most :data:`EXACT_MAX_TERMS` terms, and otherwise the CLT, with a warning
+when the CLT is outside the region where it was measured to be accurate (:func:`clt_trust`).
+
+The rule comes from ``benchmarks/clt_accuracy.py``: the KS distance between the CLT law of a
+released Binomial count and its exact law is below 0.01 when the smallest expected count m and
+the noise-to-spread ratio r = b / sd(s) satisfy m · (1 + r)² ≥ 50 and r ≥ 0.1 (or m ≥ 1000);
+elsewhere it reaches 0.37 (m = 1, no noise). Exact likelihoods exist today for Bernoulli,
+Binomial and Categorical releases (counts, released with noise on the integers or the reals).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from pymc_dp.families import Binomial, Categorical, ExponentialFamily
+from pymc_dp.kernels.exact_counts import NoiseLaw
+
+__all__ = [
+    "CLT_MIN_SMOOTHING",
+    "CLT_TRUST_LEVEL",
+    "EXACT_MAX_TERMS",
+    "LIKELIHOODS",
+    "CltWarning",
+    "LikelihoodChoice",
+    "choose_likelihood",
+    "clt_trust",
+    "exact_cost",
+    "exact_supported",
+    "noise_law",
+]
+
+LIKELIHOODS = ("auto", "clt", "exact")
+"""Values of ``NoisySuffStat(likelihood=...)``, ``sample_gibbs(likelihood=...)`` and
+``pymc-dp fit --likelihood``."""
+
+EXACT_MAX_TERMS = 100_000
+"""Largest number of terms per evaluation of the exact likelihood that ``"auto"`` accepts:
+N + 1 for a Binomial count, (K - 2)(n + 1)² + n + 1 for K categories."""
+
+CLT_TRUST_LEVEL = 50.0
+"""The CLT is trusted where m · (1 + r)² ≥ this (m: smallest expected count, r = b / sd(s))."""
+
+CLT_MIN_SMOOTHING = 0.1
+"""…and r ≥ this, unless m ≥ 1000: with less noise, y keeps the lattice of s."""
+
+
+class CltWarning(UserWarning):
+    """The CLT normal for s is used where it is not accurate (``likelihood="auto"``)."""
+
+
+class LikelihoodChoice(NamedTuple):
+    """The likelihood a node uses, and why."""
+
+    likelihood: str
+    """``"exact"`` or ``"clt"``."""
+    reason: str
+
+
+def exact_supported(family: ExponentialFamily) -> bool:
+    """Whether ``family`` has an exact likelihood (Bernoulli, Binomial, Categorical)."""
+    return isinstance(family, (Binomial, Categorical))
+
+
+def exact_cost(family: ExponentialFamily, n: int) -> int:
+    """Terms summed per evaluation of the exact likelihood of ``n`` records."""
+    if isinstance(family, Categorical):
+        return (family.categories - 2) * (n + 1) ** 2 + n + 1
+    return n * family.trials + 1
+
+
+def noise_law(mechanism: str | None, scale: float, quantum: float | None = None) -> NoiseLaw:
+    """The law of y - s of a release of counts, from its mechanism's name.
+
+    Integer mechanisms (``"discrete-laplace"``, ``"discrete-gaussian"``) add integer noise to
+    counts (quantum 1); the float mechanism (``"laplace-float"``, or ``"laplace"`` for values
+    released elsewhere) adds Laplace noise with a density.
+    """
+    if mechanism in ("discrete-laplace", "discrete-gaussian"):
+        if quantum not in (None, 1, 1.0):
+            raise ValueError(
+                f"an exact likelihood of counts needs noise on the integers (quantum 1); this "
+                f"release has quantum {quantum}: use likelihood='clt'"
+            )
+        return NoiseLaw(mechanism, float(scale))
+    return NoiseLaw("laplace", float(scale))
+
+
+def _smallest_count(
+    family: ExponentialFamily, n: int, released: npt.ArrayLike
+) -> tuple[float, float]:
+    """(m, sd): a public estimate of the smallest expected count, from y, and sd(s) there."""
+    y = np.asarray(released, dtype=np.float64).reshape(-1)
+    if isinstance(family, Categorical):
+        total = float(n)
+        share = np.clip(y, 0.5, None) / np.sum(np.clip(y, 0.5, None))
+        theta = float(np.min(share))
+    else:
+        total = float(n * family.trials)
+        theta = float(np.clip(y[0], 0.5, max(total - 0.5, 0.5)) / total)
+    theta = min(theta, 1.0 - theta)
+    return total * theta, math.sqrt(total * theta * (1.0 - theta))
+
+
+def clt_trust(
+    family: ExponentialFamily, n: int, released: npt.ArrayLike, scale: float
+) -> tuple[bool, str]:
+    """Whether the CLT for s is accurate for this release (KS ≤ 0.01 by the measured rule).
+
+    Parameters
+    ----------
+    family
+        A family of counts; any other family is trusted (its rule is not measured yet).
+    n
+        Number of records.
+    released
+        The released value y (public): it gives the smallest expected count.
+    scale
+        Noise scale b.
+
+    Returns
+    -------
+    (bool, str)
+        Whether the CLT is trusted, and the numbers behind the answer.
+
+    Examples
+    --------
+    >>> from pymc_dp.families import Binomial
+    >>> clt_trust(Binomial(trials=1), 10, 3.0, 1.0)[0]
+    False
+    >>> clt_trust(Binomial(trials=1), 10_000, 3000.0, 20.0)[0]
+    True
+    """
+    if not exact_supported(family):
+        return True, "no exact likelihood to compare with"
+    m, sd = _smallest_count(family, n, released)
+    r = scale / max(sd, 1e-12)
+    trusted = (m * (1.0 + r) ** 2 >= CLT_TRUST_LEVEL and r >= CLT_MIN_SMOOTHING) or m >= 1000
+    reason = (
+        f"smallest expected count m ≈ {m:.3g} and noise-to-spread r = b/sd(s) ≈ {r:.3g} "
+        f"(the CLT is accurate where m·(1 + r)² ≥ {CLT_TRUST_LEVEL:g} and r ≥ "
+        f"{CLT_MIN_SMOOTHING:g}, or m ≥ 1000)"
+    )
+    return trusted, reason
+
+
+def choose_likelihood(
+    family: ExponentialFamily,
+    n: int,
+    released: npt.ArrayLike,
+    scale: float,
+    likelihood: str = "auto",
+    *,
+    warn: bool = True,
+) -> LikelihoodChoice:
+    """Resolve ``likelihood`` (``"auto"``, ``"clt"``, ``"exact"``) for one release.
+
+    Parameters
+    ----------
+    family, n, released, scale
+        The release: family, records, value y and noise scale b.
+    likelihood
+        What the user asked for.
+    warn
+        Warn (:class:`CltWarning`) when ``"auto"`` falls back to a CLT outside its safe region.
+
+    Returns
+    -------
+    LikelihoodChoice
+
+    Raises
+    ------
+    ValueError
+        If ``likelihood`` is unknown, or ``"exact"`` is asked of a family without one.
+    """
+    if likelihood not in LIKELIHOODS:
+        raise ValueError(f"likelihood must be one of {LIKELIHOODS} (got {likelihood!r})")
+    if likelihood == "clt":
+        return LikelihoodChoice("clt", "asked for")
+    if likelihood == "exact":
+        if not exact_supported(family):
+            raise ValueError(
+                f"likelihood='exact' is available for Bernoulli, Binomial and Categorical "
+                f"releases, not {family!r}; use likelihood='clt'"
+            )
+        return LikelihoodChoice("exact", "asked for")
+    if exact_supported(family):
+        cost = exact_cost(family, n)
+        if cost <= EXACT_MAX_TERMS:
+            return LikelihoodChoice("exact", f"affordable ({cost} terms per evaluation)")
+    trusted, reason = clt_trust(family, n, released, scale)
+    if not trusted and warn:
+        warnings.warn(
+            f"the CLT for s may be inaccurate for this release: {reason}; the exact likelihood "
+            f"would sum {exact_cost(family, n)} terms per evaluation (more than "
+            f"{EXACT_MAX_TERMS}); pass likelihood='exact' to use it anyway",
+            CltWarning,
+            stacklevel=3,
+        )
+    why = "CLT trusted" if trusted else "CLT outside its safe region"
+    return LikelihoodChoice("clt", f"{why}: {reason}")

@@ -1,0 +1,332 @@
+"""Exact likelihoods of released counts (no CLT): kernels, PyTensor graphs, samplers, switch."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import warnings
+
+import numpy as np
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+import pytest
+from scipy import stats
+
+import pymc_dp as pmdp
+from pymc_dp.distributions.exact import binomial_exact_logp, multinomial_exact_logp
+from pymc_dp.engine import sample_gibbs
+from pymc_dp.exact import exact_posterior
+from pymc_dp.families import Bernoulli, Binomial, Categorical
+from pymc_dp.kernels.exact_counts import (
+    NOISE_KINDS,
+    NoiseLaw,
+    binomial_log_likelihood,
+    binomial_suffstat_weights,
+    draw_binomial_suffstat,
+    draw_multinomial_suffstat,
+    multinomial_log_likelihood,
+)
+from pymc_dp.likelihood import CltWarning, choose_likelihood, clt_trust
+from pymc_dp.noisy_suffstat import release_attrs
+
+
+def _noise_pdf(d, kind, b):
+    """The noise law by an independent route: scipy, or an explicit normalisation."""
+    d = np.asarray(d, dtype=float)
+    if kind == "laplace":
+        return stats.laplace.pdf(d, scale=b)
+    if kind == "discrete-laplace":
+        return stats.dlaplace.pmf(d, 1.0 / b)
+    k = np.arange(-4000, 4001)
+    return np.exp(-0.5 * (d / b) ** 2) / np.exp(-0.5 * (k / b) ** 2).sum()
+
+
+def _brute_binomial(y, p, total, kind, b):
+    return np.log(
+        sum(stats.binom.pmf(s, total, p) * _noise_pdf(y - s, kind, b) for s in range(total + 1))
+    )
+
+
+def _brute_multinomial(y, p, n, kind, b):
+    total = 0.0
+    for s in itertools.product(range(n + 1), repeat=len(y)):
+        if sum(s) == n:
+            total += stats.multinomial.pmf(s, n, p) * np.prod(_noise_pdf(y - np.array(s), kind, b))
+    return np.log(total)
+
+
+@pytest.mark.parametrize("kind", NOISE_KINDS)
+def test_binomial_likelihood_matches_enumeration(kind):
+    rng = np.random.default_rng(11)
+    for total in (1, 4, 12):
+        for _ in range(5):
+            p, b = rng.uniform(0.01, 0.99), rng.uniform(0.3, 5.0)
+            y = float(rng.integers(-3, total + 4))
+            if kind == "laplace":
+                y += rng.uniform(-0.5, 0.5)
+            law = NoiseLaw(kind, b)
+            want = _brute_binomial(y, p, total, kind, b)
+            assert binomial_log_likelihood(y, p, total, law) == pytest.approx(want, rel=1e-10)
+
+
+@pytest.mark.parametrize("kind", NOISE_KINDS)
+@pytest.mark.parametrize("k", [2, 3, 4])
+def test_multinomial_likelihood_matches_enumeration(kind, k):
+    rng = np.random.default_rng(12 + k)
+    for n in (1, 3, 6):
+        p = rng.dirichlet(np.ones(k))
+        y = rng.integers(-2, n + 3, size=k).astype(float)
+        b = rng.uniform(0.4, 4.0)
+        law = NoiseLaw(kind, b)
+        want = _brute_multinomial(y, p, n, kind, b)
+        assert multinomial_log_likelihood(y, p, n, law) == pytest.approx(want, rel=1e-10)
+
+
+def test_likelihoods_batch_and_handle_the_edge_of_the_simplex():
+    law = NoiseLaw("laplace", 2.0)
+    p = np.array([[0.0, 0.5, 0.5], [0.2, 0.3, 0.5]])
+    y = np.array([1.0, 3.0, 4.0])
+    got = multinomial_log_likelihood(y, p, 5, law)
+    assert got.shape == (2,) and np.all(np.isfinite(got))
+    assert got[0] == pytest.approx(_brute_multinomial(y, p[0], 5, "laplace", 2.0), rel=1e-10)
+    assert np.all(np.isfinite(binomial_log_likelihood([0.0, 5.0], [0.0, 1.0], 5, law)))
+
+
+@pytest.mark.parametrize("kind", NOISE_KINDS)
+def test_pytensor_logps_match_the_kernels_with_gradients(kind):
+    law = NoiseLaw(kind, 1.7)
+    theta = pt.dvector("theta")
+    y = np.array([2.0, 5.0, -1.0, 6.0])
+    logp = multinomial_exact_logp(y, theta, 9, law, 4)
+    fn = pytensor.function([theta], [logp, pt.grad(logp, theta)])
+    p = np.array([0.1, 0.4, 0.2, 0.3])
+    value, grad = fn(p)
+    assert value == pytest.approx(multinomial_log_likelihood(y, p, 9, law), rel=1e-12)
+    eye = np.eye(4) * 1e-6
+    fd = [(fn(p + e)[0] - fn(p - e)[0]) / 2e-6 for e in eye]
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-6)
+
+    q = pt.dscalar("q")
+    logp = binomial_exact_logp(3.4, q, 10, law)
+    fn = pytensor.function([q], [logp, pt.grad(logp, q)])
+    value, grad = fn(0.35)
+    assert value == pytest.approx(binomial_log_likelihood(3.4, 0.35, 10, law), rel=1e-12)
+    assert grad == pytest.approx((fn(0.35 + 1e-6)[0] - fn(0.35 - 1e-6)[0]) / 2e-6, rel=1e-5)
+
+
+def test_exact_draws_of_s_follow_their_conditional():
+    rng = np.random.default_rng(3)
+    law = NoiseLaw("discrete-laplace", 1.5)
+    draws = draw_binomial_suffstat(
+        rng, released=np.full(40_000, 4.0), theta=0.3, total=8, noise=law
+    )
+    w = np.exp(binomial_suffstat_weights(4.0, 0.3, 8, law))
+    observed = np.bincount(draws.astype(int), minlength=9)
+    assert stats.chisquare(observed, w / w.sum() * draws.size).pvalue > 1e-3
+
+    y, p, n = np.array([1.0, 0.0, 4.0]), np.array([0.2, 0.3, 0.5]), 4
+    law = NoiseLaw("laplace", 1.2)
+    draws = draw_multinomial_suffstat(
+        rng, released=np.broadcast_to(y, (40_000, 3)), theta=p, n=n, noise=law
+    )
+    assert np.all(draws.sum(axis=-1) == n)
+    cells = [s for s in itertools.product(range(n + 1), repeat=3) if sum(s) == n]
+    prob = np.array(
+        [stats.multinomial.pmf(s, n, p) * np.prod(stats.laplace.pdf(y, s, 1.2)) for s in cells]
+    )
+    index = {s: i for i, s in enumerate(cells)}
+    observed = np.bincount([index[tuple(s)] for s in draws.astype(int)], minlength=len(cells))
+    keep = prob / prob.sum() * draws.shape[0] > 5
+    expected = prob[keep] / prob[keep].sum() * observed[keep].sum()
+    assert stats.chisquare(observed[keep], expected).pvalue > 1e-3
+
+
+def _simplex_posterior_mean(y, n, law, alpha=np.ones(3)):
+    a = np.linspace(0.0005, 0.9995, 500)
+    first, second = np.meshgrid(a, a, indexing="ij")
+    inside = first + second < 1
+    p = np.stack([first[inside], second[inside], 1 - first[inside] - second[inside]], -1)
+    logw = multinomial_log_likelihood(y, p, n, law) + stats.dirichlet.logpdf(p.T, alpha)
+    w = np.exp(logw - logw.max())
+    return (p * w[:, None]).sum(0) / w.sum()
+
+
+def test_engine_exact_paths_match_independent_posteriors():
+    law = NoiseLaw("laplace", 3.0)
+    trace = sample_gibbs(
+        0,
+        family=Binomial(trials=3),
+        prior=(2.0, 2.0),
+        released=[4.0, 20.0],
+        n=8,
+        scale=3.0,
+        draws=4000,
+        chains=2,
+        likelihood="exact",
+    )
+    grid = np.linspace(1e-6, 1 - 1e-6, 20001)
+    for i, y in enumerate([4.0, 20.0]):
+        logw = stats.beta.logpdf(grid, 2, 2) + binomial_log_likelihood(y, grid, 24, law)
+        w = np.exp(logw - logw.max())
+        mean = (grid * w).sum() / w.sum()
+        sd = np.sqrt(((grid - mean) ** 2 * w).sum() / w.sum())
+        # Independent draws: the mean is within 4 standard errors.
+        assert abs(trace.theta[..., i].mean() - mean) < 4 * sd / np.sqrt(8000)
+
+    y = np.array([[3.0, 1.0, 6.0], [0.0, -2.0, 9.0]])
+    trace = sample_gibbs(
+        1,
+        family=Categorical(categories=3),
+        prior=(np.ones(3),),
+        released=y,
+        n=10,
+        scale=2.0,
+        draws=3000,
+        tune=200,
+        chains=2,
+        likelihood="exact",
+    )
+    for i in range(2):
+        want = _simplex_posterior_mean(y[i], 10, NoiseLaw("laplace", 2.0))
+        got = trace.theta[:, :, i].reshape(-1, 3).mean(0)
+        np.testing.assert_allclose(got, want, atol=0.01)
+
+
+def test_pm_sample_default_is_the_exact_posterior_of_a_small_release():
+    rel = pmdp.release(np.r_[np.ones(3), np.zeros(9)], pm.Bernoulli, epsilon=0.5, rng=4)
+    with pm.Model() as model:
+        p = pm.Beta("p", 1.0, 1.0)
+        pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel)
+        idata = pm.sample(
+            draws=2000,
+            tune=100,
+            chains=2,
+            random_seed=5,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    reference = exact_posterior(rel, prior=(1.0, 1.0))
+    draws = idata.posterior["p"].values.ravel()
+    assert abs(draws.mean() - reference.mean()) < 4 * reference.sd() / np.sqrt(draws.size)
+    assert draws.std() == pytest.approx(reference.sd(), rel=0.05)
+    attrs = release_attrs(model)
+    assert attrs["pymc_dp_likelihood_y"] == "exact"
+
+
+def test_pm_sample_exact_categorical_matches_the_enumerated_posterior():
+    rel = pmdp.release([0, 2, 2, 1, 2, 2, 0, 2], pm.Categorical, epsilon=1.0, categories=3, rng=6)
+    with pm.Model() as model:
+        p = pm.Dirichlet("p", np.ones(3))
+        pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p), release=rel)
+        idata = pm.sample(
+            draws=1500,
+            tune=500,
+            chains=2,
+            random_seed=7,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    assert [v.name for v in model.free_RVs] == ["p"]
+    want = _simplex_posterior_mean(np.asarray(rel.value), 8, NoiseLaw("laplace", rel.scale))
+    np.testing.assert_allclose(idata.posterior["p"].mean(("chain", "draw")), want, atol=0.02)
+    idata = pmdp.sample_latent(idata, model, random_seed=8)
+    assert np.all(idata.posterior["y_s"].sum("y_category") == 8)
+
+
+def test_discrete_noise_releases_use_their_own_law():
+    rel = pmdp.release([1, 0, 1, 1, 0], pm.Bernoulli, epsilon=1.0)
+    assert rel.mechanism == "discrete-laplace"
+    with pm.Model() as model:
+        p = pm.Beta("p", 1.0, 1.0)
+        y = pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel)
+    info = y.tag.noisy_suffstat
+    assert info.likelihood == "exact" and info.noise == NoiseLaw("discrete-laplace", 1.0)
+    logp = model.compile_logp()({"p_logodds__": 0.0})
+    want = (
+        np.log(
+            sum(
+                stats.binom.pmf(s, 5, 0.5) * stats.dlaplace.pmf(rel.value - s, 1.0)
+                for s in range(6)
+            )
+        )
+        + stats.beta.logpdf(0.5, 1, 1)
+        + np.log(0.25)
+    )
+    assert logp == pytest.approx(want, rel=1e-10)
+
+
+def test_gaussian_releases_are_fitted_with_the_exact_likelihood_only():
+    rel = pmdp.release([1, 0, 1, 1, 0, 1], pm.Bernoulli, mechanism="discrete-gaussian", rho=0.5)
+    with pm.Model():
+        p = pm.Beta("p", 1.0, 1.0)
+        y = pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel)
+    assert y.tag.noisy_suffstat.noise == NoiseLaw("discrete-gaussian", rel.scale)
+    with pm.Model(), pytest.raises(ValueError, match="Gaussian mechanism"):
+        p = pm.Beta("p", 1.0, 1.0)
+        pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel, likelihood="clt")
+
+
+def test_bad_likelihood_arguments_are_refused():
+    rel = pmdp.release([1, 0, 1], pm.Bernoulli, epsilon=1.0, rng=0)
+    with pm.Model(), pytest.raises(ValueError, match="likelihood must be one of"):
+        pmdp.NoisySuffStat(
+            "y", pm.Bernoulli.dist(p=pm.Beta("p", 1, 1)), release=rel, likelihood="x"
+        )
+    with pm.Model(), pytest.raises(ValueError, match="no augmented form"):
+        pmdp.NoisySuffStat(
+            "y",
+            pm.Bernoulli.dist(p=pm.Beta("p", 1, 1)),
+            release=rel,
+            likelihood="exact",
+            method="augmented",
+        )
+    with pm.Model(), pytest.raises(ValueError, match="likelihood='clt'"):
+        lam = pm.Gamma("lam", 1, 1)
+        pmdp.NoisySuffStat(
+            "y",
+            pm.Exponential.dist(lam=lam),
+            n=10,
+            epsilon=1.0,
+            sensitivity=2.0,
+            observed=5.0,
+            bounds=(0.0, 2.0),
+            likelihood="exact",
+        )
+
+
+def test_auto_takes_the_exact_sum_when_affordable_and_warns_outside_the_clt_region():
+    fam = Bernoulli()
+    assert choose_likelihood(fam, 1000, 300.0, 2.0).likelihood == "exact"
+    assert choose_likelihood(fam, 10**6, 3e5, 20.0).likelihood == "clt"
+    assert choose_likelihood(Categorical(categories=3), 1000, np.ones(3), 2.0).likelihood == "clt"
+    with pytest.warns(CltWarning, match="smallest expected count"):
+        choice = choose_likelihood(fam, 10**6, 2.0, 1.0)
+    assert choice.likelihood == "clt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        choose_likelihood(fam, 10**6, 3e5, 20.0)
+    assert choose_likelihood(fam, 10, 3.0, 1.0, "clt").likelihood == "clt"
+    # The measured rule (benchmarks/clt_accuracy.py): KS ≤ 0.01 where trusted.
+    assert not clt_trust(fam, 100, 3.0, 0.5)[0]
+    assert clt_trust(fam, 10**4, 100.0, 1.0)[0]
+
+
+def test_the_engine_switches_to_exact_only_outside_the_clt_region():
+    common = dict(family=Binomial(trials=1), prior=(1.0, 1.0), scale=1.0, draws=50, chains=1)
+    small = sample_gibbs(0, released=[3.0], n=10, **common)
+    # Exact draws of s are whole numbers; CLT draws are not.
+    assert small.theta.shape == (1, 50, 1)
+    assert np.all(small.suffstat == np.round(small.suffstat))
+    clt = sample_gibbs(0, released=[3000.0], n=10_000, **common)
+    assert not np.all(clt.suffstat == np.round(clt.suffstat))
+
+
+def test_trace_attrs_round_trip_the_likelihood(tmp_path):
+    rel = pmdp.release(np.r_[np.ones(3), np.zeros(9)], pm.Bernoulli, epsilon=0.5, rng=4)
+    with pm.Model() as model:
+        p = pm.Beta("p", 1.0, 1.0)
+        pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel, likelihood="clt")
+    attrs = release_attrs(model)
+    assert attrs["pymc_dp_likelihood_y"] == "clt"
+    assert json.loads(attrs["pymc_dp_release_y"])["n"] == 12
