@@ -49,7 +49,11 @@ def run(
                 stats.append(regression_statistic(x, y))
                 released_noise.append(rng.laplace(size=stats[-1].shape))
             s, e = np.array(stats), np.array(released_noise)
-            prior = NIG(np.zeros(d + 1), 0.5 * np.eye(d + 1), np.array(20.0), np.array(1.9))
+            # σ² ~ InvGamma(20, 19 σ₀²): prior mean σ₀² = (0.2 b_y)², the data's noise variance.
+            sigma0_sq = (0.2 * yb) ** 2
+            prior = NIG(
+                np.zeros(d + 1), 0.5 * np.eye(d + 1), np.array(20.0), np.array(19.0 * sigma0_sq)
+            )
             x_prior = NIW(np.zeros(d), np.array(4.0), np.array(20.0), 1.8 * np.eye(d) * xb**2)
             row = {"d": d, "box": box_name, "x_bound": xb, "y_bound": yb, "n": n,
                    "epsilon": epsilon, "delta_sum_of_ranges": old, "delta_exact": new,
