@@ -84,7 +84,7 @@ def test_truncated_model_keeps_records_in_the_box():
     strict=False,
 )
 def test_runs_at_moderate_epsilon_and_agrees_with_gibbs_ss_update():
-    """n = 20, d = 1, ε = 1 (Δ = 35): NUTS (2 chains × 500 after 500) has no divergences and
+    """n = 20, d = 1, ε = 1 (Δ = 24.33): NUTS (2 chains × 500 after 500) has no divergences and
     R̂ < 1.05; its posterior means of θ_0, θ_1, σ² are within 0.3 posterior sd of Gibbs-SS-Update
     (same model up to the CLT for s; 10 chains × 1000), and the sds agree within 30 %.
     Tolerances are loose because the CLT at n = 20 is itself an approximation and NUTS has

@@ -148,3 +148,110 @@ def test_projection_of_noisy_moments_makes_them_valid():
     assert np.linalg.eigvalsh(fixed.fourth_cov.reshape(4, 4))[0] >= -1e-12
     _, cov = suffstat_moments([0.5, 1.0], 0.3, fixed)
     assert np.linalg.eigvalsh(cov)[0] >= -1e-10
+
+
+# ---- moments of x from a release -----------------------------------------------------------
+
+
+def _release_d2(moments_share=0.2, seed=8):
+    from pymc_dp.regression.release import release_regression
+
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, size=(400, 2))
+    y = np.clip(x @ [0.5, -0.2] + 0.1 * rng.standard_normal(400), -1, 1)
+    rel = release_regression(
+        x, y, x_bounds=[(-1, 1)] * 2, y_bounds=(-1, 1), epsilon=1.0,
+        moments_share=moments_share, rng=rng,
+    )  # fmt: skip
+    return x, y, rel
+
+
+def test_moments_release_holds_degree_3_4_with_the_whole_share():
+    """d = 2, box [−1, 1], ε = 1, share 0.2 (issue 17): the degree 3-4 sums get ε 0.2 (Laplace
+    scale 15 / 0.2 = 75, was 150 at ε 0.1); no degree 1-2 release (was scale 8 / 0.1 = 80):
+    those come from the statistic, scale 9.375 / 0.8 = 11.72 with the exact Δ."""
+    from pymc_dp.regression.statistics import covariate_powers
+
+    _, _, rel = _release_d2()
+    assert rel.second_moments is None
+    np.testing.assert_array_equal(rel.fourth_moments.powers, covariate_powers(2, (3, 4)))
+    assert rel.fourth_moments.epsilon == pytest.approx(0.2)
+    assert rel.fourth_moments.scale == pytest.approx(75.0)
+    assert rel.scale == pytest.approx(9.375 / 0.8)
+    assert rel.total_epsilon == pytest.approx(1.0) and rel.total_epsilon <= 1.0
+
+
+def test_moments_from_release_take_degree_1_2_from_the_statistic():
+    """With the exact sums put in place of the noisy ones, the moments are the empirical ones:
+    Σ x_j and Σ x_i x_j are read from the statistic, the rest from the moments release."""
+    import dataclasses
+
+    from pymc_dp.regression.moments import x_moments_from_release
+    from pymc_dp.regression.statistics import covariate_powers, monomial_sums, regression_statistic
+
+    x, y, rel = _release_d2()
+    fourth = dataclasses.replace(
+        rel.fourth_moments, value=monomial_sums(x, covariate_powers(2, (3, 4)))
+    )
+    exact = dataclasses.replace(rel, value=regression_statistic(x, y), fourth_moments=fourth)
+    mom = x_moments_from_release(exact)
+    ref = empirical_x_moments(x)
+    np.testing.assert_allclose(mom.second, ref.second, atol=1e-12)
+    np.testing.assert_allclose(mom.fourth_cov, ref.fourth_cov, atol=1e-12)
+    with pytest.raises(ValueError, match="carries no moments"):
+        x_moments_from_release(dataclasses.replace(rel, fourth_moments=None))
+
+
+def _format2_doc(rel, second_value):
+    """A format 2 file as the previous release code wrote it: degree 1-2 sums at half the share."""
+    from pymc_dp.regression.sensitivity import sum_of_ranges
+    from pymc_dp.regression.statistics import covariate_powers
+
+    doc = rel.to_dict()
+    doc["format_version"] = 2
+    del doc["sensitivity_bound"]
+    doc["sensitivity"] = 15.0  # the sum of ranges it used
+    doc["fourth_moments"]["epsilon"] = 0.1
+    doc["fourth_moments"]["sensitivity"] = 15.0
+    powers = covariate_powers(2, (1, 2))
+    doc["second_moments"] = {
+        "value": list(map(float, second_value)),
+        "powers": powers.tolist(),
+        "epsilon": 0.1,
+        "sensitivity": sum_of_ranges(powers, [-1.0, -1.0], [1.0, 1.0]),
+        "quantum": None,
+    }
+    return doc
+
+
+def test_format_2_files_still_load_and_combine_both_degree_1_2_estimates():
+    """A format 2 file (with second_moments) loads unchanged; its degree 1-2 means are the
+    inverse-variance average of the statistic's entries (scale 18.75) and its own (scale 80)."""
+    import json
+
+    from pymc_dp.regression.moments import x_moments_from_release
+    from pymc_dp.regression.release import RegressionRelease
+
+    _, _, rel = _release_d2()
+    own = rel.value[[0, 1, 2, 3, 4]] + np.array([40.0, -40.0, 20.0, 10.0, -10.0])
+    old = RegressionRelease.from_json(json.dumps(_format2_doc(rel, own)))
+    assert old.sensitivity_bound is None and old.second_moments.scale == pytest.approx(80.0)
+    assert old.total_epsilon == pytest.approx(1.0)
+    w_stat, w_own = 1 / old.scale**2, 1 / 80.0**2
+    expect = (w_stat * rel.value[:5] + w_own * own) / (w_stat + w_own) / rel.n
+    mom = x_moments_from_release(old)
+    np.testing.assert_allclose(mom.second[0, 1:], expect[:2], rtol=1e-12)
+    # Re-saved, it keeps its second moments (format 3 reads them too).
+    again = RegressionRelease.from_json(old.to_json())
+    np.testing.assert_array_equal(again.second_moments.value, old.second_moments.value)
+
+
+def test_an_unknown_format_is_refused_by_name():
+    from pymc_dp.regression.release import RegressionRelease
+
+    doc = _release_d2()[2].to_dict()
+    doc["format_version"] = 4
+    with pytest.raises(
+        ValueError, match="format_version 4: this version of pymc_dp reads formats 1 to 3"
+    ):
+        RegressionRelease.from_dict(doc)

@@ -115,7 +115,7 @@ def test_regression_clamping_equals_a_release_of_the_clamped_records():
     rel = release_regression(x, y, **box, clamp=True, rng=3)
     ref = release_regression(np.clip(x, 0, 1), np.clip(y, 0, 1), **box, rng=3)
     np.testing.assert_array_equal(rel.value, ref.value)
-    np.testing.assert_array_equal(rel.second_moments.value, ref.second_moments.value)
+    np.testing.assert_array_equal(rel.fourth_moments.value, ref.fourth_moments.value)
     assert rel.sensitivity == ref.sensitivity and rel.clamped and not ref.clamped
     assert RegressionRelease.from_json(rel.to_json()).clamped
     with pytest.raises(TypeError, match="clamp"):
@@ -401,8 +401,10 @@ def regression_doc():
         (("format_version",), True, ValueError),
         (("mechanism",), 1, TypeError),
         (("clamped",), 1, TypeError),
-        (("second_moments", "epsilon"), True, TypeError),
-        (("second_moments", "powers"), [[1, 0], [0, True]], TypeError),
+        (("fourth_moments", "epsilon"), True, TypeError),
+        (("fourth_moments", "powers"), [[3, 0], [0, True]], TypeError),
+        (("sensitivity_bound",), 1, TypeError),
+        (("sensitivity_bound",), "tight", ValueError),
     ],
 )
 def test_regression_release_files_are_parsed_strictly(regression_doc, path, bad, error):

@@ -48,7 +48,7 @@ class RegressionPlan:
     bounds
         ``(lower, upper)`` of each variable x_1..x_d, y, shape ``(d + 1, 2)`` as tuples.
     moments
-        Whether the degree 1-4 monomials of x are summed too.
+        Whether the degree 3-4 monomials of x are summed too.
     clamp
         Whether records are clamped to the bounds instead of stopping the release.
     names
@@ -79,8 +79,8 @@ class RegressionPlan:
         """(powers, quanta, number of variables) of each released block, in release order."""
         blocks = [(statistic_powers(self.d), self.quanta, self.d + 1)]
         if self.moments:
-            for degrees in ((1, 2), (3, 4)):
-                blocks.append((covariate_powers(self.d, degrees), self.moment_quanta, self.d))
+            # Degree 1-2 sums of x are entries of the statistic: only degrees 3-4 are summed.
+            blocks.append((covariate_powers(self.d, (3, 4)), self.moment_quanta, self.d))
         return blocks
 
     def batch_totals(self, values: npt.ArrayLike, *, checked: bool = False) -> BatchTotals:

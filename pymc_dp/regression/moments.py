@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pymc_dp.regression.psd import project_psd
-from pymc_dp.regression.statistics import covariate_powers, released_pairs
+from pymc_dp.regression.statistics import covariate_powers, released_pairs, statistic_powers
 
 __all__ = [
     "XMoments",
@@ -187,11 +187,14 @@ def empirical_x_moments(x: npt.ArrayLike, weights: npt.ArrayLike | None = None) 
 
 
 def x_moments_from_release(release: object) -> XMoments:
-    """Moments of x from the noisy moments of a release (Gibbs-SS-Noisy), made valid.
+    """Moments of x from a release's noisy sums (Gibbs-SS-Noisy), made valid.
 
-    The noisy sums of the degree 1-2 and 3-4 covariate monomials are divided by n and projected
-    as in :func:`x_moments_from_monomial_means` (``project=True``). This is post-processing of
-    the private release: no raw data is touched.
+    The degree 1-2 sums of the covariates are entries of the released statistic (``Σ x_j`` and
+    ``Σ x_i x_j``), the degree 3-4 sums are the release's ``fourth_moments``; divided by n they
+    are projected as in :func:`x_moments_from_monomial_means` (``project=True``). A format 2
+    file also carries noisy degree 1-2 sums of its own (``second_moments``): both estimates are
+    then averaged with inverse-variance weights (their Laplace noises are independent). All of
+    this is post-processing of the private release: no raw data is touched.
 
     Parameters
     ----------
@@ -202,17 +205,43 @@ def x_moments_from_release(release: object) -> XMoments:
     ------
     ValueError
         If the release carries no moments.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pymc_dp.regression import release_regression
+    >>> x = np.linspace(-1, 1, 200)[:, None]
+    >>> rel = release_regression(x, 0.5 * x[:, 0], x_bounds=[(-1, 1)], y_bounds=(-1, 1),
+    ...                          epsilon=100.0, moments_share=0.5, rng=0)
+    >>> mom = x_moments_from_release(rel)
+    >>> round(float(mom.second[1, 1]), 1)  # E x² = 0.34 for this grid
+    0.3
     """
-    second = getattr(release, "second_moments", None)
     fourth = getattr(release, "fourth_moments", None)
-    if second is None or fourth is None:
+    if fourth is None:
         raise ValueError(
             "this release carries no moments of x; release it with moments_share= or supply "
             "XMoments from prior knowledge"
         )
     d = release.d
-    means = np.concatenate([[1.0], second.value / release.n, fourth.value / release.n])
+    low_degree = np.asarray(release.value)[_statistic_index(d)]
+    second = getattr(release, "second_moments", None)
+    if second is not None:
+        # Format 2: the statistic's and the separate release's estimates, inverse-variance.
+        w_stat, w_mom = 1.0 / release.scale**2, 1.0 / second.scale**2
+        low_degree = (w_stat * low_degree + w_mom * second.value) / (w_stat + w_mom)
+    means = np.concatenate([[1.0], low_degree / release.n, fourth.value / release.n])
     return x_moments_from_monomial_means(means, d=d, project=True)
+
+
+@functools.cache
+def _statistic_index(d: int) -> npt.NDArray[np.intp]:
+    """Position in the released statistic of each degree 1-2 monomial of x, in graded order."""
+    stat = statistic_powers(d)
+    lookup = {tuple(row[:d]): k for k, row in enumerate(stat.tolist()) if row[d] == 0}
+    return np.array(
+        [lookup[tuple(row)] for row in covariate_powers(d, (1, 2)).tolist()], dtype=np.intp
+    )
 
 
 def suffstat_moments(

@@ -428,7 +428,7 @@ def _x_model(x_moments: Any, x_prior: Any, rel: RegressionRelease | None, d: int
             )
         return niw
     if x_moments is None:
-        if rel is None or rel.second_moments is None:
+        if rel is None or rel.fourth_moments is None:
             raise TypeError(
                 "the moments of x are needed: give x_moments=XMoments(...), x_prior=NIW(...) "
                 "(Gibbs-SS-Update), or a release made with moments_share= (Gibbs-SS-Noisy)"
