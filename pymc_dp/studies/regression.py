@@ -67,7 +67,7 @@ class SyntheticDesign:
 
     The defaults are those of the package's Gibbs-SS-Update calibration test: θ | σ² ~ N(0, 2σ²
     I), σ² ~ InvGamma(20, 1.9) (mean 0.1); σ_x² ~ InvGamma(10, 0.9), μ_x | σ_x² ~ N(0, σ_x²/4);
-    box x ∈ [−2, 2], y ∈ [−3, 3] (Δ = 35). Trials with a record outside the box are redrawn
+    box x ∈ [−2, 2], y ∈ [−3, 3] (exact Δ = 24.33). Trials with a record outside the box are redrawn
     (conditioning the data on the box; the fraction is reported).
     """
 
