@@ -10,24 +10,25 @@ width w = b − a. The window is read on the family's latent scale, clipped to i
 records are bounded by the trials and categories, and keep the uniform Beta(1, 1) and
 Dirichlet(1) priors, which are scale-free.
 
-=====================  ==========================================  =========================
+=====================  ==========================================  ============================
 family                 default prior                               implied record mean
-=====================  ==========================================  =========================
+=====================  ==========================================  ============================
 poisson                λ ~ Gamma(2, 2/m)                           λ: mean m
 exponential            λ ~ Gamma(2, m)                             1/λ ~ InvGamma(2, m): mean m
 gamma (shape k)        rate ~ Gamma(2, m/k)                        k/rate: mean m
 geometric              p ~ Beta(2, m − 1)                          1/p: mean m
-normal, lognormal      σ² ~ InvGamma(2, (w/4)²),                    μ: Student-t₄(m, w/2)
+normal, lognormal      σ² ~ InvGamma(2, (w/4)²),                   μ: Student-t₄(m, w/2)
                        μ | σ² ~ Normal(m, σ²/κ), κ = 1/8
-..._known_sigma        μ ~ Normal(m, w/2)                          μ
-=====================  ==========================================  =========================
+known σ                μ ~ Normal(m, w/2)                          μ
+=====================  ==========================================  ============================
 
-Each prior is worth at most about one record inside the window (its pseudo-statistic is at
-most the window's reach, e.g. Σx = m over 2 pseudo-records for the Exponential), so its pull on
-the statistic is below the release noise Δ/ε ≥ b whenever ε ≤ 1, and below 1/n of the statistic
-otherwise. Its log-density changes smoothly over the whole window, where the unit-scale
-Gamma(1, 1) it replaces falls by e^-λ: at a Poisson mean of 150 that is 150 nats, more than the
-Laplace likelihood's exponential tails can undo.
+Each prior is worth a few pseudo-records on the window's scale (Gamma(2, m) on an Exponential
+rate: 2 records summing to m; the Normal–Inverse-Gamma: 1/8 of a record for μ, 4 records with
+squared deviations summing to w²/8 for σ²), so its pull on the released statistic is at most
+about one window's reach, below the Laplace noise scale Δ/ε whenever ε ≤ 1. Its log density
+changes by a few nats over the window's scale, where the unit-scale Gamma(1, 1) it replaces
+falls by λ nats: 150 nats at a Poisson mean of 150, more than the Laplace likelihood's
+exponential tails can undo.
 """
 
 from __future__ import annotations
