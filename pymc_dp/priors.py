@@ -86,6 +86,20 @@ class PriorSpec:
         args = ", ".join(f"{k}={self.defaults[k]:g}" for k in self.parameters)
         return f"{', '.join(self.variables)} ~ {self.distribution}({args})"
 
+    def describe_rule(self) -> str:
+        """One line: the defaults a release gets, from its window's centre m and width w.
+
+        Examples
+        --------
+        >>> PRIORS["poisson"].describe_rule()
+        'lam ~ Gamma(alpha=2, beta=2/m)'
+        >>> PRIORS["binomial"].describe_rule()
+        'p ~ Beta(alpha=1, beta=1)'
+        """
+        if not self.rule:
+            return self.describe()
+        return f"{', '.join(self.variables)} ~ {self.distribution}({self.rule})"
+
 
 DEFAULT_SHAPE = 2.0
 """Shape of every window-scaled Gamma, Beta and Inverse-Gamma default: the smallest whole
