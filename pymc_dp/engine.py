@@ -23,7 +23,7 @@ from pymc_dp.families import Categorical, ExponentialFamily, TruncatedFamily
 from pymc_dp.kernels import draw_noise_variance, draw_suffstat, window_constraints
 from pymc_dp.kernels.exact_counts import NOISE_KINDS, NoiseLaw
 from pymc_dp.likelihood import (
-    EXACT_MAX_TERMS,
+    ENGINE_EXACT_BUDGET,
     LIKELIHOODS,
     choose_likelihood,
     clt_trust,
@@ -84,7 +84,7 @@ def _engine_likelihood(
         return choose_likelihood(family, n, y[0], scale, "exact").likelihood
     if likelihood == "clt" or method == "augmented" or not exact_supported(family):
         return "clt"
-    if exact_cost(family, n) > EXACT_MAX_TERMS:
+    if exact_cost(family, n) * y.shape[0] > ENGINE_EXACT_BUDGET:
         return "clt"
     trusted = all(clt_trust(family, n, row, scale)[0] for row in y)
     return "clt" if trusted else "exact"
@@ -196,10 +196,11 @@ def sample_gibbs(
         ``"exact"``: no CLT for s (Bernoulli, Binomial and Categorical releases;
         :mod:`pymc_dp.exact_sampling`). ``"clt"``: the CLT normal for s. ``"auto"`` (default):
         exact where the CLT is outside its measured safe region for some release of the batch
-        (:func:`pymc_dp.likelihood.clt_trust`) and one evaluation costs at most
-        :data:`~pymc_dp.likelihood.EXACT_MAX_TERMS` terms, else the CLT. (A model's
-        :class:`~pymc_dp.NoisySuffStat` takes the exact sum whenever it is affordable; the
-        engine runs thousands of releases at once, so it pays for it only where it matters.)
+        (:func:`pymc_dp.likelihood.clt_trust`) and the batch costs at most
+        :data:`~pymc_dp.likelihood.ENGINE_EXACT_BUDGET` terms per evaluation, else the CLT.
+        (A model's :class:`~pymc_dp.NoisySuffStat` takes the exact sum whenever it is
+        affordable; the engine runs thousands of releases at once, so it pays for it only
+        where it matters.)
     noise
         Noise law of the releases for the exact likelihood: ``"laplace"`` (density),
         ``"discrete-laplace"`` or ``"discrete-gaussian"`` (integer noise; ``scale`` is then the

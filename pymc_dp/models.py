@@ -97,6 +97,7 @@ def build_model(
     *,
     name: str = "y",
     method: str = "auto",
+    likelihood: str = "auto",
 ) -> pm.Model:
     """The family's conjugate model of a release: θ's prior, the records, a NoisySuffStat node.
 
@@ -115,6 +116,8 @@ def build_model(
     method
         Passed to :class:`~pymc_dp.NoisySuffStat` (``"auto"``, ``"collapsed"``,
         ``"augmented"``).
+    likelihood
+        Passed to :class:`~pymc_dp.NoisySuffStat` (``"auto"``, ``"clt"``, ``"exact"``).
 
     Returns
     -------
@@ -145,7 +148,7 @@ def build_model(
     params = prior_hyperparameters(release, prior)
     with pm.Model() as model:
         dist = _RECORDS[spec.distribution](family, params, name)
-        NoisySuffStat(name, dist, release=release, method=method)
+        NoisySuffStat(name, dist, release=release, method=method, likelihood=likelihood)
     return model
 
 
