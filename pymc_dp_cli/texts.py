@@ -73,9 +73,9 @@ looking at the data, or let --private-bounds choose it with part of the budget.
 records are read exactly (n is public and is the number of lines after the header):
   a blank line, a line with more or fewer fields than the header (e.g. 1,000 under a one-column
   header), a missing value or a value that is not a plain number stops the release, naming the
-  file line. A record outside the family's range (e.g. 7 successes of 5 trials) stops it too,
-  unless --clamp is given: then such records are clamped to the range, the release says
-  "clamped": true, and the sensitivity is unchanged.
+  data row (the header not counted) and the file line. A record outside the family's range
+  (e.g. 7 successes of 5 trials) stops it too, unless --clamp is given: then such records are
+  clamped to the range, the release says "clamped": true, and the sensitivity is unchanged.
 
 noise and seeds:
   Without --seed (a real release) the noise is vetted: OpenDP's discrete Laplace (or, with
@@ -92,7 +92,15 @@ privacy budget:
   --budget-total TOTAL (epsilon, or rho for discrete-gaussian). The release records what was
   spent and what remains. A retry, or --overwrite, is charged again.
 
+planning a release (--dry-run):
+  From public values only -- --n, --epsilon (or --rho), the family and its window -- print the
+  sensitivity, the noise scale and standard deviation (sqrt(2)*sensitivity/epsilon for Laplace;
+  the discrete Laplace's on the statistic's quantum for the default), and each component's
+  plausible range (n*(B-A) over a window [A, B], n*T for binomial, n for counts) with the ratio
+  noise sd / range. No DATA is read, no noise is drawn and no budget is spent.
+
 examples:
+  pymc-dp release --dry-run --n 1000 --family poisson --bounds 0 40 --epsilon 0.5
   pymc-dp release visits.csv --column visits --family poisson --bounds 0 40 \\
       --epsilon 0.5 --output visits_release.json
   pymc-dp release survey.parquet --column answer --family categorical --categories 4 \\
