@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from pymc_dp_cli.messages import InputError, fail, one_line
+from pymc_dp_cli.messages import InputError, fail, fit_message, one_line
 
 __all__ = ["fit_command", "format_summary", "mixing_note"]
 
@@ -78,7 +78,7 @@ def _checked_fit(args: argparse.Namespace) -> int:
                 "pass --overwrite to replace them, or choose another --output-dir"
             )
     except (InputError, OSError, TypeError, ValueError) as err:
-        return fail("fit", one_line(err))
+        return fail("fit", fit_message(one_line(err)))
     used = {k: np.asarray(v).tolist() for k, v in zip(spec.parameters, values, strict=True)}
     return _sample_and_write(args, model, rel, prior, spec, used, out, names)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import sys
 
-__all__ = ["InputError", "fail", "one_line", "release_message"]
+__all__ = ["InputError", "fail", "fit_message", "one_line", "release_message"]
 
 
 class InputError(Exception):
@@ -87,3 +87,18 @@ def release_message(text: str, column: str) -> str:
     text = _RECORDS.sub(lambda m: f"(the first at data row {int(m.group(1)) + 1})", text)
     text = text.replace("clamp=True (pymc-dp release --clamp)", "--clamp")
     return _ARGUMENT.sub(lambda m: _FLAGS[m.group(1)] + " ", text)
+
+
+def fit_message(text: str) -> str:
+    """A message of :func:`pymc_dp.models.build_model` in the terms of ``pymc-dp fit``.
+
+    Examples
+    --------
+    >>> fit_message("prior parameter alpha must have 1 value(s) for Poisson() (got 2)")
+    '--prior alpha must have 1 value(s) for Poisson() (got 2)'
+    >>> fit_message("unknown prior parameter 'lam' for the poisson family")
+    "unknown --prior parameter 'lam' for the poisson family"
+    """
+    text = re.sub(r"\bprior parameter (\w+) ", r"--prior \1 ", text)
+    text = text.replace("prior hyperparameters must", "--prior values must")
+    return text.replace("unknown prior parameter", "unknown --prior parameter")

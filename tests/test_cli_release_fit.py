@@ -276,11 +276,11 @@ def test_fit_rejects_bad_release_files(tmp_path, capsys, text, expected):
 @pytest.mark.parametrize(
     ("prior", "expected"),
     [
-        (["gamma=2"], "unknown prior parameter 'gamma' for the binomial family; its prior is "),
+        (["gamma=2"], "unknown --prior parameter 'gamma' for the binomial family; its prior is "),
         (["alpha3"], "--prior takes NAME=VALUE items"),
         (["alpha=x"], "--prior alpha must be a number"),
-        (["alpha=-1"], "prior hyperparameters must be finite and > 0"),
-        (["alpha=1,2"], "prior parameter alpha must have 1 value(s)"),
+        (["alpha=-1"], "--prior values must be finite and > 0"),
+        (["alpha=1,2"], "--prior alpha must have 1 value(s)"),
     ],
 )
 def test_fit_rejects_bad_priors(released, tmp_path, capsys, prior, expected):
