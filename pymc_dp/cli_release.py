@@ -110,21 +110,21 @@ def noise_plan(
         lo, hi = fam.valid_region(1)
         lower, upper = np.atleast_1d(lo), np.atleast_1d(hi)
     ranges = tuple(float(n * (u - lo_)) for lo_, u in zip(lower, upper, strict=True))
-    if gaussian:
-        scale = sensitivity / math.sqrt(2.0 * budget)
-        sd = scale  # the discrete Gaussian's sd is at most its sigma, and close to it
-    elif mechanism == "laplace-float":
-        scale = sensitivity / budget
+    # The noise's denominator: ε for the Laplace mechanisms, √(2ρ) for the Gaussian.
+    per = math.sqrt(2.0 * budget) if gaussian else budget
+    if mechanism == "laplace-float":
+        scale = sensitivity / per
         sd = math.sqrt(2.0) * scale
-    else:
-        quantum = 1.0
-        units = sensitivity
+    else:  # discrete noise on the statistic in units of its public quantum (release_noise)
+        quantum, units = 1.0, sensitivity
         if not is_integer_statistic(fam):
             t_bounds = np.stack([lower, upper], axis=-1)
-            quantum = choose_quantum(t_bounds=t_bounds, n=n, noise_scale=sensitivity / budget)
-            units = quantised_sensitivity(sensitivity, quantum, len(ranges), "l1")
-        scale = units * quantum / budget
-        sd = _discrete_laplace_sd(units / budget) * quantum
+            quantum = choose_quantum(t_bounds=t_bounds, n=n, noise_scale=sensitivity / per)
+            norm = "l2" if gaussian else "l1"
+            units = quantised_sensitivity(sensitivity, quantum, len(ranges), norm)
+        scale = units * quantum / per
+        # The discrete Gaussian's sd is at most its sigma and close to it at these scales.
+        sd = scale if gaussian else _discrete_laplace_sd(units / per) * quantum
     components = (
         ("sum x", "sum x^2") if len(ranges) == 2 and family in ("normal", "lognormal") else ()
     )

@@ -74,6 +74,12 @@ def test_the_plan_matches_what_a_release_adds():
         )
         assert plan.sensitivity == pytest.approx(rel.sensitivity if rng else 8.0)
         assert plan.scale == pytest.approx(rel.scale)
+    rel = pmdp.release(x, pm.Normal, rho=0.1, bounds=(-1.0, 9.0), mechanism="discrete-gaussian")
+    plan = noise_plan(
+        "normal", {"bounds": (-1.0, 9.0)}, n=500, epsilon=None, rho=0.1,
+        mechanism="discrete-gaussian",
+    )  # fmt: skip
+    assert plan.scale == pytest.approx(rel.scale)
 
 
 def test_discrete_laplace_sd_matches_its_distribution():
