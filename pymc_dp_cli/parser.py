@@ -1,4 +1,8 @@
-"""The argument parser of ``pymc-dp``, built without importing PyMC, NumPy or :mod:`pymc_dp`."""
+"""The argument parser of ``pymc-dp``, built without importing PyMC, NumPy or :mod:`pymc_dp`.
+
+Help texts pass through :func:`~pymc_dp_cli.texts.plain_text`, so reStructuredText markup
+never reaches the terminal.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from pymc_dp_cli.texts import (
     REPRODUCE_DESCRIPTION,
     REPRODUCE_EPILOG,
     WINDOWED,
+    plain_text,
 )
 
 __all__ = ["build_parser", "check_release_args", "family_settings"]
@@ -65,8 +70,8 @@ def _add_release_parser(sub: Any) -> None:
     rel = sub.add_parser(
         "release",
         help="curator: release a column's sufficient statistic with Laplace noise (JSON)",
-        description=RELEASE_DESCRIPTION,
-        epilog=RELEASE_EPILOG,
+        description=plain_text(RELEASE_DESCRIPTION),
+        epilog=plain_text(RELEASE_EPILOG),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     rel.set_defaults(subparser=rel)  # for its own error messages, "pymc-dp release: error: ..."
@@ -211,8 +216,8 @@ def _add_fit_parser(sub: Any) -> None:
     fit = sub.add_parser(
         "fit",
         help="analyst: fit a release's model, noise-aware (ArviZ file, summary, plots)",
-        description=FIT_DESCRIPTION,
-        epilog=FIT_EPILOG,
+        description=plain_text(FIT_DESCRIPTION),
+        epilog=plain_text(FIT_EPILOG),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     fit.add_argument("release", metavar="RELEASE", help="JSON release written by pymc-dp release")
@@ -273,8 +278,8 @@ def _add_reproduce_parser(sub: Any) -> None:
     rep = sub.add_parser(
         "reproduce",
         help="regenerate the paper's Figures 1a-c and 2 with their numbers",
-        description=REPRODUCE_DESCRIPTION,
-        epilog=REPRODUCE_EPILOG,
+        description=plain_text(REPRODUCE_DESCRIPTION),
+        epilog=plain_text(REPRODUCE_EPILOG),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     rep.add_argument(
