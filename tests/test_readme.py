@@ -23,6 +23,7 @@ _HEADING = re.compile(r"^#{2,3} (.+)$", re.M)
 _NOT_RUN = ("python3 -m venv", "-m pytest", "-m sphinx", "pymc-dp reproduce")
 # Blocks whose pm.sample()/pymc-dp fit runs for more than a few seconds (by id).
 SLOW = {
+    "python-in-use",
     "python-in-unbounded-records-release-over-a-window",
     "python-in-private-linear-regression-bernstein-sheldon-2019",
     "bash-in-command-line-curator-and-analyst-2",
