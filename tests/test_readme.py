@@ -21,12 +21,14 @@ _FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 _HEADING = re.compile(r"^#{2,3} (.+)$", re.M)
 # Commands CI runs by itself (environment set-up, the tests, the docs, the paper's study).
 _NOT_RUN = ("python3 -m venv", "-m pytest", "-m sphinx", "pymc-dp reproduce")
-# Blocks whose pm.sample()/pymc-dp fit runs for more than a few seconds (by id).
+# Blocks that call pm.sample() or pymc-dp fit (by id): from half a minute to several minutes
+# each on two busy cores, so they run with -m slow; the default run keeps the release block.
 SLOW = {
     "python-in-use",
     "python-in-unbounded-records-release-over-a-window",
     "python-in-private-linear-regression-bernstein-sheldon-2019",
     "bash-in-command-line-curator-and-analyst-2",
+    "python-in-command-line-curator-and-analyst",
 }
 
 
