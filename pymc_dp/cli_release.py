@@ -22,7 +22,7 @@ class NoisePlan(NamedTuple):
 
     family: str
     n: int
-    epsilon: float
+    budget: float  # ε of the statistic, or ρ for the discrete Gaussian (after a window's share)
     mechanism: str
     sensitivity: float
     scale: float
@@ -78,6 +78,13 @@ def noise_plan(
     ------
     ValueError
         If a value breaks the family's rules (as :func:`pymc_dp.release` would say).
+
+    Examples
+    --------
+    >>> plan = noise_plan("poisson", {"bounds": (0, 40)}, n=1000, epsilon=0.5,
+    ...                   mechanism="laplace-float")
+    >>> plan.sensitivity, plan.scale, round(plan.noise_sd, 2), plan.ranges
+    (40.0, 80.0, 113.14, (40000.0,))
     """
     import numpy as np
 
@@ -147,27 +154,17 @@ def dry_run(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         )  # fmt: skip
     except (InputError, TypeError, ValueError) as err:
         return fail("release", release_message(one_line(err), "RECORDS"))
-    budget = (
-        f"rho = {args.rho:g}"
-        if plan.mechanism == "discrete-gaussian"
-        else (f"epsilon = {plan.epsilon:g}")
-    )
-    window = (
-        ""
-        if plan.family not in WINDOWED
-        else (
-            f", window [{plan.window[0]:g}, {plan.window[1]:g}]"
-            + (
-                " (the private window's search range)"
-                if settings.get("bounds") == "private"
-                else ""
-            )
-        )
-    )
+    private = settings.get("bounds") == "private"
+    gaussian = plan.mechanism == "discrete-gaussian"
+    budget = f"rho = {plan.budget:g}" if gaussian else f"epsilon = {plan.budget:g}"
+    window = ""
+    if plan.family in WINDOWED:
+        window = f", window [{plan.window[0]:g}, {plan.window[1]:g}]"
+        window += " (the private window's search range)" if private else ""
     print(
         f"dry run: {plan.family} release of n = {plan.n} records{window}, {budget}"
-        + (" (after the private window's share)" if settings.get("bounds") == "private" else "")
-        + f"; no data read, no budget spent\n"
+        + (" (after the private window's share)" if private else "")
+        + "; no data read, no budget spent\n"
         f"  sensitivity {plan.sensitivity:.4g}, {plan.mechanism} noise scale {plan.scale:.4g}, "
         f"noise sd {plan.noise_sd:.4g}"
     )
