@@ -192,7 +192,7 @@ def mixing_note(idata: Any, var_names: Sequence[str], chains: int) -> str:
 
 def _number(value: float) -> str:
     """Four significant digits, positional unless the value is tiny or huge."""
-    if not np.isfinite(value):
+    if not isinstance(value, (int, float, np.number)) or not np.isfinite(value):
         return str(value)
     if value != 0 and not 1e-4 <= abs(value) < 1e9:
         return f"{value:.3e}"
@@ -226,4 +226,8 @@ def format_summary(summary: Any) -> str:
             formatters[column] = lambda v: f"{v:.2f}"
         else:
             formatters[column] = _number
-    return summary.to_string(formatters=formatters)
+    import pandas as pd
+
+    # ArviZ 1's summary is a DataFrame subclass that prints pre-formatted strings: format the
+    # numbers underneath, the same way under both ArviZ versions.
+    return pd.DataFrame(summary).to_string(formatters=formatters)

@@ -108,3 +108,13 @@ def test_summary_formats_each_value_not_each_column():
     assert "0.312" in text and "152000" in text and "3612" in text and "1.00" in text
     assert "3.100e-06" in text  # only the tiny value is in scientific notation
     assert "e+" not in text
+
+
+def test_summary_of_arviz_prints_under_either_arviz_version():
+    """ArviZ 1's summary is a DataFrame subclass of pre-formatted strings; ArviZ 0's is floats."""
+    import arviz as az
+
+    posterior = _posterior(2, 200, 0.0)["posterior"]
+    posterior["big"] = posterior["lam"] * 1e5 + 3e5
+    text = format_summary(az.summary(posterior))
+    assert "e+" not in text and "big" in text and "lam" in text
