@@ -167,12 +167,20 @@ def _check_column(path: Path, column: str, names: list[str]) -> None:
         )
 
 
-def _where(lines: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_], unit: str) -> str:
-    """The first file lines (CSV) or rows (Parquet) where ``mask`` holds, 1-based."""
-    chosen = lines[mask][:_MAX_LISTED]
+def _where(lines: npt.NDArray[np.int64] | None, mask: npt.NDArray[np.bool_]) -> str:
+    """Where ``mask`` holds: the first data rows (1-based, header not counted) and file lines.
+
+    ``lines`` are the CSV file lines of the records (``None`` for Parquet): a quoted field can
+    span lines, so a record's line is not always its data row plus one.
+    """
+    rows = np.flatnonzero(mask)[:_MAX_LISTED] + 1
     more = ", ..." if mask.sum() > _MAX_LISTED else ""
     plural = "s" if mask.sum() > 1 else ""
-    return f"{unit}{plural} " + ", ".join(map(str, chosen)) + more
+    text = f"data row{plural} " + ", ".join(map(str, rows)) + more
+    if lines is not None:
+        listed = ", ".join(map(str, lines[mask][:_MAX_LISTED]))
+        text += f" (file line{plural} {listed}{more})"
+    return text
 
 
 _STOPPED = (
@@ -191,7 +199,8 @@ def read_column(
     record per line. A blank or whitespace-only line, a line with another number of fields
     than the header, a missing value (empty, ``NA``, ``NaN``, ``null``, ``none``, ``n/a``) or
     a value that is not a plain decimal number stops the reading with an :class:`InputFileError`
-    that names the file line (1-based, the header being line 1). No record is ever skipped,
+    that names the data row (1-based, the header not counted) and, for CSV, the file line (the
+    header being line 1). No record is ever skipped,
     so n is exactly the number of lines after the header. Messages never quote a record.
 
     Parameters
@@ -217,7 +226,7 @@ def read_column(
         If the format is unknown or pyarrow is missing for Parquet, the column does not exist
         (the message lists the columns), a line is blank or has the wrong number of fields,
         or the column is empty or holds missing, non-numeric or infinite values (the message
-        gives the first file lines).
+        gives the first data rows).
 
     Examples
     --------
@@ -241,25 +250,25 @@ def read_column(
         raise FileNotFoundError(f"{path}: no such file")
     file_format = _data_format(path, file_format)
     series, lines = _read_table_column(path, column, file_format)
-    unit = "line" if file_format == "csv" else "row"
+    lines = lines if file_format == "csv" else None  # Parquet has no lines: rows are enough
     if len(series) == 0:
         raise InputFileError(f"{path}: column {column!r} has no records")
     numbers, missing, bad = _parse_numbers(series)
     if missing.any():
         raise InputFileError(
-            f"{path}: column {column!r} has {int(missing.sum())} missing value(s) "
-            f"({_where(lines, missing, unit)}); {_STOPPED}"
+            f"{path}: column {column!r} has {int(missing.sum())} missing value(s), "
+            f"at {_where(lines, missing)}; {_STOPPED}"
         )
     if bad.any():
         raise InputFileError(
             f"{path}: column {column!r} must hold plain numbers such as 12 or -0.5e3, without "
-            f"thousands separators or units; not so at {_where(lines, bad, unit)}; {_STOPPED}"
+            f"thousands separators or units; not so at {_where(lines, bad)}; {_STOPPED}"
         )
     infinite = ~np.isfinite(numbers)
     if infinite.any():
         raise InputFileError(
             f"{path}: column {column!r} holds infinite values or numbers too large for a "
-            f"float ({_where(lines, infinite, unit)}); every record must be a finite number; "
+            f"float, at {_where(lines, infinite)}; every record must be a finite number; "
             f"{_STOPPED}"
         )
     return numbers

@@ -170,8 +170,8 @@ def _release_args(data, out, *extra, column="successes", family=("binomial", "--
         ("a,b\n1,2\n", "no column 'successes'; the columns are 'a', 'b'"),
         ("successes\n1\nmany\n2\n", "must hold plain numbers"),
         ("successes\n", "has no records"),
-        ("id,successes\n0,1\n1,\n2,2\n3,NaN\n", "2 missing value(s) (lines 3, 5)"),
-        ("successes\n1\n7\n", "x must lie in [0, 5]"),
+        ("id,successes\n0,1\n1,\n2,2\n3,NaN\n", "2 missing value(s), at data rows 2, 4 (file lines 3, 5)"),
+        ("successes\n1\n7\n", "--column successes must lie in [0, 5]"),
         ("", "the file is empty"),
     ],
     ids=["unknown-column", "non-numeric", "empty-column", "missing", "outside-domain", "empty"],
@@ -276,11 +276,11 @@ def test_fit_rejects_bad_release_files(tmp_path, capsys, text, expected):
 @pytest.mark.parametrize(
     ("prior", "expected"),
     [
-        (["gamma=2"], "unknown prior parameter 'gamma' for the binomial family; its prior is "),
+        (["gamma=2"], "unknown --prior parameter 'gamma' for the binomial family; its prior is "),
         (["alpha3"], "--prior takes NAME=VALUE items"),
         (["alpha=x"], "--prior alpha must be a number"),
-        (["alpha=-1"], "prior hyperparameters must be finite and > 0"),
-        (["alpha=1,2"], "prior parameter alpha must have 1 value(s)"),
+        (["alpha=-1"], "--prior values must be finite and > 0"),
+        (["alpha=1,2"], "--prior alpha must have 1 value(s)"),
     ],
 )
 def test_fit_rejects_bad_priors(released, tmp_path, capsys, prior, expected):

@@ -81,7 +81,7 @@ def test_values_that_python_or_pandas_might_accept_are_refused(tmp_path, text):
 
 def test_missing_values_are_named_by_file_line_without_advice_to_drop(tmp_path):
     message = _error(_write(tmp_path, "id,v\n0,1\n1,\n2,2\n3,NaN\n4, NA \n"))
-    assert "3 missing value(s) (lines 3, 5, 6)" in message
+    assert "3 missing value(s), at data rows 2, 4, 5 (file lines 3, 5, 6)" in message
     assert "count n" not in message and "drop or fill" not in message
     assert "stopped" in message
 

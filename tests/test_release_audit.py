@@ -367,7 +367,7 @@ def test_cli_clamp_is_opt_in_and_recorded(capsys, tmp_path):
     body = "v\n1\n7\n2\n"
     line = _cli_error(capsys, tmp_path, body, "--family", "binomial", "--trials", "5",
                       "--epsilon", "1")  # fmt: skip
-    assert "1 record(s) (the first at index 1) lie outside" in line and "--clamp" in line
+    assert "1 record(s) (the first at data row 2) lie outside" in line and "--clamp" in line
     data = tmp_path / "data.csv"
     out = tmp_path / "o.json"
     argv = ["release", str(data), "--column", "v", "--family", "binomial", "--trials", "5",

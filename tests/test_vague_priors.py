@@ -100,7 +100,7 @@ def test_cli_refuses_extreme_priors_in_one_line(release_file, tmp_path, capsys, 
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert err.startswith("pymc-dp fit: error: prior") and ("alpha" in err or "beta" in err)
+    assert err.startswith("pymc-dp fit: error: --prior") and ("alpha" in err or "beta" in err)
     assert not (tmp_path / "o" / "posterior.nc").exists()
 
 

@@ -1,0 +1,108 @@
+"""``pymc-dp --help`` and argument errors import neither PyMC nor NumPy nor :mod:`pymc_dp`.
+
+Start-up is measured, not asserted (a timed test is flaky on a shared machine): the test checks
+what start-up imports, which is what makes it slow (PyMC and PyTensor take seconds).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from pymc_dp.models import PRIORS
+from pymc_dp_cli.texts import FIT_EPILOG, FIT_PRIORS, describe_prior, plain_text
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("pymc", "pytensor", "arviz", "numpy", "pandas", "pymc_dp")
+
+_PROBE = """
+import json, sys
+from pymc_dp_cli import main
+try:
+    status = main(sys.argv[1:])
+except SystemExit as exit:
+    status = exit.code
+heavy = sorted({m.split(".")[0] for m in sys.modules} & set(json.loads(sys.stdin.read())))
+print(json.dumps({"status": status, "heavy": heavy}))
+"""
+
+
+def _probe(*argv: str) -> dict:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, *argv],
+        input=json.dumps(HEAVY), capture_output=True, text=True, env=env, cwd=ROOT, check=True,
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["release", "--help"],
+        ["fit", "--help"],
+        ["reproduce", "--help"],
+        ["release", "data.csv", "--family", "nope"],  # argparse: not a family
+        ["fit"],  # argparse: RELEASE missing
+        ["release", "d.csv", "--column", "v", "--family", "poisson", "--epsilon", "1", "-o", "o"],
+        ["release", "--dry-run", "--family", "poisson", "--bounds", "0", "9", "--epsilon", "1"],
+    ],
+    ids=[
+        "help",
+        "release-help",
+        "fit-help",
+        "reproduce-help",
+        "bad-family",
+        "no-release",
+        "no-window",
+        "dry-run-without-n",
+    ],
+)
+def test_help_and_argument_errors_import_nothing_heavy(argv):
+    result = _probe(*argv)
+    assert result["status"] in (0, 2)
+    assert result["heavy"] == [], f"{' '.join(argv)} imported {result['heavy']}"
+
+
+def test_the_console_script_is_the_light_entry_point():
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["pymc-dp"] == "pymc_dp_cli:main"
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert any(Path("pymc_dp_cli").match(p) for p in packages["packages"]["find"]["include"])
+
+
+def test_the_help_prior_table_is_the_one_build_model_uses():
+    assert set(FIT_PRIORS) == set(PRIORS)
+    for family, spec in PRIORS.items():
+        variables, distribution, defaults = FIT_PRIORS[family]
+        assert variables == ", ".join(spec.variables), family
+        assert distribution == spec.distribution, family
+        assert dict(defaults) == dict(spec.defaults), family
+        assert tuple(name for name, _ in defaults) == spec.parameters, family
+        assert describe_prior(family) == spec.describe()
+        assert spec.describe() in FIT_EPILOG
+
+
+def test_reproduce_help_shows_no_restructured_text(capsys):
+    from pymc_dp_cli import main
+
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out and ":func:" not in out and ":mod:" not in out
+    assert "--quick runs a small grid" in " ".join(out.split())
+
+
+def test_plain_text_strips_roles_and_literals():
+    assert plain_text(":func:`pymc_dp.release` and :class:`~pymc_dp.Release`") == (
+        "pymc_dp.release and pymc_dp.Release"
+    )
+    assert plain_text(":ref:`the method <method>`, ``--seed``") == "the method, --seed"
