@@ -66,9 +66,9 @@ def _checked_fit(args: argparse.Namespace) -> int:
     try:  # every input is checked before sampling starts
         prior = _parse_prior(args.prior)
         rel = read_release(args.release)
-        model = build_model(rel, prior)
+        model = build_model(rel, prior, likelihood=args.likelihood)
         spec = prior_spec(rel.get_family())
-        values = prior_hyperparameters(rel.get_family(), prior)
+        values = prior_hyperparameters(rel, prior)
         check_posterior_path(out / names[0])
         out.mkdir(parents=True, exist_ok=True)
         existing = existing_outputs(out, names)
@@ -106,17 +106,24 @@ def _sample_and_write(
     from pymc_dp.atomic import InterruptGuard, StagedOutputs
     from pymc_dp.io import save_fit_figures, save_posterior
     from pymc_dp.noisy_suffstat import release_attrs
+    from pymc_dp.priors import prior_summary
 
     with InterruptGuard() as guard, model:
-        idata = pm.sample(
-            draws=args.draws,
-            tune=args.tune,
-            chains=args.chains,
-            cores=args.cores,
-            random_seed=args.seed,
-            progressbar=not args.no_progress,
-            compute_convergence_checks=False,  # the summary below reports R-hat and ESS
-        )
+        try:
+            idata = pm.sample(
+                draws=args.draws,
+                tune=args.tune,
+                chains=args.chains,
+                cores=args.cores,
+                random_seed=args.seed,
+                progressbar=not args.no_progress,
+                compute_convergence_checks=False,  # the summary below reports R-hat and ESS
+            )
+        except ValueError:
+            # Interrupted before the first draw, PyMC fails to build a trace of nothing.
+            if guard.interrupted:
+                raise KeyboardInterrupt from None
+            raise
     # pm.sample returns the draws made so far when interrupted: such a trace is not a fit.
     sizes = posterior_dataset(idata).sizes
     if guard.interrupted or (sizes["chain"], sizes["draw"]) != (args.chains, args.draws):
@@ -126,17 +133,19 @@ def _sample_and_write(
     idata.attrs["pymc_dp_prior"] = json.dumps({"distribution": spec.distribution, **used})
     idata.attrs["pymc_dp_version"] = __version__
 
-    var_names = [*spec.variables, "y_s", "y_sigma2"]
+    # σ² exists only for Laplace noise (integer noise laws have no scale mixture).
+    latent = [v for v in ("y_s", "y_sigma2") if v in posterior_dataset(idata)]
+    var_names = [*spec.variables, *latent]
     with StagedOutputs(out, names) as staged:
         save_posterior(idata, staged.path(names[0]))
         summary = az.summary(idata, var_names=var_names)
         summary.to_csv(staged.path("summary.csv"))
         save_fit_figures(idata, rel, prior, staged.directory)
         staged.commit()
-    settings = ", ".join(f"{k}={v}" for k, v in used.items())
     print(
         f"Noise-aware posterior from the {rel.family} release (n = {rel.n}, epsilon = "
-        f"{rel.epsilon:g}); prior {spec.distribution}({settings}):"
+        f"{rel.epsilon:g}, {idata.attrs['pymc_dp_likelihood_y']} likelihood); prior "
+        f"{prior_summary(rel, prior)['text']}:"
     )
     print(format_summary(summary))
     note = mixing_note(idata, spec.variables, args.chains)

@@ -159,24 +159,25 @@ FAMILY_OPTIONS = {
 }
 
 
-# (variables, distribution, ((hyperparameter, default), ...)) of each family's conjugate prior:
-# the help's copy of pymc_dp.models.PRIORS, which a test keeps in step with it.
-_BETA = ("p", "Beta", (("alpha", 1.0), ("beta", 1.0)))
-_GAMMA = ("lam", "Gamma", (("alpha", 1.0), ("beta", 1.0)))
-_NORMAL_MEAN = ("mu", "Normal", (("mean", 0.0), ("sd", 10.0)))
+# (variables, distribution, hyperparameters, default rule) of each family's conjugate prior: the
+# help's copy of pymc_dp.priors.PRIORS, which a test keeps in step with it. m and w are the
+# window's centre and width (pymc_dp.priors.window_scale).
+_BETA = ("p", "Beta", ("alpha", "beta"), "alpha=1, beta=1")
+_NORMAL_MEAN = ("mu", "Normal", ("mean", "sd"), "mean=m, sd=w/2")
 _NIG = (
     "mu, sigma2",
     "NormalInverseGamma",
-    (("mean", 0.0), ("kappa", 1.0), ("alpha", 1.0), ("beta", 1.0)),
+    ("mean", "kappa", "alpha", "beta"),
+    "mean=m, kappa=1/8, alpha=2, beta=(w/4)^2",
 )
-FIT_PRIORS: dict[str, tuple[str, str, tuple[tuple[str, float], ...]]] = {
+FIT_PRIORS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
     "bernoulli": _BETA,
     "binomial": _BETA,
-    "geometric": _BETA,
-    "categorical": ("p", "Dirichlet", (("alpha", 1.0),)),
-    "exponential": _GAMMA,
-    "poisson": _GAMMA,
-    "gamma": ("rate", "Gamma", (("alpha", 1.0), ("beta", 1.0))),
+    "geometric": ("p", "Beta", ("alpha", "beta"), "alpha=2, beta=m-1"),
+    "categorical": ("p", "Dirichlet", ("alpha",), "alpha=1"),
+    "exponential": ("lam", "Gamma", ("alpha", "beta"), "alpha=2, beta=m"),
+    "poisson": ("lam", "Gamma", ("alpha", "beta"), "alpha=2, beta=2/m"),
+    "gamma": ("rate", "Gamma", ("alpha", "beta"), "alpha=2, beta=m/k"),
     "normal": _NIG,
     "lognormal": _NIG,
     "normal_known_sigma": _NORMAL_MEAN,
@@ -196,10 +197,9 @@ _PRIOR_NOTES = {
 
 
 def describe_prior(family: str) -> str:
-    """One line, as :meth:`pymc_dp.models.PriorSpec.describe`: ``p ~ Beta(alpha=1, beta=1)``."""
-    variables, distribution, defaults = FIT_PRIORS[family]
-    args = ", ".join(f"{name}={value:g}" for name, value in defaults)
-    return f"{variables} ~ {distribution}({args})"
+    """One line, as :meth:`pymc_dp.priors.PriorSpec.describe_rule`: ``lam ~ Gamma(alpha=2, …)``."""
+    variables, distribution, _, rule = FIT_PRIORS[family]
+    return f"{variables} ~ {distribution}({rule})"
 
 
 def _prior_table() -> str:
@@ -216,7 +216,8 @@ def _prior_table() -> str:
 
 
 FIT_EPILOG = (
-    "models (θ's conjugate prior, with its hyperparameter names and defaults):\n"
+    "models (θ's conjugate prior, with its hyperparameter names and defaults; m and w are the\n"
+    "centre and width of the release's window, k the Gamma shape):\n"
     + _prior_table()
     + "\n"
     + _FIT_EPILOG_TAIL

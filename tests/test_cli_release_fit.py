@@ -143,7 +143,7 @@ def test_help_explains_every_option_with_examples():
     assert "examples:" in fit
     # The table of priors in the help is the one build_model uses.
     for spec in PRIORS.values():
-        assert spec.describe() in " ".join(fit.split()), spec.describe()
+        assert spec.describe_rule() in " ".join(fit.split()), spec.describe_rule()
 
 
 # ---- error paths: exit status 2, one line on stderr, no traceback -------------------------
@@ -170,7 +170,10 @@ def _release_args(data, out, *extra, column="successes", family=("binomial", "--
         ("a,b\n1,2\n", "no column 'successes'; the columns are 'a', 'b'"),
         ("successes\n1\nmany\n2\n", "must hold plain numbers"),
         ("successes\n", "has no records"),
-        ("id,successes\n0,1\n1,\n2,2\n3,NaN\n", "2 missing value(s), at data rows 2, 4 (file lines 3, 5)"),
+        (
+            "id,successes\n0,1\n1,\n2,2\n3,NaN\n",
+            "2 missing value(s), at data rows 2, 4 (file lines 3, 5)",
+        ),
         ("successes\n1\n7\n", "--column successes must lie in [0, 5]"),
         ("", "the file is empty"),
     ],

@@ -38,7 +38,12 @@ def _probe(*argv: str) -> dict:
     }
     proc = subprocess.run(
         [sys.executable, "-c", _PROBE, *argv],
-        input=json.dumps(HEAVY), capture_output=True, text=True, env=env, cwd=ROOT, check=True,
+        input=json.dumps(HEAVY),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
     )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -82,13 +87,12 @@ def test_the_console_script_is_the_light_entry_point():
 def test_the_help_prior_table_is_the_one_build_model_uses():
     assert set(FIT_PRIORS) == set(PRIORS)
     for family, spec in PRIORS.items():
-        variables, distribution, defaults = FIT_PRIORS[family]
+        variables, distribution, parameters, _ = FIT_PRIORS[family]
         assert variables == ", ".join(spec.variables), family
         assert distribution == spec.distribution, family
-        assert dict(defaults) == dict(spec.defaults), family
-        assert tuple(name for name, _ in defaults) == spec.parameters, family
-        assert describe_prior(family) == spec.describe()
-        assert spec.describe() in FIT_EPILOG
+        assert parameters == spec.parameters, family
+        assert describe_prior(family) == spec.describe_rule()
+        assert spec.describe_rule() in FIT_EPILOG
 
 
 def test_reproduce_help_shows_no_restructured_text(capsys):

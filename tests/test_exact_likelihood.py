@@ -330,3 +330,23 @@ def test_trace_attrs_round_trip_the_likelihood(tmp_path):
     attrs = release_attrs(model)
     assert attrs["pymc_dp_likelihood_y"] == "clt"
     assert json.loads(attrs["pymc_dp_release_y"])["n"] == 12
+
+
+@pytest.mark.parametrize("likelihood", ["auto", "clt"])
+def test_cli_fit_takes_the_likelihood_and_integer_noise(tmp_path, capsys, likelihood):
+    from pymc_dp.io import write_release
+    from pymc_dp_cli import main
+
+    x = np.random.default_rng(2).binomial(1, 0.3, size=40)
+    rel = pmdp.release(x, pm.Bernoulli, epsilon=1.0)  # OpenDP's integer noise
+    path = write_release(rel, tmp_path / "release.json")
+    out = tmp_path / likelihood
+    argv = ["fit", str(path), "--draws", "200", "--tune", "100", "--chains", "2"]
+    argv += ["--seed", "1", "--no-progress", "--likelihood", likelihood, "--output-dir", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    want = "exact" if likelihood == "auto" else "clt"
+    assert f"{want} likelihood" in printed
+    summary = (out / "summary.csv").read_text()
+    # σ² is the Laplace scale mixture: an integer noise law has none.
+    assert "y_s" in summary and ("y_sigma2" in summary) == (want == "clt")
