@@ -86,7 +86,9 @@ def _engine_likelihood(
         return "clt"
     if exact_cost(family, n) * y.shape[0] > ENGINE_EXACT_BUDGET:
         return "clt"
-    trusted = all(clt_trust(family, n, row, scale)[0] for row in y)
+    # The engine samples Categorical releases by Algorithm 1 (conjugate θ | s).
+    gibbs = not collapsible(family)
+    trusted = all(clt_trust(family, n, row, scale, conjugate_gibbs=gibbs)[0] for row in y)
     return "clt" if trusted else "exact"
 
 
