@@ -58,3 +58,12 @@ __all__ = [
     "release_regression",
     "sample_latent",
 ]
+
+
+def __getattr__(name: str):
+    # ``pmdp.models`` after ``import pymc_dp as pmdp``, without importing it eagerly.
+    if name == "models":
+        import importlib
+
+        return importlib.import_module("pymc_dp.models")
+    raise AttributeError(f"module 'pymc_dp' has no attribute {name!r}")

@@ -33,10 +33,10 @@ def reproduce_command(args: argparse.Namespace) -> int:
     from pymc_dp.studies.reproduce import PAPER, QUICK, reproduce
 
     grid = QUICK if args.quick else PAPER
+    settings = dataclasses.replace(grid.settings, likelihood=args.likelihood)
     if args.trials is not None:
-        grid = dataclasses.replace(
-            grid, settings=dataclasses.replace(grid.settings, trials=args.trials)
-        )
+        settings = dataclasses.replace(settings, trials=args.trials)
+    grid = dataclasses.replace(grid, settings=settings)
     report = reproduce(
         args.output_dir, grid, seed=args.seed, jobs=args.jobs, progress=not args.no_progress
     )

@@ -305,6 +305,13 @@ def _add_reproduce_parser(sub: Any) -> None:
         help="calibration trials per grid point (default: 1000, or 200 with --quick)",
     )
     rep.add_argument(
+        "--likelihood",
+        choices=("auto", "clt"),
+        default="auto",
+        help="clt: the paper's sampler everywhere; auto (default): the exact likelihood of "
+        "counts where the CLT is outside its measured safe region (small n)",
+    )
+    rep.add_argument(
         "--jobs",
         type=_positive_int,
         help="worker processes for grid points (default: the number of CPUs)",

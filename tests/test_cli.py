@@ -22,7 +22,15 @@ def test_help_explains_every_option():
     out = subprocess.run(
         [*_command(), "reproduce", "--help"], capture_output=True, text=True, check=True
     ).stdout
-    for option in ("--quick", "--output-dir", "--trials", "--jobs", "--seed", "--check"):
+    for option in (
+        "--quick",
+        "--output-dir",
+        "--trials",
+        "--likelihood",
+        "--jobs",
+        "--seed",
+        "--check",
+    ):
         assert option in out
     assert "figure1a_calibration_ks.png" in out and "report.json" in out
 
@@ -68,3 +76,37 @@ def test_reproduce_quick_checks_the_papers_claims(tmp_path):
     for name in ("figure1a_calibration_ks", "figure1b_ecdf", "figure1c_mmd", "figure2_traces"):
         assert (tmp_path / f"{name}.png").exists() and (tmp_path / f"{name}.csv").exists()
     assert "[pass] gibbs_calibrated" in proc.stdout
+
+
+@pytest.mark.parametrize("likelihood", ["auto", "clt"])
+def test_reproduce_passes_the_likelihood_to_the_study(monkeypatch, tmp_path, likelihood):
+    import importlib
+    import types
+
+    from pymc_dp.cli import main
+
+    # The package re-exports the function under the module's name: fetch the module itself.
+    study = importlib.import_module("pymc_dp.studies.reproduce")
+
+    seen = {}
+
+    def fake_reproduce(output_dir, grid, **kwargs):
+        seen["grid"] = grid
+        return types.SimpleNamespace(
+            files=[], output_dir=output_dir, wall_seconds=0.0, checks=[], passed=True
+        )
+
+    monkeypatch.setattr(study, "reproduce", fake_reproduce)
+    argv = ["reproduce", "--quick", "--trials", "7", "--output-dir", str(tmp_path)]
+    assert main([*argv, "--likelihood", likelihood]) == 0
+    assert seen["grid"].settings.likelihood == likelihood
+    assert seen["grid"].settings.trials == 7
+    assert seen["grid"].extra_points == ((10, 1.0),)
+
+
+def test_models_is_an_attribute_of_the_package():
+    import pymc_dp as pmdp
+
+    assert pmdp.models.build_model is not None
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        pmdp.nothing
