@@ -153,6 +153,7 @@ def test_reproduce_writes_every_figure_and_number(tmp_path):
         trace_point=(300, 0.1),
         trace_iterations=50,
         trace_chains=2,
+        extra_points=(),
     )
     report = reproduce(tmp_path, grid, seed=1, jobs=1, progress=False)
     names = {p.name for p in report.files}

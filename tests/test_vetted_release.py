@@ -242,12 +242,26 @@ def test_cli_gaussian_release_and_bad_combinations(tmp_path, capsys):
     assert code == 0 and Release.from_json(out.read_text()).mechanism == "laplace-float"
 
 
-def test_noisy_suffstat_refuses_a_gaussian_release():
-    """The analyst side models Laplace noise only: a Gaussian release is refused by name
-    rather than fitted with the wrong noise law."""
+def test_noisy_suffstat_refuses_a_gaussian_release_it_cannot_model():
+    """Only the exact likelihood of counts models Gaussian noise: a Gaussian release is refused
+    by name under the CLT (which models Laplace noise) rather than fitted with the wrong law."""
     rel = pmdp.release(
         np.array([0, 1, 1, 0, 1]), pm.Bernoulli, mechanism="discrete-gaussian", rho=0.5
     )
     with pm.Model(), pytest.raises(ValueError, match="Gaussian mechanism"):
         p = pm.Beta("p", 1.0, 1.0)
-        pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel)
+        pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel, likelihood="clt")
+    counts = pmdp.release(
+        np.array([3, 0, 7, 2, 5]),
+        pm.Poisson,
+        bounds=(0, 10),
+        mechanism="discrete-gaussian",
+        rho=0.5,
+    )
+    with pm.Model(), pytest.raises(ValueError, match="Gaussian mechanism"):
+        lam = pm.Gamma("lam", 2.0, 0.5)
+        pmdp.NoisySuffStat("y", pm.Poisson.dist(mu=lam), release=counts)
+    with pm.Model():  # the default takes the exact likelihood, with the Gaussian law
+        p = pm.Beta("p", 1.0, 1.0)
+        y = pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel)
+    assert y.tag.noisy_suffstat.noise.kind == "discrete-gaussian"
