@@ -117,6 +117,14 @@ class NoisySuffStat:
         and θ is drawn by NUTS inside a partially collapsed Gibbs sampler.
         ``"augmented"``: the paper's Algorithm 1 over (θ, s, σ²). ``"auto"`` (default):
         ``"collapsed"``, the faster method wherever it has been measured.
+    likelihood
+        ``"exact"``: for released counts (Bernoulli, Binomial, Categorical), y | θ sums over
+        every value of s with the release's own noise law (Laplace, or OpenDP's discrete
+        Laplace or discrete Gaussian), no CLT (:mod:`pymc_dp.distributions.exact`). ``"clt"``:
+        s | θ is the CLT normal (the paper's method). ``"auto"`` (default): exact whenever one
+        evaluation costs at most :data:`~pymc_dp.likelihood.EXACT_MAX_TERMS` terms, else the
+        CLT, with a :class:`~pymc_dp.likelihood.CltWarning` where the CLT was measured to be
+        inaccurate. A release made with the Gaussian mechanism needs the exact likelihood.
     model
         Model to add to; defaults to the model on the context stack.
 
