@@ -38,7 +38,9 @@ def _model(kind: str, n: int, likelihood: str) -> pm.Model:
             p = pm.Dirichlet("p", np.ones(3))
             dist = pm.Categorical.dist(p=p)
         elif kind == "binomial5":
-            rel = pmdp.release(rng.binomial(5, 0.3, size=n), pm.Binomial, epsilon=0.1, trials=5, rng=1)
+            rel = pmdp.release(
+                rng.binomial(5, 0.3, size=n), pm.Binomial, epsilon=0.1, trials=5, rng=1
+            )
             p = pm.Beta("p", 1, 1)
             dist = pm.Binomial.dist(n=5, p=p)
         else:

@@ -54,25 +54,31 @@ def collapsible(family: ExponentialFamily) -> bool:
 
 
 @functools.cache
-def _log_posterior(family: ExponentialFamily, n: int, bounds: tuple[float, float] | None):
-    """Compile (z (B, G), y (B,), scale (B,), *prior (B,)) -> log p(θ(z) | y) + log |dθ/dz|."""
+def _log_posterior(
+    family: ExponentialFamily, n: int, bounds: tuple[float, float] | None, clt: bool = True
+):
+    """Compile (z (B, G), y (B,), scale (B,), *prior (B,)) -> log p(θ(z) | y) + log |dθ/dz|.
+
+    With ``clt=False`` the likelihood is left out: the log prior density of z alone (y and
+    scale are then ignored), for samplers that add an exact likelihood in NumPy.
+    """
     z = pt.dscalar("z")
     y, scale = pt.dscalar("y"), pt.dscalar("scale")
     prior = [pt.dscalar(f"prior_{i}") for i in range(len(family.prior_shapes))]
     transform = family.prior_transform
     theta = z if transform is None else transform.backward(z)
     jacobian = 0.0 if transform is None else transform.log_jac_det(z)
-    mean, var, lower, upper = family.released_clt(theta, n, bounds)
     prior_dist = family.conjugate_prior.dist(*prior)
     logp = pm.logp(prior_dist, theta) + jacobian
-    logp = logp + normal_laplace_logp(y, mean, var, lower, upper, scale)
+    if clt:
+        mean, var, lower, upper = family.released_clt(theta, n, bounds)
+        logp = logp + normal_laplace_logp(y, mean, var, lower, upper, scale)
     zs = pt.dmatrix("zs")
     cols = [pt.tensor(v.name, dtype="float64", shape=(None, 1)) for v in (y, scale, *prior)]
     batched = vectorize_graph(
         logp, replace=dict(zip([z, y, scale, *prior], [zs, *cols], strict=True))
     )
-    fn = pytensor.function([zs, *cols], batched, mode="FAST_COMPILE")
-    return fn
+    return pytensor.function([zs, *cols], batched, mode="FAST_COMPILE", on_unused_input="ignore")
 
 
 @functools.cache

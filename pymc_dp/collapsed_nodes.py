@@ -19,8 +19,10 @@ import pytensor.tensor as pt
 from pymc_dp._compat import ancestors
 from pymc_dp.distributions import CollapsedLaplace
 from pymc_dp.distributions.exact import ExactReleasedCount, ExactReleasedCounts
+from pymc_dp.distributions.exact_windows import ExactReleasedWindowSum
 from pymc_dp.families import Categorical, ExponentialFamily
 from pymc_dp.kernels.exact_counts import NoiseLaw
+from pymc_dp.likelihood import windowed_counts
 from pymc_dp.node_info import (
     GRID_TAG,
     TAG,
@@ -113,10 +115,21 @@ def exact_node(
     value: npt.NDArray[np.float64],
     noise: NoiseLaw,
     stat_dim: str | None,
+    bounds: tuple[float, float] | None = None,
 ) -> pt.TensorVariable:
     """Add y | θ with s summed out exactly (released counts, no CLT); return y."""
     with model:
-        if isinstance(family, Categorical):
+        if windowed_counts(family):
+            y = ExactReleasedWindowSum(
+                name,
+                theta,
+                family=family,
+                n=n,
+                bounds=bounds,
+                noise=noise,
+                observed=np.asarray(value, dtype=np.float64).reshape(()),
+            )
+        elif isinstance(family, Categorical):
             y = ExactReleasedCounts(
                 name,
                 theta,
@@ -141,7 +154,7 @@ def exact_node(
             epsilon=epsilon,
             sensitivity=sensitivity,
             value=value,
-            bounds=None,
+            bounds=bounds,
         )
         add_release_data(model, name, record)
     info = NoisySuffStatInfo(
@@ -153,7 +166,7 @@ def exact_node(
         n=n,
         epsilon=epsilon,
         sensitivity=sensitivity,
-        bounds=None,
+        bounds=bounds,
         collapsed=True,
         release_json=json.dumps(record),
         likelihood="exact",

@@ -18,7 +18,11 @@ from pytensor.graph.replace import vectorize_graph
 
 from pymc_dp._validation import check_int, check_positive, check_rng
 from pymc_dp.collapsed import collapsible, sample_collapsed
-from pymc_dp.exact_sampling import sample_exact_binomial, sample_exact_categorical
+from pymc_dp.exact_sampling import (
+    sample_exact_binomial,
+    sample_exact_categorical,
+    sample_exact_window,
+)
 from pymc_dp.families import Categorical, ExponentialFamily, TruncatedFamily
 from pymc_dp.kernels import draw_noise_variance, draw_suffstat, window_constraints
 from pymc_dp.kernels.exact_counts import NOISE_KINDS, NoiseLaw
@@ -29,6 +33,7 @@ from pymc_dp.likelihood import (
     clt_trust,
     exact_cost,
     exact_supported,
+    windowed_counts,
 )
 
 __all__ = ["GibbsTrace", "sample_gibbs"]
@@ -84,6 +89,9 @@ def _engine_likelihood(
         return choose_likelihood(family, n, y[0], scale, "exact").likelihood
     if likelihood == "clt" or method == "augmented" or not exact_supported(family):
         return "clt"
+    if windowed_counts(family):
+        # No measured CLT rule for window sums yet: "auto" keeps the CLT in batched studies.
+        return "clt"
     if exact_cost(family, n) * y.shape[0] > ENGINE_EXACT_BUDGET:
         return "clt"
     # The engine samples Categorical releases by Algorithm 1 (conjugate θ | s).
@@ -102,6 +110,7 @@ def _sample_exact(
     draws: int,
     tune: int,
     chains: int,
+    bounds: tuple[float, float] | None,
 ) -> GibbsTrace:
     """The exact-likelihood engine paths, shaped like the others' ``(chain, draw, batch, ...)``."""
     releases = y.shape[0]
@@ -111,6 +120,18 @@ def _sample_exact(
             family.check_prior(prior, batched=True), family.prior_shapes, strict=True
         )
     )
+    if windowed_counts(family):
+        theta, s, v = sample_exact_window(
+            rng,
+            family=family,
+            params=params,
+            released=y.reshape(releases),
+            n=n,
+            bounds=bounds,
+            noise=noise,
+            draws=draws * chains,
+        )
+        return GibbsTrace(*(_chain_major(a, chains) for a in (theta, s, v[..., 0])), 0)
     if isinstance(family, Categorical):
         # Chains are extra batch rows, chain-major.
         tiled = tuple(np.tile(p, (chains, 1)) for p in params)
@@ -138,11 +159,12 @@ def _sample_exact(
         noise=noise,
         draws=draws * chains,
     )
+    return GibbsTrace(*(_chain_major(a, chains) for a in (theta, s, v[..., 0])), 0)
 
-    def chain_major(a):
-        return a.reshape(chains, draws, *a.shape[1:])
 
-    return GibbsTrace(chain_major(theta), chain_major(s), chain_major(v[..., 0]), 0)
+def _chain_major(a: npt.NDArray, chains: int) -> npt.NDArray:
+    """(chains · draws, ...) -> (chain, draw, ...): the samplers' draws are chain-major."""
+    return a.reshape(chains, a.shape[0] // chains, *a.shape[1:])
 
 
 def sample_gibbs(
@@ -195,10 +217,12 @@ def sample_gibbs(
         ``"augmented"`` (Algorithm 1). Collapsed draws are independent: ``tune`` is ignored and
         ``chains`` only shapes the output.
     likelihood
-        ``"exact"``: no CLT for s (Bernoulli, Binomial and Categorical releases;
-        :mod:`pymc_dp.exact_sampling`). ``"clt"``: the CLT normal for s. ``"auto"`` (default):
+        ``"exact"``: no CLT for s (Bernoulli, Binomial and Categorical releases, and window
+        sums of Poisson or Geometric records; :mod:`pymc_dp.exact_sampling`). ``"clt"``: the
+        CLT normal for s. ``"auto"`` (default):
         exact where the CLT is outside its measured safe region for some release of the batch
-        (:func:`pymc_dp.likelihood.clt_trust`) and the batch costs at most
+        (:func:`pymc_dp.likelihood.clt_trust`, which has no rule for window sums yet, so
+        they keep the CLT) and the batch costs at most
         :data:`~pymc_dp.likelihood.ENGINE_EXACT_BUDGET` terms per evaluation, else the CLT.
         (A model's :class:`~pymc_dp.NoisySuffStat` takes the exact sum whenever it is
         affordable; the engine runs thousands of releases at once, so it pays for it only
@@ -247,7 +271,8 @@ def sample_gibbs(
         raise ValueError(f"released must have shape (batch, *{family.stat_shape}) (got {y.shape})")
     releases = y.shape[0]
     if _engine_likelihood(family, n, y, scale, method, likelihood) == "exact":
-        return _sample_exact(rng, family, prior, y, n, NoiseLaw(noise, scale), draws, tune, chains)
+        law = NoiseLaw(noise, scale)
+        return _sample_exact(rng, family, prior, y, n, law, draws, tune, chains, bounds)
     if method != "augmented" and collapsible(family):
         params = tuple(
             np.broadcast_to(p, (releases,)) for p in family.check_prior(prior, batched=True)
@@ -262,11 +287,7 @@ def sample_gibbs(
             draws=draws * chains,
             bounds=bounds,
         )
-
-        def chain_major(a):
-            return a.reshape(chains, draws, *a.shape[1:])
-
-        return GibbsTrace(chain_major(theta), chain_major(s), chain_major(v[..., 0]), 0)
+        return GibbsTrace(*(_chain_major(a, chains) for a in (theta, s, v[..., 0])), 0)
     # Chains are extra batch rows, chain-major, so that the output reshapes to (chain, ...).
     y = np.tile(y, (chains, *(1,) * (y.ndim - 1)))
     batch = y.shape[0]

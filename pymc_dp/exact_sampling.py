@@ -9,6 +9,12 @@ The batched engine's ``likelihood="exact"`` paths (:func:`pymc_dp.engine.sample_
   backward sampling over categories
   (:func:`~pymc_dp.kernels.exact_counts.draw_multinomial_suffstat`).
 
+- **Windowed Poisson / Geometric**: θ | y on the same adaptive grid over z (log λ, logit p), with
+  the exact likelihood of the window sum (the n-fold convolution of one record's windowed
+  statistic, :func:`~pymc_dp.kernels.exact_windows.window_sum_log_likelihood`), then the window
+  sum ŝ | θ, y exactly; the statistic of all records given ŝ comes from their joint CLT, as in
+  the collapsed engine (it is not part of the likelihood).
+
 σ² | s, y (the Laplace scale mixture) follows for Laplace noise, so the trace has the same
 variables as the CLT paths.
 """
@@ -19,7 +25,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-from pymc_dp.families import Binomial, Categorical
+from pymc_dp.collapsed import _log_posterior, _statistic_of_all_records
+from pymc_dp.families import Binomial, Categorical, TruncatedFamily
 from pymc_dp.kernels import draw_from_grid, draw_noise_variance, grid_density
 from pymc_dp.kernels.exact_counts import (
     NoiseLaw,
@@ -27,8 +34,13 @@ from pymc_dp.kernels.exact_counts import (
     draw_binomial_suffstat,
     draw_multinomial_suffstat,
 )
+from pymc_dp.kernels.exact_windows import (
+    draw_window_sum,
+    window_record_log_pmf,
+    window_sum_log_likelihood,
+)
 
-__all__ = ["sample_exact_binomial", "sample_exact_categorical"]
+__all__ = ["sample_exact_binomial", "sample_exact_categorical", "sample_exact_window"]
 
 _MAX_ELEMENTS = 2**24
 """Largest array (in float64 elements) an exact kernel builds at once; batches are split."""
@@ -146,3 +158,61 @@ def sample_exact_categorical(
             keep[0][it - tune], keep[1][it - tune] = theta, s
             keep[2][it - tune] = _noise_variance(rng, noise, y - s)
     return keep[0], keep[1], keep[2]
+
+
+def sample_exact_window(
+    rng: np.random.Generator,
+    *,
+    family: TruncatedFamily,
+    params: tuple[npt.NDArray[np.float64], ...],
+    released: npt.NDArray[np.float64],
+    n: int,
+    bounds: tuple[float, float],
+    noise: NoiseLaw,
+    draws: int,
+) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray]:
+    """Independent draws of (θ, (ŝ, s), σ²) | y for a batch of windowed count releases.
+
+    Parameters
+    ----------
+    rng
+        Source of randomness.
+    family
+        A Poisson or Geometric family.
+    params
+        Conjugate prior parameters, each of shape ``(B,)``.
+    released
+        Released window sums, shape ``(B,)``.
+    n, bounds
+        Records per release and the window.
+    noise
+        The releases' noise law.
+    draws
+        Draws per release.
+
+    Returns
+    -------
+    theta, suffstat, noise_variance
+        Shapes ``(draws, B)``, ``(draws, B, 2)`` (the stacked (ŝ, s)) and ``(draws, B, 1)``
+        (σ² is NaN for integer noise).
+    """
+    y = np.asarray(released, dtype=np.float64).reshape(-1)
+    window = tuple(int(v) for v in family.latent_window(bounds))
+    log_prior = _log_posterior(family, n, bounds, clt=False)
+    cols = [y, np.ones_like(y), *(np.broadcast_to(p, y.shape) for p in params)]
+    cols = [np.asarray(c, dtype=np.float64)[:, None] for c in cols]
+
+    def log_density(z):
+        theta = family.prior_transform_backward(z)
+        log_q = window_record_log_pmf(family.record_distribution(theta), window)
+        log_lik, _ = window_sum_log_likelihood(log_q, n, y[:, None], noise)
+        return log_prior(np.asarray(z, dtype=np.float64), *cols) + log_lik
+
+    start = family.draw_conjugate(rng, tuple(np.broadcast_to(p, y.shape) for p in params))
+    grid = grid_density(log_density, center=family.prior_transform_forward(start))
+    theta = family.prior_transform_backward(draw_from_grid(rng, grid, size=draws))
+    log_q = window_record_log_pmf(family.record_distribution(theta), window)
+    s_hat = draw_window_sum(rng, log_q, n, y, noise)
+    s_all = _statistic_of_all_records(rng, family, n, bounds, theta, s_hat)
+    sigma2 = _noise_variance(rng, noise, y - s_hat)
+    return theta, np.stack([s_hat, s_all], axis=-1), sigma2[..., None]

@@ -25,6 +25,8 @@ from pymc_dp.families import Categorical, TruncatedFamily
 from pymc_dp.kernels import draw_noise_variance
 from pymc_dp.kernels.collapsed import draw_collapsed_suffstat
 from pymc_dp.kernels.exact_counts import draw_binomial_suffstat, draw_multinomial_suffstat
+from pymc_dp.kernels.exact_windows import draw_window_sum, window_record_log_pmf
+from pymc_dp.likelihood import windowed_counts
 from pymc_dp.noisy_suffstat import THETA_TAG, NoisySuffStatInfo, node_infos
 
 __all__ = ["sample_latent"]
@@ -37,8 +39,9 @@ def sample_latent(idata: Any, model: pm.Model | None = None, *, random_seed: Any
     (:func:`~pymc_dp.kernels.collapsed.draw_collapsed_suffstat`), then, for a windowed family,
     the statistic of all records given ŝ from their joint CLT, and σ² | ŝ, y from its
     inverse-Gaussian conditional. A node with the exact likelihood (released counts) gets
-    exact draws of the counts s | θ, y (:mod:`pymc_dp.kernels.exact_counts`), and σ² only if
-    its noise is Laplace (integer noise has no scale mixture).
+    exact draws of the counts s | θ, y (:mod:`pymc_dp.kernels.exact_counts`; for a windowed
+    release the window sum ŝ alone, :mod:`pymc_dp.kernels.exact_windows`), and σ² only if its
+    noise is Laplace (integer noise has no scale mixture).
 
     Parameters
     ----------
@@ -117,7 +120,12 @@ def _exact_latent(
     released = np.asarray(model.rvs_to_values[y].eval(), dtype=np.float64)
     coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values}
     dims: tuple[str, ...] = ("chain", "draw")
-    if isinstance(info.family, Categorical):
+    if windowed_counts(info.family):
+        # ŝ, the window sum (the statistic of all records is not a function of it).
+        lo, hi = info.family.latent_window(info.bounds)
+        log_q = window_record_log_pmf(info.family.record_distribution(theta), (lo, hi))
+        s = draw_window_sum(rng, log_q, info.n, released, info.noise)
+    elif isinstance(info.family, Categorical):
         s = draw_multinomial_suffstat(
             rng, released=released, theta=theta, n=info.n, noise=info.noise
         )

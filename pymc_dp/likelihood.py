@@ -11,7 +11,10 @@ released Binomial count and its exact law is below 0.01 when the smallest expect
 the noise-to-spread ratio r = b / sd(s) satisfy m · (1 + r)² ≥ 50 and r ≥ 0.1 (or m ≥ 1000);
 elsewhere it reaches 0.37 (m = 1, no noise). Below m = 10 the paper's Gibbs sampler is
 miscalibrated whatever the noise (:data:`CLT_MIN_COUNT`). Exact likelihoods exist today for
-Bernoulli, Binomial and Categorical releases (counts, with noise on the integers or the reals).
+Bernoulli, Binomial and Categorical releases (counts, with noise on the integers or the reals)
+and for windowed Poisson and Geometric releases (the n-fold convolution of one record's windowed
+statistic, :mod:`pymc_dp.kernels.exact_windows`). The CLT of a windowed release has no measured
+rule yet: ``"auto"`` takes its exact likelihood whenever it is affordable.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from pymc_dp.families import Binomial, Categorical, ExponentialFamily
+from pymc_dp.families import Binomial, Categorical, ExponentialFamily, Geometric, Poisson
 from pymc_dp.kernels.exact_counts import NoiseLaw
 
 __all__ = [
@@ -31,6 +34,7 @@ __all__ = [
     "CLT_MIN_SMOOTHING",
     "CLT_TRUST_LEVEL",
     "ENGINE_EXACT_BUDGET",
+    "EXACT_FAMILIES",
     "EXACT_MAX_TERMS",
     "LIKELIHOODS",
     "CltWarning",
@@ -40,6 +44,7 @@ __all__ = [
     "exact_cost",
     "exact_supported",
     "noise_law",
+    "windowed_counts",
 ]
 
 LIKELIHOODS = ("auto", "clt", "exact")
@@ -48,7 +53,8 @@ LIKELIHOODS = ("auto", "clt", "exact")
 
 EXACT_MAX_TERMS = 100_000
 """Largest number of terms per evaluation of the exact likelihood that ``"auto"`` accepts:
-N + 1 for a Binomial count, (K - 2)(n + 1)² + n + 1 for K categories."""
+N + 1 for a Binomial count, (K - 2)(n + 1)² + n + 1 for K categories, n·b + 1 for a window
+sum of counts over [a, b]."""
 
 CLT_TRUST_LEVEL = 50.0
 """The CLT is trusted where m · (1 + r)² ≥ this (m: smallest expected count, r = b / sd(s))."""
@@ -80,15 +86,31 @@ class LikelihoodChoice(NamedTuple):
     reason: str
 
 
+EXACT_FAMILIES = "Bernoulli, Binomial, Categorical, and windowed Poisson and Geometric"
+"""The releases with an exact likelihood, for messages."""
+
+
 def exact_supported(family: ExponentialFamily) -> bool:
-    """Whether ``family`` has an exact likelihood (Bernoulli, Binomial, Categorical)."""
-    return isinstance(family, (Binomial, Categorical))
+    """Whether ``family`` has an exact likelihood (:data:`EXACT_FAMILIES`)."""
+    return isinstance(family, (Binomial, Categorical, Poisson, Geometric))
 
 
-def exact_cost(family: ExponentialFamily, n: int) -> int:
-    """Terms summed per evaluation of the exact likelihood of ``n`` records."""
+def windowed_counts(family: ExponentialFamily) -> bool:
+    """Whether ``family`` releases a window sum of counts (Poisson, Geometric)."""
+    return isinstance(family, (Poisson, Geometric))
+
+
+def exact_cost(family: ExponentialFamily, n: int, bounds: tuple[float, float] | None = None) -> int:
+    """Terms summed per evaluation of the exact likelihood of ``n`` records.
+
+    A window sum of counts needs the release's ``bounds``: its sum runs over 0, …, n·b.
+    """
     if isinstance(family, Categorical):
         return (family.categories - 2) * (n + 1) ** 2 + n + 1
+    if windowed_counts(family):
+        if bounds is None:
+            raise ValueError("the cost of a windowed release depends on its bounds: pass bounds")
+        return n * int(family.latent_window(bounds)[1]) + 1
     return n * family.trials + 1
 
 
@@ -162,8 +184,8 @@ def clt_trust(
     >>> clt_trust(Binomial(trials=1), 10_000, 3000.0, 20.0)[0]
     True
     """
-    if not exact_supported(family):
-        return True, "no exact likelihood to compare with"
+    if not exact_supported(family) or windowed_counts(family):
+        return True, "no measured rule for this family"
     m, sd = _smallest_count(family, n, released)
     r = scale / max(sd, 1e-12)
     smooth = m * (1.0 + r) ** 2 >= CLT_TRUST_LEVEL and r >= CLT_MIN_SMOOTHING
@@ -185,14 +207,15 @@ def choose_likelihood(
     scale: float,
     likelihood: str = "auto",
     *,
+    bounds: tuple[float, float] | None = None,
     warn: bool = True,
 ) -> LikelihoodChoice:
     """Resolve ``likelihood`` (``"auto"``, ``"clt"``, ``"exact"``) for one release.
 
     Parameters
     ----------
-    family, n, released, scale
-        The release: family, records, value y and noise scale b.
+    family, n, released, scale, bounds
+        The release: family, records, value y, noise scale b and window (windowed families).
     likelihood
         What the user asked for.
     warn
@@ -214,19 +237,19 @@ def choose_likelihood(
     if likelihood == "exact":
         if not exact_supported(family):
             raise ValueError(
-                f"likelihood='exact' is available for Bernoulli, Binomial and Categorical "
-                f"releases, not {family!r}; use likelihood='clt'"
+                f"likelihood='exact' is available for {EXACT_FAMILIES} releases, not "
+                f"{family!r}; use likelihood='clt'"
             )
         return LikelihoodChoice("exact", "asked for")
     if exact_supported(family):
-        cost = exact_cost(family, n)
+        cost = exact_cost(family, n, bounds)
         if cost <= EXACT_MAX_TERMS:
             return LikelihoodChoice("exact", f"affordable ({cost} terms per evaluation)")
     trusted, reason = clt_trust(family, n, released, scale)
     if not trusted and warn:
         warnings.warn(
             f"the CLT for s may be inaccurate for this release: {reason}; the exact likelihood "
-            f"would sum {exact_cost(family, n)} terms per evaluation (more than "
+            f"would sum {exact_cost(family, n, bounds)} terms per evaluation (more than "
             f"{EXACT_MAX_TERMS}); pass likelihood='exact' to use it anyway",
             CltWarning,
             stacklevel=3,

@@ -50,7 +50,7 @@ from pymc_dp.distributions import (
     WindowSuffStat,
 )
 from pymc_dp.families import ExponentialFamily, TruncatedFamily, family_from_dist
-from pymc_dp.likelihood import LIKELIHOODS, choose_likelihood, noise_law
+from pymc_dp.likelihood import EXACT_FAMILIES, LIKELIHOODS, choose_likelihood, noise_law
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.node_info import (
     GRID_TAG,
@@ -118,9 +118,10 @@ class NoisySuffStat:
         ``"augmented"``: the paper's Algorithm 1 over (θ, s, σ²). ``"auto"`` (default):
         ``"collapsed"``, the faster method wherever it has been measured.
     likelihood
-        ``"exact"``: for released counts (Bernoulli, Binomial, Categorical), y | θ sums over
-        every value of s with the release's own noise law (Laplace, or OpenDP's discrete
-        Laplace or discrete Gaussian), no CLT (:mod:`pymc_dp.distributions.exact`). ``"clt"``:
+        ``"exact"``: for released counts (Bernoulli, Binomial, Categorical, and window sums
+        of Poisson or Geometric records), y | θ sums over every value of s with the release's
+        own noise law (Laplace, or OpenDP's discrete Laplace or discrete Gaussian), no CLT
+        (:mod:`pymc_dp.distributions.exact`, :mod:`pymc_dp.distributions.exact_windows`). ``"clt"``:
         s | θ is the CLT normal (the paper's method). ``"auto"`` (default): exact whenever one
         evaluation costs at most :data:`~pymc_dp.likelihood.EXACT_MAX_TERMS` terms, else the
         CLT, with a :class:`~pymc_dp.likelihood.CltWarning` where the CLT was measured to be
@@ -226,7 +227,7 @@ class NoisySuffStat:
         if gaussian:
             scale = release.scale
         choice = (
-            choose_likelihood(family, n, value, scale, likelihood).likelihood
+            choose_likelihood(family, n, value, scale, likelihood, bounds=bounds).likelihood
             if method != "augmented"
             else "clt"
         )
@@ -234,7 +235,7 @@ class NoisySuffStat:
             # y - s is then (discrete) Gaussian, not Laplace: the CLT node would be wrong.
             raise ValueError(
                 "release used the Gaussian mechanism, whose noise only the exact likelihood "
-                "models (Bernoulli, Binomial and Categorical releases, likelihood='exact'); "
+                f"models ({EXACT_FAMILIES} releases, likelihood='exact'); "
                 "release with mechanism='discrete-laplace' or 'laplace-float' to fit it here"
             )
         if choice == "exact":
@@ -255,6 +256,7 @@ class NoisySuffStat:
                 value=value,
                 noise=noise,
                 stat_dim=_stat_dim(model, name, family),
+                bounds=bounds,
             )
         s_name, v_name = f"{name}_s", f"{name}_sigma2"
         scalar = family.stat_shape == () or getattr(family, "stat_size", 0) == 1

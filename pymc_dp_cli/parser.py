@@ -270,8 +270,9 @@ def _add_fit_parser(sub: Any) -> None:
         "--likelihood",
         choices=("auto", "clt", "exact"),
         default="auto",
-        help="exact: sum over every value of the counts s (Bernoulli, Binomial, Categorical; "
-        "no CLT); clt: the CLT normal for s; auto (default): exact whenever it is affordable",
+        help="exact: sum over every value of the counts s (Bernoulli, Binomial, Categorical, "
+        "windowed Poisson and Geometric; no CLT); clt: the CLT normal for s; auto (default): "
+        "exact whenever it is affordable",
     )
     fit.add_argument(
         "--seed", type=_seed, help="seed of the sampler, for a reproducible posterior file"

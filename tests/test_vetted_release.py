@@ -243,8 +243,9 @@ def test_cli_gaussian_release_and_bad_combinations(tmp_path, capsys):
 
 
 def test_noisy_suffstat_refuses_a_gaussian_release_it_cannot_model():
-    """Only the exact likelihood of counts models Gaussian noise: a Gaussian release is refused
-    by name under the CLT (which models Laplace noise) rather than fitted with the wrong law."""
+    """Only the exact likelihoods of counts (window sums of counts included) model Gaussian
+    noise: a Gaussian release is refused by name under the CLT (which models Laplace noise)
+    rather than fitted with the wrong law."""
     rel = pmdp.release(
         np.array([0, 1, 1, 0, 1]), pm.Bernoulli, mechanism="discrete-gaussian", rho=0.5
     )
@@ -260,7 +261,11 @@ def test_noisy_suffstat_refuses_a_gaussian_release_it_cannot_model():
     )
     with pm.Model(), pytest.raises(ValueError, match="Gaussian mechanism"):
         lam = pm.Gamma("lam", 2.0, 0.5)
-        pmdp.NoisySuffStat("y", pm.Poisson.dist(mu=lam), release=counts)
+        pmdp.NoisySuffStat("y", pm.Poisson.dist(mu=lam), release=counts, likelihood="clt")
+    with pm.Model():  # a window sum of counts has an exact likelihood too
+        lam = pm.Gamma("lam", 2.0, 0.5)
+        y = pmdp.NoisySuffStat("y", pm.Poisson.dist(mu=lam), release=counts)
+    assert y.tag.noisy_suffstat.noise.kind == "discrete-gaussian"
     with pm.Model():  # the default takes the exact likelihood, with the Gaussian law
         p = pm.Beta("p", 1.0, 1.0)
         y = pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel)

@@ -1,0 +1,235 @@
+"""Exact likelihood of a windowed count release: the n-fold convolution of one record's law.
+
+A windowed count release (Poisson or Geometric records, window [a, b]) sums
+t̂(x) = x · 1[a ≤ x ≤ b] over n records: a record outside the window adds 0. One record's t̂
+has a law q on {0, …, b}: q(k) = P(x = k) inside the window, and q(0) also holds every record
+outside it. The window sum ŝ has law q^{*n}, the n-fold convolution, so
+
+    p(y | θ) = Σ_s q^{*n}(s) · k(y - s)
+
+with k the noise law of the release, exactly up to floating point (no CLT, nothing truncated).
+q^{*n} is computed by FFT, whose error is about 1e-16 of the largest probability. So that the
+terms that carry the sum keep their relative accuracy wherever θ lies, q is first tilted,
+q_τ(k) ∝ q(k) e^{τk}, with τ chosen so that q_τ^{*n} is centred where the terms of the sum are
+largest (its saddle point), and q^{*n}(s) = M(τ)^n e^{-τs} q_τ^{*n}(s), M(τ) = Σ_k q(k) e^{τk}.
+
+The gradient of log p(y | θ) in log q(j) is n times the posterior probability that one record
+has t̂ = j given y; PyTensor gets it from :func:`window_sum_log_likelihood` (see
+:mod:`pymc_dp.distributions.exact`), so NUTS and the grid sampler use the same kernel.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+from scipy import fft, signal
+from scipy.special import logsumexp
+
+from pymc_dp.kernels.exact_counts import NoiseLaw
+
+__all__ = [
+    "draw_window_sum",
+    "window_record_log_pmf",
+    "window_sum_log_likelihood",
+]
+
+_NEWTON_STEPS = 200
+
+
+def window_record_log_pmf(
+    dist, window: tuple[int, int], upper: int | None = None
+) -> npt.NDArray[np.float64]:
+    """Log q(k), k = 0, …, b: the law of one record's windowed statistic t̂ = x · 1[a ≤ x ≤ b].
+
+    Parameters
+    ----------
+    dist
+        The record's law as a (possibly batched) frozen ``scipy.stats`` discrete distribution.
+    window
+        Integer window (a, b), a ≥ 0.
+    upper
+        Length of the last axis minus one (default b).
+
+    Returns
+    -------
+    ndarray
+        Shape ``dist``'s batch shape plus ``(upper + 1,)``.
+    """
+    lo, hi = (int(v) for v in window)
+    top = hi if upper is None else int(upper)
+    k = np.arange(top + 1, dtype=np.float64)
+    args = [np.asarray(a, dtype=np.float64)[..., None] for a in dist.args]
+    frozen = dist.dist(*args, **dist.kwds)
+    inside = (k >= lo) & (k <= hi)
+    with np.errstate(divide="ignore"):
+        log_q = np.where(inside, frozen.logpmf(k), -np.inf)
+        outside = np.logaddexp(frozen.logcdf(lo - 1.0), frozen.logsf(float(hi)))[..., 0]
+    log_q[..., 0] = np.logaddexp(log_q[..., 0], outside)
+    return log_q
+
+
+def _tilt(log_q: npt.NDArray[np.float64], n: int, y: float, noise: NoiseLaw) -> float:
+    """The tilt τ that centres q_τ^{*n} on the largest terms of Σ_s q^{*n}(s) k(y - s).
+
+    Those terms peak where the slope of log q^{*n}, about -τ at the mean n·m(τ) of q_τ^{*n},
+    meets the slope of log k(y - s): n·m(τ) = y while τ is within ±1/b for the Laplace laws
+    (beyond, the noise is flatter than the tail and τ = ±1/b), and n·m(τ) + τb² = y for the
+    discrete Gaussian. m(τ) increases with τ, so a safeguarded Newton iteration finds it; the
+    tilted mean need only land within a fraction of an sd of its target.
+    """
+    k = np.arange(log_q.shape[-1], dtype=np.float64)
+    b = float(noise.scale)
+    extra = b * b if noise.kind == "discrete-gaussian" else 0.0
+
+    def excess(tau: float) -> tuple[float, float, float]:
+        lt = log_q + tau * k
+        p = np.exp(lt - logsumexp(lt))
+        mean = float(p @ k)
+        var = max(float(p @ (k - mean) ** 2), 0.0)
+        return n * mean + tau * extra - y, n * var + extra, math.sqrt(n * var)
+
+    if extra:
+        lo, hi = (y - float(k[-1]) * n) / extra - 1.0, y / extra + 1.0
+    else:
+        lo, hi = -1.0 / b, 1.0 / b
+    tau = min(max(0.0, lo), hi)
+    for _ in range(_NEWTON_STEPS):
+        gap, slope, sd = excess(tau)
+        if abs(gap) <= 0.25 * sd + 0.5:
+            return tau
+        if gap < 0.0:
+            lo = tau
+        else:
+            hi = tau
+        step = tau - gap / slope if slope > 0.0 else math.nan
+        tau = step if lo < step < hi else 0.5 * (lo + hi)
+        if hi - lo < 1e-12 * (1.0 + abs(tau)):
+            break
+    return tau
+
+
+def _tilted(log_q: npt.NDArray[np.float64], tau: float) -> tuple[npt.NDArray, float]:
+    """(q_τ normalised, log M(τ))."""
+    lt = log_q + tau * np.arange(log_q.shape[-1])
+    log_m = float(logsumexp(lt))
+    return np.exp(lt - log_m), log_m
+
+
+def _powers(q: npt.NDArray[np.float64], n: int, counts: tuple[int, ...]) -> list[npt.NDArray]:
+    """q^{*c} for each c in ``counts`` (c ≤ n), by one FFT; small negative errors set to 0."""
+    top = q.size - 1
+    length = fft.next_fast_len(n * top + 1, real=True)
+    spectrum = fft.rfft(q, length)
+    return [
+        np.maximum(fft.irfft(spectrum**c, length)[: c * top + 1], 0.0) if c else np.ones(1)
+        for c in counts
+    ]
+
+
+def _one_log_likelihood(
+    log_q: npt.NDArray[np.float64], n: int, y: float, noise: NoiseLaw, gradient: bool
+) -> tuple[float, npt.NDArray[np.float64] | None]:
+    tau = _tilt(log_q, n, y, noise)
+    q, log_m = _tilted(log_q, tau)
+    counts = (n, n - 1) if gradient else (n,)
+    powers = _powers(q, n, counts)
+    s = np.arange(powers[0].size, dtype=np.float64)
+    # w(s) = e^{-τs} k(y - s), scaled by its largest value (added back below).
+    log_w = -tau * s + noise.logpdf(y - s)
+    peak = float(np.max(log_w))
+    w = np.exp(log_w - peak)
+    total = float(np.dot(powers[0], w))
+    if not total > 0.0:
+        return -math.inf, (np.zeros_like(log_q) if gradient else None)
+    log_lik = math.log(total) + peak + n * log_m
+    if not gradient:
+        return log_lik, None
+    # C(j) = Σ_u q_τ^{*(n-1)}(u) w(u + j): a correlation, by FFT.
+    corr = signal.fftconvolve(w, powers[1][::-1], mode="valid")
+    return log_lik, n * q * np.maximum(corr, 0.0) / total
+
+
+def window_sum_log_likelihood(
+    log_q: npt.ArrayLike,
+    n: int,
+    released: npt.ArrayLike,
+    noise: NoiseLaw,
+    *,
+    gradient: bool = False,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64] | None]:
+    """Log p(y | q) = log Σ_s q^{*n}(s) k(y - s), and optionally its gradient in log q.
+
+    Parameters
+    ----------
+    log_q
+        Log law of one record's windowed statistic over {0, …, b}, shape ``(..., b + 1)``
+        (:func:`window_record_log_pmf`).
+    n
+        Number of records.
+    released
+        Released value y, broadcasting against ``log_q``'s batch shape.
+    noise
+        The release's noise law.
+    gradient
+        Also return ∂ log p / ∂ log q(j) = n · P(t̂ = j for one record | y).
+
+    Returns
+    -------
+    (ndarray, ndarray or None)
+        Log-likelihoods with the batch shape, and gradients shaped like ``log_q``.
+
+    Examples
+    --------
+    One Poisson(2) record in the window [0, 3], released with discrete Laplace noise:
+
+    >>> from scipy import stats
+    >>> law = NoiseLaw("discrete-laplace", 1.0)
+    >>> log_q = window_record_log_pmf(stats.poisson(2.0), (0, 3))
+    >>> ll, _ = window_sum_log_likelihood(log_q, 1, 2.0, law)
+    >>> direct = np.log(np.sum(np.exp(log_q + law.logpdf(2.0 - np.arange(4)))))
+    >>> bool(np.isclose(ll, direct, rtol=1e-12))
+    True
+    """
+    log_q = np.asarray(log_q, dtype=np.float64)
+    y = np.asarray(released, dtype=np.float64)
+    batch = np.broadcast_shapes(log_q.shape[:-1], y.shape)
+    log_q = np.broadcast_to(log_q, (*batch, log_q.shape[-1])).reshape(-1, log_q.shape[-1])
+    y = np.broadcast_to(y, batch).reshape(-1)
+    out = np.empty(y.size)
+    grads = np.empty(log_q.shape) if gradient else None
+    for i in range(y.size):
+        out[i], g = _one_log_likelihood(log_q[i], int(n), float(y[i]), noise, gradient)
+        if gradient:
+            grads[i] = g
+    return out.reshape(batch), (grads.reshape(*batch, -1) if gradient else None)
+
+
+def draw_window_sum(
+    rng: np.random.Generator,
+    log_q: npt.ArrayLike,
+    n: int,
+    released: npt.ArrayLike,
+    noise: NoiseLaw,
+) -> npt.NDArray[np.float64]:
+    """Exact draws of the window sum ŝ | θ, y ∝ q^{*n}(ŝ) k(y - ŝ), one per batch element.
+
+    ``log_q`` (shape ``(..., b + 1)``) and ``released`` broadcast; the result has the batch shape.
+    """
+    log_q = np.asarray(log_q, dtype=np.float64)
+    y = np.asarray(released, dtype=np.float64)
+    batch = np.broadcast_shapes(log_q.shape[:-1], y.shape)
+    log_q = np.broadcast_to(log_q, (*batch, log_q.shape[-1])).reshape(-1, log_q.shape[-1])
+    y = np.broadcast_to(y, batch).reshape(-1)
+    out = np.empty(y.size)
+    for i in range(y.size):
+        tau = _tilt(log_q[i], int(n), float(y[i]), noise)
+        q, _ = _tilted(log_q[i], tau)
+        (power,) = _powers(q, int(n), (int(n),))
+        s = np.arange(power.size, dtype=np.float64)
+        log_w = -tau * s + noise.logpdf(y[i] - s)
+        weights = power * np.exp(log_w - np.max(log_w))
+        cdf = np.cumsum(weights)
+        out[i] = float(np.searchsorted(cdf, rng.uniform() * cdf[-1], side="right"))
+    return out.reshape(batch)
