@@ -49,6 +49,7 @@ def test_no_command_is_an_error(capsys):
     assert exc.value.code == 2
 
 
+@pytest.mark.slow
 def test_reproduce_quick_checks_the_papers_claims(tmp_path):
     """``pymc-dp reproduce --quick --check``: 21 grid points (the paper's 18, and n = 10 at
     ε = 1 for each model) × 200 trials. Exit status 0 means every claim held: Gibbs and

@@ -92,6 +92,7 @@ def test_run_point_without_ops_or_mmd_for_other_models():
     assert r.mmd_gibbs_minus_naive is None and r.scores["gibbs"].mmd2 is None
 
 
+@pytest.mark.slow
 def test_nonprivate_quantiles_are_exactly_uniform_over_1000_trials():
     """The reference posterior is exact, so its quantiles pass KS (p > 0.01): a check of the
     harness's truth/data/posterior bookkeeping independent of the sampler."""
