@@ -56,7 +56,7 @@ def window_log_q(
 
 
 class WindowSumLogLikelihood(Op):
-    """log p(y | q) = log Σ_s q^{*n}(s) k(y - s) for a log law ``log_q`` and a value ``y``.
+    """log p(y | q) = log Σ_s q^{∗n}(s) k(y - s) for a log law ``log_q`` and a value ``y``.
 
     With ``gradient=True`` the output is instead ∂ log p / ∂ log q (a vector like ``log_q``);
     the plain Op's gradient uses it, so NUTS can run on it. Batches are looped by PyTensor's

@@ -3,15 +3,15 @@
 A windowed count release (Poisson or Geometric records, window [a, b]) sums
 t̂(x) = x · 1[a ≤ x ≤ b] over n records: a record outside the window adds 0. One record's t̂
 has a law q on {0, …, b}: q(k) = P(x = k) inside the window, and q(0) also holds every record
-outside it. The window sum ŝ has law q^{*n}, the n-fold convolution, so
+outside it. The window sum ŝ has law q^{∗n}, the n-fold convolution, so
 
-    p(y | θ) = Σ_s q^{*n}(s) · k(y - s)
+    p(y | θ) = Σ_s q^{∗n}(s) · k(y - s)
 
 with k the noise law of the release, exactly up to floating point (no CLT, nothing truncated).
-q^{*n} is computed by FFT, whose error is about 1e-16 of the largest probability. So that the
+q^{∗n} is computed by FFT, whose error is about 1e-16 of the largest probability. So that the
 terms that carry the sum keep their relative accuracy wherever θ lies, q is first tilted,
-q_τ(k) ∝ q(k) e^{τk}, with τ chosen so that q_τ^{*n} is centred where the terms of the sum are
-largest (its saddle point), and q^{*n}(s) = M(τ)^n e^{-τs} q_τ^{*n}(s), M(τ) = Σ_k q(k) e^{τk}.
+q_τ(k) ∝ q(k) e^{τk}, with τ chosen so that q_τ^{∗n} is centred where the terms of the sum are
+largest (its saddle point), and q^{∗n}(s) = M(τ)^n e^{-τs} q_τ^{∗n}(s), M(τ) = Σ_k q(k) e^{τk}.
 
 The gradient of log p(y | θ) in log q(j) is n times the posterior probability that one record
 has t̂ = j given y; PyTensor gets it from :func:`window_sum_log_likelihood` (see
@@ -25,7 +25,6 @@ import math
 import numpy as np
 import numpy.typing as npt
 from scipy import fft, signal
-from scipy.special import logsumexp
 
 from pymc_dp.kernels.exact_counts import NoiseLaw
 
@@ -71,9 +70,9 @@ def window_record_log_pmf(
 
 
 def _tilt(log_q: npt.NDArray[np.float64], n: int, y: float, noise: NoiseLaw) -> float:
-    """The tilt τ that centres q_τ^{*n} on the largest terms of Σ_s q^{*n}(s) k(y - s).
+    """The tilt τ that centres q_τ^{∗n} on the largest terms of Σ_s q^{∗n}(s) k(y - s).
 
-    Those terms peak where the slope of log q^{*n}, about -τ at the mean n·m(τ) of q_τ^{*n},
+    Those terms peak where the slope of log q^{∗n}, about -τ at the mean n·m(τ) of q_τ^{∗n},
     meets the slope of log k(y - s): n·m(τ) = y while τ is within ±1/b for the Laplace laws
     (beyond, the noise is flatter than the tail and τ = ±1/b), and n·m(τ) + τb² = y for the
     discrete Gaussian. m(τ) increases with τ, so a safeguarded Newton iteration finds it; the
@@ -83,9 +82,13 @@ def _tilt(log_q: npt.NDArray[np.float64], n: int, y: float, noise: NoiseLaw) -> 
     b = float(noise.scale)
     extra = b * b if noise.kind == "discrete-gaussian" else 0.0
 
+    finite = np.isfinite(log_q)
+    k, log_q = k[finite], log_q[finite]
+
     def excess(tau: float) -> tuple[float, float, float]:
         lt = log_q + tau * k
-        p = np.exp(lt - logsumexp(lt))
+        p = np.exp(lt - np.max(lt))
+        p /= p.sum()
         mean = float(p @ k)
         var = max(float(p @ (k - mean) ** 2), 0.0)
         return n * mean + tau * extra - y, n * var + extra, math.sqrt(n * var)
@@ -94,6 +97,11 @@ def _tilt(log_q: npt.NDArray[np.float64], n: int, y: float, noise: NoiseLaw) -> 
         lo, hi = (y - float(k[-1]) * n) / extra - 1.0, y / extra + 1.0
     else:
         lo, hi = -1.0 / b, 1.0 / b
+        # A target beyond the reach of the tilt: the noise is flatter than the tail there.
+        if excess(lo)[0] >= 0.0:
+            return lo
+        if excess(hi)[0] <= 0.0:
+            return hi
     tau = min(max(0.0, lo), hi)
     for _ in range(_NEWTON_STEPS):
         gap, slope, sd = excess(tau)
@@ -113,12 +121,14 @@ def _tilt(log_q: npt.NDArray[np.float64], n: int, y: float, noise: NoiseLaw) -> 
 def _tilted(log_q: npt.NDArray[np.float64], tau: float) -> tuple[npt.NDArray, float]:
     """(q_τ normalised, log M(τ))."""
     lt = log_q + tau * np.arange(log_q.shape[-1])
-    log_m = float(logsumexp(lt))
-    return np.exp(lt - log_m), log_m
+    top = float(np.max(lt))
+    q = np.exp(lt - top)
+    total = float(q.sum())
+    return q / total, top + math.log(total)
 
 
 def _powers(q: npt.NDArray[np.float64], n: int, counts: tuple[int, ...]) -> list[npt.NDArray]:
-    """q^{*c} for each c in ``counts`` (c ≤ n), by one FFT; small negative errors set to 0."""
+    """q^{∗c} for each c in ``counts`` (c ≤ n), by one FFT; small negative errors set to 0."""
     top = q.size - 1
     length = fft.next_fast_len(n * top + 1, real=True)
     spectrum = fft.rfft(q, length)
@@ -146,7 +156,7 @@ def _one_log_likelihood(
     log_lik = math.log(total) + peak + n * log_m
     if not gradient:
         return log_lik, None
-    # C(j) = Σ_u q_τ^{*(n-1)}(u) w(u + j): a correlation, by FFT.
+    # C(j) = Σ_u q_τ^{∗(n-1)}(u) w(u + j): a correlation, by FFT.
     corr = signal.fftconvolve(w, powers[1][::-1], mode="valid")
     return log_lik, n * q * np.maximum(corr, 0.0) / total
 
@@ -159,7 +169,7 @@ def window_sum_log_likelihood(
     *,
     gradient: bool = False,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64] | None]:
-    """Log p(y | q) = log Σ_s q^{*n}(s) k(y - s), and optionally its gradient in log q.
+    """Log p(y | q) = log Σ_s q^{∗n}(s) k(y - s), and optionally its gradient in log q.
 
     Parameters
     ----------
@@ -213,7 +223,7 @@ def draw_window_sum(
     released: npt.ArrayLike,
     noise: NoiseLaw,
 ) -> npt.NDArray[np.float64]:
-    """Exact draws of the window sum ŝ | θ, y ∝ q^{*n}(ŝ) k(y - ŝ), one per batch element.
+    """Exact draws of the window sum ŝ | θ, y ∝ q^{∗n}(ŝ) k(y - ŝ), one per batch element.
 
     ``log_q`` (shape ``(..., b + 1)``) and ``released`` broadcast; the result has the batch shape.
     """
