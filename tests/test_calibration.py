@@ -100,7 +100,7 @@ def test_gibbs_calibrated_naive_not_pm_sample_200_trials(family):
     rng = np.random.default_rng(42)
     theta, releases, naive_u, _ = _simulate(family, rng, trials=200)
     categorical = isinstance(family, Categorical)
-    trials, draws = (100, 1000) if categorical else (200, 2000)
+    trials, n_draws = (100, 1000) if categorical else (200, 2000)
     gibbs_u = []
     for t, rel in zip(theta[:trials], releases[:trials], strict=True):
         with pm.Model():
@@ -112,7 +112,7 @@ def test_gibbs_calibrated_naive_not_pm_sample_200_trials(family):
                 dist = pm.Binomial.dist(n=family.trials, p=p)
             likelihood = "clt" if categorical else "auto"
             pmdp.NoisySuffStat("y", dist, release=rel, likelihood=likelihood)
-            idata = sample(draws=draws, tune=500, chains=2, cores=1, random_seed=rng)
+            idata = sample(draws=n_draws, tune=500, chains=2, cores=1, random_seed=rng)
         draws = posterior_dataset(idata)["p"].values
         gibbs_u.append(calibration_quantiles(_first(draws, family), _first(t, family), rng=rng))
     assert stats.kstest(gibbs_u, "uniform").pvalue > 0.01
