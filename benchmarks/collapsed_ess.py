@@ -38,7 +38,7 @@ import pymc as pm
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
 
-FAMILIES = ("binomial", "categorical", "exponential", "normal")
+FAMILIES = ("binomial", "categorical", "exponential", "normal", "poisson")
 
 
 def make_release(family: str, n: int, epsilon: float, rng: np.random.Generator) -> pmdp.Release:
@@ -52,6 +52,9 @@ def make_release(family: str, n: int, epsilon: float, rng: np.random.Generator) 
     if family == "exponential":
         x = rng.exponential(0.4, n)
         return pmdp.release(x, pm.Exponential, epsilon=epsilon, bounds=(0.0, 1.5), rng=rng)
+    if family == "poisson":
+        x = rng.poisson(6.0, n)
+        return pmdp.release(x, pm.Poisson, epsilon=epsilon, bounds=(0, 15), rng=rng)
     x = rng.normal(30.0, 7.0, n)
     return pmdp.release(x, pm.Normal, epsilon=epsilon, bounds=(10.0, 50.0), rng=rng)
 
@@ -64,6 +67,8 @@ def prior(family: str) -> tuple[list[str], Callable[[], tuple]]:
         return ["p"], lambda: (pm.Categorical.dist(p=pm.Dirichlet("p", np.full(3, 2.0))),)
     if family == "exponential":
         return ["lam"], lambda: (pm.Exponential.dist(lam=pm.Gamma("lam", 2.0, 1.0)),)
+    if family == "poisson":
+        return ["lam"], lambda: (pm.Poisson.dist(mu=pm.Gamma("lam", 2.0, 0.2)),)
 
     def normal():
         sigma2 = pm.InverseGamma("sigma2", 3.0, 100.0)
