@@ -138,18 +138,39 @@ def _powers(q: npt.NDArray[np.float64], n: int, counts: tuple[int, ...]) -> list
     ]
 
 
+def _terms(
+    log_q: npt.NDArray[np.float64], n: int, y: float, noise: NoiseLaw, counts: tuple[int, ...]
+) -> tuple[npt.NDArray, float, list[npt.NDArray], npt.NDArray, float]:
+    """(q_τ, log M(τ), [q_τ^{∗c} for c in counts], w, log scale of w) for one release.
+
+    w(s) = e^{-τs} k(y - s) over s = 0, …, n·b, divided by its largest value e^peak, so that
+    Σ_s q^{∗n}(s) k(y - s) = M(τ)^n e^peak Σ_s q_τ^{∗n}(s) w(s).
+    """
+    tau = _tilt(log_q, n, y, noise)
+    q, log_m = _tilted(log_q, tau)
+    powers = _powers(q, n, counts)
+    s = np.arange(n * (log_q.size - 1) + 1, dtype=np.float64)
+    log_w = -tau * s + noise.logpdf(y - s)
+    peak = float(np.max(log_w))
+    return q, log_m, powers, np.exp(log_w - peak), peak
+
+
+def _rows(
+    log_q: npt.ArrayLike, released: npt.ArrayLike
+) -> tuple[npt.NDArray, npt.NDArray, tuple[int, ...]]:
+    """``log_q`` as rows ``(m, b + 1)`` and ``released`` as ``(m,)``, with their batch shape."""
+    log_q = np.asarray(log_q, dtype=np.float64)
+    y = np.asarray(released, dtype=np.float64)
+    batch = np.broadcast_shapes(log_q.shape[:-1], y.shape)
+    rows = np.broadcast_to(log_q, (*batch, log_q.shape[-1])).reshape(-1, log_q.shape[-1])
+    return rows, np.broadcast_to(y, batch).reshape(-1), batch
+
+
 def _one_log_likelihood(
     log_q: npt.NDArray[np.float64], n: int, y: float, noise: NoiseLaw, gradient: bool
 ) -> tuple[float, npt.NDArray[np.float64] | None]:
-    tau = _tilt(log_q, n, y, noise)
-    q, log_m = _tilted(log_q, tau)
     counts = (n, n - 1) if gradient else (n,)
-    powers = _powers(q, n, counts)
-    s = np.arange(powers[0].size, dtype=np.float64)
-    # w(s) = e^{-τs} k(y - s), scaled by its largest value (added back below).
-    log_w = -tau * s + noise.logpdf(y - s)
-    peak = float(np.max(log_w))
-    w = np.exp(log_w - peak)
+    q, log_m, powers, w, peak = _terms(log_q, n, y, noise, counts)
     total = float(np.dot(powers[0], w))
     if not total > 0.0:
         return -math.inf, (np.zeros_like(log_q) if gradient else None)
@@ -202,11 +223,7 @@ def window_sum_log_likelihood(
     >>> bool(np.isclose(ll, direct, rtol=1e-12))
     True
     """
-    log_q = np.asarray(log_q, dtype=np.float64)
-    y = np.asarray(released, dtype=np.float64)
-    batch = np.broadcast_shapes(log_q.shape[:-1], y.shape)
-    log_q = np.broadcast_to(log_q, (*batch, log_q.shape[-1])).reshape(-1, log_q.shape[-1])
-    y = np.broadcast_to(y, batch).reshape(-1)
+    log_q, y, batch = _rows(log_q, released)
     out = np.empty(y.size)
     grads = np.empty(log_q.shape) if gradient else None
     for i in range(y.size):
@@ -227,19 +244,10 @@ def draw_window_sum(
 
     ``log_q`` (shape ``(..., b + 1)``) and ``released`` broadcast; the result has the batch shape.
     """
-    log_q = np.asarray(log_q, dtype=np.float64)
-    y = np.asarray(released, dtype=np.float64)
-    batch = np.broadcast_shapes(log_q.shape[:-1], y.shape)
-    log_q = np.broadcast_to(log_q, (*batch, log_q.shape[-1])).reshape(-1, log_q.shape[-1])
-    y = np.broadcast_to(y, batch).reshape(-1)
+    log_q, y, batch = _rows(log_q, released)
     out = np.empty(y.size)
     for i in range(y.size):
-        tau = _tilt(log_q[i], int(n), float(y[i]), noise)
-        q, _ = _tilted(log_q[i], tau)
-        (power,) = _powers(q, int(n), (int(n),))
-        s = np.arange(power.size, dtype=np.float64)
-        log_w = -tau * s + noise.logpdf(y[i] - s)
-        weights = power * np.exp(log_w - np.max(log_w))
-        cdf = np.cumsum(weights)
+        _, _, (power,), w, _ = _terms(log_q[i], int(n), float(y[i]), noise, (int(n),))
+        cdf = np.cumsum(power * w)
         out[i] = float(np.searchsorted(cdf, rng.uniform() * cdf[-1], side="right"))
     return out.reshape(batch)
