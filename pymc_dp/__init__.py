@@ -27,7 +27,13 @@ from pymc_dp.regression import (
     release_regression,
 )
 from pymc_dp.release import Release, release
-from pymc_dp.step_methods import ConjugateStep, GridStep, NoiseVarianceStep, NormProductStep
+from pymc_dp.step_methods import (
+    ConjugateStep,
+    GridStep,
+    IndependenceStep,
+    NoiseVarianceStep,
+    NormProductStep,
+)
 
 __version__ = "0.1.0"
 
@@ -36,6 +42,7 @@ __all__ = [
     "ConjugateStep",
     "CovariateModelStep",
     "GridStep",
+    "IndependenceStep",
     "NoiseVarianceStep",
     "NoisyRegressionStat",
     "NoisySuffStat",

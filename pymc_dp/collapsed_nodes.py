@@ -25,6 +25,7 @@ from pymc_dp.kernels.exact_counts import NoiseLaw
 from pymc_dp.likelihood import windowed_counts
 from pymc_dp.node_info import (
     GRID_TAG,
+    INDEPENDENCE_TAG,
     TAG,
     THETA_TAG,
     NoisySuffStatInfo,
@@ -89,13 +90,13 @@ def collapsed_node(
     return y
 
 
-def grid_ready(model: pm.Model, theta: pt.TensorVariable) -> bool:
-    """Whether θ is a scalar continuous free variable whose prior has fixed parameters.
+def grid_ready(model: pm.Model, theta: pt.TensorVariable, ndim: int = 0) -> bool:
+    """Whether θ is a continuous free variable of ``ndim`` dimensions with a fixed prior.
 
-    Such a θ is drawn exactly by :class:`~pymc_dp.GridStep`; any other θ (a vector, a
+    Such a scalar θ is drawn exactly by :class:`~pymc_dp.GridStep`; any other θ (a
     deterministic, a hierarchical prior) is left to PyMC's samplers (NUTS).
     """
-    if theta not in model.free_RVs or theta.type.ndim != 0 or "float" not in theta.dtype:
+    if theta not in model.free_RVs or theta.type.ndim != ndim or "float" not in theta.dtype:
         return False
     free = set(model.free_RVs)
     params = theta.owner.op.dist_params(theta.owner)
@@ -176,4 +177,8 @@ def exact_node(
     setattr(y.tag, THETA_TAG, theta)
     if grid_ready(model, theta):
         setattr(theta.tag, GRID_TAG, True)
+    elif grid_ready(model, theta, ndim=1):
+        # A Dirichlet θ: its exact conditional is fixed, so a fitted independence proposal
+        # gives near-independent draws without gradients.
+        setattr(theta.tag, INDEPENDENCE_TAG, True)
     return y

@@ -22,6 +22,7 @@ from pymc_dp.release import _FORMAT_VERSION, Release
 
 __all__ = [
     "GRID_TAG",
+    "INDEPENDENCE_TAG",
     "LIKELIHOOD_ATTR_PREFIX",
     "RELEASE_ATTR_PREFIX",
     "TAG",
@@ -82,6 +83,10 @@ them on a conjugate θ (one per node that θ feeds)."""
 GRID_TAG = "noisy_suffstat_grid"
 """Attribute on ``rv.tag`` marking a scalar θ of a collapsed node whose prior has fixed
 parameters; :class:`~pymc_dp.GridStep` draws it exactly."""
+
+INDEPENDENCE_TAG = "noisy_suffstat_independence"
+"""Attribute on ``rv.tag`` marking a small vector θ of an exact node whose prior has fixed
+parameters; :class:`~pymc_dp.IndependenceStep` samples it."""
 
 THETA_TAG = "noisy_suffstat_theta"
 """Attribute on a collapsed node's ``y.tag`` holding θ (the graph), for :func:`sample_latent`."""

@@ -1,8 +1,11 @@
 """Exact likelihoods of released counts as PyTensor log-probabilities (no CLT), for NUTS.
 
-The same sums as :mod:`pymc_dp.kernels.exact_counts`, written in PyTensor so that θ's gradient
-comes from autodiff: a log-sum over every s = 0, …, N for a Binomial count, and the forward
-recursion over categories for Multinomial counts. :func:`ExactReleasedCount` and
+The same sums as :mod:`pymc_dp.kernels.exact_counts`: a log-sum over every s = 0, …, N for a
+Binomial count, written in PyTensor so that θ's gradient comes from autodiff; and, for
+Multinomial counts, the NumPy forward recursion over categories inside an ``Op`` whose gradient
+is E[s | θ, y] / θ (forward-backward), which keeps the graph small and quick to compile (autodiff
+through the recursion's gathers took seconds to compile and ~0.5 ms per gradient at n = 100).
+:func:`ExactReleasedCount` and
 :func:`ExactReleasedCounts` are the observed nodes that
 :class:`~pymc_dp.NoisySuffStat` adds with ``likelihood="exact"``.
 """
@@ -15,6 +18,10 @@ from typing import Any
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
+from pytensor.gradient import grad_not_implemented
+from pytensor.graph.basic import Apply
+from pytensor.graph.op import Op
+from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.variable import TensorVariable
 from scipy.special import gammaln
 
@@ -22,11 +29,14 @@ from pymc_dp.kernels.exact_counts import (
     NoiseLaw,
     discrete_gaussian_log_normaliser,
     log_tanh_half_inverse,
+    multinomial_expected_counts,
+    multinomial_log_likelihood,
 )
 
 __all__ = [
     "ExactReleasedCount",
     "ExactReleasedCounts",
+    "MultinomialLogLikelihood",
     "binomial_exact_logp",
     "draw_noise",
     "multinomial_exact_logp",
@@ -84,29 +94,70 @@ def binomial_exact_logp(value: Any, theta: Any, total: int, noise: NoiseLaw) -> 
     return pt.logsumexp(terms + noise_logpdf(value - s, noise), axis=-1)
 
 
+class MultinomialLogLikelihood(Op):
+    """log p(y | θ) of K released counts, s ~ Multinomial(n, θ) summed out exactly.
+
+    Inputs are the released counts ``y`` and θ, each of shape ``(K,)``. With
+    ``gradient=True`` the output is instead ∂ log p / ∂θ = E[s | θ, y] / θ (shape ``(K,)``),
+    which the plain Op's gradient uses. Batches are looped by PyTensor's ``Blockwise``
+    (``gufunc_signature``).
+    """
+
+    __props__ = ("n", "kind", "scale", "gradient")
+
+    def __init__(self, n: int, noise: NoiseLaw, gradient: bool = False):
+        self.n = int(n)
+        self.kind = str(noise.kind)
+        self.scale = float(noise.scale)
+        self.gradient = bool(gradient)
+        self.gufunc_signature = "(k),(k)->(k)" if gradient else "(k),(k)->()"
+
+    def make_node(self, value: Any, theta: Any) -> Apply:  # noqa: D102
+        value = pt.as_tensor_variable(value).astype("float64")
+        theta = pt.as_tensor_variable(theta).astype("float64")
+        if value.type.ndim != 1 or theta.type.ndim != 1:
+            raise TypeError("MultinomialLogLikelihood takes a vector value and a vector theta")
+        out = theta.type() if self.gradient else pt.dscalar()
+        return Apply(self, [value, theta], [out])
+
+    def perform(self, node, inputs, outputs) -> None:  # noqa: D102
+        value, theta = inputs
+        noise = NoiseLaw(self.kind, self.scale)
+        if self.gradient:
+            mean = multinomial_expected_counts(value, theta, self.n, noise)
+            # A category with θ_j = 0 has s_j = 0 for sure: no pull on θ_j from the data.
+            out = np.divide(mean, theta, out=np.zeros_like(mean), where=theta > 0)
+        else:
+            out = multinomial_log_likelihood(value, theta, self.n, noise)
+        outputs[0][0] = np.asarray(out, dtype=np.float64)
+
+    def infer_shape(self, fgraph, node, shapes):  # noqa: D102
+        return [shapes[1]] if self.gradient else [()]
+
+    def grad(self, inputs, output_grads):  # noqa: D102
+        if self.gradient:
+            return [grad_not_implemented(self, i, inp) for i, inp in enumerate(inputs)]
+        noise = NoiseLaw(self.kind, self.scale)
+        d_theta = MultinomialLogLikelihood(self.n, noise, gradient=True)(*inputs)
+        return [grad_not_implemented(self, 0, inputs[0]), output_grads[0] * d_theta]
+
+
 def multinomial_exact_logp(
     value: Any, theta: Any, n: int, noise: NoiseLaw, categories: int
 ) -> TensorVariable:
     """Log p(y | θ) of K released counts, s ~ Multinomial(n, θ), by the forward recursion.
 
     ``value`` and ``theta`` have shape ``(K,)`` with K = ``categories``; cost O(K n²) per
-    evaluation.
+    evaluation, and as much again for the gradient.
     """
     value = pt.as_tensor_variable(value)
     theta = pt.as_tensor_variable(theta)
-    k = int(categories)
-    s = np.arange(n + 1, dtype=np.float64)
-    c, col = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
-    shift, mask = np.clip(c - col, 0, n), col <= c
-
-    def terms(j):
-        return _xlogy(s, theta[j]) - gammaln(s + 1.0) + noise_logpdf(value[j] - s, noise)
-
-    table = terms(0)
-    for j in range(1, k - 1):
-        pair = table[shift] + terms(j)[None, :]
-        table = pt.logsumexp(pt.switch(mask, pair, -np.inf), axis=-1)
-    return gammaln(n + 1.0) + pt.logsumexp(table + terms(k - 1)[::-1])
+    if value.type.shape[-1:] not in ((None,), (int(categories),)):
+        raise ValueError(f"value must hold {categories} counts (got shape {value.type.shape})")
+    op = MultinomialLogLikelihood(n, noise)
+    if value.type.ndim > 1 or theta.type.ndim > 1:
+        op = Blockwise(op)
+    return op(value, theta)
 
 
 def ExactReleasedCount(

@@ -23,8 +23,9 @@ for NUTS are in :mod:`pymc_dp.distributions.exact`.
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -37,6 +38,7 @@ __all__ = [
     "binomial_suffstat_weights",
     "draw_binomial_suffstat",
     "draw_multinomial_suffstat",
+    "multinomial_expected_counts",
     "multinomial_log_likelihood",
 ]
 
@@ -146,7 +148,7 @@ def binomial_log_likelihood(
     >>> bool(np.isclose(binomial_log_likelihood(1.5, 0.4, 3, law), direct, rtol=1e-12))
     True
     """
-    return logsumexp(binomial_suffstat_weights(released, theta, total, noise), axis=-1)
+    return _logsumexp(binomial_suffstat_weights(released, theta, total, noise))
 
 
 def draw_binomial_suffstat(
@@ -178,19 +180,60 @@ def _category_terms(
     return xlogy(s, theta[..., None]) - gammaln(s + 1.0) + noise.logpdf(released[..., None] - s)
 
 
-def _shift_matrix(n: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-    """Index c - s and mask s ≤ c for the convolution matrix, rows c and columns s."""
+@functools.lru_cache(maxsize=16)
+def _shift_matrix(n: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Index c - s and a log-mask (0 where s ≤ c, -inf above) of the convolution matrix."""
     c, s = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
-    return np.clip(c - s, 0, n), s <= c
+    return np.clip(c - s, 0, n), np.where(s <= c, 0.0, -np.inf)
+
+
+# Below this (relative to the largest possible term) an output of the linear convolution may
+# have lost terms to underflow; those outputs are recomputed in log space.
+_DEEP = 1e-280
+
+
+def _log_convolve(
+    f: npt.NDArray[np.float64], g: npt.NDArray[np.float64], n: int
+) -> npt.NDArray[np.float64]:
+    """h(c) = log Σ_{s ≤ c} exp(f(c - s) + g(s)), c = 0…n, along the last axis.
+
+    For one pair of vectors, a linear convolution of exp(f - max f) and exp(g - max g): a sum of
+    positive terms, accurate to rounding wherever no term underflows, and 5x faster than the
+    log-space form, which is kept for batches and for the few outputs deep in the tails.
+    """
+    mf, mg = np.max(f, axis=-1), np.max(g, axis=-1)
+    if f.ndim == 1 and g.ndim == 1 and np.isfinite(mf) and np.isfinite(mg):
+        h = np.convolve(np.exp(f - mf), np.exp(g - mg))[: n + 1]
+        deep = h < _DEEP
+        out = np.log(np.where(deep, 1.0, h)) + (mf + mg)
+        if np.any(deep):
+            rows = np.flatnonzero(deep)
+            out[rows] = _log_convolve_rows(f, g, n, rows)
+        return out
+    return _log_convolve_rows(f, g, n, slice(None))
+
+
+def _log_convolve_rows(
+    f: npt.NDArray[np.float64], g: npt.NDArray[np.float64], n: int, rows: Any
+) -> npt.NDArray[np.float64]:
+    """Outputs ``rows`` of :func:`_log_convolve`, in log space (batched)."""
+    shift, log_mask = _shift_matrix(n)
+    return _logsumexp(f[..., shift[rows]] + (g[..., None, :] + log_mask[rows]))
+
+
+def _logsumexp(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Log Σ exp(x) over the last axis (-inf for an all -inf row); scipy's costs ~100 µs a call."""
+    top = np.max(x, axis=-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.sum(np.exp(x - top), axis=-1)) + top[..., 0]
 
 
 def _forward(terms: npt.NDArray[np.float64], n: int) -> list[npt.NDArray[np.float64]]:
     """Forward tables F_1, …, F_{K-1} (each (..., n + 1)) of the recursion over categories."""
-    shift, mask = _shift_matrix(n)
     tables = [terms[..., 0, :]]
     for j in range(1, terms.shape[-2] - 1):
-        pair = tables[-1][..., shift] + terms[..., j, None, :]
-        tables.append(logsumexp(np.where(mask, pair, -np.inf), axis=-1))
+        tables.append(_log_convolve(tables[-1], terms[..., j, :], n))
     return tables
 
 
@@ -242,7 +285,7 @@ def multinomial_log_likelihood(
     last = _forward(terms, n)[-1]
     # The last category takes whatever the others leave: s_K = n - c.
     closing = last + terms[..., -1, ::-1]
-    return gammaln(n + 1.0) + logsumexp(closing, axis=-1)
+    return gammaln(n + 1.0) + _logsumexp(closing)
 
 
 def draw_multinomial_suffstat(
@@ -276,3 +319,35 @@ def draw_multinomial_suffstat(
         left = left - counts[..., j]
     counts[..., 0] = left
     return counts.astype(np.float64)
+
+
+def multinomial_expected_counts(
+    released: npt.ArrayLike, theta: npt.ArrayLike, n: int, noise: NoiseLaw
+) -> npt.NDArray[np.float64]:
+    """E[s | θ, y] of K released counts, s ~ Multinomial(n, θ), by forward-backward recursion.
+
+    It is also the gradient of :func:`multinomial_log_likelihood` in log θ: log p(y | θ) is
+    log Σ_s exp(Σ_j s_j log θ_j + …). Each category's marginal is its own terms times the
+    convolution of the forward table before it and the backward table after it, so the cost is
+    O(K n²), as for the likelihood. Parameters are those of
+    :func:`multinomial_log_likelihood`; returns shape ``(..., K)``.
+    """
+    y, p = _check_counts(released, theta)
+    terms = _category_terms(y, p, n, noise)
+    k = y.shape[-1]
+    forward = _forward(terms, n)
+    backward = _forward(terms[..., ::-1, :], n)[::-1]  # backward[j] sums categories j+1…K-1
+    s = np.arange(n + 1, dtype=np.float64)
+    means = []
+    for j in range(k):
+        if j == 0:
+            rest = backward[0]
+        elif j == k - 1:
+            rest = forward[-1]
+        else:
+            rest = _log_convolve(forward[j - 1], backward[j], n)
+        # s_j = v leaves n - v to the other categories.
+        logw = terms[..., j, :] + rest[..., ::-1]
+        w = np.exp(logw - np.max(logw, axis=-1, keepdims=True))
+        means.append(np.sum(w * s, axis=-1) / np.sum(w, axis=-1))
+    return np.stack(means, axis=-1)

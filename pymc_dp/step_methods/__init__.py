@@ -3,9 +3,12 @@
 from pymc_dp._compat import register_step_methods
 from pymc_dp.step_methods.conjugate import ConjugateStep
 from pymc_dp.step_methods.grid import GridStep
+from pymc_dp.step_methods.independence import IndependenceStep
 from pymc_dp.step_methods.noise_variance import NoiseVarianceStep
 from pymc_dp.step_methods.norm_product import NormProductStep
 
-__all__ = ["ConjugateStep", "GridStep", "NoiseVarianceStep", "NormProductStep"]
+__all__ = ["ConjugateStep", "GridStep", "IndependenceStep", "NoiseVarianceStep", "NormProductStep"]
 
-register_step_methods([ConjugateStep, GridStep, NormProductStep, NoiseVarianceStep])
+register_step_methods(
+    [ConjugateStep, GridStep, IndependenceStep, NormProductStep, NoiseVarianceStep]
+)

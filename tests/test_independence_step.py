@@ -1,0 +1,150 @@
+"""IndependenceStep: exact Metropolis–Hastings draws of a Dirichlet θ under the exact likelihood."""
+
+import itertools
+
+import arviz as az
+import numpy as np
+import pymc as pm
+import pytest
+from scipy import stats
+
+import pymc_dp as pmdp
+from pymc_dp._compat import posterior_dataset
+from pymc_dp.kernels import exact_counts
+from pymc_dp.kernels.exact_counts import (
+    NoiseLaw,
+    multinomial_expected_counts,
+    multinomial_log_likelihood,
+)
+
+
+def _grid_posterior(y, n, law, alpha, size=250):
+    """Points of the simplex (midpoint grid over p0, p1) and their normalised posterior weights."""
+    a = (np.arange(size) + 0.5) / size
+    first, second = np.meshgrid(a, a, indexing="ij")
+    inside = first + second < 1
+    p = np.stack([first[inside], second[inside], 1 - first[inside] - second[inside]], -1)
+    # one point at a time: a batch would hold (n + 1)² terms per point
+    loglik = np.array([multinomial_log_likelihood(y, point, n, law) for point in p])
+    logw = loglik + stats.dirichlet.logpdf(p.T, alpha)
+    w = np.exp(logw - logw.max())
+    return p, w / w.sum()
+
+
+def _ks_to_grid(draws, points, weights, size=250):
+    """Kolmogorov distance between draws of one component and its grid marginal.
+
+    Every component lies on a lattice of step h = 1/size; each lattice value's mass is spread
+    evenly over its cell, so the reference CDF is piecewise linear rather than a staircase.
+    """
+    h = 1.0 / size
+    values, index = np.unique(np.round(points / h - 0.5).astype(int), return_inverse=True)
+    mass = np.bincount(index, weights=weights)
+    edges = np.concatenate([[values[0] * h], (values + 1.0) * h])
+    cdf = np.concatenate([[0.0], np.cumsum(mass)])
+    ref = np.interp(np.sort(draws), edges, cdf)
+    emp = np.arange(1, draws.size + 1) / draws.size
+    return float(np.max(np.maximum(np.abs(emp - ref), np.abs(emp - 1 / draws.size - ref))))
+
+
+def _fit(rel, alpha, seed, extra=None, draws=1500):
+    with pm.Model() as model:
+        p = pm.Dirichlet("p", alpha)
+        pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p), release=rel)
+        if extra is not None:
+            extra(p)
+        idata = pm.sample(
+            draws=draws,
+            tune=300,
+            chains=2,
+            random_seed=seed,
+            progressbar=False,
+            compute_convergence_checks=False,
+        )
+    return model, idata
+
+
+CASES = {
+    # noise swamps the counts: the posterior is close to the Dirichlet(2, 2, 2) prior
+    "noise-dominated": (100, 0.01, np.full(3, 2.0), [0.2, 0.5, 0.3]),
+    # a concentrated posterior
+    "concentrated": (100, 1.0, np.full(3, 2.0), [0.2, 0.5, 0.3]),
+    # a rare category near the edge of the simplex, under a Dirichlet(0.5) prior
+    "edge": (30, 0.5, np.full(3, 0.5), [0.02, 0.58, 0.4]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_draws_follow_the_exact_posterior(case):
+    n, eps, alpha, truth = CASES[case]
+    rng = np.random.default_rng(11)
+    x = rng.choice(3, p=truth, size=n)
+    rel = pmdp.release(x, pm.Categorical, epsilon=eps, categories=3, rng=rng)
+    model, idata = _fit(rel, alpha, seed=3)
+    assert pmdp.IndependenceStep.owns(model["p"])
+    assert "diverging" not in idata.sample_stats  # no NUTS in the chain
+    post = posterior_dataset(idata)["p"]
+    accepted = float(idata.sample_stats["accepted"].mean())
+    assert accepted > 0.5, f"acceptance {accepted:.2f}: the fitted proposal is poor"
+    points, weights = _grid_posterior(
+        np.asarray(rel.value), n, NoiseLaw("laplace", rel.scale), alpha
+    )
+    ess = az.ess(post.to_dataset(name="p"), method="bulk")["p"].values
+    for j in range(3):
+        draws = post.values[..., j].ravel()
+        # Draws are not independent: the Kolmogorov bound (p about 0.001) uses the ESS.
+        assert _ks_to_grid(draws, points[:, j], weights) < 1.95 / np.sqrt(ess[j]), (case, j)
+        mean = float(np.sum(points[:, j] * weights))
+        sd = float(np.sqrt(np.sum((points[:, j] - mean) ** 2 * weights)))
+        assert abs(draws.mean() - mean) < 4 * sd / np.sqrt(ess[j])
+        assert draws.std() == pytest.approx(sd, rel=0.08)
+
+
+@pytest.mark.slow  # a BFGS refit at every iteration: about 1 min
+def test_conditional_with_moving_neighbours_is_refitted_and_stays_exact():
+    # q ~ Dirichlet(20 p) moves every iteration; p's marginal is still p | y.
+    rng = np.random.default_rng(5)
+    x = rng.choice(3, p=[0.2, 0.5, 0.3], size=40)
+    rel = pmdp.release(x, pm.Categorical, epsilon=0.5, categories=3, rng=rng)
+    alpha = np.full(3, 2.0)
+    _, idata = _fit(rel, alpha, seed=4, extra=lambda p: pm.Dirichlet("q", 20 * p), draws=800)
+    post = posterior_dataset(idata)["p"]
+    points, weights = _grid_posterior(
+        np.asarray(rel.value), 40, NoiseLaw("laplace", rel.scale), alpha
+    )
+    ess = az.ess(post.to_dataset(name="p"), method="bulk")["p"].values
+    for j in range(3):
+        mean = float(np.sum(points[:, j] * weights))
+        sd = float(np.sqrt(np.sum((points[:, j] - mean) ** 2 * weights)))
+        assert abs(post.values[..., j].mean() - mean) < 4 * sd / np.sqrt(ess[j])
+
+
+def test_expected_counts_match_enumeration_and_are_the_gradient():
+    law, y, n = NoiseLaw("discrete-laplace", 1.3), np.array([1.0, 3.0, -1.0, 2.0]), 6
+    p = np.array([0.15, 0.4, 0.25, 0.2])
+    states = np.array([s for s in itertools.product(range(n + 1), repeat=4) if sum(s) == n])
+    w = stats.multinomial.pmf(states, n, p) * np.prod(np.exp(law.logpdf(y - states)), axis=-1)
+    want = (w[:, None] * states).sum(0) / w.sum()
+    np.testing.assert_allclose(multinomial_expected_counts(y, p, n, law), want, rtol=1e-10)
+    # d log p / d log θ_j = E[s_j | θ, y]
+    for j in range(4):
+        step = np.zeros(4)
+        step[j] = 1e-6
+        fd = (
+            multinomial_log_likelihood(y, p * np.exp(step), n, law)
+            - multinomial_log_likelihood(y, p * np.exp(-step), n, law)
+        ) / 2e-6
+        assert fd == pytest.approx(want[j], rel=1e-5)
+
+
+def test_fast_convolution_keeps_deep_tails_exact():
+    rng = np.random.default_rng(2)
+    for _ in range(100):
+        n = int(rng.integers(5, 320))
+        s = np.arange(n + 1)
+        # log-factorial scales, as in the count terms, plus noise: spans of 10^3 nats
+        f = -0.5 * s * np.log1p(s) * rng.uniform(0.5, 3) + rng.normal(0, 5, n + 1)
+        g = rng.uniform(-8, 8) * s + rng.normal(0, 5, n + 1)
+        fast = exact_counts._log_convolve(f, g, n)
+        slow = exact_counts._log_convolve_rows(f, g, n, slice(None))
+        np.testing.assert_allclose(fast, slow, rtol=1e-12, atol=1e-9)
