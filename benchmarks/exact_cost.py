@@ -22,10 +22,12 @@ import pymc_dp as pmdp
 CASES = (
     ("bernoulli", 100),
     ("bernoulli", 10_000),
+    ("bernoulli", 100_000),
     ("binomial5", 1_000),
     ("categorical3", 30),
     ("categorical3", 100),
     ("categorical3", 300),
+    ("categorical3", 1000),
 )
 
 
