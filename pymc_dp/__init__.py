@@ -27,6 +27,7 @@ from pymc_dp.regression import (
     release_regression,
 )
 from pymc_dp.release import Release, release
+from pymc_dp.release_set import ReleaseSet, release_grouped
 from pymc_dp.step_methods import ConjugateStep, GridStep, NoiseVarianceStep, NormProductStep
 
 __version__ = "0.1.0"
@@ -46,6 +47,7 @@ __all__ = [
     "RegressionRelease",
     "RegressionSuffStatStep",
     "Release",
+    "ReleaseSet",
     "calibration_quantiles",
     "ecdf",
     "interval_coverage",
@@ -55,6 +57,7 @@ __all__ = [
     "naive_posterior",
     "nonprivate_posterior",
     "release",
+    "release_grouped",
     "release_regression",
     "sample_latent",
 ]
