@@ -175,6 +175,10 @@ class ReleaseSet:
         """Released statistics, shape ``(G, *stat_shape)``."""
         return np.stack([rel.value for rel in self.releases.values()])
 
+    def coords(self, dims: str = "group") -> dict[str, list[GroupKey]]:
+        """Model coordinates of the groups: ``pm.Model(coords=release_set.coords())``."""
+        return {dims: list(self.groups)}
+
     def __len__(self) -> int:
         return len(self.releases)
 
