@@ -274,6 +274,31 @@ def read_column(
     return numbers
 
 
+def read_keys(path: str | Path, column: str, *, file_format: str | None = None) -> npt.NDArray:
+    r"""Read a column of group keys (as text, surrounding spaces removed), in file order.
+
+    Lines are checked as :func:`read_column` checks them; missing keys are left for
+    :func:`pymc_dp.release_grouped` to refuse, which never quotes a record.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "data.csv"
+    >>> _ = path.write_text("site,visits\nA,3\nB ,0\n")
+    >>> read_keys(path, "site").tolist()
+    ['A', 'B']
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    series, _ = _read_table_column(path, column, _data_format(path, file_format))
+
+    def text(v: Any) -> str | None:
+        return None if v is None or (isinstance(v, float) and v != v) else str(v).strip()
+
+    return np.array([text(v) for v in series], dtype=object)
+
+
 # A plain decimal number: no thousands separators, underscores, hexadecimal or units.
 _NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?inf(?:inity)?"
 
