@@ -234,3 +234,34 @@ def test_realistic_epsilon_posterior_covers_each_group_and_keeps_them_apart():
     lo, hi = (post.quantile(q, ("chain", "draw")).values for q in (0.025, 0.975))
     assert np.all((lo < p_true) & (p_true < hi)), (lo, hi)
     assert np.all(np.diff(post.mean(("chain", "draw")).values) > 0.1)
+
+
+@pytest.mark.parametrize("likelihood", ["exact", "clt"])
+def test_predictive_draws_have_one_release_per_group_near_its_mean(likelihood):
+    # Draws of y_g at fixed θ_g: mean n_g·trials·p_g (Binomial) or ≈ n_g·λ_g (window [0, 12]).
+    keys = ["a", "b", "c"]
+    by = np.repeat(keys, [100, 300, 50])
+    x = np.random.default_rng(5).binomial(TRIALS, 0.3, size=by.size)
+    rs = _release(x, by, keys, 2.0, 6)
+    p = np.array([0.1, 0.5, 0.9])
+    with pm.Model():
+        y = pmdp.NoisySuffStat(
+            "y", pm.Binomial.dist(n=TRIALS, p=p), release=rs, likelihood=likelihood
+        )
+    draws = pm.draw(y, draws=400, random_seed=7)
+    assert draws.shape == (400, 3)
+    expected = rs.n * TRIALS * p
+    sd = np.sqrt(rs.n * TRIALS * p * (1 - p) + 2 * (TRIALS / 2.0) ** 2)
+    np.testing.assert_array_less(np.abs(draws.mean(axis=0) - expected), 4 * sd / np.sqrt(400))
+
+    by = np.repeat(keys, [40, 25, 60])
+    x = np.random.default_rng(8).poisson(2.0, size=by.size)
+    rs = pmdp.release_grouped(
+        x, pm.Poisson, epsilon=1.0, bounds=(0, 12), by=by, groups=keys, sizes="public", rng=9
+    )
+    lam = np.array([0.5, 2.0, 4.0])
+    with pm.Model():
+        y = pmdp.NoisySuffStat("y", pm.Poisson.dist(mu=lam), release=rs, likelihood=likelihood)
+    draws = pm.draw(y, draws=400, random_seed=10)
+    sd = np.sqrt(rs.n * lam + 2 * 12.0**2)
+    np.testing.assert_array_less(np.abs(draws.mean(axis=0) - rs.n * lam), 4 * sd / np.sqrt(400))
