@@ -336,7 +336,8 @@ def release_grouped(
     Calls :func:`pymc_dp.release` once per group, with the same family, window, ε and
     mechanism, so each group's noise is calibrated to Δ/ε exactly as an ungrouped release of
     that group's records would be. Each record is in exactly one group, so by parallel
-    composition the whole set costs ε once: a ``budget`` is charged once, before any noise.
+    composition the whole set costs ε once: a ``budget`` is checked before any noise is drawn
+    (an overspend is refused) and charged once, when every group has been released.
 
     Parameters
     ----------
@@ -361,7 +362,8 @@ def release_grouped(
         Seed or generator for a seeded study (``"laplace-float"`` noise), as in
         :func:`pymc_dp.release`; one generator runs through the groups in order.
     budget
-        A :class:`~pymc_dp.PrivacyBudget`, charged once for the whole set.
+        A :class:`~pymc_dp.PrivacyBudget`, charged once for the whole set (ε, or ρ for
+        ``mechanism="discrete-gaussian"``).
     label
         Name of the set in the accountant's ledger (default: the family name, grouped).
     by_name

@@ -188,3 +188,25 @@ def test_groups_must_share_epsilon_and_family(data):
     b = pmdp.release(x[5:9], pm.Binomial, trials=5, epsilon=2.0, rng=0)
     with pytest.raises(ValueError, match="share epsilon"):
         ReleaseSet({"a": a, "b": b})
+
+
+def test_gaussian_set_charges_rho_once(data):
+    x, keys = data
+    budget = pmdp.PrivacyBudget(rho=1.0)
+    rs = release_grouped(
+        x, pm.Binomial, trials=5, mechanism="discrete-gaussian", rho=0.3, by=keys,
+        groups=GROUPS, sizes="public", budget=budget,
+    )  # fmt: skip
+    ((label, cost),) = budget.ledger  # one charge: ρ through √(2ρ) and back
+    assert label == "binomial by group" and cost == pytest.approx(0.3, rel=1e-12)
+    assert all(
+        rs[g].rho == pytest.approx(0.3) and rs[g].mechanism == "discrete-gaussian" for g in GROUPS
+    )
+
+
+def test_keys_must_match_the_records_one_to_one(data):
+    x, keys = data
+    with pytest.raises(ValueError, match="one key per record"):
+        _grouped(x, keys[:-1])
+    with pytest.raises(ValueError, match="one-dimensional"):
+        _grouped(x, keys.reshape(-1, 2))
