@@ -108,3 +108,13 @@ def test_fit_on_a_grouped_file_is_partially_pooled(csv_path, tmp_path, capsys):
     truth = np.array([P_SITE[s] for s in SITES])
     assert np.all((lo < truth) & (truth < hi)), (lo, hi)
     assert json.loads(idata.attrs["pymc_dp_release_y"])["groups"] == SITES
+
+
+def test_release_by_charges_the_ledger_once(csv_path, tmp_path):
+    ledger = tmp_path / "ledger.json"
+    out = tmp_path / "g.json"
+    code = _release(csv_path, out, "--public-sizes", "--budget", str(ledger), "--budget-total", "2")
+    assert code == 0
+    saved = json.loads(ledger.read_text())
+    assert [cost for _, cost in saved["ledger"]] == [1.0]
+    assert read_release(out, allow_grouped=True).budget["spent"] == 1.0
