@@ -137,6 +137,22 @@ def test_windowed_poisson_logp_is_the_sum_over_groups(likelihood):
     np.testing.assert_allclose(got, np.ravel(alone), rtol=1e-8)
 
 
+def test_windowed_exponential_clt_logp_is_the_sum_over_groups():
+    rng = np.random.default_rng(12)
+    keys = [10, 20]
+    by = np.repeat(keys, [70, 45])
+    x = rng.exponential(np.repeat([1.0, 3.0], [70, 45]))
+    rs = pmdp.release_grouped(
+        x, pm.Exponential, epsilon=1.0, bounds=(0, 6), by=by, groups=keys, sizes="public", rng=13
+    )
+    rate = np.array([0.8, 0.4])
+    got = _node_logp(rs, lambda: pm.Exponential.dist(lam=rate), "clt")
+    alone = [
+        _node_logp(rs[g], lambda r=r: pm.Exponential.dist(lam=r), "clt") for g, r in zip(keys, rate)
+    ]
+    np.testing.assert_allclose(got, np.ravel(alone), rtol=1e-10)
+
+
 def test_auto_is_exact_only_if_every_group_is_affordable():
     keys = ["small", "large"]
     by = np.repeat(keys, [300, 60_000])
