@@ -259,8 +259,8 @@ def release_command(args: argparse.Namespace, settings: dict[str, Any]) -> int:
 
 def _release_grouped(args: argparse.Namespace, family: Any, options: dict[str, Any]) -> Any:
     """One release per group of --by (a CSV file or one Parquet file), ε spent once."""
+    from pymc_dp.grouped_release import release_grouped
     from pymc_dp.io import read_column, read_keys
-    from pymc_dp.release_set import release_grouped
 
     groups = [g.strip() for g in args.groups.split(",")]
     if args.public_sizes == "public":

@@ -8,8 +8,9 @@ import pytest
 
 import pymc_dp as pmdp
 from pymc_dp.budget import BudgetExceededError
+from pymc_dp.grouped_release import release_grouped
 from pymc_dp.io import InputFileError, read_release, write_release
-from pymc_dp.release_set import ReleaseSet, release_grouped
+from pymc_dp.release_set import ReleaseSet
 
 GROUPS = ["north", "south", "east"]
 
