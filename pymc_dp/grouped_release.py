@@ -238,12 +238,12 @@ def group_codes(by: Any, groups: Sequence[GroupKey], *, n_records: int) -> npt.N
         codes[row] = code
     if missing:
         raise ValueError(
-            f"by has {missing} missing key(s) (first at record {first_missing}); every record "
+            f"by has {missing} missing key(s) (the first at index {first_missing}); every record "
             "needs a group key: fill them in or drop those records"
         )
     if unknown:
         raise ValueError(
-            f"by has {unknown} key(s) not among groups (first at record {first_unknown}); the "
+            f"by has {unknown} key(s) not among groups (the first at index {first_unknown}); the "
             "groups are public and are not read from the data: add the group or drop the records"
         )
     return codes

@@ -66,6 +66,7 @@ def test_release_by_refuses_unknown_keys_and_missing_flags(csv_path, tmp_path, c
     )  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2 and "not among groups" in err and "east" not in err
+    assert "data row 371)" in err  # after 150 north and 220 south records
     with pytest.raises(SystemExit):
         _release(csv_path, tmp_path / "d.json")  # no --public-sizes
     assert "--public-sizes" in capsys.readouterr().err

@@ -90,7 +90,7 @@ def test_unknown_key_is_refused_without_quoting_records(data):
     with pytest.raises(ValueError, match="not among groups") as err:
         _grouped(x, keys)
     assert "secret" not in str(err.value) and "\n" not in str(err.value)
-    assert "record 17" in str(err.value)
+    assert "the first at index 17" in str(err.value)
 
 
 @pytest.mark.parametrize("marker", [None, np.nan, "", "NA"])
