@@ -32,6 +32,7 @@ from pymc_dp.likelihood import (
 )
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.node_info import GRID_TAG, TAG, THETA_TAG, NoisySuffStatInfo
+from pymc_dp.release_record import Release
 from pymc_dp.release_set import ReleaseSet
 
 __all__ = ["grouped_likelihood", "grouped_node"]
@@ -70,7 +71,7 @@ def grouped_likelihood(family: ExponentialFamily, release: ReleaseSet, likelihoo
     return "clt"
 
 
-def _window(family: ExponentialFamily, rel) -> tuple[float, float] | None:
+def _window(family: ExponentialFamily, rel: Release) -> tuple[float, float] | None:
     return rel.bounds if family.needs_bounds else None
 
 

@@ -182,6 +182,11 @@ def test_hierarchical_theta_goes_to_nuts_and_shared_scalar_to_grid(grouped):
         pmdp.NoisySuffStat("y", pm.Binomial.dist(n=TRIALS, p=p), release=grouped)
     selected = pm.sampling.mcmc.assign_step_methods(pooled)[-1]
     assert [cls.__name__ for cls in selected] == ["GridStep"]
+    with pm.Model(coords=grouped.coords()) as unpooled:  # a Beta per group: a vector θ
+        p = pm.Beta("p", 1.0, 1.0, dims="group")
+        pmdp.NoisySuffStat("y", pm.Binomial.dist(n=TRIALS, p=p), release=grouped)
+    selected = pm.sampling.mcmc.assign_step_methods(unpooled)[-1]
+    assert [cls.__name__ for cls in selected] == ["NUTS"]
 
 
 def test_complete_pooling_grid_draws_match_the_pooled_conjugate_posterior():
