@@ -114,7 +114,7 @@ def release_grouped(
     ((1, 2), [3, 3], 5.0)
     """
     groups = _check_groups(groups)
-    for name in ("column", "client", "budget_label"):
+    for name in ("column", "client"):
         if name in release_kwargs:
             raise TypeError(f"release_grouped does not take {name}=; pass x as an array")
     if isinstance(release_kwargs.get("bounds"), str):
@@ -140,8 +140,7 @@ def release_grouped(
 
     fam = get_family(family, **_family_settings(release_kwargs))
     if not release_kwargs.get("clamp", False):
-        for part in parts:
-            fam.validate_data(part)
+        fam.validate_data(x)  # on all records, so that an index in a message is the record's
     generator = check_rng(rng) if rng is not None else None
     label = label if label is not None else f"{fam.name} by {by_name or 'group'}"
     if budget is not None:

@@ -137,10 +137,11 @@ def test_empty_group_and_bad_records_stop_before_noise(data):
     with pytest.raises(ValueError, match="have no records"):
         _grouped(x, keys, groups=[*GROUPS, "west"])
     bad = x.copy()
-    bad[0] = 9
+    bad[250] = 9
     budget = pmdp.PrivacyBudget(epsilon=1.0)
-    with pytest.raises(ValueError, match="must lie in"):
+    with pytest.raises(ValueError, match="must lie in") as err:
         _grouped(bad, keys, budget=budget, rng=None)
+    assert "index 250" in str(err.value)  # the record's own index, not its place in the group
     assert budget.ledger == ()
     with pytest.raises(ValueError, match="public bounds"):
         release_grouped(
