@@ -15,6 +15,7 @@ from pymc_dp.evaluation import (
     ks_statistic,
     mmd2_unbiased,
 )
+from pymc_dp.grouped_release import release_grouped
 from pymc_dp.latent import sample_latent
 from pymc_dp.noisy_suffstat import NoisySuffStat
 from pymc_dp.regression import (
@@ -27,6 +28,7 @@ from pymc_dp.regression import (
     release_regression,
 )
 from pymc_dp.release import Release, release
+from pymc_dp.release_set import ReleaseSet
 from pymc_dp.step_methods import (
     ConjugateStep,
     GridStep,
@@ -53,6 +55,7 @@ __all__ = [
     "RegressionRelease",
     "RegressionSuffStatStep",
     "Release",
+    "ReleaseSet",
     "calibration_quantiles",
     "ecdf",
     "interval_coverage",
@@ -62,6 +65,7 @@ __all__ = [
     "naive_posterior",
     "nonprivate_posterior",
     "release",
+    "release_grouped",
     "release_regression",
     "sample_latent",
 ]

@@ -59,13 +59,16 @@ def _checked_fit(args: argparse.Namespace) -> int:
     from pymc_dp.atomic import existing_outputs
     from pymc_dp.io import check_posterior_path, read_release
     from pymc_dp.models import build_model, prior_hyperparameters, prior_spec
+    from pymc_dp.release_set import ReleaseSet
 
     out = Path(args.output_dir)
     suffix = ".zarr" if args.format == "zarr" else ".nc"
     names = [f"posterior{suffix}", "summary.csv", "posterior.png", "trace.png"]
     try:  # every input is checked before sampling starts
         prior = _parse_prior(args.prior)
-        rel = read_release(args.release)
+        rel = read_release(args.release, allow_grouped=True)
+        if isinstance(rel, ReleaseSet):  # one release per group: the partially pooled model
+            return _grouped_fit(args, rel, prior, out, names)
         model = build_model(rel, prior, likelihood=args.likelihood)
         spec = prior_spec(rel.get_family())
         values = prior_hyperparameters(rel, prior)
@@ -99,35 +102,15 @@ def _sample_and_write(
 
     matplotlib.use("Agg")
     import arviz as az
-    import pymc as pm
 
     from pymc_dp import __version__, sample_latent
     from pymc_dp._compat import posterior_dataset
-    from pymc_dp.atomic import InterruptGuard, StagedOutputs
+    from pymc_dp.atomic import StagedOutputs
     from pymc_dp.io import save_fit_figures, save_posterior
     from pymc_dp.noisy_suffstat import release_attrs
     from pymc_dp.priors import prior_summary
 
-    with InterruptGuard() as guard, model:
-        try:
-            idata = pm.sample(
-                draws=args.draws,
-                tune=args.tune,
-                chains=args.chains,
-                cores=args.cores,
-                random_seed=args.seed,
-                progressbar=not args.no_progress,
-                compute_convergence_checks=False,  # the summary below reports R-hat and ESS
-            )
-        except ValueError:
-            # Interrupted before the first draw, PyMC fails to build a trace of nothing.
-            if guard.interrupted:
-                raise KeyboardInterrupt from None
-            raise
-    # pm.sample returns the draws made so far when interrupted: such a trace is not a fit.
-    sizes = posterior_dataset(idata).sizes
-    if guard.interrupted or (sizes["chain"], sizes["draw"]) != (args.chains, args.draws):
-        raise KeyboardInterrupt
+    idata = _run_sampler(args, model)
     idata = sample_latent(idata, model, random_seed=args.seed)  # s and σ² of a collapsed node
     idata.attrs.update(release_attrs(model))
     idata.attrs["pymc_dp_prior"] = json.dumps({"distribution": spec.distribution, **used})
@@ -149,6 +132,97 @@ def _sample_and_write(
     )
     print(format_summary(summary))
     note = mixing_note(idata, spec.variables, args.chains)
+    if note:
+        print(note)
+    print(f"wrote {', '.join(names)} to {out}")
+    return 0
+
+
+def _run_sampler(args: argparse.Namespace, model: Any) -> Any:
+    """``pm.sample`` with the command's settings; ``KeyboardInterrupt`` unless it completed."""
+    import pymc as pm
+
+    from pymc_dp._compat import posterior_dataset
+    from pymc_dp.atomic import InterruptGuard
+
+    with InterruptGuard() as guard, model:
+        try:
+            idata = pm.sample(
+                draws=args.draws,
+                tune=args.tune,
+                chains=args.chains,
+                cores=args.cores,
+                random_seed=args.seed,
+                progressbar=not args.no_progress,
+                compute_convergence_checks=False,  # the summary below reports R-hat and ESS
+            )
+        except ValueError:
+            # Interrupted before the first draw, PyMC fails to build a trace of nothing.
+            if guard.interrupted:
+                raise KeyboardInterrupt from None
+            raise
+    # pm.sample returns the draws made so far when interrupted: such a trace is not a fit.
+    sizes = posterior_dataset(idata).sizes
+    if guard.interrupted or (sizes["chain"], sizes["draw"]) != (args.chains, args.draws):
+        raise KeyboardInterrupt
+    return idata
+
+
+def _grouped_fit(
+    args: argparse.Namespace, rel: Any, prior: dict[str, Any], out: Path, names: list[str]
+) -> int:
+    """Fit the partially pooled model of a grouped release; write the same outputs as a fit."""
+    from pymc_dp.atomic import existing_outputs
+    from pymc_dp.hierarchical import build_grouped_model, grouped_prior_hyperparameters
+    from pymc_dp.io import check_posterior_path
+
+    try:
+        used = grouped_prior_hyperparameters(rel, prior)
+        model = build_grouped_model(rel, prior, likelihood=args.likelihood)
+        check_posterior_path(out / names[0])
+        out.mkdir(parents=True, exist_ok=True)
+        existing = existing_outputs(out, names)
+        if existing and not args.overwrite:
+            raise InputError(
+                f"{out} already holds {', '.join(p.name for p in existing)} of an earlier fit; "
+                "pass --overwrite to replace them, or choose another --output-dir"
+            )
+    except (InputError, OSError, TypeError, ValueError) as err:
+        return fail("fit", fit_message(one_line(err)))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import arviz as az
+
+    from pymc_dp import __version__
+    from pymc_dp.atomic import StagedOutputs
+    from pymc_dp.hierarchical import group_summary, save_grouped_figures, theta_name
+    from pymc_dp.io import save_posterior
+    from pymc_dp.noisy_suffstat import release_attrs
+
+    idata = _run_sampler(args, model)
+    idata.attrs.update(release_attrs(model))
+    idata.attrs["pymc_dp_prior"] = json.dumps({"model": "partially pooled", **used})
+    idata.attrs["pymc_dp_version"] = __version__
+    theta = theta_name(rel)
+    with StagedOutputs(out, names) as staged:
+        save_posterior(idata, staged.path(names[0]))
+        summary = az.summary(idata, var_names=["mu", "tau", theta])
+        summary.to_csv(staged.path("summary.csv"))
+        save_grouped_figures(idata, rel, staged.directory)
+        staged.commit()
+    link = "log lam_g" if theta == "lam" else "logit p_g"
+    print(
+        f"Partially pooled noise-aware posterior from the grouped {rel.family} release "
+        f"({len(rel)} groups, n = {int(rel.n.sum())}, epsilon = {rel.epsilon:g} for the whole "
+        f"set, {idata.attrs['pymc_dp_likelihood_y']} likelihood); {link} = mu + tau z_g, "
+        f"mu ~ Normal({used['mu_mean']:.3g}, {used['mu_sd']:g}), "
+        f"tau ~ HalfNormal({used['tau_sd']:g}):"
+    )
+    print(format_summary(summary.loc[["mu", "tau"]]))
+    print(f"per group ({theta}; naive = released value taken as exact):")
+    print(format_summary(group_summary(idata, rel)))
+    note = mixing_note(idata, ["mu", "tau", theta], args.chains)
     if note:
         print(note)
     print(f"wrote {', '.join(names)} to {out}")

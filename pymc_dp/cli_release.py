@@ -223,7 +223,9 @@ def release_command(args: argparse.Namespace, settings: dict[str, Any]) -> int:
             label=f"{Path(args.data).name}:{args.column}",
             **settings,
         )
-        if parquet:
+        if args.by is not None:
+            rel = _release_grouped(args, family, options)
+        elif parquet:
             rel = _release_parquet(args, family, options)
         else:
             records = read_column(args.data, args.column, file_format=args.format)
@@ -234,6 +236,9 @@ def release_command(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         write_release(rel, output, overwrite=args.overwrite)
     except (InputError, OSError, OverflowError, TypeError, ValueError) as err:
         return fail("release", release_message(one_line(err), args.column))
+    if args.by is not None:
+        _print_grouped(output, args, rel)
+        return 0
     params = ", ".join(f"{k}={v:g}" for k, v in rel.family_params.items())
     spent = f" + {rel.bounds_epsilon:g} for the private window" if rel.bounds_epsilon else ""
     print(
@@ -250,6 +255,49 @@ def release_command(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         )
     )
     return 0
+
+
+def _release_grouped(args: argparse.Namespace, family: Any, options: dict[str, Any]) -> Any:
+    """One release per group of --by (a CSV file or one Parquet file), ε spent once."""
+    from pymc_dp.grouped_release import release_grouped
+    from pymc_dp.io import read_column, read_keys
+
+    groups = [g.strip() for g in args.groups.split(",")]
+    if args.public_sizes == "public":
+        sizes: Any = "public"
+    else:
+        try:
+            sizes = [int(v) for v in args.public_sizes.split(",")]
+        except ValueError:
+            raise InputError(
+                f"--public-sizes takes whole numbers, comma-separated in the order of "
+                f"--groups (got {args.public_sizes!r})"
+            ) from None
+    records = read_column(args.data, args.column, file_format=args.format)
+    keys = read_keys(args.data, args.by, file_format=args.format)
+    options = dict(options)
+    options["label"] = f"{Path(args.data).name}:{args.column} by {args.by}"
+    return release_grouped(
+        records, family, by=keys, groups=groups, sizes=sizes, by_name=args.by, **options
+    )
+
+
+def _print_grouped(output: Path, args: argparse.Namespace, rs: Any) -> None:
+    rel = rs.first
+    params = ", ".join(f"{k}={v:g}" for k, v in rel.family_params.items())
+    print(
+        f"wrote {output}: {rel.family}({params}) releases of column {args.column!r} for "
+        f"{len(rs)} groups of {args.by!r}, epsilon = {rs.total_epsilon:g} for the whole set "
+        f"(parallel composition), sensitivity = {rel.sensitivity:g}, {rel.mechanism} scale = "
+        f"{rel.scale:g} per group"
+        + (
+            f"; budget: {rs.budget['spent']:g} of {rs.budget['total']:g} spent"
+            if rs.budget is not None
+            else ""
+        )
+    )
+    for key, n_g in zip(rs.groups, rs.n, strict=True):
+        print(f"  {key}: n = {n_g}")
 
 
 def _is_parquet(args: argparse.Namespace) -> bool:

@@ -274,6 +274,31 @@ def read_column(
     return numbers
 
 
+def read_keys(path: str | Path, column: str, *, file_format: str | None = None) -> npt.NDArray:
+    r"""Read a column of group keys (as text, surrounding spaces removed), in file order.
+
+    Lines are checked as :func:`read_column` checks them; missing keys are left for
+    :func:`pymc_dp.release_grouped` to refuse, which never quotes a record.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "data.csv"
+    >>> _ = path.write_text("site,visits\nA,3\nB ,0\n")
+    >>> read_keys(path, "site").tolist()
+    ['A', 'B']
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    series, _ = _read_table_column(path, column, _data_format(path, file_format))
+
+    def text(v: Any) -> str | None:
+        return None if v is None or (isinstance(v, float) and v != v) else str(v).strip()
+
+    return np.array([text(v) for v in series], dtype=object)
+
+
 # A plain decimal number: no thousands separators, underscores, hexadecimal or units.
 _NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?inf(?:inity)?"
 
@@ -300,7 +325,7 @@ def _parse_numbers(series: Any) -> tuple[npt.NDArray[np.float64], npt.NDArray, n
     return numbers, missing, bad
 
 
-def write_release(release: Release, path: str | Path, *, overwrite: bool = True) -> Path:
+def write_release(release: Any, path: str | Path, *, overwrite: bool = True) -> Path:
     """Write a release as indented JSON (:meth:`~pymc_dp.Release.to_json`); return the path.
 
     The file is written whole to a temporary file beside ``path`` and then moved into place,
@@ -309,7 +334,8 @@ def write_release(release: Release, path: str | Path, *, overwrite: bool = True)
     Parameters
     ----------
     release
-        The release to write.
+        The release to write: a :class:`~pymc_dp.Release`, or a
+        :class:`~pymc_dp.ReleaseSet` (every group in one file).
     path
         The JSON file.
     overwrite
@@ -322,8 +348,12 @@ def write_release(release: Release, path: str | Path, *, overwrite: bool = True)
     InputFileError
         If ``path`` exists and ``overwrite`` is ``False``.
     """
-    if not isinstance(release, Release):
-        raise TypeError(f"release must be a pymc_dp.Release (got {type(release).__name__})")
+    from pymc_dp.release_set import ReleaseSet
+
+    if not isinstance(release, Release | ReleaseSet):
+        raise TypeError(
+            f"release must be a pymc_dp.Release or ReleaseSet (got {type(release).__name__})"
+        )
     path = Path(path)
     text = release.to_json(indent=2) + "\n"
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -358,8 +388,11 @@ def write_release(release: Release, path: str | Path, *, overwrite: bool = True)
     return path
 
 
-def read_release(path: str | Path) -> Release:
+def read_release(path: str | Path, *, allow_grouped: bool = False) -> Any:
     """Read and check a release written by :func:`write_release` or ``pymc-dp release``.
+
+    With ``allow_grouped=True`` a grouped release file gives a :class:`~pymc_dp.ReleaseSet`;
+    otherwise only a single :class:`~pymc_dp.Release` is accepted.
 
     Raises
     ------
@@ -392,10 +425,19 @@ def read_release(path: str | Path) -> Release:
         raise InputFileError(
             f"{path}: expected a JSON object with the release's fields (got {type(data).__name__})"
         )
+    from pymc_dp.release_set import ReleaseSet, is_grouped_record
+
+    grouped = is_grouped_record(data)
+    if grouped and not allow_grouped:
+        raise InputFileError(
+            f"{path}: a grouped release (one release per group); read it with "
+            "pymc_dp.io.read_release(path, allow_grouped=True)"
+        )
     try:
-        return Release.from_dict(data)
+        return ReleaseSet.from_dict(data) if grouped else Release.from_dict(data)
     except (TypeError, ValueError) as err:
-        raise InputFileError(f"{path}: not a valid pymc_dp release: {err}") from None
+        kind = "grouped release" if grouped else "release"
+        raise InputFileError(f"{path}: not a valid pymc_dp {kind}: {err}") from None
 
 
 def check_posterior_path(path: str | Path) -> Path:

@@ -74,8 +74,8 @@ def sample_latent(idata: Any, model: pm.Model | None = None, *, random_seed: Any
     posterior = posterior_dataset(idata)
     added = {}
     for info in node_infos(model):
-        if not info.collapsed:
-            continue
+        if not info.collapsed or info.groups:
+            continue  # grouped nodes: per-group latent draws are not implemented yet
         if info.likelihood == "exact":
             added.update(_exact_latent(rng, model, info, posterior))
             continue

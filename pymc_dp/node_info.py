@@ -74,6 +74,9 @@ class NoisySuffStatInfo:
     ``NoisySuffStat(likelihood=...)``."""
     noise: NoiseLaw | None = None
     """The noise law an exact node models (mechanism and scale), else ``None``."""
+    groups: tuple = ()
+    """The group keys of a node on a grouped release (:class:`~pymc_dp.ReleaseSet`), whose y
+    has one entry per group and whose ``n`` is then the tuple of group sizes; ``()`` otherwise."""
 
 
 TAG = "noisy_suffstat"
@@ -197,7 +200,7 @@ def releases_from_attrs(attrs: Mapping[str, Any]) -> dict[str, Release]:
     Returns
     -------
     dict
-        ``{node name: Release}``.
+        ``{node name: Release}`` (a :class:`~pymc_dp.ReleaseSet` for a grouped node).
 
     Raises
     ------
@@ -209,7 +212,13 @@ def releases_from_attrs(attrs: Mapping[str, Any]) -> dict[str, Release]:
         if not key.startswith(RELEASE_ATTR_PREFIX):
             continue
         try:
-            releases[key.removeprefix(RELEASE_ATTR_PREFIX)] = Release.from_json(str(text))
+            data = json.loads(str(text))
+            if isinstance(data, Mapping) and data.get("kind") == "grouped":
+                from pymc_dp.release_set import ReleaseSet
+
+                releases[key.removeprefix(RELEASE_ATTR_PREFIX)] = ReleaseSet.from_dict(data)
+            else:
+                releases[key.removeprefix(RELEASE_ATTR_PREFIX)] = Release.from_dict(data)
         except json.JSONDecodeError as err:
             raise ValueError(f"attrs[{key!r}] is not valid JSON: {err}") from None
     return releases

@@ -50,6 +50,7 @@ from pymc_dp.distributions import (
     WindowSuffStat,
 )
 from pymc_dp.families import ExponentialFamily, TruncatedFamily, family_from_dist
+from pymc_dp.grouped_nodes import grouped_node
 from pymc_dp.likelihood import EXACT_FAMILIES, LIKELIHOODS, choose_likelihood, noise_law
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.node_info import (
@@ -66,6 +67,7 @@ from pymc_dp.node_info import (
     releases_from_attrs,
 )
 from pymc_dp.release import Release
+from pymc_dp.release_set import ReleaseSet
 
 __all__ = [
     "GRID_TAG",
@@ -100,6 +102,9 @@ class NoisySuffStat:
     release
         A :class:`~pymc_dp.Release`. Alternatively give ``n``, ``epsilon``, ``sensitivity`` and
         ``observed`` (and ``bounds`` for a windowed family) for a value released elsewhere.
+        Or a :class:`~pymc_dp.ReleaseSet` (one release per group, from
+        :func:`~pymc_dp.release_grouped`): y then has one entry per group, along ``dims``, and
+        θ has one entry per group (or one shared by all); see Notes.
     n
         Number of records.
     epsilon
@@ -126,6 +131,10 @@ class NoisySuffStat:
         evaluation costs at most :data:`~pymc_dp.likelihood.EXACT_MAX_TERMS` terms, else the
         CLT, with a :class:`~pymc_dp.likelihood.CltWarning` where the CLT was measured to be
         inaccurate. A release made with the Gaussian mechanism needs the exact likelihood.
+    dims
+        Name of the group dimension of a grouped release (default ``"group"``); the node adds
+        the set's group keys as its coordinates if the model lacks them (else they must match).
+        Only for a :class:`~pymc_dp.ReleaseSet`.
     model
         Model to add to; defaults to the model on the context stack.
 
@@ -161,6 +170,15 @@ class NoisySuffStat:
     non-conjugate prior) is left to PyMC's samplers, which then update θ | s with the CLT
     likelihood N(s; nμ(θ), nΣ(θ)).
 
+    A grouped release (:class:`~pymc_dp.ReleaseSet`) of a one-number statistic (Bernoulli,
+    Binomial, a windowed family with one statistic) gives one collapsed node of shape ``(G,)``:
+    the groups are independent given θ_g, each with its own n_g, and the likelihood (exact or
+    CLT, chosen once for the node: exact if every group's sum is affordable) is that of one
+    release per group. A hierarchical θ (``p = pm.math.invlogit(mu + tau * z)`` with ``z`` of
+    dims ``"group"``) is sampled by NUTS; a scalar θ shared by the groups with a fixed prior by
+    :class:`~pymc_dp.GridStep`. Vector statistics (Categorical, Normal) are not supported for
+    grouped releases yet, and :func:`~pymc_dp.sample_latent` skips grouped nodes.
+
     Examples
     --------
     >>> import numpy as np, pymc as pm, pymc_dp as pmdp
@@ -190,6 +208,7 @@ class NoisySuffStat:
         bounds: tuple[float, float] | None = None,
         method: str = "auto",
         likelihood: str = "auto",
+        dims: str | None = None,
         model: pm.Model | None = None,
     ) -> pt.TensorVariable:
         """Add the node's variables to the model and return the observed node y."""
@@ -212,6 +231,26 @@ class NoisySuffStat:
                 "not a model variable"
             )
         family = family_from_dist(dist)
+        if isinstance(release, ReleaseSet):
+            explicit = _explicit(n, epsilon, sensitivity, observed, bounds)
+            given = [k for k, v in explicit if v is not None]
+            if given:
+                raise TypeError(f"pass either release= or {given}, not both")
+            return grouped_node(
+                model,
+                name,
+                family=family,
+                dist=dist,
+                release=release,
+                dims="group" if dims is None else dims,
+                method=method,
+                likelihood=likelihood,
+            )
+        if dims is not None:
+            raise TypeError(
+                "dims applies to a grouped release (a pymc_dp.ReleaseSet), whose y has one "
+                "entry per group; a single release has no group dimension"
+            )
         n, epsilon, sensitivity, value, bounds = _release_settings(
             family,
             release,
@@ -450,6 +489,16 @@ def _stat_dim(model: pm.Model, name: str, family: ExponentialFamily) -> str | No
     else:
         model.add_coord(dim, labels)
     return dim
+
+
+def _explicit(n, epsilon, sensitivity, observed, bounds) -> list[tuple[str, object]]:
+    return [
+        ("n", n),
+        ("epsilon", epsilon),
+        ("sensitivity", sensitivity),
+        ("observed", observed),
+        ("bounds", bounds),
+    ]
 
 
 def _release_settings(

@@ -128,6 +128,29 @@ def _add_release_parser(sub: Any) -> None:
         help="replace OUTPUT if it exists (each new release of the same data spends epsilon "
         "again, so this is off by default)",
     )
+    grp = rel.add_argument_group(
+        "grouped release (one release per group, epsilon spent once: parallel composition)"
+    )
+    grp.add_argument(
+        "--by",
+        metavar="COLUMN",
+        help="column holding each record's group key; writes one file with every group's "
+        "release (needs --groups and --public-sizes; CSV or one Parquet file)",
+    )
+    grp.add_argument(
+        "--groups",
+        metavar="A,B,...",
+        help="with --by: the public group keys, comma-separated, never read from the data; a "
+        "record with another key stops the release",
+    )
+    grp.add_argument(
+        "--public-sizes",
+        nargs="?",
+        const="public",
+        metavar="N1,N2,...",
+        help="with --by: declare that the group sizes are public (each is published exactly); "
+        "optionally give them, in the order of --groups, to have them checked",
+    )
     dry = rel.add_argument_group("planning a release (reads no data, spends no budget)")
     dry.add_argument(
         "--dry-run",
@@ -374,6 +397,30 @@ def family_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def check_release_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """The release's required arguments, which depend on --dry-run (an argparse error if not)."""
+    grouped = [
+        flag
+        for flag, value in (
+            ("--by", args.by),
+            ("--groups", args.groups),
+            ("--public-sizes", args.public_sizes),
+        )
+        if value is not None
+    ]
+    if grouped and args.by is None:
+        parser.error(f"{' and '.join(grouped)} apply only with --by COLUMN")
+    if args.by is not None:
+        if args.groups is None:
+            parser.error("--by needs --groups A,B,...: the public group keys")
+        if args.public_sizes is None:
+            parser.error(
+                "--by needs --public-sizes: each group's size is published exactly, so it "
+                "must be public (a record moving between groups would change two sizes)"
+            )
+        if args.dry_run or args.private_bounds is not None or args.scheduler is not None:
+            parser.error(
+                "--by does not combine with --dry-run, --private-bounds or --scheduler; give "
+                "public --bounds for a windowed family"
+            )
     if args.dry_run:
         given = [
             flag

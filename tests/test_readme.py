@@ -29,6 +29,8 @@ SLOW = {
     "python-in-private-linear-regression-bernstein-sheldon-2019",
     "bash-in-command-line-curator-and-analyst-2",
     "python-in-command-line-curator-and-analyst",
+    "python-in-grouped-releases-one-per-site-pooled-hierarchically",
+    "bash-in-grouped-releases-one-per-site-pooled-hierarchically",
 }
 
 
