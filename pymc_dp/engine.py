@@ -92,7 +92,7 @@ def _engine_likelihood(
     if windowed_counts(family):
         # No measured CLT rule for window sums yet: "auto" keeps the CLT in batched studies.
         return "clt"
-    if exact_cost(family, n) * y.shape[0] > ENGINE_EXACT_BUDGET:
+    if exact_cost(family, n, batched=True) * y.shape[0] > ENGINE_EXACT_BUDGET:
         return "clt"
     # The engine samples Categorical releases by Algorithm 1 (conjugate θ | s).
     gibbs = not collapsible(family)

@@ -13,7 +13,7 @@ def binomial_release():
 
 @pytest.fixture(scope="session")
 def categorical_release():
-    x = np.random.default_rng(13).choice(3, p=[0.2, 0.5, 0.3], size=800)
+    x = np.random.default_rng(13).choice(3, p=[0.2, 0.5, 0.3], size=1500)
     return pmdp.release(x, pm.Categorical, epsilon=0.2, categories=3, rng=14)
 
 

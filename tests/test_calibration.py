@@ -96,7 +96,7 @@ def test_gibbs_calibrated_naive_not_pm_sample_200_trials(family):
     Binomial: 200 trials × 2000 draws. Categorical: 100 trials × 1000 draws, since every trial
     compiles a NUTS graph (about 6 s a trial); its releases pin the CLT likelihood: at n = 100
     ``"auto"`` takes the exact sum (test_exact_likelihood checks it against enumeration), and
-    this test keeps the partially collapsed CLT sampler, which ``"auto"`` uses beyond n = 315."""
+    this test keeps the partially collapsed CLT sampler, which ``"auto"`` uses beyond n = 1047."""
     rng = np.random.default_rng(42)
     theta, releases, naive_u, _ = _simulate(family, rng, trials=200)
     categorical = isinstance(family, Categorical)

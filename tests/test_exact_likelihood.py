@@ -299,7 +299,8 @@ def test_auto_takes_the_exact_sum_when_affordable_and_warns_outside_the_clt_regi
     fam = Bernoulli()
     assert choose_likelihood(fam, 1000, 300.0, 2.0).likelihood == "exact"
     assert choose_likelihood(fam, 10**6, 3e5, 20.0).likelihood == "clt"
-    assert choose_likelihood(Categorical(categories=3), 1000, np.ones(3), 2.0).likelihood == "clt"
+    assert choose_likelihood(Categorical(categories=3), 1047, np.ones(3), 2.0).likelihood == "exact"
+    assert choose_likelihood(Categorical(categories=3), 1048, np.ones(3), 2.0).likelihood == "clt"
     with pytest.warns(CltWarning, match="smallest expected count"):
         choice = choose_likelihood(fam, 10**6, 2.0, 1.0)
     assert choice.likelihood == "clt"

@@ -83,7 +83,7 @@ def test_conjugate_step_draws_beta_posterior(binomial_release):
 
 def test_conjugate_step_draws_dirichlet_posterior(categorical_release):
     model = categorical_model(categorical_release, method="augmented")
-    s = np.array([150.5, 402.0, 247.5])
+    s = np.array([150.5, 402.0, 247.5]) * categorical_release.n / 800  # a point with Σ s = n
     with model:
         step = pmdp.ConjugateStep([model["p"]], rng=2)
         draws = _repeat(step, _point(model, y_s=s), "p")
@@ -149,12 +149,13 @@ def test_norm_product_step_categorical_stays_on_simplex_and_matches_product(cate
     with model:
         step = pmdp.NormProductStep([model["y_s"]], rng=6)
         draws = _repeat(step, _point(model, p=p, y_sigma2=sigma2), "y_s")
-    np.testing.assert_allclose(draws.sum(axis=1), 800.0, rtol=1e-12)
+    n = categorical_release.n
+    np.testing.assert_allclose(draws.sum(axis=1), n, rtol=1e-12)
     assert np.all(draws > 0)
     # Reference: condition N(n p, n(diag p - p pᵀ)) on y = s + noise, via the pseudo-inverse
     # free-coordinate form (first K-1 counts are full rank).
-    cov1 = 800 * (np.diag(p) - np.outer(p, p))
-    mean1 = 800 * p
+    cov1 = n * (np.diag(p) - np.outer(p, p))
+    mean1 = n * p
     gain = cov1 @ np.linalg.inv(cov1 + np.diag(sigma2))
     mean3 = mean1 + gain @ (y - mean1)
     cov3 = cov1 - gain @ cov1
