@@ -13,7 +13,7 @@ through the recursion's gathers took seconds to compile and ~0.5 ms per gradient
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pymc as pm
@@ -34,6 +34,7 @@ from pymc_dp.kernels.exact_counts import (
 )
 
 __all__ = [
+    "ExactLikelihoodOp",
     "ExactReleasedCount",
     "ExactReleasedCounts",
     "MultinomialLogLikelihood",
@@ -94,52 +95,72 @@ def binomial_exact_logp(value: Any, theta: Any, total: int, noise: NoiseLaw) -> 
     return pt.logsumexp(terms + noise_logpdf(value - s, noise), axis=-1)
 
 
-class MultinomialLogLikelihood(Op):
-    """log p(y | θ) of K released counts, s ~ Multinomial(n, θ) summed out exactly.
+class ExactLikelihoodOp(Op):
+    """Base of the exact-likelihood Ops: log p(y | ·) of ``n`` records under a noise law.
 
-    Inputs are the released counts ``y`` and θ, each of shape ``(K,)``. With
-    ``gradient=True`` the output is instead ∂ log p / ∂θ = E[s | θ, y] / θ (shape ``(K,)``),
-    which the plain Op's gradient uses. Batches are looped by PyTensor's ``Blockwise``
-    (``gufunc_signature``).
+    With ``gradient=True`` the Op outputs instead the gradient in its input number
+    :attr:`wrt` (a vector like that input), which the plain Op's gradient uses, so NUTS can run
+    on it. Subclasses set :attr:`ndims` (the inputs' dimensions), :attr:`signatures` (the
+    plain and gradient gufunc signatures, for PyTensor's ``Blockwise``) and :meth:`perform`.
     """
 
     __props__ = ("n", "kind", "scale", "gradient")
+    ndims: ClassVar[tuple[int, int]]
+    signatures: ClassVar[tuple[str, str]]
+    wrt: ClassVar[int]
 
     def __init__(self, n: int, noise: NoiseLaw, gradient: bool = False):
         self.n = int(n)
         self.kind = str(noise.kind)
         self.scale = float(noise.scale)
         self.gradient = bool(gradient)
-        self.gufunc_signature = "(k),(k)->(k)" if gradient else "(k),(k)->()"
+        self.gufunc_signature = self.signatures[int(self.gradient)]
 
-    def make_node(self, value: Any, theta: Any) -> Apply:  # noqa: D102
-        value = pt.as_tensor_variable(value).astype("float64")
-        theta = pt.as_tensor_variable(theta).astype("float64")
-        if value.type.ndim != 1 or theta.type.ndim != 1:
-            raise TypeError("MultinomialLogLikelihood takes a vector value and a vector theta")
-        out = theta.type() if self.gradient else pt.dscalar()
-        return Apply(self, [value, theta], [out])
+    @property
+    def noise(self) -> NoiseLaw:
+        """The noise law."""
+        return NoiseLaw(self.kind, self.scale)
 
-    def perform(self, node, inputs, outputs) -> None:  # noqa: D102
-        value, theta = inputs
-        noise = NoiseLaw(self.kind, self.scale)
-        if self.gradient:
-            mean = multinomial_expected_counts(value, theta, self.n, noise)
-            # A category with θ_j = 0 has s_j = 0 for sure: no pull on θ_j from the data.
-            out = np.divide(mean, theta, out=np.zeros_like(mean), where=theta > 0)
-        else:
-            out = multinomial_log_likelihood(value, theta, self.n, noise)
-        outputs[0][0] = np.asarray(out, dtype=np.float64)
+    def make_node(self, *inputs: Any) -> Apply:  # noqa: D102
+        inputs = [pt.as_tensor_variable(x).astype("float64") for x in inputs]
+        if tuple(x.type.ndim for x in inputs) != self.ndims:
+            raise TypeError(f"{type(self).__name__} takes inputs of dimensions {self.ndims}")
+        out = inputs[self.wrt].type() if self.gradient else pt.dscalar()
+        return Apply(self, inputs, [out])
 
     def infer_shape(self, fgraph, node, shapes):  # noqa: D102
-        return [shapes[1]] if self.gradient else [()]
+        return [shapes[self.wrt]] if self.gradient else [()]
 
     def grad(self, inputs, output_grads):  # noqa: D102
         if self.gradient:
-            return [grad_not_implemented(self, i, inp) for i, inp in enumerate(inputs)]
-        noise = NoiseLaw(self.kind, self.scale)
-        d_theta = MultinomialLogLikelihood(self.n, noise, gradient=True)(*inputs)
-        return [grad_not_implemented(self, 0, inputs[0]), output_grads[0] * d_theta]
+            return [grad_not_implemented(self, i, x) for i, x in enumerate(inputs)]
+        d_wrt = type(self)(self.n, self.noise, gradient=True)(*inputs)
+        return [
+            output_grads[0] * d_wrt if i == self.wrt else grad_not_implemented(self, i, x)
+            for i, x in enumerate(inputs)
+        ]
+
+
+class MultinomialLogLikelihood(ExactLikelihoodOp):
+    """log p(y | θ) of K released counts, s ~ Multinomial(n, θ) summed out exactly.
+
+    Inputs are the released counts ``y`` and θ, each of shape ``(K,)``. With
+    ``gradient=True`` the output is instead ∂ log p / ∂θ = E[s | θ, y] / θ (shape ``(K,)``).
+    """
+
+    ndims = (1, 1)
+    signatures = ("(k),(k)->()", "(k),(k)->(k)")
+    wrt = 1
+
+    def perform(self, node, inputs, outputs) -> None:  # noqa: D102
+        value, theta = inputs
+        if self.gradient:
+            mean = multinomial_expected_counts(value, theta, self.n, self.noise)
+            # A category with θ_j = 0 has s_j = 0 for sure: no pull on θ_j from the data.
+            out = np.divide(mean, theta, out=np.zeros_like(mean), where=theta > 0)
+        else:
+            out = multinomial_log_likelihood(value, theta, self.n, self.noise)
+        outputs[0][0] = np.asarray(out, dtype=np.float64)
 
 
 def multinomial_exact_logp(

@@ -15,12 +15,9 @@ from typing import Any
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
-from pytensor.gradient import grad_not_implemented
-from pytensor.graph.basic import Apply
-from pytensor.graph.op import Op
 from pytensor.tensor.variable import TensorVariable
 
-from pymc_dp.distributions.exact import draw_noise
+from pymc_dp.distributions.exact import ExactLikelihoodOp, draw_noise
 from pymc_dp.families.truncated import TruncatedFamily, logaddexp
 from pymc_dp.kernels.exact_counts import NoiseLaw
 from pymc_dp.kernels.exact_windows import window_sum_log_likelihood
@@ -55,48 +52,22 @@ def window_log_q(
     return pt.concatenate([pt.reshape(first, (1,)), gap, inside])
 
 
-class WindowSumLogLikelihood(Op):
+class WindowSumLogLikelihood(ExactLikelihoodOp):
     """log p(y | q) = log Σ_s q^{∗n}(s) k(y - s) for a log law ``log_q`` and a value ``y``.
 
-    With ``gradient=True`` the output is instead ∂ log p / ∂ log q (a vector like ``log_q``);
-    the plain Op's gradient uses it, so NUTS can run on it. Batches are looped by PyTensor's
-    ``Blockwise`` (``gufunc_signature``).
+    With ``gradient=True`` the output is instead ∂ log p / ∂ log q (a vector like ``log_q``).
     """
 
-    __props__ = ("n", "kind", "scale", "gradient")
-
-    def __init__(self, n: int, noise: NoiseLaw, gradient: bool = False):
-        self.n = int(n)
-        self.kind = str(noise.kind)
-        self.scale = float(noise.scale)
-        self.gradient = bool(gradient)
-        self.gufunc_signature = "(k),()->(k)" if gradient else "(k),()->()"
-
-    def make_node(self, log_q: Any, value: Any) -> Apply:  # noqa: D102
-        log_q = pt.as_tensor_variable(log_q).astype("float64")
-        value = pt.as_tensor_variable(value).astype("float64")
-        if log_q.type.ndim != 1 or value.type.ndim != 0:
-            raise TypeError("WindowSumLogLikelihood takes a vector log_q and a scalar value")
-        out = log_q.type() if self.gradient else pt.dscalar()
-        return Apply(self, [log_q, value], [out])
+    ndims = (1, 0)
+    signatures = ("(k),()->()", "(k),()->(k)")
+    wrt = 0
 
     def perform(self, node, inputs, outputs) -> None:  # noqa: D102
         log_q, value = inputs
-        noise = NoiseLaw(self.kind, self.scale)
         log_lik, grad = window_sum_log_likelihood(
-            log_q, self.n, value, noise, gradient=self.gradient
+            log_q, self.n, value, self.noise, gradient=self.gradient
         )
         outputs[0][0] = np.asarray(grad if self.gradient else log_lik, dtype=np.float64)
-
-    def infer_shape(self, fgraph, node, shapes):  # noqa: D102
-        return [shapes[0]] if self.gradient else [()]
-
-    def grad(self, inputs, output_grads):  # noqa: D102
-        if self.gradient:
-            return [grad_not_implemented(self, i, inp) for i, inp in enumerate(inputs)]
-        noise = NoiseLaw(self.kind, self.scale)
-        d_log_q = WindowSumLogLikelihood(self.n, noise, gradient=True)(*inputs)
-        return [output_grads[0] * d_log_q, grad_not_implemented(self, 1, inputs[1])]
 
 
 def ExactReleasedWindowSum(

@@ -17,7 +17,7 @@ from pymc.pytensorf import compile as pm_compile
 
 from pymc_dp._compat import ancestors, graph_inputs
 
-__all__ = ["PointReader", "ValueWriter", "direct_dependents"]
+__all__ = ["PointReader", "ValueWriter", "conditional_logp", "direct_dependents"]
 
 
 class PointReader:
@@ -91,3 +91,19 @@ def direct_dependents(model: Any, rv: pt.TensorVariable) -> list[str]:
         if rv in ancestors([potential], blockers=others):
             found.append(potential.name)
     return found
+
+
+def conditional_logp(
+    model: Any, rv: pt.TensorVariable
+) -> tuple[pt.TensorVariable, pt.TensorVariable, list[pt.TensorVariable]]:
+    """``rv``'s full conditional on its unconstrained scale, Jacobian included.
+
+    Returns ``rv``'s value variable, the log density up to a constant, and the other value
+    variables that density reads.
+    """
+    value = model.rvs_to_values[rv]
+    dependents = [model[name] for name in direct_dependents(model, rv)]
+    terms = model.logp(vars=[rv, *dependents], sum=False)
+    total = pt.add(*[pt.sum(term) for term in terms])
+    used = set(graph_inputs([total]))
+    return value, total, [v for v in model.value_vars if v is not value and v in used]

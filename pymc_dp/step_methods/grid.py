@@ -17,11 +17,10 @@ import pytensor.tensor as pt
 from pymc.pytensorf import compile as pm_compile
 from pytensor.graph.replace import vectorize_graph
 
-from pymc_dp._compat import graph_inputs
 from pymc_dp.kernels import draw_from_grid, grid_density
 from pymc_dp.noisy_suffstat import GRID_TAG
 from pymc_dp.step_methods._base import DPGibbsStep
-from pymc_dp.step_methods._model_access import direct_dependents
+from pymc_dp.step_methods._model_access import conditional_logp
 
 __all__ = ["GridStep"]
 
@@ -32,12 +31,8 @@ class _Conditional:
     """One variable's full conditional, vectorised over grid nodes, with a draw buffer."""
 
     def __init__(self, model: pm.Model, rv: Any, compile_kwargs: dict):
-        value = model.rvs_to_values[rv]
+        value, total, others = conditional_logp(model, rv)
         self.name = value.name
-        dependents = [model[name] for name in direct_dependents(model, rv)]
-        terms = model.logp(vars=[rv, *dependents], sum=False)
-        total = pt.add(*[pt.sum(term) for term in terms])
-        others = [v for v in model.value_vars if v is not value and v in set(graph_inputs([total]))]
         nodes = pt.vector(f"{self.name}_nodes", dtype=value.dtype)
         batched = vectorize_graph(total, replace={value: nodes})
         self.input_names = [v.name for v in others]

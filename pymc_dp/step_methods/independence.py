@@ -21,10 +21,9 @@ from pymc.pytensorf import compile as pm_compile
 from pytensor.graph.replace import clone_replace, vectorize_graph
 from scipy import optimize, stats
 
-from pymc_dp._compat import graph_inputs
 from pymc_dp.node_info import INDEPENDENCE_TAG
 from pymc_dp.step_methods._base import DPGibbsStep
-from pymc_dp.step_methods._model_access import direct_dependents
+from pymc_dp.step_methods._model_access import conditional_logp
 
 __all__ = ["IndependenceStep"]
 
@@ -42,12 +41,8 @@ class _Conditional:
     """One variable's full conditional on its unconstrained scale, with a fitted t proposal."""
 
     def __init__(self, model: pm.Model, rv: Any, compile_kwargs: dict):
-        value = model.rvs_to_values[rv]
+        value, total, others = conditional_logp(model, rv)
         self.name = value.name
-        dependents = [model[name] for name in direct_dependents(model, rv)]
-        terms = model.logp(vars=[rv, *dependents], sum=False)
-        total = pt.add(*[pt.sum(term) for term in terms])
-        others = [v for v in model.value_vars if v is not value and v in set(graph_inputs([total]))]
         self.input_names = [v.name for v in others]
         self.shape = tuple(model.initial_point()[self.name].shape)
         flat = pt.vector(f"{self.name}_flat", dtype="float64")
