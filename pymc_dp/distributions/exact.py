@@ -128,17 +128,23 @@ class ExactLikelihoodOp(Op):
         out = inputs[self.wrt].type() if self.gradient else pt.dscalar()
         return Apply(self, inputs, [out])
 
-    def infer_shape(self, fgraph, node, shapes):  # noqa: D102
+    def infer_shape(self, *args: Any) -> list:  # noqa: D102
+        # (fgraph, node, shapes) in PyTensor 2, (node, shapes) in PyTensor 3
+        shapes = args[-1]
         return [shapes[self.wrt]] if self.gradient else [()]
 
-    def grad(self, inputs, output_grads):  # noqa: D102
+    def pullback(self, inputs, outputs, cotangents):  # noqa: D102
         if self.gradient:
             return [grad_not_implemented(self, i, x) for i, x in enumerate(inputs)]
         d_wrt = type(self)(self.n, self.noise, gradient=True)(*inputs)
         return [
-            output_grads[0] * d_wrt if i == self.wrt else grad_not_implemented(self, i, x)
+            cotangents[0] * d_wrt if i == self.wrt else grad_not_implemented(self, i, x)
             for i, x in enumerate(inputs)
         ]
+
+    def L_op(self, inputs, outputs, output_grads):  # noqa: D102
+        # PyTensor 2 calls L_op; PyTensor 3 calls pullback.
+        return self.pullback(inputs, outputs, output_grads)
 
 
 class MultinomialLogLikelihood(ExactLikelihoodOp):

@@ -56,6 +56,10 @@ class WindowMomentsOp(Op):
             storage[0] = np.asarray(value, dtype=np.float64)
 
     def L_op(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
+        # PyTensor 2 calls L_op; PyTensor 3 calls pullback.
+        return self.pullback(inputs, outputs, output_grads)
+
+    def pullback(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
         alpha, beta = inputs
         _, m, c2, c3, c4, r_lo, r_hi = outputs
         dm = (r_lo * (m - alpha), r_hi * (beta - m))
