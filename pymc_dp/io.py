@@ -496,9 +496,11 @@ def save_fit_figures(
 ) -> tuple[Path, Path]:
     """Write ``posterior.png`` and ``trace.png`` for a fit of :func:`pymc_dp.models.build_model`.
 
-    ``posterior.png`` has one panel per scalar parameter (``p[k]`` for each category): the DP
-    posterior's draws (histogram and KDE) against the naive posterior that takes the noisy value
-    as exact. ``trace.png`` is the trace plot of θ. The caller chooses the Matplotlib backend.
+    ``posterior.png`` has one panel per scalar parameter (``p[k]`` for each category): the
+    noise-aware posterior's draws (histogram and KDE) against the naive posterior that takes the
+    noisy value as exact, and the prior's density over the same range (where it is flat next to
+    the posterior, the release outweighs the prior; where the two look alike, the prior decides).
+    ``trace.png`` is the trace plot of θ. The caller chooses the Matplotlib backend.
 
     Parameters
     ----------
@@ -520,12 +522,13 @@ def save_fit_figures(
     from scipy import stats
 
     from pymc_dp._compat import posterior_dataset
-    from pymc_dp.models import naive_marginals, prior_spec
+    from pymc_dp.models import naive_marginals, prior_marginals, prior_spec
     from pymc_dp.plots import plot_trace
 
     out_dir = Path(out_dir)
     posterior = posterior_dataset(idata)
     naive = naive_marginals(release, prior)
+    priors = prior_marginals(release, prior)
     title = f"{release.family} release: n = {release.n}, ε = {release.epsilon:g}"
     cols = 2 if len(naive) == 4 else min(len(naive), 3)
     rows = -(-len(naive) // cols)
@@ -548,20 +551,21 @@ def save_fit_figures(
         hi = max(np.quantile(draws, 0.999), float(dist.ppf(0.999)))
         grid = np.linspace(lo, hi, 400)
         ax.hist(draws, bins="auto", density=True, color="#0072B2", alpha=0.2, linewidth=0)
-        ax.plot(grid, stats.gaussian_kde(draws)(grid), color="#0072B2", lw=2, label="DP Gibbs")
+        ax.plot(grid, stats.gaussian_kde(draws)(grid), color="#0072B2", lw=2, label="noise-aware")
         ax.plot(grid, dist.pdf(grid), color="#D55E00", ls="--", lw=2, label="naive")
+        ax.plot(grid, priors[label].pdf(grid), color="#555555", ls=":", lw=1.5, label="prior")
         ax.set_xlabel(label)
         ax.set_ylim(bottom=0)
     for ax in axes.ravel()[len(naive) :]:
         ax.set_axis_off()
     axes[0, 0].set_ylabel("posterior density")
     axes[0, 0].legend(frameon=False)
-    fig.suptitle(f"Private {title}\nDP Gibbs posterior vs naive (noisy value as exact)")
+    fig.suptitle(f"Private {title}\nnoise-aware posterior, naive (noisy value as exact), prior")
     posterior_png = out_dir / "posterior.png"
     fig.savefig(posterior_png, dpi=110)
     plt.close(fig)
     variables = list(prior_spec(release.get_family()).variables)
-    fig = plot_trace(idata, variables, title=f"DP Gibbs trace, {title}")
+    fig = plot_trace(idata, variables, title=f"Noise-aware posterior trace, {title}")
     trace_png = out_dir / "trace.png"
     fig.savefig(trace_png, dpi=100)
     plt.close(fig)

@@ -18,6 +18,7 @@ import numpy as np
 import pymc as pm
 
 from pymc_dp.baselines import naive_posterior
+from pymc_dp.families import ExponentialFamily
 from pymc_dp.noisy_suffstat import NoisySuffStat
 from pymc_dp.priors import (
     PRIOR_RANGE,
@@ -39,6 +40,7 @@ __all__ = [
     "default_prior_hyperparameters",
     "naive_marginals",
     "prior_hyperparameters",
+    "prior_marginals",
     "prior_spec",
     "prior_summary",
 ]
@@ -175,14 +177,45 @@ def naive_marginals(release: Release, prior: Mapping[str, Any] | None = None) ->
     >>> sorted(naive_marginals(rel))
     ['p[0]', 'p[1]', 'p[2]']
     """
+    post = naive_posterior(release, prior=prior_hyperparameters(release, prior))
+    return _labelled_marginals(release.get_family(), post)
+
+
+def prior_marginals(release: Release, prior: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Marginals of the prior of each scalar θ component, labelled as :func:`naive_marginals`.
+
+    Parameters
+    ----------
+    release
+        The release (its window sets the default prior's scale).
+    prior
+        Hyperparameters by name, as for :func:`build_model`.
+
+    Returns
+    -------
+    dict
+        Label → frozen :mod:`scipy.stats` distribution.
+
+    Examples
+    --------
+    >>> import pymc as pm, pymc_dp as pmdp
+    >>> rel = pmdp.release([1, 0, 1], pm.Bernoulli, epsilon=1.0, rng=0)
+    >>> float(prior_marginals(rel, {"alpha": 2.0, "beta": 3.0})["p"].mean())
+    0.4
+    """
+    family = release.get_family()
+    hyper = family.check_prior(prior_hyperparameters(release, prior))
+    return _labelled_marginals(family, family.conjugate_distribution(hyper))
+
+
+def _labelled_marginals(family: ExponentialFamily, dist: Any) -> dict[str, Any]:
+    """Label → marginal of each scalar θ component of a conjugate distribution."""
     from scipy import stats
 
-    family = release.get_family()
     spec = prior_spec(family)
-    post = naive_posterior(release, prior=prior_hyperparameters(release, prior))
     if spec.distribution == "Dirichlet":
-        alpha = np.asarray(post.alpha, dtype=np.float64)
+        alpha = np.asarray(dist.alpha, dtype=np.float64)
         return {f"p[{k}]": stats.beta(a, alpha.sum() - a) for k, a in enumerate(alpha)}
     if spec.distribution == "NormalInverseGamma":
-        return {"mu": post.mu, "sigma2": post.sigma2}
-    return {spec.variables[0]: post}
+        return {"mu": dist.mu, "sigma2": dist.sigma2}
+    return {spec.variables[0]: dist}
