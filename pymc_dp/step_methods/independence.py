@@ -91,7 +91,9 @@ class _Conditional:
             curvature, basis = np.ones(loc.size), np.eye(loc.size)
         curvature = np.maximum(curvature, 1e-8 * curvature.max())
         shape = (basis / curvature) @ basis.T * _WIDEN**2
-        for _ in range(_ROUNDS):
+        # A conditional that other variables move is refitted every iteration: the importance
+        # rounds (about 1000 log densities) would then cost more than they save.
+        for _ in range(_ROUNDS if not others else 0):
             self.proposal = stats.multivariate_t(loc=loc, shape=shape, df=_PILOT_DF)
             z = np.asarray(self.proposal.rvs(size=_PILOT, random_state=rng)).reshape(_PILOT, -1)
             log_w = self._log_weights(z, others)
