@@ -63,14 +63,8 @@ class ReleaseSet:
         What a :class:`~pymc_dp.PrivacyBudget` recorded when it charged the set (once), or
         ``None``.
 
-    Attributes
-    ----------
-    groups : tuple
-        The group keys, in order.
-    n : numpy.ndarray
-        The public group sizes n_g, shape ``(G,)``.
-    value : numpy.ndarray
-        The released statistics, shape ``(G, *stat_shape)``.
+    The group keys, their public sizes and the released statistics are the properties
+    ``groups``, ``n`` and ``value`` (shapes ``(G,)`` and ``(G, *stat_shape)``).
 
     Notes
     -----
