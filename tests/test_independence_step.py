@@ -148,3 +148,28 @@ def test_fast_convolution_keeps_deep_tails_exact():
         fast = exact_counts._log_convolve(f, g, n)
         slow = exact_counts._log_convolve_rows(f, g, n, slice(None))
         np.testing.assert_allclose(fast, slow, rtol=1e-12, atol=1e-9)
+
+
+def test_large_batches_of_latent_draws_are_split_and_keep_their_law():
+    """4000 posterior draws of s at n = 300 held 1.5 GB at once; now a few MB, same law."""
+    import tracemalloc
+
+    from pymc_dp.kernels.exact_counts import draw_binomial_suffstat, draw_multinomial_suffstat
+
+    rng = np.random.default_rng(9)
+    law = NoiseLaw("laplace", 4.0)
+    y, p, n = np.array([70.0, 140.0, 90.0]), np.array([0.25, 0.45, 0.3]), 300
+    tracemalloc.start()
+    draws = draw_multinomial_suffstat(
+        rng, released=y, theta=np.broadcast_to(p, (4000, 3)), n=n, noise=law
+    )
+    binomial = draw_binomial_suffstat(
+        rng, released=np.full(4000, 3e4), theta=0.3, total=100_000, noise=law
+    )
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 200e6, f"peak {peak / 1e6:.0f} MB"
+    assert draws.shape == (4000, 3) and np.all(draws.sum(-1) == n)
+    mean, sd = multinomial_expected_counts(y, p, n, law), draws.std(0)
+    np.testing.assert_array_less(np.abs(draws.mean(0) - mean), 4 * sd / np.sqrt(4000))
+    assert binomial.shape == (4000,) and np.all(np.abs(binomial - 3e4) < 1000)

@@ -32,6 +32,7 @@ import numpy.typing as npt
 from scipy.special import gammaln, logsumexp, xlogy
 
 __all__ = [
+    "MAX_BATCH_TERMS",
     "NOISE_KINDS",
     "NoiseLaw",
     "binomial_log_likelihood",
@@ -159,9 +160,22 @@ def draw_binomial_suffstat(
     total: int,
     noise: NoiseLaw,
 ) -> npt.NDArray[np.float64]:
-    """Exact draws of s | θ, y for released Binomial counts (one per broadcast element)."""
-    logw = binomial_suffstat_weights(released, theta, total, noise)
-    return _draw_index(rng, logw).astype(np.float64)
+    """Exact draws of s | θ, y for released Binomial counts (one per broadcast element).
+
+    The batch is drawn in chunks of at most :data:`MAX_BATCH_TERMS` terms: 4000 posterior
+    draws of a sum over 10⁵ counts would otherwise hold 3.2 GB of weights at once.
+    """
+    y, p = np.broadcast_arrays(
+        np.asarray(released, dtype=np.float64), np.asarray(theta, dtype=np.float64)
+    )
+    flat_y, flat_p = y.reshape(-1), p.reshape(-1)
+    step = max(1, MAX_BATCH_TERMS // (int(total) + 1))
+    out = np.empty(flat_y.size)
+    for start in range(0, flat_y.size, step):
+        part = slice(start, start + step)
+        logw = binomial_suffstat_weights(flat_y[part], flat_p[part], total, noise)
+        out[part] = _draw_index(rng, logw)
+    return out.reshape(y.shape)
 
 
 def _draw_index(rng: np.random.Generator, logw: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
@@ -191,6 +205,10 @@ def _shift_matrix(n: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64
     c, s = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
     return np.clip(c - s, 0, n), np.where(s <= c, 0.0, -np.inf)
 
+
+MAX_BATCH_TERMS = 4_000_000
+"""Most terms a batched draw holds at once (32 MB per float64 array); larger batches of
+posterior draws are split."""
 
 # Below this (relative to the largest possible term) an output of the linear convolution may
 # have lost terms to underflow. Its true value is then below 2e-280 of that largest term: each
@@ -358,9 +376,27 @@ def draw_multinomial_suffstat(
     """Exact draws of the counts s | θ, y (Σ s = n), by backward sampling over categories.
 
     Parameters are those of :func:`multinomial_log_likelihood`; returns counts of shape
-    ``(..., K)``, one draw per batch element.
+    ``(..., K)``, one draw per batch element. A batch that would hold more than
+    :data:`MAX_BATCH_TERMS` terms of the recursion at once (4000 posterior draws at n = 100
+    already would) is drawn one element at a time, by the fast one-release recursion.
     """
     y, p = _check_counts(released, theta)
+    k = y.shape[-1]
+    if y[..., 0].size * max(k - 2, 1) * (n + 1) ** 2 > MAX_BATCH_TERMS:
+        flat_y, flat_p = y.reshape(-1, k), p.reshape(-1, k)
+        out = np.stack([_draw_counts(rng, a, b, n, noise) for a, b in zip(flat_y, flat_p)])
+        return out.reshape(y.shape)
+    return _draw_counts(rng, y, p, n, noise)
+
+
+def _draw_counts(
+    rng: np.random.Generator,
+    y: npt.NDArray[np.float64],
+    p: npt.NDArray[np.float64],
+    n: int,
+    noise: NoiseLaw,
+) -> npt.NDArray[np.float64]:
+    """Backward sampling of the counts for a batch (or one release) of checked y and θ."""
     terms = _category_terms(y, p, n, noise)
     tables = _forward(terms, n)
     k = y.shape[-1]
