@@ -2,12 +2,12 @@
 
 With s summed out exactly (``likelihood="exact"``), a Dirichlet θ of a Categorical release has a
 full conditional of a few dimensions that does not change while nothing else in the model moves.
-A multivariate t proposal fitted once at its mode (the Laplace approximation, in θ's
-unconstrained space, with heavier tails than the target) makes Metropolis–Hastings an
-*independence* sampler: the chain stays exact, and where the fit is good almost every proposal
-is accepted, so successive draws are close to independent at the cost of one log-density per
-draw and no gradients. Proposals do not depend on the chain, so while the conditional is fixed
-they and their log-densities are computed in blocks.
+A multivariate t proposal fitted once to it (in θ's unconstrained space: the mode and the
+curvature there, then importance-sampled moments, with heavier tails than the target) makes
+Metropolis–Hastings an *independence* sampler: the chain stays exact, and where the fit is
+good almost every proposal is accepted, so successive draws are close to independent at the
+cost of one log-density per draw and no gradients. Proposals do not depend on the chain, so
+while the conditional is fixed they and their log-densities are computed in blocks.
 """
 
 from __future__ import annotations
