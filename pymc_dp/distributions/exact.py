@@ -21,12 +21,15 @@ import pytensor.tensor as pt
 from pytensor.gradient import grad_not_implemented
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
+from pytensor.graph.replace import _vectorize_node
 from pytensor.tensor.blockwise import Blockwise
+from pytensor.tensor.extra_ops import broadcast_shape
 from pytensor.tensor.variable import TensorVariable
-from scipy.special import gammaln
 
 from pymc_dp.kernels.exact_counts import (
     NoiseLaw,
+    binomial_expected_count,
+    binomial_log_likelihood,
     discrete_gaussian_log_normaliser,
     log_tanh_half_inverse,
     multinomial_expected_counts,
@@ -34,6 +37,7 @@ from pymc_dp.kernels.exact_counts import (
 )
 
 __all__ = [
+    "BinomialLogLikelihood",
     "ExactLikelihoodOp",
     "ExactReleasedCount",
     "ExactReleasedCounts",
@@ -76,23 +80,12 @@ def draw_noise(rng: np.random.Generator, noise: NoiseLaw, size: Any) -> np.ndarr
     return rng.choice(k, size=size, p=w / w.sum()).astype(np.float64)
 
 
-def _xlogy(x: np.ndarray, y: Any) -> TensorVariable:
-    """X · log y with 0 where x = 0 (x a constant array of counts)."""
-    return pt.switch(pt.eq(x, 0), 0.0, x * pt.log(y))
-
-
 def binomial_exact_logp(value: Any, theta: Any, total: int, noise: NoiseLaw) -> TensorVariable:
     """Log p(y | θ) = log Σ_s Binomial(s; total, θ) · k(y - s), summed over every s.
 
-    ``value`` and ``theta`` are scalars (or broadcast elementwise); the sum is over a new last
-    axis of length ``total + 1``.
+    ``value`` and ``theta`` are scalars or broadcast elementwise (:class:`BinomialLogLikelihood`).
     """
-    s = np.arange(total + 1, dtype=np.float64)
-    log_choose = gammaln(total + 1.0) - gammaln(s + 1.0) - gammaln(total - s + 1.0)
-    theta = pt.as_tensor_variable(theta)[..., None]
-    value = pt.as_tensor_variable(value)[..., None]
-    terms = log_choose + _xlogy(s, theta) + _xlogy(total - s, 1.0 - theta)
-    return pt.logsumexp(terms + noise_logpdf(value - s, noise), axis=-1)
+    return BinomialLogLikelihood(total, noise)(value, theta)
 
 
 class ExactLikelihoodOp(Op):
@@ -145,6 +138,55 @@ class ExactLikelihoodOp(Op):
     def L_op(self, inputs, outputs, output_grads):  # noqa: D102
         # PyTensor 2 calls L_op; PyTensor 3 calls pullback.
         return self.pullback(inputs, outputs, output_grads)
+
+
+class BinomialLogLikelihood(ExactLikelihoodOp):
+    """log p(y | θ) of released Binomial counts out of ``n`` trials, elementwise over y and θ.
+
+    With ``gradient=True`` the output is instead ∂ log p / ∂θ = E[s]/θ - (n - E[s])/(1 - θ).
+    A NumPy kernel rather than a PyTensor graph: in GridStep's quickly compiled graphs a
+    log-sum over the n + 1 counts ran element by element in Python (4 s per grid at n = 5000).
+    """
+
+    ndims = (0, 0)
+    signatures = ("(),()->()", "(),()->()")
+    wrt = 1
+
+    def make_node(self, value: Any, theta: Any) -> Apply:  # noqa: D102
+        value, theta = (pt.as_tensor_variable(x).astype("float64") for x in (value, theta))
+        ndim = max(value.type.ndim, theta.type.ndim)
+        out = pt.TensorType("float64", shape=(None,) * ndim)()
+        return Apply(self, [value, theta], [out])
+
+    def infer_shape(self, *args: Any) -> list:  # noqa: D102
+        value, theta = args[-1]
+        return [broadcast_shape(value, theta, arrays_are_shapes=True)]
+
+    def perform(self, node, inputs, outputs) -> None:  # noqa: D102
+        value, theta = inputs
+        if self.gradient:
+            mean = binomial_expected_count(value, theta, self.n, self.noise)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out = np.where(theta > 0, mean / theta, 0.0) - np.where(
+                    theta < 1, (self.n - mean) / (1.0 - theta), 0.0
+                )
+        else:
+            out = binomial_log_likelihood(value, theta, self.n, self.noise)
+        outputs[0][0] = np.asarray(out, dtype=np.float64)
+
+    def pullback(self, inputs, outputs, cotangents):  # noqa: D102
+        grads = super().pullback(inputs, outputs, cotangents)
+        theta = inputs[1]
+        extra = grads[1].type.ndim - theta.type.ndim
+        if extra > 0 and not self.gradient:  # θ was broadcast against a batch of values
+            grads[1] = pt.sum(grads[1], axis=tuple(range(extra)))
+        return grads
+
+
+@_vectorize_node.register(BinomialLogLikelihood)
+def _vectorize_binomial(op: BinomialLogLikelihood, node: Apply, *batched_inputs: Any) -> Any:
+    # Elementwise: a batch is the same Op on the batched arrays.
+    return op.make_node(*batched_inputs).outputs
 
 
 class MultinomialLogLikelihood(ExactLikelihoodOp):

@@ -35,6 +35,7 @@ __all__ = [
     "MAX_BATCH_TERMS",
     "NOISE_KINDS",
     "NoiseLaw",
+    "binomial_expected_count",
     "binomial_log_likelihood",
     "binomial_suffstat_weights",
     "draw_binomial_suffstat",
@@ -149,7 +150,47 @@ def binomial_log_likelihood(
     >>> bool(np.isclose(binomial_log_likelihood(1.5, 0.4, 3, law), direct, rtol=1e-12))
     True
     """
-    return _logsumexp(binomial_suffstat_weights(released, theta, total, noise))
+    return _binomial_batches(released, theta, total, noise, _logsumexp)
+
+
+def binomial_expected_count(
+    released: npt.ArrayLike, theta: npt.ArrayLike, total: int, noise: NoiseLaw
+) -> npt.NDArray[np.float64]:
+    """E[s | θ, y] of a released Binomial count; parameters as :func:`binomial_log_likelihood`.
+
+    The gradient of log p(y | θ) in θ is E[s]/θ - (total - E[s])/(1 - θ).
+    """
+    s = np.arange(int(total) + 1, dtype=np.float64)
+
+    def mean(logw: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        w = np.exp(logw - np.max(logw, axis=-1, keepdims=True))
+        return (w @ s) / np.sum(w, axis=-1)
+
+    return _binomial_batches(released, theta, total, noise, mean)
+
+
+def _binomial_batches(
+    released: npt.ArrayLike,
+    theta: npt.ArrayLike,
+    total: int,
+    noise: NoiseLaw,
+    reduce: Any,
+) -> npt.NDArray[np.float64]:
+    """``reduce`` of the weights over s, in chunks of at most :data:`MAX_BATCH_TERMS` terms.
+
+    A batch of θ (a grid, or 4000 posterior draws) times a sum over 10⁵ counts would
+    otherwise hold gigabytes of weights at once.
+    """
+    y, p = np.broadcast_arrays(
+        np.asarray(released, dtype=np.float64), np.asarray(theta, dtype=np.float64)
+    )
+    flat_y, flat_p = y.reshape(-1), p.reshape(-1)
+    step = max(1, MAX_BATCH_TERMS // (int(total) + 1))
+    out = np.empty(flat_y.size)
+    for start in range(0, flat_y.size, step):
+        part = slice(start, start + step)
+        out[part] = reduce(binomial_suffstat_weights(flat_y[part], flat_p[part], total, noise))
+    return out.reshape(y.shape)
 
 
 def draw_binomial_suffstat(
@@ -160,22 +201,8 @@ def draw_binomial_suffstat(
     total: int,
     noise: NoiseLaw,
 ) -> npt.NDArray[np.float64]:
-    """Exact draws of s | θ, y for released Binomial counts (one per broadcast element).
-
-    The batch is drawn in chunks of at most :data:`MAX_BATCH_TERMS` terms: 4000 posterior
-    draws of a sum over 10⁵ counts would otherwise hold 3.2 GB of weights at once.
-    """
-    y, p = np.broadcast_arrays(
-        np.asarray(released, dtype=np.float64), np.asarray(theta, dtype=np.float64)
-    )
-    flat_y, flat_p = y.reshape(-1), p.reshape(-1)
-    step = max(1, MAX_BATCH_TERMS // (int(total) + 1))
-    out = np.empty(flat_y.size)
-    for start in range(0, flat_y.size, step):
-        part = slice(start, start + step)
-        logw = binomial_suffstat_weights(flat_y[part], flat_p[part], total, noise)
-        out[part] = _draw_index(rng, logw)
-    return out.reshape(y.shape)
+    """Exact draws of s | θ, y for released Binomial counts (one per broadcast element)."""
+    return _binomial_batches(released, theta, total, noise, lambda w: _draw_index(rng, w))
 
 
 def _draw_index(rng: np.random.Generator, logw: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
