@@ -56,8 +56,7 @@ def fit_command(args: argparse.Namespace) -> int:
 
 
 def _checked_fit(args: argparse.Namespace) -> int:
-    from pymc_dp.atomic import existing_outputs
-    from pymc_dp.io import check_posterior_path, read_release
+    from pymc_dp.io import read_release
     from pymc_dp.models import build_model, prior_hyperparameters, prior_spec
     from pymc_dp.release_set import ReleaseSet
 
@@ -72,14 +71,7 @@ def _checked_fit(args: argparse.Namespace) -> int:
         model = build_model(rel, prior, likelihood=args.likelihood)
         spec = prior_spec(rel.get_family())
         values = prior_hyperparameters(rel, prior)
-        check_posterior_path(out / names[0])
-        out.mkdir(parents=True, exist_ok=True)
-        existing = existing_outputs(out, names)
-        if existing and not args.overwrite:
-            raise InputError(
-                f"{out} already holds {', '.join(p.name for p in existing)} of an earlier fit; "
-                "pass --overwrite to replace them, or choose another --output-dir"
-            )
+        _claim_output_dir(out, names, args.overwrite)
     except (InputError, OSError, TypeError, ValueError) as err:
         return fail("fit", fit_message(one_line(err)))
     used = {k: np.asarray(v).tolist() for k, v in zip(spec.parameters, values, strict=True)}
@@ -172,21 +164,12 @@ def _grouped_fit(
     args: argparse.Namespace, rel: Any, prior: dict[str, Any], out: Path, names: list[str]
 ) -> int:
     """Fit the partially pooled model of a grouped release; write the same outputs as a fit."""
-    from pymc_dp.atomic import existing_outputs
     from pymc_dp.hierarchical import build_grouped_model, grouped_prior_hyperparameters
-    from pymc_dp.io import check_posterior_path
 
     try:
         used = grouped_prior_hyperparameters(rel, prior)
         model = build_grouped_model(rel, prior, likelihood=args.likelihood)
-        check_posterior_path(out / names[0])
-        out.mkdir(parents=True, exist_ok=True)
-        existing = existing_outputs(out, names)
-        if existing and not args.overwrite:
-            raise InputError(
-                f"{out} already holds {', '.join(p.name for p in existing)} of an earlier fit; "
-                "pass --overwrite to replace them, or choose another --output-dir"
-            )
+        _claim_output_dir(out, names, args.overwrite)
     except (InputError, OSError, TypeError, ValueError) as err:
         return fail("fit", fit_message(one_line(err)))
     import matplotlib
@@ -227,6 +210,21 @@ def _grouped_fit(
         print(note)
     print(f"wrote {', '.join(names)} to {out}")
     return 0
+
+
+def _claim_output_dir(out: Path, names: list[str], overwrite: bool) -> None:
+    """Create ``out``; refuse, unless ``overwrite``, if it holds an earlier fit's outputs."""
+    from pymc_dp.atomic import existing_outputs
+    from pymc_dp.io import check_posterior_path
+
+    check_posterior_path(out / names[0])
+    out.mkdir(parents=True, exist_ok=True)
+    existing = existing_outputs(out, names)
+    if existing and not overwrite:
+        raise InputError(
+            f"{out} already holds {', '.join(p.name for p in existing)} of an earlier fit; "
+            "pass --overwrite to replace them, or choose another --output-dir"
+        )
 
 
 def mixing_note(idata: Any, var_names: Sequence[str], chains: int) -> str:
