@@ -7,8 +7,12 @@ with s and σ² integrated out (:class:`~pymc_dp.distributions.CollapsedLaplace`
 a scalar θ with a fixed prior, and NUTS samples any other θ. :func:`~pymc_dp.sample_latent` adds
 exact draws of s and σ² to the posterior afterwards.
 
-Otherwise (a vector statistic, or ``method="augmented"``), one call adds three variables to the
-model, in the paper's generative order (Bernstein & Sheldon 2018, §3.2):
+The window's (Σz, Σz²) of Normal and LogNormal records is collapsed too: y | θ is the bivariate
+normal–Laplace convolution (:func:`~pymc_dp.distributions.collapsed_pair.CollapsedLaplacePair`),
+and :class:`~pymc_dp.IndependenceStep` draws θ = (μ, σ²) as one block.
+
+Otherwise (Categorical counts under the CLT, or ``method="augmented"``), one call adds three
+variables to the model, in the paper's generative order (Bernstein & Sheldon 2018, §3.2):
 
 * ``{name}_s``: the latent sufficient statistic s | θ ~ N(nμ(θ), nΣ(θ)) on its valid region;
 * ``{name}``: the released y | s ~ Laplace(s, Δ/ε), observed;
@@ -38,7 +42,7 @@ import pytensor.tensor as pt
 
 from pymc_dp._interior import interior_prior_initval
 from pymc_dp._validation import check_finite_array, check_int, check_positive
-from pymc_dp.collapsed_nodes import collapsed_node, exact_node
+from pymc_dp.collapsed_nodes import collapsed_node, collapsed_pair_node, exact_node
 from pymc_dp.distributions import (
     AuxiliarySimplexSuffStat,
     AuxiliaryWindowSuffStat,
@@ -118,8 +122,10 @@ class NoisySuffStat:
     method
         ``"collapsed"``: s is integrated out of θ's update. For a released statistic of one
         number, y | θ is the normal–Laplace convolution (exact draws of a scalar θ by
-        :class:`~pymc_dp.GridStep`, NUTS for any other θ); for a vector, y | θ, σ² is normal
-        and θ is drawn by NUTS inside a partially collapsed Gibbs sampler.
+        :class:`~pymc_dp.GridStep`, NUTS for any other θ); for the pair (Σz, Σz²) of a windowed
+        Normal or LogNormal, the bivariate convolution (θ = (μ, σ²) drawn as one block by
+        :class:`~pymc_dp.IndependenceStep`, NUTS for any other θ); for Categorical counts,
+        y | θ, σ² is normal and θ is drawn by NUTS inside a partially collapsed Gibbs sampler.
         ``"augmented"``: the paper's Algorithm 1 over (θ, s, σ²). ``"auto"`` (default):
         ``"collapsed"``, the faster method wherever it has been measured.
     likelihood
@@ -145,7 +151,8 @@ class NoisySuffStat:
 
     Notes
     -----
-    Collapsed (the default for a scalar statistic), the model holds θ and the observed y only;
+    Collapsed (the default for a scalar statistic and for a windowed (Σz, Σz²)), the model holds
+    θ and the observed y only;
     ``pmdp.sample_latent(idata, model)`` adds ``{name}_s`` and ``{name}_sigma2`` to a posterior,
     drawn exactly given θ and y. Both methods target the same posterior.
 
@@ -314,6 +321,20 @@ class NoisySuffStat:
                 bounds=bounds,
             )
         stat_dim = _stat_dim(model, name, family)
+        if partial and isinstance(family, TruncatedFamily) and family.stat_size == 2:
+            return collapsed_pair_node(
+                model,
+                name,
+                family=family,
+                theta=theta,
+                release=release,
+                n=n,
+                epsilon=epsilon,
+                sensitivity=sensitivity,
+                value=value,
+                bounds=bounds,
+                stat_dim=stat_dim,
+            )
         # Chains start from a prior draw (Algorithm 1), one per chain, rather than PyMC's
         # shared support point: the Gibbs chain can mix slowly, and dispersed starts are what
         # make R-hat able to see that.
