@@ -29,7 +29,6 @@ from pymc_dp.kernels.collapsed import draw_collapsed_suffstat
 __all__ = [
     "collapsible",
     "conditional_all_records",
-    "conditional_all_records_pair",
     "posterior_grid",
     "sample_collapsed",
 ]
@@ -210,71 +209,3 @@ def conditional_all_records(
     a, b = (lower - cond_mean) / cond_sd, (upper - cond_mean) / cond_sd
     s = truncnorm.rvs(a, b, loc=cond_mean, scale=cond_sd, random_state=rng)
     return np.clip(np.asarray(s, dtype=np.float64), lower, upper)
-
-
-def conditional_all_records_pair(
-    rng: np.random.Generator,
-    family: TruncatedFamily,
-    n: int,
-    mean: npt.NDArray,
-    cov: npt.NDArray,
-    s_hat: npt.NDArray,
-    *,
-    max_rounds: int = 100,
-) -> npt.NDArray:
-    """Draw s = (Σz, Σz²) of all records from the joint CLT of (ŝ, s) conditioned on ŝ.
-
-    The draw is restricted to s's valid region (its box, and n·Σz² ≥ (Σz)²) by rejection, which
-    the CLT normal passes almost surely wherever it is trusted.
-
-    Parameters
-    ----------
-    rng
-        Source of randomness.
-    family
-        The windowed family (t(z) = (z, z²)).
-    n
-        Number of records.
-    mean, cov
-        Joint CLT mean ``(..., 4)`` and covariance ``(..., 4, 4)`` of the stacked (ŝ, s).
-    s_hat
-        The window statistic ŝ, ``(..., 2)``.
-    max_rounds
-        Rounds of rejection before giving up.
-
-    Returns
-    -------
-    numpy.ndarray
-        s, shape ``(..., 2)``.
-
-    Raises
-    ------
-    RuntimeError
-        If some draw stays outside the valid region: the CLT puts almost no mass there, so the
-        release is too small for it.
-    """
-    c11, c21, c22 = cov[..., :2, :2], cov[..., 2:, :2], cov[..., 2:, 2:]
-    gain = np.linalg.solve(c11, np.swapaxes(c21, -1, -2))  # C11⁻¹ C12
-    cond_mean = mean[..., 2:] + np.einsum("...ji,...j->...i", gain, s_hat - mean[..., :2])
-    cond_cov = c22 - np.swapaxes(gain, -1, -2) @ np.swapaxes(c21, -1, -2)
-    cond_cov = 0.5 * (cond_cov + np.swapaxes(cond_cov, -1, -2))
-    values, vectors = np.linalg.eigh(cond_cov)
-    root = vectors * np.sqrt(np.maximum(values, 0.0))[..., None, :]
-    lower, upper = (np.asarray(v, dtype=np.float64) for v in family.valid_region(n))
-    s = np.empty_like(cond_mean)
-    todo = np.ones(cond_mean.shape[:-1], dtype=bool)
-    for _ in range(max_rounds):
-        z = rng.standard_normal(cond_mean[todo].shape)
-        draw = cond_mean[todo] + np.einsum("...ij,...j->...i", root[todo], z)
-        valid = np.all((draw >= lower) & (draw <= upper), axis=-1) & (
-            n * draw[..., 1] >= draw[..., 0] ** 2
-        )
-        where = np.argwhere(todo)[valid]
-        s[tuple(where.T)] = draw[valid]
-        todo[tuple(where.T)] = False
-        if not todo.any():
-            return s
-    raise RuntimeError(
-        "the statistic of all records fell outside its valid region in every draw: the CLT "
-        f"puts almost no mass there, so n = {n} is too small for it"
-    )

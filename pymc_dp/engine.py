@@ -35,6 +35,7 @@ from pymc_dp.likelihood import (
     exact_supported,
     windowed_counts,
 )
+from pymc_dp.pair_sampling import pair_collapsible, sample_collapsed_pair
 
 __all__ = ["GibbsTrace", "sample_gibbs"]
 
@@ -189,7 +190,11 @@ def sample_gibbs(
     independent draws of θ | y from its exact one-dimensional posterior (the normal–Laplace
     likelihood on an adaptive grid, :mod:`pymc_dp.collapsed`), then s and σ² from their exact
     conditionals. Other families, or ``method="augmented"``, run the paper's Gibbs sampler
-    (Algorithm 1; Algorithm 2 for a windowed family) over (θ, s, σ²).
+    (Algorithm 1; Algorithm 2 for a windowed family) over (θ, s, σ²). A windowed (Σz, Σz²)
+    (Normal, LogNormal) can be collapsed with ``method="collapsed"``: θ = (μ, σ²) by exact
+    independence Metropolis–Hastings chains on its bivariate normal–Laplace posterior, with a
+    proposal tabulated per release (:mod:`pymc_dp.pair_sampling`); that costs about a second
+    per release, so ``"auto"`` keeps Algorithm 1 for them in batched studies.
 
     Parameters
     ----------
@@ -213,9 +218,9 @@ def sample_gibbs(
     bounds
         Truncation window of a windowed family's releases (Algorithm 2), else ``None``.
     method
-        ``"auto"`` (collapsed where the family allows it, else augmented), ``"collapsed"`` or
-        ``"augmented"`` (Algorithm 1). Collapsed draws are independent: ``tune`` is ignored and
-        ``chains`` only shapes the output.
+        ``"auto"`` (collapsed for a scalar release with a scalar θ, else augmented),
+        ``"collapsed"`` (also for a windowed (Σz, Σz²)) or ``"augmented"`` (Algorithm 1).
+        Collapsed draws need no tuning: ``tune`` is ignored.
     likelihood
         ``"exact"``: no CLT for s (Bernoulli, Binomial and Categorical releases, and window
         sums of Poisson or Geometric records; :mod:`pymc_dp.exact_sampling`). ``"clt"``: the
@@ -261,10 +266,10 @@ def sample_gibbs(
         raise ValueError(f"noise must be one of {NOISE_KINDS} (got {noise!r})")
     if method not in ("auto", "collapsed", "augmented"):
         raise ValueError(f"method must be 'auto', 'collapsed' or 'augmented' (got {method!r})")
-    if method == "collapsed" and not collapsible(family):
+    if method == "collapsed" and not (collapsible(family) or pair_collapsible(family)):
         raise ValueError(
-            f"method='collapsed' needs a scalar release and a scalar θ; {family!r} has neither: "
-            "use method='augmented'"
+            f"method='collapsed' needs a scalar release and a scalar θ, or a windowed "
+            f"(Σz, Σz²); {family!r} has neither: use method='augmented'"
         )
     y = np.asarray(released, dtype=np.float64)
     if y.ndim != 1 + len(family.stat_shape) or y.shape[1:] != family.stat_shape:
@@ -288,6 +293,24 @@ def sample_gibbs(
             bounds=bounds,
         )
         return GibbsTrace(*(_chain_major(a, chains) for a in (theta, s, v[..., 0])), 0)
+    if method == "collapsed" and pair_collapsible(family):
+        # Only on request: the collapsed pair tabulates each release's posterior (about a
+        # second each), where Algorithm 1 advances every release of a study in one batch.
+        params = tuple(
+            np.broadcast_to(p, (releases,)) for p in family.check_prior(prior, batched=True)
+        )
+        theta, s, v, _ = sample_collapsed_pair(
+            rng,
+            family=family,
+            params=params,
+            released=y,
+            n=n,
+            scale=scale,
+            draws=draws,
+            bounds=bounds,
+            chains=chains,
+        )
+        return GibbsTrace(theta, s, v, 0)
     # Chains are extra batch rows, chain-major, so that the output reshapes to (chain, ...).
     y = np.tile(y, (chains, *(1,) * (y.ndim - 1)))
     batch = y.shape[0]

@@ -20,7 +20,7 @@ from pytensor.graph.replace import clone_replace
 
 from pymc_dp._compat import ancestors, posterior_dataset, set_posterior
 from pymc_dp._validation import check_rng
-from pymc_dp.collapsed import conditional_all_records, conditional_all_records_pair
+from pymc_dp.collapsed import conditional_all_records
 from pymc_dp.families import Categorical, TruncatedFamily
 from pymc_dp.kernels import draw_noise_variance
 from pymc_dp.kernels.collapsed import draw_collapsed_suffstat
@@ -29,6 +29,7 @@ from pymc_dp.kernels.exact_counts import draw_binomial_suffstat, draw_multinomia
 from pymc_dp.kernels.exact_windows import draw_window_sum, window_record_log_pmf
 from pymc_dp.likelihood import windowed_counts
 from pymc_dp.noisy_suffstat import THETA_TAG, NoisySuffStatInfo, node_infos
+from pymc_dp.pair_sampling import conditional_all_records_pair
 
 __all__ = ["sample_latent"]
 

@@ -42,9 +42,8 @@ def _nested_quad(y, m, v, b):
         return integrate.quad(f, lo, hi, points=[y[1], a], limit=400, epsabs=0, epsrel=1e-13)[0]
 
     def g(s1):
-        return (
-            stats.norm.pdf(s1, m[0], np.sqrt(v1)) * stats.laplace.pdf(y[0], s1, b[0]) * inner(s1)
-        )
+        return stats.norm.pdf(s1, m[0], np.sqrt(v1)) * stats.laplace.pdf(y[0], s1, b[0]) * inner(s1)
+
     sd = np.sqrt(v1)
     lo, hi = min(m[0], y[0]) - 40 * (sd + b[0]), max(m[0], y[0]) + 40 * (sd + b[0])
     return np.log(
@@ -358,3 +357,76 @@ def test_sample_latent_draws_the_window_statistic_and_mixing_variances():
     expected = mean[:, :2] + np.einsum("...ij,...j->...i", cov[:, :2, :2], out.grad_mean)
     residual = s[..., :2].reshape(-1, 2) - expected
     assert np.all(np.abs(residual.mean(0)) < 4 * residual.std(0) / np.sqrt(len(residual)))
+
+
+def _thinned(draws):
+    import arviz as az
+
+    draws = np.asarray(draws)
+    step = max(1, int(draws.size / float(az.ess(az.convert_to_dataset(draws))["x"])))
+    return draws[:, ::step].ravel()
+
+
+def test_engine_collapsed_pair_agrees_with_pm_sample():
+    """sample_gibbs(method="collapsed") and pm.sample() defaults on one release: two-sample KS
+    of μ and σ² (each thinned to about its ESS) at α = 0.001."""
+    from pymc_dp.engine import sample_gibbs
+    from pymc_dp.families import Normal
+
+    rel = _window_release(1000, 0.1, seed=5)
+    with _nig_model(rel):
+        idata = pm.sample(draws=1500, tune=200, chains=2, random_seed=6, progressbar=False)
+    post = posterior_dataset(idata)
+    trace = sample_gibbs(
+        7,
+        family=Normal(),
+        prior=(30.0, 0.1, 3.0, 100.0),
+        released=np.asarray(rel.value)[None],
+        n=rel.n,
+        scale=rel.scale,
+        draws=1500,
+        chains=2,
+        bounds=rel.bounds,
+        method="collapsed",
+    )
+    assert trace.theta.shape == (2, 1500, 1, 2) and trace.suffstat.shape == (2, 1500, 1, 4)
+    for j, name in enumerate(("mu", "sigma2")):
+        engine = _thinned(trace.theta[:, :, 0, j])
+        assert stats.ks_2samp(engine, _thinned(post[name].values)).pvalue > 1e-3, name
+
+
+@pytest.mark.slow
+def test_engine_collapsed_pair_calibrated_100_trials():
+    """Calibration (Cook, Gelman & Rubin 2006) of the collapsed pair at n = 1000, ε = 0.1, where
+    the noise is as wide as the posterior: 100 trials with (μ, σ²) from the NIG prior, records
+    released over a window fixed before θ is drawn, 1000 draws each; the true θ's randomised
+    rank among the draws must be uniform (KS p > 0.01 for μ and σ²)."""
+    from pymc_dp.engine import sample_gibbs
+    from pymc_dp.evaluation import calibration_quantiles
+    from pymc_dp.families import Normal
+
+    trials, n, epsilon = 100, 1000, 0.1
+    mean, kappa, alpha, beta = 1.0, 2.0, 6.0, 5.0
+    rng = np.random.default_rng(21)
+    sigma2 = beta / rng.gamma(alpha, size=trials)
+    mu = rng.normal(mean, np.sqrt(sigma2 / kappa))
+    releases = [
+        pmdp.release(
+            rng.normal(m, np.sqrt(v), n), pm.Normal, epsilon=epsilon, bounds=(-2.0, 4.0), rng=rng
+        )
+        for m, v in zip(mu, sigma2, strict=True)
+    ]
+    trace = sample_gibbs(
+        rng,
+        family=Normal(),
+        prior=(mean, kappa, alpha, beta),
+        released=np.stack([r.value for r in releases]),
+        n=n,
+        scale=releases[0].scale,
+        draws=1000,
+        bounds=(-2.0, 4.0),
+        method="collapsed",
+    )
+    u = calibration_quantiles(trace.theta, np.stack([mu, sigma2], 1), rng=rng)
+    for j in range(2):
+        assert stats.kstest(u[:, j], "uniform").pvalue > 0.01

@@ -38,7 +38,7 @@ _REACH = 12.0
 """Half-width of the first grid, in whitened units (the t's scale)."""
 _SIGNIFICANT = 30.0
 """Cells within this many nats of the highest hold the mass that the next round zooms into."""
-_ROUNDS = 4
+_ROUNDS = 8
 
 
 class PlaneGrid(NamedTuple):
@@ -63,7 +63,7 @@ class PlaneGrid(NamedTuple):
     log_mass: npt.NDArray[np.float64]
     """log probability of each leaf, normalised."""
     log_jacobian: float
-    """log |det chol|."""
+    """log abs(det chol)."""
 
 
 def _code(i, j, depth, a, b, cells):
@@ -140,7 +140,7 @@ def fit_plane_grid(
 
     Notes
     -----
-    The first coarse grid covers |u| ≤ 12. Each further round (at most three) doubles its width
+    The first coarse grid covers abs(u) ≤ 12. Each further round (at most seven) doubles its width
     along an axis where cells within 30 nats of the highest reach the edge, or else covers those
     cells, with one cell of margin, when they span less than a quarter of the grid along some
     axis. Then, breadth first and heaviest first, every cell that may hold mass (within 30 nats

@@ -23,14 +23,8 @@ import pymc as pm
 import pytensor.tensor as pt
 from pymc.pytensorf import compile as pm_compile
 from pytensor.graph.replace import clone_replace, vectorize_graph
-from scipy import optimize, stats
 
-from pymc_dp.kernels.plane_grid import (
-    PlaneGrid,
-    draw_plane_grid,
-    fit_plane_grid,
-    plane_grid_logpdf,
-)
+from pymc_dp.kernels.independence import fit_independence_proposal
 from pymc_dp.node_info import INDEPENDENCE_TAG
 from pymc_dp.step_methods._base import DPGibbsStep
 from pymc_dp.step_methods._model_access import QUICK_MODE, conditional_logp
@@ -38,15 +32,6 @@ from pymc_dp.step_methods._model_access import QUICK_MODE, conditional_logp
 __all__ = ["IndependenceStep"]
 
 _BLOCK = 256
-_DF = 5.0  # the proposal's degrees of freedom: tails heavier than any posterior here
-# The fit: the Laplace approximation widened 3x, then up to 4 rounds of 256 importance draws
-# from a t with 3 degrees of freedom, matching the conditional's mean and covariance.
-_WIDEN = 3.0
-_ROUNDS = 4
-_PILOT = 256
-_PILOT_DF = 3.0
-_TAILS = 0.05  # the t's share of a two-dimensional proposal, for what lies beyond the grid
-_GOOD_FIT = 0.9  # importance efficiency of the t above which no grid is tabulated
 
 
 class _Conditional:
@@ -84,14 +69,12 @@ class _Conditional:
         self._current: tuple[bytes, float] | None = None
 
     def _fit(self, rng: np.random.Generator, others: list[np.ndarray]) -> None:
-        """Fit the t proposal to the conditional: its mode, then its moments.
+        """Fit the proposal to the conditional (see :mod:`pymc_dp.kernels.independence`).
 
-        The curvature at the mode can badly understate the spread: with Laplace noise far wider
-        than sd(s), the log density is smooth only within about sd(s) of its peak and falls
-        linearly beyond. So the Laplace approximation, widened, only starts a few rounds of
-        importance sampling that match the proposal's location and scale to the conditional's
-        mean and covariance. The fit uses θ's first value and fresh draws, never θ's current
-        value, so the kernel is a valid Metropolis–Hastings update.
+        The fit uses θ's first value and fresh draws, never θ's current value, so the kernel is
+        a valid Metropolis–Hastings update. A conditional that other variables move is refitted
+        every iteration, so it gets only the widened Laplace approximation: the importance
+        rounds and the grid (thousands of log densities) would cost more than they save.
         """
 
         def objective(z):
@@ -100,53 +83,13 @@ class _Conditional:
                 return np.inf, np.zeros_like(z)
             return -float(value), -np.asarray(grad, dtype=np.float64)
 
-        fit = optimize.minimize(objective, self._start, jac=True, method="BFGS")
-        loc = fit.x if np.all(np.isfinite(fit.x)) else self._start
-        hessian = np.empty((loc.size, loc.size))
-        for i in range(loc.size):
-            step = 1e-4 * max(1.0, abs(loc[i]))
-            up, down = loc.copy(), loc.copy()
-            up[i] += step
-            down[i] -= step
-            hessian[i] = (objective(up)[1] - objective(down)[1]) / (2 * step)
-        curvature, basis = np.linalg.eigh(0.5 * (hessian + hessian.T))
-        if not np.all(np.isfinite(curvature)) or curvature.max() <= 0:
-            curvature, basis = np.ones(loc.size), np.eye(loc.size)
-        curvature = np.maximum(curvature, 1e-8 * curvature.max())
-        shape = (basis / curvature) @ basis.T * _WIDEN**2
-        # A conditional that other variables move is refitted every iteration: the importance
-        # rounds (about 1000 log densities) would then cost more than they save.
-        for _ in range(_ROUNDS if not others else 0):
-            self.proposal = stats.multivariate_t(loc=loc, shape=shape, df=_PILOT_DF)
-            z = np.asarray(self.proposal.rvs(size=_PILOT, random_state=rng)).reshape(_PILOT, -1)
-            log_w = self._log_weights(z, others)
-            if not np.any(np.isfinite(log_w)):
-                break
-            w = np.exp(log_w - log_w.max())
-            w /= w.sum()
-            loc = w @ z
-            centred = z - loc
-            moment = (centred * w[:, None]).T @ centred
-            shape = moment + 1e-12 * np.trace(moment) * np.eye(loc.size)
-            if 1.0 / np.sum(w**2) > 0.5 * _PILOT:  # the proposal already fits well
-                break
-        self.proposal = stats.multivariate_t(loc=loc, shape=shape, df=_DF)
-        if loc.size == 2 and not others and self._fit_quality(rng, others) < _GOOD_FIT:
-            # In two dimensions a conditional that the t fits badly (curved, skewed or bimodal,
-            # as noise-dominated releases give) is tabulated and proposed as it is.
-            grid = fit_plane_grid(
-                lambda z: self._target(z, others), loc=loc, scale=self.proposal.shape
-            )
-            self.proposal = _GridMixture(grid, self.proposal)
-
-    def _fit_quality(self, rng: np.random.Generator, others: list[np.ndarray]) -> float:
-        """Importance-sampling efficiency (ESS / draws) of the proposal for the conditional."""
-        z = np.asarray(self.proposal.rvs(size=_PILOT, random_state=rng)).reshape(_PILOT, -1)
-        log_w = self._log_weights(z, others)
-        if not np.any(np.isfinite(log_w)):
-            return 0.0
-        w = np.exp(log_w - log_w.max())
-        return float(np.sum(w) ** 2 / np.sum(w**2) / _PILOT)
+        self.proposal = fit_independence_proposal(
+            rng,
+            lambda z: self._target(z, others),
+            self._start,
+            objective=objective,
+            rounds=not others,
+        )
 
     def _target(self, z: np.ndarray, others: list[np.ndarray]) -> np.ndarray:
         """The conditional's log density at the rows of ``z``, in blocks of at most 256."""
@@ -190,28 +133,6 @@ class _Conditional:
             self._current = (proposed.tobytes(), float(weight))
             return proposed, True
         return current, False
-
-
-class _GridMixture:
-    """The tabulated conditional (most of the time) or the fitted t (for the tails)."""
-
-    def __init__(self, grid: PlaneGrid, t: Any):
-        self.grid, self.t = grid, t
-        self.shape = t.shape
-
-    def rvs(self, size: int, random_state: np.random.Generator) -> np.ndarray:
-        z = draw_plane_grid(random_state, self.grid, size)
-        tails = random_state.uniform(size=size) < _TAILS
-        if tails.any():
-            z[tails] = np.asarray(self.t.rvs(size=int(tails.sum()), random_state=random_state))
-        return z
-
-    def logpdf(self, z: np.ndarray) -> np.ndarray:
-        z = np.atleast_2d(z)
-        return np.logaddexp(
-            np.log1p(-_TAILS) + plane_grid_logpdf(self.grid, z),
-            np.log(_TAILS) + np.atleast_1d(self.t.logpdf(z)),
-        )
 
 
 class IndependenceStep(DPGibbsStep):
