@@ -36,7 +36,14 @@ from pymc_dp.families import Gamma, NormalKnownSigma, TruncatedFamily
 from pymc_dp.families.record_laws import location_scale, standard_records
 from pymc_dp.kernels.records import slice_sample, sweep_records, window_statistic
 
-__all__ = ["RecordState", "initial_state", "interweave", "log_prior", "sample_records"]
+__all__ = [
+    "RecordState",
+    "initial_state",
+    "initial_widths",
+    "interweave",
+    "log_prior",
+    "sample_records",
+]
 
 
 class RecordState(NamedTuple):
@@ -202,8 +209,11 @@ def interweave(
     return RecordState(theta, records), info
 
 
-def _initial_widths(family: TruncatedFamily, params: tuple[npt.NDArray, ...], rows: int):
-    """Slice widths from the prior's spread on the unconstrained scale (tuning adapts them)."""
+def initial_widths(family: TruncatedFamily, params: tuple[npt.NDArray, ...], rows: int):
+    """Slice widths ``(rows, d)`` from the prior's spread on θ's unconstrained scale.
+
+    Tuning adapts them (:func:`sample_records`, :class:`~pymc_dp.RecordStep`).
+    """
     if isinstance(family, Gamma):
         shape, _ = params
         return np.broadcast_to(2.0 / np.sqrt(shape), (rows,))[:, None].copy()
@@ -270,7 +280,7 @@ def sample_records(
     params = tuple(np.broadcast_to(np.asarray(p, dtype=np.float64), (rows,)) for p in params)
     window = family.latent_window(bounds)
     state = initial_state(rng, family, params, n)
-    widths = _initial_widths(family, params, rows)
+    widths = initial_widths(family, params, rows)
     keep_theta = np.empty((draws, *state.theta.shape))
     keep_s = np.empty((draws, rows, 2 * k))
     for it in range(tune + draws):

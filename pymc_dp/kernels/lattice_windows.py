@@ -159,6 +159,8 @@ def _log_gamma_tails(
     Q ≈ t^{α-1} e^{-t}/Γ(α) · (1 + (α - 1)/t + (α - 1)(α - 2)/t² + …) give the logs.
     """
     shape, t = np.broadcast_arrays(np.asarray(shape, float), np.asarray(t, float))
+    out_shape = t.shape
+    shape, t = np.atleast_1d(shape), np.atleast_1d(t)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         lower = np.log(special.gammainc(shape, t))
         upper = np.log(special.gammaincc(shape, t))
@@ -180,7 +182,7 @@ def _log_gamma_tails(
             upper[bad_up] = (a - 1.0) * np.log(x) - x - special.gammaln(a) + np.log(total)
     lower = np.where(t <= 0, -np.inf, lower)
     upper = np.where(t <= 0, 0.0, np.where(np.isinf(t), -np.inf, upper))
-    return lower, upper
+    return lower.reshape(out_shape), upper.reshape(out_shape)
 
 
 def _log_diff(log_hi: npt.NDArray, log_lo: npt.NDArray) -> npt.NDArray[np.float64]:
