@@ -136,6 +136,7 @@ def interweave(
     window: tuple[float, float],
     noise_scale: float,
     widths: npt.NDArray[np.float64],
+    ancillary: bool = True,
 ) -> tuple[RecordState, dict[str, npt.NDArray]]:
     """One iteration: records sweep, sufficient θ | z, ancillary θ | e, y (see the module).
 
@@ -157,6 +158,9 @@ def interweave(
         Laplace scale β.
     widths
         Slice widths on θ's unconstrained scale, shape ``(B, d)``.
+    ancillary
+        Whether to take step 3; without it the iteration is the plain sufficient augmentation
+        (for comparison: ``benchmarks/exact_windows_ess.py``).
 
     Returns
     -------
@@ -182,6 +186,12 @@ def interweave(
     powers = [records, records * records][:k]
     s_all = np.stack([p.sum(axis=1) for p in powers], axis=-1).reshape(-1, *family.stat_shape)
     theta = family.draw_conjugate(rng, family.conjugate_update(params, s_all, n))
+    if not ancillary:
+        return RecordState(theta, records), {
+            "accepted": accepted,
+            "moves": np.zeros((theta.shape[0], _to_coords(family, theta).shape[1])),
+            "evaluations": np.asarray(0),
+        }
     # Ancillary step: the standardised records e stay fixed while θ moves.
     loc, scale = location_scale(family, theta)
     e = (records - loc[:, None]) / scale[:, None]
@@ -236,6 +246,7 @@ def sample_records(
     noise_scale: float,
     draws: int,
     tune: int,
+    ancillary: bool = True,
 ) -> tuple[npt.NDArray, npt.NDArray]:
     """Posterior draws of θ and of the window sum ŝ for a batch of releases (no CLT).
 
@@ -256,8 +267,10 @@ def sample_records(
     noise_scale
         Laplace scale β.
     draws, tune
-        Iterations kept, and discarded first (during which the slice widths adapt to twice the
-        mean ancillary move).
+        Iterations kept, and discarded first (during which the slice widths adapt to three
+        times the mean ancillary move).
+    ancillary
+        Interweave the ancillary step (default); ``False`` runs the plain data augmentation.
 
     Returns
     -------
@@ -293,9 +306,11 @@ def sample_records(
             window=window,
             noise_scale=noise_scale,
             widths=widths,
+            ancillary=ancillary,
         )
         if it < tune:
-            # Robbins–Monro towards twice the typical move; frozen after tuning.
+            # Towards three times the typical ancillary move (an exponential average); frozen
+            # after tuning, so the kept draws come from a fixed kernel.
             widths = np.clip(0.9 * widths + 0.1 * 3.0 * info["moves"], 1e-6, 1e6)
         else:
             keep_theta[it - tune] = state.theta

@@ -61,7 +61,7 @@ _CELLS = 64
 """Lattice cells across the window for the laws behind :func:`clt_ks`: the distances differ from
 those on 256 cells by at most 0.002 over the cases of ``benchmarks/clt_accuracy.py``."""
 _DIRECT_N = 100
-"""Largest n at which :func:`window_clt_trust` convolves n records itself (see :func:`_ks_table`)."""
+"""Largest n whose records :func:`window_clt_trust` convolves itself (:func:`_ks_table`)."""
 _FINE = 8
 """Counts: points per integer, so that the CLT normal is resolved beside the exact law."""
 
