@@ -25,12 +25,10 @@ Normal and LogNormal releases of (Σz, Σz²)); :class:`~pymc_dp.RecordStep` run
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 from pymc_dp.families import Gamma, NormalKnownSigma, TruncatedFamily
 from pymc_dp.families.record_laws import location_scale, standard_records
@@ -41,7 +39,6 @@ __all__ = [
     "initial_state",
     "initial_widths",
     "interweave",
-    "log_prior",
     "sample_records",
 ]
 
@@ -68,49 +65,6 @@ def _from_coords(family: TruncatedFamily, u: npt.NDArray) -> npt.NDArray[np.floa
     if isinstance(family, NormalKnownSigma):
         return u[:, 0].copy()
     return np.stack([u[:, 0], np.exp(u[:, 1])], axis=-1)
-
-
-def log_prior(
-    family: TruncatedFamily, params: tuple[npt.NDArray, ...], theta: npt.NDArray
-) -> npt.NDArray[np.float64]:
-    """Log density of θ under its conjugate prior (Gamma; Normal; Normal–Inverse-Gamma).
-
-    Examples
-    --------
-    >>> from pymc_dp.families import Exponential
-    >>> from scipy import stats
-    >>> v = log_prior(Exponential(), (np.array([3.0]), np.array([2.0])), np.array([1.5]))
-    >>> bool(np.isclose(v[0], stats.gamma(3.0, scale=0.5).logpdf(1.5)))
-    True
-    """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if isinstance(family, Gamma):
-            shape, rate = params
-            return (
-                shape * np.log(rate)
-                - special.gammaln(shape)
-                + (shape - 1) * np.log(theta)
-                - rate * theta
-            )
-        if isinstance(family, NormalKnownSigma):
-            mean, sd = params
-            return -0.5 * ((theta - mean) / sd) ** 2 - np.log(sd) - 0.5 * math.log(2 * math.pi)
-        mean, kappa, alpha, beta = params
-        mu, var = theta[:, 0], theta[:, 1]
-        normal = -0.5 * kappa * (mu - mean) ** 2 / var - 0.5 * np.log(2 * math.pi * var / kappa)
-        inv_gamma = (
-            alpha * np.log(beta) - special.gammaln(alpha) - (alpha + 1) * np.log(var) - beta / var
-        )
-        return normal + inv_gamma
-
-
-def _log_jacobian(family: TruncatedFamily, u: npt.NDArray) -> npt.NDArray[np.float64]:
-    """Log |dθ/du| of :func:`_from_coords`."""
-    if isinstance(family, Gamma):
-        return u[:, 0]
-    if isinstance(family, NormalKnownSigma):
-        return np.zeros(u.shape[0])
-    return u[:, 1]
 
 
 def initial_state(
@@ -199,17 +153,7 @@ def interweave(
     before = u.copy()
     calls = 0
     for j in range(u.shape[1]):
-
-        def log_density(v, j=j):
-            trial = u.copy()
-            trial[:, j] = v
-            th = _from_coords(family, trial)
-            m, c = location_scale(family, th)
-            s_hat = window_statistic(m[:, None] + c[:, None] * e, window, k).sum(axis=1)
-            lik = -np.abs(released - s_hat).sum(axis=1) / noise_scale
-            out = log_prior(family, params, th) + _log_jacobian(family, trial) + lik
-            return np.where(np.isnan(out), -np.inf, out)
-
+        log_density = _ancillary_target(family, params, e, released, window, noise_scale, u, j)
         u[:, j], used = slice_sample(rng, x=u[:, j], log_density=log_density, width=widths[:, j])
         calls += used
     theta = _from_coords(family, u)
@@ -217,6 +161,64 @@ def interweave(
     records = loc[:, None] + scale[:, None] * e
     info = {"accepted": accepted, "moves": np.abs(u - before), "evaluations": np.asarray(calls)}
     return RecordState(theta, records), info
+
+
+def _ancillary_target(
+    family: TruncatedFamily,
+    params: tuple[npt.NDArray, ...],
+    e: npt.NDArray[np.float64],
+    released: npt.NDArray[np.float64],
+    window: tuple[float, float],
+    noise_scale: float,
+    u: npt.NDArray[np.float64],
+    j: int,
+):
+    """Log p(θ | e, y) up to a constant, as a function of coordinate j of θ's scale ``u``.
+
+    The records are z = m + c·e; the target is the prior of θ (its kernel: constants dropped),
+    the Jacobian of the coordinates and the Laplace log density of y at ŝ(z).
+    """
+    lo, hi = window
+    squares = family.stat_size == 2
+
+    def noise(z):
+        inside = (z >= lo) & (z <= hi)
+        s1 = np.where(inside, z, 0.0).sum(axis=1)
+        gap = np.abs(released[:, 0] - s1)
+        if squares:
+            gap = gap + np.abs(released[:, 1] - np.where(inside, z * z, 0.0).sum(axis=1))
+        return -gap / noise_scale
+
+    if isinstance(family, Gamma):
+        shape, rate = params
+
+        def log_density(v):  # v = log λ; records e/λ; Gamma(shape, rate) prior with Jacobian λ
+            lam = np.exp(v)
+            return shape * v - rate * lam + noise(e / lam[:, None])
+
+    elif isinstance(family, NormalKnownSigma):
+        mean, sd = params
+        sigma = family.sigma
+
+        def log_density(v):  # v = μ
+            return -0.5 * ((v - mean) / sd) ** 2 + noise(v[:, None] + sigma * e)
+
+    else:
+        mean, kappa, alpha, beta = params
+        mu, log_var = u[:, 0], u[:, 1]
+
+        def log_density(v):
+            m, lv = (v, log_var) if j == 0 else (mu, v)
+            var = np.exp(lv)
+            # N(μ; m, σ²/κ) · InverseGamma(σ²; α, β) · σ² (Jacobian of log σ²), constants dropped.
+            prior = -0.5 * kappa * (m - mean) ** 2 / var - (alpha + 0.5) * lv - beta / var
+            return prior + noise(m[:, None] + np.exp(0.5 * lv)[:, None] * e)
+
+    def safe(v):
+        out = log_density(np.asarray(v, dtype=np.float64))
+        return np.where(np.isnan(out), -np.inf, out)
+
+    return safe
 
 
 def initial_widths(family: TruncatedFamily, params: tuple[npt.NDArray, ...], rows: int):
