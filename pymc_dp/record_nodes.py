@@ -21,7 +21,7 @@ import pytensor.tensor as pt
 
 from pymc_dp.families import ExponentialFamily, TruncatedFamily
 from pymc_dp.kernels.exact_counts import NoiseLaw
-from pymc_dp.node_info import TAG, NoisySuffStatInfo, add_release_data, record_of_release
+from pymc_dp.node_info import TAG, NoisySuffStatInfo, register_release
 from pymc_dp.release import Release
 
 __all__ = ["RECORDS_TAG", "RecordsInfo", "needs_records", "records_node", "records_ready"]
@@ -103,16 +103,17 @@ def records_node(
         inside = (z >= window[0]) & (z <= window[1])
         s_hat = pt.stack([pt.sum(pt.switch(inside, z, 0.0)), pt.sum(pt.switch(inside, z * z, 0.0))])
         y = pm.Laplace(name, mu=s_hat, b=noise.scale, observed=value, dims=stat_dim)
-        record = record_of_release(
-            release,
-            family,
-            n=n,
-            epsilon=epsilon,
-            sensitivity=sensitivity,
-            value=value,
-            bounds=bounds,
-        )
-        add_release_data(model, name, record)
+    record = register_release(
+        model,
+        name,
+        release,
+        family,
+        n=n,
+        epsilon=epsilon,
+        sensitivity=sensitivity,
+        value=value,
+        bounds=bounds,
+    )
     info = NoisySuffStatInfo(
         name=name,
         suffstat=records_name,

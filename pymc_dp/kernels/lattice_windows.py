@@ -146,7 +146,7 @@ def _log1mexp(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """log(1 - e^x) for x ≤ 0 (-inf at 0)."""
     x = np.minimum(x, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(x > _LOG_HALF * 1.0, np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
+        return np.where(x > _LOG_HALF, np.log(-np.expm1(x)), np.log1p(-np.exp(x)))
 
 
 def _log_gamma_tails(

@@ -76,6 +76,10 @@ class RecordStep(DPGibbsStep):
         self._widths: dict[str, np.ndarray] = {}
         self.tune = True
 
+    def reset_tuning(self) -> None:
+        """Start each chain from the initial slice widths (``pm.sample`` calls this per chain)."""
+        self._widths = {}
+
     def step(self, point: dict) -> tuple[dict, list[dict]]:
         """One interweaving iteration per record-level node."""
         point = dict(point)
