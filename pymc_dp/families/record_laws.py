@@ -77,7 +77,7 @@ def standard_records(
 
 
 def theta_step(family: TruncatedFamily, theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
-    """A finite-difference step for a scalar θ: 10⁻⁵ of λ, or of σ + |μ| for a mean."""
+    """A finite-difference step for a scalar θ: 10⁻⁵ of λ, or of σ + abs(μ) for a mean."""
     theta = np.asarray(theta, dtype=np.float64)
     if isinstance(family, Gamma):
         return 1e-5 * theta

@@ -10,9 +10,9 @@ lattice points, computed exactly from the record's CDF and first partial moment
 (:func:`lattice_record_log_law`), and the rounded window sum has law q^{∗n}, which
 :func:`pymc_dp.kernels.exact_windows.window_sum_log_likelihood` convolves by a tilted FFT.
 
-**Error bound.** The rounded sum is S + D, with |D| ≤ nh and, given the records, D a sum of n
+**Error bound.** The rounded sum is S + D, with abs(D) ≤ nh and, given the records, D a sum of n
 independent terms of mean 0 within intervals of length h. The Laplace density k satisfies
-k(r - d) ≥ k(r) e^{-|d|/β}, so E[k(r - D)] ≥ k(r) e^{-E|D|/β} ≥ k(r) e^{-√n h/(2β)}; and log k
+k(r - d) ≥ k(r) e^{-abs(d)/β}, so E[k(r - D)] ≥ k(r) e^{-E abs(D)/β} ≥ k(r) e^{-√n h/(2β)}; and log k
 is concave with slopes ±1/β, so by Hoeffding's lemma E[k(r - D)] ≤ k(r) e^{n h²/(8β²)}. Hence,
 for every θ and y,
 
@@ -21,7 +21,7 @@ for every θ and y,
 and the posterior density from p_h is within a factor e^{±(sum of both)} of the exact one.
 :func:`lattice_for` picks h so that the sum is at most a tolerance (default
 :data:`LATTICE_TOLERANCE`). The lower side is the worst case, reached only where y - S lies
-within |D| of 0 (the kink of the Laplace density); measured errors are second order in h and
+within abs(D) of 0 (the kink of the Laplace density); measured errors are second order in h and
 far smaller (``tests/test_lattice_windows.py``).
 """
 
@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 LATTICE_TOLERANCE = 0.01
-"""Default bound on |log p_h - log p| (both sides of :func:`discretisation_bound` added): the
+"""Default bound on abs(log p_h - log p) (both sides of :func:`discretisation_bound` added): the
 posterior density is then within a factor e^{±0.01} of the exact one everywhere."""
 
 LATTICE_MIN_CELLS = 64
@@ -117,7 +117,7 @@ def lattice_for(
     noise_scale
         Laplace scale β of the release.
     tolerance
-        Bound on |log p_h - log p|.
+        Bound on abs(log p_h - log p).
 
     Returns
     -------
