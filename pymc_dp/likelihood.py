@@ -132,14 +132,24 @@ def exact_cost(
     bounds: tuple[float, float] | None = None,
     *,
     batched: bool = False,
+    scale: float | None = None,
 ) -> int:
     """Cost of one evaluation of the exact likelihood of ``n`` records, in log-space terms.
 
     A window sum of counts needs the release's ``bounds``: its sum runs over 0, …, n·b.
     Categorical counts of one release are convolved linearly (each product costs
     :data:`CONVOLUTION_PRODUCT_COST`); ``batched=True`` gives the cost per release of a batch,
-    whose recursion runs in log space.
+    whose recursion runs in log space. Continuous records need ``bounds`` and the noise
+    ``scale`` too: n × lattice points, or n records for (Σz, Σz²)
+    (:func:`pymc_dp.window_trust.continuous_exact_cost`, whose budgets differ).
     """
+    if continuous_window(family):
+        if bounds is None or scale is None:
+            raise ValueError(
+                "the cost of the exact likelihood of continuous records depends on the window "
+                "and the noise: pass bounds and scale"
+            )
+        return continuous_exact_cost(family, n, bounds, scale)[0]
     if isinstance(family, Categorical):
         products = (family.categories - 2) * (n + 1) ** 2
         return int(products * (1.0 if batched else CONVOLUTION_PRODUCT_COST)) + n + 1

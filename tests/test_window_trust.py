@@ -122,3 +122,12 @@ def test_engine_auto_uses_the_rule_on_the_paper_design():
             design.family, n, sim.released, sim.scale, "auto", "auto", design.bounds
         )
         assert got == want
+
+
+def test_exact_cost_of_continuous_records_needs_the_window_and_noise():
+    from pymc_dp.likelihood import exact_cost
+
+    assert exact_cost(Exponential(), 10, (0.0, 1.5), scale=1.5) == 1600  # 10 × 160 points
+    assert exact_cost(Normal(), 10, (-3.0, 5.0), scale=30.0) == 10  # records
+    with pytest.raises(ValueError, match="bounds and scale"):
+        exact_cost(Exponential(), 10, (0.0, 1.5))
