@@ -92,7 +92,7 @@ class LatticeWindowLogLikelihood(Op):
         value, theta = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in inputs))
         noise = NoiseLaw("laplace", self.scale)
         # A rate must be positive; a mean may be anything.
-        ok = np.isfinite(theta) & ((theta > 0) | ~isinstance(self.family, Gamma))
+        ok = np.isfinite(theta) & ((theta > 0) if isinstance(self.family, Gamma) else True)
         safe = np.where(ok, theta, 1.0)
         log_q = self._log_q(safe)
         log_lik, grad_q = lattice_log_likelihood(

@@ -10,11 +10,11 @@ lattice points, computed exactly from the record's CDF and first partial moment
 (:func:`lattice_record_log_law`), and the rounded window sum has law q^{∗n}, which
 :func:`pymc_dp.kernels.exact_windows.window_sum_log_likelihood` convolves by a tilted FFT.
 
-**Error bound.** The rounded sum is S + D, with abs(D) ≤ nh and, given the records, D a sum of n
-independent terms of mean 0 within intervals of length h. The Laplace density k satisfies
-k(r - d) ≥ k(r) e^{-abs(d)/β}, so E[k(r - D)] ≥ k(r) e^{-E abs(D)/β} ≥ k(r) e^{-√n h/(2β)}; and log k
-is concave with slopes ±1/β, so by Hoeffding's lemma E[k(r - D)] ≤ k(r) e^{n h²/(8β²)}. Hence,
-for every θ and y,
+**Error bound.** The rounded sum is S + D, with abs(D) ≤ nh and, given the records, D a sum of
+n independent terms of mean 0 within intervals of length h. The Laplace density k satisfies
+k(r - d) ≥ k(r) e^{-abs(d)/β}, so E[k(r - D)] ≥ k(r) e^{-E abs(D)/β} ≥ k(r) e^{-√n h/(2β)};
+and log k is concave with slopes ±1/β, so by Hoeffding's lemma E[k(r - D)] ≤ k(r) e^{n h²/(8β²)}.
+Hence, for every θ and y,
 
     -√n·h/(2β) ≤ log p_h(y | θ) - log p(y | θ) ≤ n·h²/(8β²)        (:func:`discretisation_bound`)
 
