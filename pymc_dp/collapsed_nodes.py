@@ -21,8 +21,11 @@ from pymc_dp.distributions import CollapsedLaplace
 from pymc_dp.distributions.collapsed_pair import CollapsedLaplacePair
 from pymc_dp.distributions.exact import ExactReleasedCount, ExactReleasedCounts
 from pymc_dp.distributions.exact_windows import ExactReleasedWindowSum
+from pymc_dp.distributions.lattice_windows import LatticeReleasedWindowSum
 from pymc_dp.families import Categorical, ExponentialFamily, TruncatedFamily
+from pymc_dp.families.record_laws import continuous_window
 from pymc_dp.kernels.exact_counts import NoiseLaw
+from pymc_dp.kernels.lattice_windows import lattice_for
 from pymc_dp.likelihood import windowed_counts
 from pymc_dp.node_info import (
     GRID_TAG,
@@ -222,7 +225,19 @@ def exact_node(
 ) -> pt.TensorVariable:
     """Add y | θ with s summed out exactly (released counts, no CLT); return y."""
     with model:
-        if windowed_counts(family):
+        if continuous_window(family):
+            # Continuous records: the lattice likelihood (its step from the stated error bound).
+            y = LatticeReleasedWindowSum(
+                name,
+                theta,
+                family=family,
+                n=n,
+                bounds=bounds,
+                lattice=lattice_for(family.latent_window(bounds), n=n, noise_scale=noise.scale),
+                scale=noise.scale,
+                observed=np.asarray(value, dtype=np.float64).reshape(()),
+            )
+        elif windowed_counts(family):
             y = ExactReleasedWindowSum(
                 name,
                 theta,

@@ -22,11 +22,17 @@ from pymc_dp._compat import ancestors, posterior_dataset, set_posterior
 from pymc_dp._validation import check_rng
 from pymc_dp.collapsed import conditional_all_records
 from pymc_dp.families import Categorical, TruncatedFamily
+from pymc_dp.families.record_laws import continuous_window, record_law
 from pymc_dp.kernels import draw_noise_variance
 from pymc_dp.kernels.collapsed import draw_collapsed_suffstat
 from pymc_dp.kernels.collapsed_pair import draw_pair_suffstat
 from pymc_dp.kernels.exact_counts import draw_binomial_suffstat, draw_multinomial_suffstat
 from pymc_dp.kernels.exact_windows import draw_window_sum, window_record_log_pmf
+from pymc_dp.kernels.lattice_windows import (
+    draw_lattice_window_sum,
+    lattice_for,
+    lattice_record_log_law,
+)
 from pymc_dp.likelihood import windowed_counts
 from pymc_dp.noisy_suffstat import THETA_TAG, NoisySuffStatInfo, node_infos
 from pymc_dp.pair_sampling import conditional_all_records_pair
@@ -42,8 +48,11 @@ def sample_latent(idata: Any, model: pm.Model | None = None, *, random_seed: Any
     the statistic of all records given ŝ from their joint CLT, and σ² | ŝ, y from its
     inverse-Gaussian conditional. A node with the exact likelihood (released counts) gets
     exact draws of the counts s | θ, y (:mod:`pymc_dp.kernels.exact_counts`; for a windowed
-    release the window sum ŝ alone, :mod:`pymc_dp.kernels.exact_windows`), and σ² only if its
-    noise is Laplace (integer noise has no scale mixture).
+    release the window sum ŝ alone, :mod:`pymc_dp.kernels.exact_windows`, on the likelihood's
+    lattice for continuous records, :mod:`pymc_dp.kernels.lattice_windows`), and σ² only if its
+    noise is Laplace (integer noise has no scale mixture). A record-level node (Normal or
+    LogNormal (Σz, Σz²) with ``likelihood="exact"``) has its records in the posterior already
+    and is skipped.
 
     Parameters
     ----------
@@ -125,7 +134,13 @@ def _exact_latent(
     released = np.asarray(model.rvs_to_values[y].eval(), dtype=np.float64)
     coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values}
     dims: tuple[str, ...] = ("chain", "draw")
-    if windowed_counts(info.family):
+    if continuous_window(info.family):
+        # ŝ on the likelihood's lattice (its rounding of the records, without bias).
+        window = info.family.latent_window(info.bounds)
+        lattice = lattice_for(window, n=info.n, noise_scale=info.noise.scale)
+        log_q = lattice_record_log_law(record_law(info.family, theta), window, lattice)
+        s = draw_lattice_window_sum(rng, log_q, lattice, info.n, released, info.noise)
+    elif windowed_counts(info.family):
         # ŝ, the window sum (the statistic of all records is not a function of it).
         lo, hi = info.family.latent_window(info.bounds)
         log_q = window_record_log_pmf(info.family.record_distribution(theta), (lo, hi))

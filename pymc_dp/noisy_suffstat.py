@@ -70,6 +70,7 @@ from pymc_dp.node_info import (
     release_attrs,
     releases_from_attrs,
 )
+from pymc_dp.record_nodes import needs_records, records_node, records_ready
 from pymc_dp.release import Release
 from pymc_dp.release_set import ReleaseSet
 
@@ -277,6 +278,13 @@ class NoisySuffStat:
             if method != "augmented"
             else "clt"
         )
+        if choice == "exact" and needs_records(family) and method != "augmented":
+            # (Σz, Σz²): the record-level node, which needs the Normal–Inverse-Gamma prior.
+            why = records_ready(model, family, dist)
+            if why and likelihood == "exact":
+                raise ValueError(f"likelihood='exact' for {family!r}: {why}")
+            if why:
+                choice = "clt"
         if gaussian and choice != "exact":
             # y - s is then (discrete) Gaussian, not Laplace: the CLT node would be wrong.
             raise ValueError(
@@ -289,7 +297,23 @@ class NoisySuffStat:
                 release.mechanism if release is not None else None,
                 scale,
                 release.quantum if release is not None else None,
+                family,
             )
+            if needs_records(family):
+                return records_node(
+                    model,
+                    name,
+                    family=family,
+                    dist=dist,
+                    release=release,
+                    n=n,
+                    epsilon=epsilon,
+                    sensitivity=sensitivity,
+                    value=value,
+                    noise=noise,
+                    stat_dim=_stat_dim(model, name, family),
+                    bounds=bounds,
+                )
             return exact_node(
                 model,
                 name,

@@ -293,9 +293,10 @@ def _add_fit_parser(sub: Any) -> None:
         "--likelihood",
         choices=("auto", "clt", "exact"),
         default="auto",
-        help="exact: sum over every value of the counts s (Bernoulli, Binomial, Categorical, "
-        "windowed Poisson and Geometric; no CLT); clt: the CLT normal for s; auto (default): "
-        "exact whenever it is affordable",
+        help="exact: no CLT (counts: a sum over every value of s; window sums of continuous "
+        "records: a lattice likelihood within 0.01 of exact, or the records as latent "
+        "variables for (sum x, sum x^2)); clt: the CLT normal for s; auto (default): exact for "
+        "counts whenever it is affordable, for continuous records where the CLT is untrusted",
     )
     fit.add_argument(
         "--seed", type=_seed, help="seed of the sampler, for a reproducible posterior file"
@@ -332,8 +333,8 @@ def _add_reproduce_parser(sub: Any) -> None:
         "--likelihood",
         choices=("auto", "clt"),
         default="auto",
-        help="clt: the paper's sampler everywhere; auto (default): the exact likelihood of "
-        "counts where the CLT is outside its measured safe region (small n)",
+        help="clt: the paper's sampler everywhere; auto (default): the exact likelihood "
+        "(counts, window sums) where the CLT is outside its measured safe region (small n)",
     )
     rep.add_argument(
         "--jobs",
