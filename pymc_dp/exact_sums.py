@@ -252,16 +252,26 @@ class FamilyPlan:
         if not checked:
             if arr.size == 0:
                 return BatchTotals(0, (0,) * self.size)
-            problem = check_numeric(arr, self.name) or missing_problem(arr, self.name)
+            arr, problem = self.check_batch(arr)
             if problem is not None:
                 return BatchTotals(int(arr.shape[0]), (), problem)
-            try:
-                arr = self.family.validate_data(
-                    clamp_records(self.family, arr) if self.clamp else arr
-                )
-            except (TypeError, ValueError) as err:
-                return BatchTotals(int(arr.shape[0]), (), problem_of(err))
         return BatchTotals(int(arr.shape[0]), self._totals(arr))
+
+    def check_batch(self, values: npt.NDArray) -> tuple[npt.NDArray, Problem | None]:
+        """The batch's records checked (and clamped) by the family's rules, or the rule broken.
+
+        Returns the records as the family reads them and ``None``, or the batch unchanged and
+        the :class:`Problem` of its first broken rule (type, missing values, domain).
+        """
+        problem = check_numeric(values, self.name) or missing_problem(values, self.name)
+        if problem is not None:
+            return values, problem
+        try:
+            return self.family.validate_data(
+                clamp_records(self.family, values) if self.clamp else values
+            ), None
+        except (TypeError, ValueError) as err:
+            return values, problem_of(err)
 
     def _totals(self, records: npt.NDArray) -> tuple[int, ...]:
         fam = self.family

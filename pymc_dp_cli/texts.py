@@ -84,7 +84,8 @@ noise and seeds:
   study: the noise is then the floating-point Laplace sampler ("laplace-float", recorded in the
   file), reproducible and open to floating-point attacks (Mironov 2012) -- for tests and examples
   only: anyone who knows the seed can subtract the noise. --seed with a vetted --mechanism is
-  refused. The private window (--private-bounds) is still drawn with floating-point sampling.
+  refused. The private window (--private-bounds) is chosen among 1025 public candidates (log-spaced
+  when the range spans decades) by OpenDP's report-noisy-min on exact counts.
 
 privacy budget:
   --budget LEDGER charges the release to a JSON ledger of one data set before any noise is drawn

@@ -169,7 +169,7 @@ def test_missing_values_and_wrong_columns_stop_the_release():
     with pytest.raises(TypeError, match="needs the records in memory"):
         pmdp.release(
             pl.DataFrame({"x": [1.0, 2.0]}).lazy(), pm.Exponential, epsilon=1.0, column="x",
-            bounds="private", bounds_range=(0, 10), rng=0,
+            bounds="private", bounds_range=(0, 10), bounds_candidates="gaps", rng=0,
         )  # fmt: skip
 
 
@@ -179,6 +179,46 @@ def test_private_bounds_from_an_eager_frame_match_the_array():
     assert pmdp.release(pd.DataFrame({"x": x}), pm.Exponential, column="x", **options) == (
         pmdp.release(x, pm.Exponential, **options)
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "search", "kind"),
+    [("normal", (-10.0, 10.0), "linear"), ("lognormal", (0.01, 100.0), "log"),
+     ("poisson", (0, 50), "log")],
+)  # fmt: skip
+def test_private_window_counts_are_the_same_from_every_engine(tables, client, name, search, kind):
+    """The private window's candidate counts run on every engine (lazy and Dask included), so a
+    seeded study's window and release agree bit for bit with the array's."""
+    from pymc_dp.private_window import count_below
+
+    frame, path = tables
+    _, dist, x, options = next(case for case in FAMILIES if case[0] == name)
+    fam = get_family(dist, **{k: v for k, v in options.items() if k != "bounds"})
+    expected = count_below(
+        None, fam, kind, search, records=fam.validate_data(x), column=None, client=None,
+        clamp=False, name="x",
+    )  # fmt: skip
+    options = {k: v for k, v in options.items() if k != "bounds"}
+    settings = dict(
+        epsilon=2.0, bounds="private", bounds_range=search, bounds_candidates=kind, **options
+    )
+    reference = pmdp.release(x, dist, rng=5, **settings)
+    assert reference.bounds_mechanism == f"{kind}-float"
+    for engine, (data, engine_client) in _engines(frame, path, client).items():
+        n, _, below = count_below(
+            data, fam, kind, search, records=None, column=name, client=engine_client,
+            clamp=False, name=name,
+        )  # fmt: skip
+        assert n == expected[0] and np.array_equal(below, expected[2]), engine
+        got = pmdp.release(data, dist, column=name, client=engine_client, rng=5, **settings)
+        assert got == reference, engine
+    # A real release chooses with OpenDP from the same counts, on the cluster too.
+    data, engine_client = _engines(frame, path, client)["dask"]
+    vetted = pmdp.release(data, dist, column=name, client=engine_client, **settings)
+    assert vetted.bounds_mechanism == f"{kind}-opendp" and vetted.n == N
+    assert set(vetted.bounds) <= set(expected[1]) | {float(np.floor(b)) for b in expected[1]} | {
+        float(np.ceil(b)) for b in expected[1]
+    }
 
 
 def test_the_release_records_its_public_record_quantum_and_round_trips():

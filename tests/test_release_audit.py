@@ -443,11 +443,12 @@ def test_private_bounds_check_the_public_range_before_any_noise():
 
 def test_a_private_window_between_two_counts_is_widened_not_refused(monkeypatch):
     release_module = importlib.import_module("pymc_dp.release")
-    monkeypatch.setattr(release_module, "private_bounds", lambda *a, **k: (3.2, 3.8))
-    rel = pmdp.release(
-        [3, 4, 9], pm.Poisson, epsilon=1.0, bounds="private", bounds_range=(0, 20), rng=0
-    )
-    assert rel.bounds == (3.0, 4.0) and rel.sensitivity == 4.0
+    monkeypatch.setattr(release_module, "choose_window", lambda *a, **k: (3.2, 3.8))
+    for rng in (0, None):  # a study and a real release
+        rel = pmdp.release(
+            [3, 4, 9], pm.Poisson, epsilon=1.0, bounds="private", bounds_range=(0, 20), rng=rng
+        )
+        assert rel.bounds == (3.0, 4.0) and rel.sensitivity == 4.0
 
 
 @pytest.mark.parametrize(
