@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from pymc_dp._validation import (
     MAX_N,
+    MAX_NOISE_SCALE,
     check_bool,
     check_int,
     check_json_numbers,
@@ -193,6 +194,13 @@ class Release:
             )
         object.__setattr__(self, "family_params", types.MappingProxyType(fam.params()))
         _check_noise_fields(self, gaussian)
+        if not self.scale <= MAX_NOISE_SCALE:
+            # The analyst's mixing variances hold 2·scale²: they would overflow.
+            raise ValueError(
+                f"the noise scale {self.scale:.3g} (sensitivity {self.sensitivity:g} over "
+                f"epsilon {self.epsilon:g}) is above {MAX_NOISE_SCALE:g}: such a release carries "
+                "no information and its fit would overflow"
+            )
 
     @property
     def total_epsilon(self) -> float:
