@@ -184,36 +184,9 @@ def release(
     >>> rel.sensitivity, rel.bounds
     (1.5, (0.0, 1.5))
     """
-    fam = get_family(family, **family_params)
-    for name, setting in fam.params().items():
-        json_float(setting, name)  # e.g. trials=10**400 cannot be a float sensitivity
-    categories = getattr(fam, "categories", None)
-    if categories is not None and categories > MAX_CATEGORIES:
-        raise ValueError(
-            f"categories must be at most {MAX_CATEGORIES} (got {categories}): each category "
-            "is a released count with its own noise; merge rare categories first"
-        )
-    mechanism = check_mechanism(mechanism, rng)
-    gaussian = mechanism == DISCRETE_GAUSSIAN
-    if gaussian:
-        if epsilon is not None:
-            raise TypeError("a 'discrete-gaussian' release takes rho, not epsilon")
-        if rho is None:
-            raise TypeError("a 'discrete-gaussian' release needs rho=, its zCDP budget")
-        rho = check_positive(rho, "rho")
-        zcdp_to_approx_dp(rho, delta)  # checks delta
-        # The Laplace-style bookkeeping below runs on √(2ρ): σ = Δ₂ / √(2ρ) plays b = Δ/ε.
-        epsilon = math.sqrt(2.0 * rho)
-    else:
-        if rho is not None:
-            raise TypeError(
-                f"rho applies only to mechanism='discrete-gaussian' (not {mechanism!r})"
-            )
-        if epsilon is None:
-            raise TypeError("release needs epsilon=, its privacy budget")
-        epsilon = check_positive(epsilon, "epsilon")
+    fam = checked_family(family, family_params)
+    mechanism, gaussian, epsilon, generator = noise_settings(mechanism, rng, epsilon, rho, delta)
     clamp = check_bool(clamp, "clamp")
-    generator = check_rng(rng) if rng is not None or not mechanism.startswith("discrete") else None
     private = fam.needs_bounds and isinstance(bounds, str) and bounds == "private"
     kind = (
         resolve_candidates(bounds_candidates, bounds_range, study=generator is not None)
@@ -306,11 +279,103 @@ def release(
             plan.batch_totals(records[start : start + BATCH], checked=True)
             for start in range(0, n, BATCH)
         )[1]
+    check_release_noise(fam, window, n, gaussian=gaussian, epsilon=epsilon)
+    if not charged:
+        _charge(budget, mechanism, epsilon, bounds_epsilon, label or fam.name)
+    return release_from_totals(
+        fam,
+        plan,
+        window,
+        n,
+        totals,
+        mechanism=mechanism,
+        epsilon=epsilon,
+        delta=delta,
+        rng=generator,
+        bounds_epsilon=bounds_epsilon,
+        bounds_mechanism=bounds_mechanism,
+        budget=budget,
+    )
+
+
+def checked_family(family: Any, family_params: dict[str, Any]) -> ExponentialFamily:
+    """The family of a release, its settings checked to be public numbers a file can hold."""
+    fam = get_family(family, **family_params)
+    for name, setting in fam.params().items():
+        json_float(setting, name)  # e.g. trials=10**400 cannot be a float sensitivity
+    categories = getattr(fam, "categories", None)
+    if categories is not None and categories > MAX_CATEGORIES:
+        raise ValueError(
+            f"categories must be at most {MAX_CATEGORIES} (got {categories}): each category "
+            "is a released count with its own noise; merge rare categories first"
+        )
+    return fam
+
+
+def noise_settings(
+    mechanism: Any, rng: Any, epsilon: Any, rho: Any, delta: Any
+) -> tuple[str, bool, float, np.random.Generator | None]:
+    """(mechanism, gaussian, ε, generator) of a release, its noise arguments checked.
+
+    For the Gaussian mechanism the ε returned is √(2ρ): σ = Δ₂ / √(2ρ) plays b = Δ/ε in the
+    bookkeeping. The generator is ``None`` for a vetted mechanism (OpenDP cannot be seeded).
+    """
+    mechanism = check_mechanism(mechanism, rng)
+    gaussian = mechanism == DISCRETE_GAUSSIAN
+    if gaussian:
+        if epsilon is not None:
+            raise TypeError("a 'discrete-gaussian' release takes rho, not epsilon")
+        if rho is None:
+            raise TypeError("a 'discrete-gaussian' release needs rho=, its zCDP budget")
+        rho = check_positive(rho, "rho")
+        zcdp_to_approx_dp(rho, delta)  # checks delta
+        epsilon = math.sqrt(2.0 * rho)
+    else:
+        if rho is not None:
+            raise TypeError(
+                f"rho applies only to mechanism='discrete-gaussian' (not {mechanism!r})"
+            )
+        if epsilon is None:
+            raise TypeError("release needs epsilon=, its privacy budget")
+        epsilon = check_positive(epsilon, "epsilon")
+    generator = check_rng(rng) if rng is not None or not mechanism.startswith("discrete") else None
+    return mechanism, gaussian, epsilon, generator
+
+
+def check_release_noise(
+    fam: ExponentialFamily, window: tuple[float, float], n: int, *, gaussian: bool, epsilon: float
+) -> None:
+    """Refuse, from public values only, noise that would overflow or fall below float resolution."""
+    magnitude = _statistic_magnitude(fam, window, n)
+    noise_scale(
+        sensitivity=_sensitivity(fam, window, gaussian), epsilon=epsilon, magnitude=magnitude
+    )
+
+
+def release_from_totals(
+    fam: ExponentialFamily,
+    plan: FamilyPlan,
+    window: tuple[float, float],
+    n: int,
+    totals: tuple[int, ...],
+    *,
+    mechanism: str,
+    epsilon: float,
+    delta: float,
+    rng: np.random.Generator | None,
+    bounds_epsilon: float = 0.0,
+    bounds_mechanism: str | None = None,
+    budget: Any = None,
+) -> Release:
+    """The :class:`Release` of exact integer totals: the mechanism's noise added once.
+
+    ``epsilon`` is √(2ρ) for the Gaussian mechanism (:func:`noise_settings`); ``budget`` was
+    charged by the caller and is only recorded here.
+    """
+    gaussian = mechanism == DISCRETE_GAUSSIAN
     magnitude = _statistic_magnitude(fam, window, n)
     sensitivity = _sensitivity(fam, window, gaussian)
     noise_scale(sensitivity=sensitivity, epsilon=epsilon, magnitude=magnitude)
-    if not charged:
-        _charge(budget, mechanism, epsilon, bounds_epsilon, label or fam.name)
     noisy = noisy_statistic(
         fam,
         ExactTotal(totals, plan.units()),
@@ -320,7 +385,7 @@ def release(
         sensitivity=sensitivity,
         epsilon=None if gaussian else epsilon,
         rho=epsilon**2 / 2.0 if gaussian else None,
-        rng=generator,
+        rng=rng,
         magnitude=magnitude,
     )
     return Release(
@@ -334,7 +399,7 @@ def release(
         mechanism=mechanism,
         bounds_epsilon=bounds_epsilon,
         bounds_mechanism=bounds_mechanism,
-        clamped=clamp,
+        clamped=plan.clamp,
         quantum=noisy.quantum,
         record_quantum=plan.quantum,
         library=noisy.library,

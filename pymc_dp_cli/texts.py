@@ -100,7 +100,8 @@ grouped release (--by COLUMN --groups A,B,C --public-sizes):
   exactly, so --public-sizes must declare the sizes public (or give them, N1,N2,..., to have
   them checked): a record moving from one group to another would change two sizes, which no
   noise covers. All groups share the family, window, epsilon and mechanism; --private-bounds and
-  --dry-run are not available with --by.
+  --dry-run are not available with --by. Parquet data are streamed (or summed on --scheduler) in
+  one pass over the records and their keys.
 
 planning a release (--dry-run):
   From public values only -- --n, --epsilon (or --rho), the family and its window -- print the
