@@ -274,7 +274,11 @@ class FamilyPlan:
         the full checks name the rule broken.
         """
         fam = self.family
-        if not fam.needs_bounds or self.clamp or arr.ndim != 1 or arr.dtype.kind not in "iuf":
+        if self.clamp or arr.ndim != 1:
+            return None
+        if not fam.needs_bounds:
+            return self._fast_counts(arr)
+        if arr.dtype.kind not in "iuf":
             return None
         dom_lo, dom_hi = fam.domain
         positive = fam.name.startswith("log")
@@ -319,6 +323,34 @@ class FamilyPlan:
                 totals[0] += first
                 totals[1] += second
         return tuple(totals)
+
+    def _fast_counts(self, arr: npt.NDArray) -> tuple[int, ...] | None:
+        """Totals of a clean batch of counts (Bernoulli, Binomial, Categorical), or ``None``.
+
+        Whole numbers inside the domain pass the family's checks unchanged; their total (or,
+        for categories, their histogram) is found in three passes instead of the checks' ten.
+        """
+        fam = self.family
+        if arr.dtype.kind == "b":
+            if fam.name != "bernoulli":
+                return None  # other families refuse booleans, by the full checks
+            return (int(np.count_nonzero(arr)),)
+        if arr.dtype.kind not in "iuf" or arr.size == 0:
+            return None
+        with np.errstate(invalid="ignore"):
+            low, high = float(arr.min()), float(arr.max())
+        top = fam.domain[1]
+        if not (math.isfinite(low) and math.isfinite(high) and 0 <= low and high <= top):
+            return None
+        if arr.dtype.kind == "f" and not np.array_equal(arr, np.rint(arr)):
+            return None  # fractional records: the full checks name them
+        categories = getattr(fam, "categories", None)
+        if categories is not None:
+            counts = np.bincount(arr.astype(np.int64, copy=False), minlength=categories)
+            return tuple(int(c) for c in counts)
+        if top * arr.shape[0] >= 2.0**62:
+            return None  # the int64 sum could overflow: exact_total adds blocks
+        return (int(np.add.reduce(arr, dtype=np.int64)),)
 
     def check_batch(self, values: npt.NDArray) -> tuple[npt.NDArray, Problem | None]:
         """The batch's records checked (and clamped) by the family's rules, or the rule broken.

@@ -90,3 +90,38 @@ def test_clamping_and_bounded_families_take_the_full_path():
     assert FamilyPlan.for_release(get_family(pm.Bernoulli), None).batch_totals(
         np.array([1, 0, 1])
     ).totals == (2,)
+
+
+@pytest.mark.parametrize(
+    ("dist", "params", "draw"),
+    [
+        (pm.Bernoulli, {}, lambda n: RNG.integers(0, 2, n)),
+        (pm.Bernoulli, {}, lambda n: RNG.integers(0, 2, n).astype(bool)),
+        (pm.Bernoulli, {}, lambda n: RNG.integers(0, 2, n).astype(np.float32)),
+        (pm.Binomial, {"trials": 7}, lambda n: RNG.integers(0, 8, n).astype(np.uint16)),
+        (pm.Categorical, {"categories": 5}, lambda n: RNG.integers(0, 5, n)),
+        (pm.Categorical, {"categories": 5}, lambda n: RNG.integers(0, 5, n).astype(float)),
+    ],
+    ids=["bernoulli", "bernoulli-bool", "bernoulli-float32", "binomial-uint16", "categorical",
+         "categorical-float"],
+)  # fmt: skip
+def test_count_kernel_equals_the_oracle_and_refuses_like_the_full_checks(dist, params, draw):
+    fam = get_family(dist, **params)
+    plan = FamilyPlan.for_release(fam, None)
+    x = draw(N)
+    values = np.asarray(x, dtype=np.int64)
+    categories = params.get("categories")
+    expected = (
+        tuple(int((values == c).sum()) for c in range(categories))
+        if categories
+        else (int(sum(int(v) for v in values)),)
+    )
+    assert plan.batch_totals(x).totals == expected
+    if x.dtype != bool:
+        bad = x.astype(np.float64)
+        bad[2 * _BLOCK] = 2.5  # fractional: the full checks name it
+        result = plan.batch_totals(bad)
+        assert result.problem == plan.check_batch(bad)[1] and result.problem.first == 2 * _BLOCK
+        bad[2 * _BLOCK] = fam.domain[1] + 1  # beyond the domain
+        result = plan.batch_totals(bad)
+        assert result.problem == plan.check_batch(bad)[1] and result.problem.first == 2 * _BLOCK
