@@ -41,7 +41,12 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from pymc_dp._interior import interior_prior_initval
-from pymc_dp._validation import check_finite_array, check_int, check_positive
+from pymc_dp._validation import (
+    check_finite_array,
+    check_int,
+    check_noise_scale,
+    check_positive,
+)
 from pymc_dp.collapsed_nodes import collapsed_node, collapsed_pair_node, exact_node
 from pymc_dp.distributions import (
     AuxiliarySimplexSuffStat,
@@ -258,6 +263,13 @@ class NoisySuffStat:
             raise TypeError(
                 "dims applies to a grouped release (a pymc_dp.ReleaseSet), whose y has one "
                 "entry per group; a single release has no group dimension"
+            )
+        if getattr(dist, "ndim", 0) != 0:
+            raise ValueError(
+                f"dist must be the law of one record, but its parameters give it "
+                f"{dist.ndim} batch dimension(s) (e.g. a vector p where a scalar is expected): "
+                "one release has one θ; for one release per group, pass a ReleaseSet "
+                "(pymc_dp.release_grouped) with a θ per group"
             )
         n, epsilon, sensitivity, value, bounds = _release_settings(
             family,
@@ -584,6 +596,7 @@ def _release_settings(
     n = check_int(n, "n", minimum=1)
     epsilon = check_positive(epsilon, "epsilon")
     sensitivity = check_positive(sensitivity, "sensitivity")
+    check_noise_scale(sensitivity, epsilon)
     value = check_finite_array(observed, "observed").astype(np.float64)
     if value.shape != family.stat_shape:
         raise ValueError(

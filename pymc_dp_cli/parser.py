@@ -135,7 +135,8 @@ def _add_release_parser(sub: Any) -> None:
         "--by",
         metavar="COLUMN",
         help="column holding each record's group key; writes one file with every group's "
-        "release (needs --groups and --public-sizes; CSV or one Parquet file)",
+        "release (needs --groups and --public-sizes; a CSV file, or Parquet files streamed "
+        "or summed on --scheduler)",
     )
     grp.add_argument(
         "--groups",
@@ -417,10 +418,10 @@ def check_release_args(parser: argparse.ArgumentParser, args: argparse.Namespace
                 "--by needs --public-sizes: each group's size is published exactly, so it "
                 "must be public (a record moving between groups would change two sizes)"
             )
-        if args.dry_run or args.private_bounds is not None or args.scheduler is not None:
+        if args.dry_run or args.private_bounds is not None:
             parser.error(
-                "--by does not combine with --dry-run, --private-bounds or --scheduler; give "
-                "public --bounds for a windowed family"
+                "--by does not combine with --dry-run or --private-bounds; give public "
+                "--bounds for a windowed family"
             )
     if args.dry_run:
         given = [
