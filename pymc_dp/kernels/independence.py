@@ -32,8 +32,10 @@ from pymc_dp.kernels.plane_grid import (
 __all__ = [
     "GridMixture",
     "IndependenceDraws",
+    "ProposalMixture",
     "fit_grid_proposal",
     "fit_independence_proposal",
+    "fit_plane_proposal",
     "independence_chain",
 ]
 
@@ -46,6 +48,7 @@ _ROUNDS = 4
 _PILOT = 256
 _PILOT_DF = 3.0
 _TAILS = 0.05  # the t's share of a two-dimensional proposal, for what lies beyond the grid
+_PRIOR_SHARE = 0.25  # the prior grid's share beside a mode's proposal (fit_plane_proposal)
 _GOOD_FIT = 0.9  # importance efficiency of the t above which no grid is tabulated
 
 
@@ -70,6 +73,30 @@ class GridMixture:
         return np.logaddexp(
             np.log1p(-_TAILS) + plane_grid_logpdf(self.grid, z),
             np.log(_TAILS) + np.atleast_1d(self.t.logpdf(z)),
+        )
+
+
+class ProposalMixture:
+    """Two proposals mixed: ``first`` with probability ``weight``, else ``second``."""
+
+    def __init__(self, first: Any, second: Any, weight: float):
+        self.first, self.second, self.weight = first, second, weight
+        self.shape = second.shape
+
+    def rvs(self, size: int, random_state: np.random.Generator) -> npt.NDArray[np.float64]:
+        """Draw ``size`` points, shape ``(size, d)``."""
+        z = _draw(self.second, random_state, size)
+        pick = random_state.uniform(size=size) < self.weight
+        if pick.any():
+            z[pick] = _draw(self.first, random_state, int(pick.sum()))
+        return z
+
+    def logpdf(self, z: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """Log density at the rows of ``z``."""
+        z = np.atleast_2d(z)
+        return np.logaddexp(
+            np.log(self.weight) + np.atleast_1d(self.first.logpdf(z)),
+            np.log1p(-self.weight) + np.atleast_1d(self.second.logpdf(z)),
         )
 
 
@@ -215,6 +242,43 @@ def _efficiency(rng: np.random.Generator, log_density: LogDensity, proposal: Any
         return 0.0
     w = np.exp(log_w - log_w.max())
     return float(np.sum(w) ** 2 / np.sum(w**2) / _PILOT)
+
+
+def fit_plane_proposal(
+    rng: np.random.Generator,
+    log_density: LogDensity,
+    start: npt.ArrayLike,
+    prior_loc: npt.ArrayLike,
+    prior_scale: npt.ArrayLike,
+    *,
+    objective: Callable[[npt.NDArray], tuple[float, npt.NDArray]] | None = None,
+) -> Any:
+    """A proposal for a fixed two-dimensional posterior that sees every mode the prior allows.
+
+    A grid tabulated from the prior's box (:func:`fit_grid_proposal`) finds every mode, but
+    where the posterior is thousands of times narrower than the prior it resolves it coarsely;
+    a proposal fitted at the mode (:func:`fit_independence_proposal`) is sharp there but blind
+    to a far mode, and its importance check cannot tell, since it only looks where it proposes.
+    The prior's grid is used alone when it fits well (importance efficiency ≥ 0.9), else mixed
+    1 : 3 with the mode's proposal, so the far mode is still proposed.
+
+    Examples
+    --------
+    >>> near = stats.multivariate_normal([0.0, 0.0], np.eye(2) * 1e-4)
+    >>> far = stats.multivariate_normal([3.0, 3.0], np.eye(2) * 1e-4)
+    >>> def target(z):
+    ...     return np.logaddexp(np.log(0.8) + near.logpdf(z), np.log(0.2) + far.logpdf(z))
+    >>> rng = np.random.default_rng(0)
+    >>> proposal = fit_plane_proposal(rng, target, np.zeros(2), np.zeros(2), np.eye(2) * 4.0)
+    >>> out = independence_chain(rng, target, proposal, np.zeros(2), 4000)
+    >>> round(float((out.draws[:, 0] > 1.5).mean()), 1)
+    0.2
+    """
+    grid = fit_grid_proposal(log_density, prior_loc, prior_scale)
+    if _efficiency(rng, log_density, grid) >= _GOOD_FIT:
+        return grid
+    mode = fit_independence_proposal(rng, log_density, start, objective=objective)
+    return ProposalMixture(grid, mode, _PRIOR_SHARE)
 
 
 class IndependenceDraws(NamedTuple):

@@ -39,6 +39,11 @@ _REACH = 12.0
 _SIGNIFICANT = 30.0
 """Cells within this many nats of the highest hold the mass that the next round zooms into."""
 _ROUNDS = 8
+_EDGE = 1e-3
+"""The grid widens along an axis while the cells on its two edges there hold more than this
+share of the grid's mass: a density test (cells within 30 nats of the highest) widened without
+end for heavy tails, a Student-t marginal falling 30 nats only thousands of scales out, until
+the whole posterior sat inside one coarse cell."""
 
 
 class PlaneGrid(NamedTuple):
@@ -95,13 +100,16 @@ def _coarse_box(log_density, loc, chol, cells):
         last = np.array([rows[-1], cols[-1]]) + 2
         if round_ == _ROUNDS - 1:
             break
-        touches = (first < 0) | (last > cells)
+        share = np.exp(values - top)
+        share /= share.sum()
+        touches = np.array([share[[0, -1], :].sum() > _EDGE, share[:, [0, -1]].sum() > _EDGE])
         if touches.any():
             # Mass reaches the grid's edge: the next grid is twice as wide along those axes.
             centre = lo + 0.5 * cells * width
             width = np.where(touches, 2 * width, width)
             lo = centre - 0.5 * cells * width
             continue
+        first, last = np.maximum(first, 0), np.minimum(last, cells)
         span = last - first
         if np.all(span >= cells // 4):
             break
@@ -141,9 +149,10 @@ def fit_plane_grid(
     Notes
     -----
     The first coarse grid covers abs(u) ≤ 12. Each further round (at most seven) doubles its width
-    along an axis where cells within 30 nats of the highest reach the edge, or else covers those
-    cells, with one cell of margin, when they span less than a quarter of the grid along some
-    axis. Then, breadth first and heaviest first, every cell that may hold mass (within 30 nats
+    along an axis where the cells on its edges hold more than 0.1% of the grid's mass, or else
+    covers the cells within 30 nats of the highest, with one cell of margin, when they span less
+    than a quarter of the grid along some axis (the first and last such cells are clipped to the
+    grid). Then, breadth first and heaviest first, every cell that may hold mass (within 30 nats
     of the heaviest, or next to such a coarse cell: a ridge thinner than a cell can pass it
     without touching its centre) is halved along both axes unless its halves' log densities are
     all within 0.3 nats of its own, down to 1/128 of a coarse cell or until the budget is spent.
