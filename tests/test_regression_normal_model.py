@@ -53,7 +53,7 @@ def test_logpdf_depends_on_the_parameters_as_the_records_likelihood():
         return (
             stats.norm.logpdf(y, design @ theta, np.sqrt(sigma2)).sum()
             + stats.multivariate_normal.logpdf(x, loc, cov).sum()
-        )  # noqa: E501
+        )
 
     base = (THETA, SIGMA2, LOC, COV)
     others = [

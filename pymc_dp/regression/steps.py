@@ -171,7 +171,11 @@ class RegressionConjugateStep(DPGibbsStep):
     @staticmethod
     def owns(rv: Any) -> bool:  # noqa: D102
         links = _info(rv)
-        return isinstance(links, tuple) and len(links) > 0
+        return (
+            isinstance(links, tuple)
+            and len(links) > 0
+            and all(info.method == "gibbs-ss" for info in links)
+        )
 
     def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
         blocks: dict[tuple[str, str], list[str]] = {}
@@ -251,6 +255,7 @@ class CovariateModelStep(DPGibbsStep):
             info is not None
             and not isinstance(info, tuple)
             and info.x_prior is not None
+            and info.method == "gibbs-ss"
             and rv.name in (info.x_loc, info.x_cov)
         )
 
