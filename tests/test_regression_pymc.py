@@ -181,7 +181,7 @@ def test_steps_are_registered_once_and_refuse_foreign_variables(release_d1):
         with pytest.raises(ValueError, match="cannot sample 'theta'"):
             RegressionCollapsedStep([model["theta"]])
     with _model(release_d1[2]) as default:
-        with pytest.raises(ValueError, match="moves .* together; give it all"):
+        with pytest.raises(ValueError, match=r"moves .* together; give it all"):
             RegressionCollapsedStep([default["theta"], default["sigma2"]])
         with pytest.raises(ValueError, match="cannot sample 'z_s'"):
             RegressionSuffStatStep([default["z_s"]])
@@ -603,7 +603,11 @@ def test_non_nig_priors_and_wrong_lengths_are_rejected(release_d1, theta_fn, sig
         ),
         (
             dict(
-                release=None, n=200, epsilon=1.0, sensitivity=35.0, observed=np.ones(5),
+                release=None,
+                n=200,
+                epsilon=1.0,
+                sensitivity=35.0,
+                observed=np.ones(5),
                 method="gibbs-ss",
             ),
             TypeError,

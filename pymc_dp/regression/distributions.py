@@ -321,9 +321,7 @@ class NormalModelSuffStat(Continuous):
             - half * pt.log(2.0 * sigma2)
             - pt.gammaln(half)
         )
-        valid = (
-            ~pt.any(pt.isnan(scatter_chol)) & ~pt.any(pt.isnan(gram_chol)) & (rss > 0)
-        )
+        valid = ~pt.any(pt.isnan(scatter_chol)) & ~pt.any(pt.isnan(gram_chol)) & (rss > 0)
         return pt.switch(valid, logp, -np.inf)
 
 

@@ -100,6 +100,9 @@ class RegressionSettings:
     mcmc_max_n: int = 10
     mcmc_tune: int = 300
     mcmc_draws: int = 300
+    default_tries: int = 8
+    """Candidates of the default sampler's multiple-try move (its own default is 32; fewer
+    keep the batched study fast: the cost of a try grows with the batch, not per call)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,7 +296,8 @@ def run_regression_point(
     start = time.perf_counter()
     tr = sample_regression(
         rng, released=np.stack([r.value for r in full]), n=n, scale=full[0].scale,
-        prior=design.prior, x_prior=default_x_prior(bounds["x_bounds"]), **gibbs,
+        prior=design.prior, x_prior=default_x_prior(bounds["x_bounds"]),
+        tries=settings.default_tries, **gibbs,
     )  # fmt: skip
     draws["default"] = _stack(tr.theta, tr.sigma2)
     seconds["default"] = time.perf_counter() - start
