@@ -109,6 +109,23 @@ def _thinned(draws):
     return draws[:, ::step].ravel()
 
 
+def _assert_agree(post, tr, *, x_model):
+    """pm.sample's draws against a batched sampler's trace (release 0): two-sample KS on
+    ESS-thinned draws of θ_0, θ_1, σ² and, with a model of x, μ_x and σ_x², at α = 0.001 each."""
+    pairs = [
+        (post["theta"].values[..., 0], tr.theta[:, :, 0, 0]),
+        (post["theta"].values[..., 1], tr.theta[:, :, 0, 1]),
+        (post["sigma2"].values, tr.sigma2[:, :, 0]),
+    ]
+    if x_model:
+        pairs += [
+            (post["z_x_loc"].values[..., 0], tr.x_loc[:, :, 0, 0]),
+            (post["z_x_cov"].values[..., 0, 0], tr.x_cov[:, :, 0, 0, 0]),
+        ]
+    for ours, reference in pairs:
+        assert stats.ks_2samp(_thinned(ours), _thinned(reference)).pvalue > 1e-3
+
+
 def _assert_matches(chain_draws, iid, alpha):
     """Two-sample KS on ESS-thinned draws; means within 0.1 sd and sds within 10 %."""
     assert stats.ks_2samp(_thinned(chain_draws), iid).pvalue > alpha
@@ -334,13 +351,7 @@ def test_pymc_path_agrees_with_the_numpy_sampler_at_moderate_epsilon(release_d1)
         tune=300,
         chains=8,
     )
-    pairs = [
-        (post["theta"].values[..., 0], tr.theta[:, :, 0, 0]),
-        (post["theta"].values[..., 1], tr.theta[:, :, 0, 1]),
-        (post["sigma2"].values, tr.sigma2[:, :, 0]),
-    ]
-    for ours, reference in pairs:
-        assert stats.ks_2samp(_thinned(ours), _thinned(reference)).pvalue > 1e-3
+    _assert_agree(post, tr, x_model=False)
 
 
 def test_pymc_update_path_agrees_with_the_numpy_sampler_at_moderate_epsilon():
@@ -369,17 +380,10 @@ def test_pymc_update_path_agrees_with_the_numpy_sampler_at_moderate_epsilon():
         tune=300,
         chains=8,
     )
-    pairs = [
-        (post["theta"].values[..., 0], tr.theta[:, :, 0, 0]),
-        (post["theta"].values[..., 1], tr.theta[:, :, 0, 1]),
-        (post["sigma2"].values, tr.sigma2[:, :, 0]),
-        (post["z_x_loc"].values[..., 0], tr.x_loc[:, :, 0, 0]),
-        (post["z_x_cov"].values[..., 0, 0], tr.x_cov[:, :, 0, 0, 0]),
-    ]
-    for ours, reference in pairs:
-        assert stats.ks_2samp(_thinned(ours), _thinned(reference)).pvalue > 1e-3
+    _assert_agree(post, tr, x_model=True)
 
 
+@pytest.mark.slow
 def test_default_pymc_path_agrees_with_the_batched_sampler_at_moderate_epsilon(release_d1):
     """The default model (exact law of s, box prior of x), ε = 1, n = 200: pm.sample (4 chains ×
     1000 after 500) and sample_regression (8 chains × 1000 after 500) on the same release and
@@ -398,15 +402,7 @@ def test_default_pymc_path_agrees_with_the_batched_sampler_at_moderate_epsilon(r
         tune=500,
         chains=8,
     )
-    pairs = [
-        (post["theta"].values[..., 0], tr.theta[:, :, 0, 0]),
-        (post["theta"].values[..., 1], tr.theta[:, :, 0, 1]),
-        (post["sigma2"].values, tr.sigma2[:, :, 0]),
-        (post["z_x_loc"].values[..., 0], tr.x_loc[:, :, 0, 0]),
-        (post["z_x_cov"].values[..., 0, 0], tr.x_cov[:, :, 0, 0, 0]),
-    ]
-    for ours, reference in pairs:
-        assert stats.ks_2samp(_thinned(ours), _thinned(reference)).pvalue > 1e-3
+    _assert_agree(post, tr, x_model=True)
 
 
 @pytest.mark.parametrize("method", ["gibbs-ss", "collapsed"])

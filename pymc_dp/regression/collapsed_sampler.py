@@ -41,7 +41,7 @@ from pymc_dp.regression.conjugate import NIG, check_nig, draw_nig, nig_update
 from pymc_dp.regression.data_model import NIW, check_niw, draw_niw, niw_update
 from pymc_dp.regression.moment_move import MomentPrior, moment_move, moment_prior
 from pymc_dp.regression.psd import project_psd
-from pymc_dp.regression.statistics import d_from_released, pack_statistic, unpack_statistic
+from pymc_dp.regression.statistics import check_released_batch, pack_statistic, unpack_statistic
 
 __all__ = [
     "CollapsedTrace",
@@ -244,12 +244,7 @@ def sample_regression(
     ((2, 100, 1, 2), (2, 100, 1, 1, 1))
     """
     rng = check_rng(rng)
-    z = np.asarray(released, dtype=np.float64)
-    if z.ndim != 2:
-        raise ValueError(f"released must have shape (batch, m) (got {z.shape})")
-    if not np.all(np.isfinite(z)):
-        raise ValueError("released must be finite")
-    d = d_from_released(z.shape[1])
+    z, d = check_released_batch(released)
     p = d + 1
     n = check_int(n, "n", minimum=d + 2)
     draws = check_int(draws, "draws", minimum=1)

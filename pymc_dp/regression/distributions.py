@@ -120,6 +120,14 @@ def _unpack_pt(value: pt.TensorVariable, n: pt.TensorVariable, d: int) -> pt.Ten
     return pt.set_subtensor(b[0, 0], n)
 
 
+def _mean_statistic(mean, n, size, d):
+    """``n`` times the mean of one record's t, broadcast to ``size`` (a support point)."""
+    point = n * mean
+    if not rv_size_is_none(size):
+        point = pt.full((*size, n_released(d)), point)
+    return point
+
+
 def _d_of(theta: pt.TensorVariable) -> int:
     p = theta.type.shape[-1]
     if p is None:
@@ -195,10 +203,7 @@ class RegressionSuffStat(Continuous):
     def support_point(rv, size, theta, sigma2, second, fourth_cov, n):  # noqa: D102
         d = _d_of(theta)
         mean, _ = clt_moments_pt(theta, sigma2, second, fourth_cov, d)
-        point = n * mean
-        if not rv_size_is_none(size):
-            point = pt.full((*size, n_released(d)), point)
-        return point
+        return _mean_statistic(mean, n, size, d)
 
     def logp(value, theta, sigma2, second, fourth_cov, n):  # noqa: D102
         d = _d_of(theta)
@@ -277,10 +282,7 @@ class NormalModelSuffStat(Continuous):
     def support_point(rv, size, theta, sigma2, x_loc, x_cov, n):  # noqa: D102
         d = _d_of(theta)
         mean, _ = _record_mean_pt(theta, sigma2, x_loc, x_cov, d)
-        point = n * mean
-        if not rv_size_is_none(size):
-            point = pt.full((*size, n_released(d)), point)
-        return point
+        return _mean_statistic(mean, n, size, d)
 
     def logp(value, theta, sigma2, x_loc, x_cov, n):  # noqa: D102
         d = _d_of(theta)
