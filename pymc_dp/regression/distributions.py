@@ -128,6 +128,13 @@ def _mean_statistic(mean, n, size, d):
     return point
 
 
+def _statistic_shape(self, dist_params, param_shapes=None):
+    """Support shape ``(m,)`` of a statistic RV whose first parameter is θ of length p."""
+    shapes = param_shapes or [p.shape for p in dist_params]
+    p = shapes[0][-1]
+    return ((p + 1) * (p + 2) // 2 - 1,)
+
+
 def _d_of(theta: pt.TensorVariable) -> int:
     p = theta.type.shape[-1]
     if p is None:
@@ -143,10 +150,7 @@ class RegressionSuffStatRV(RandomVariable):
     dtype = "floatX"
     _print_name = ("RegressionSuffStat", "\\operatorname{RegressionSuffStat}")
 
-    def _supp_shape_from_params(self, dist_params, param_shapes=None):
-        shapes = param_shapes or [p.shape for p in dist_params]
-        p = shapes[0][-1]
-        return ((p + 1) * (p + 2) // 2 - 1,)
+    _supp_shape_from_params = _statistic_shape
 
     @classmethod
     def rng_fn(cls, rng, theta, sigma2, second, fourth_cov, n, size):
@@ -238,10 +242,7 @@ class NormalModelSuffStatRV(RandomVariable):
     dtype = "floatX"
     _print_name = ("NormalModelSuffStat", "\\operatorname{NormalModelSuffStat}")
 
-    def _supp_shape_from_params(self, dist_params, param_shapes=None):
-        shapes = param_shapes or [p.shape for p in dist_params]
-        p = shapes[0][-1]
-        return ((p + 1) * (p + 2) // 2 - 1,)
+    _supp_shape_from_params = _statistic_shape
 
     @classmethod
     def rng_fn(cls, rng, theta, sigma2, x_loc, x_cov, n, size):  # noqa: D102
