@@ -1,7 +1,10 @@
 """Release throughput: the vetted OpenDP samplers against the floating-point one.
 
 Times, in one process, (a) whole ``pymc_dp.release`` calls and (b) raw noise draws, for the
-vetted mechanisms and ``laplace-float``, and prints the ratios. Takes well under a minute.
+vetted mechanisms and ``laplace-float``, and prints the ratios; then (c) the distance between
+discrete Laplace noise and the continuous Laplace law the analyst's likelihood assumes
+(docs/privacy.md, "The analyst's continuous approximation"), computed exactly. Takes well under
+a minute.
 
     python benchmarks/release_noise.py
 """
@@ -63,5 +66,26 @@ def main() -> None:
         print(f"{label:<42}{t / 20_000 * 1e6:>10.3f}   x{t / flt:>8.0f}")
 
 
+def approximation_table() -> None:
+    """KS and TV distances of discrete Laplace (scale t quanta) from continuous Laplace at t."""
+    from scipy import stats
+
+    print("\ndiscrete Laplace against continuous Laplace at scale t (quanta)")
+    print(f"{'t':>6}{'KS':>10}{'TV (rounded)':>14}{'variance ratio':>16}")
+    for t in (0.5, 1, 2, 4, 16, 64, 256, 1024):
+        k = np.arange(-int(60 * t) - 60, int(60 * t) + 61)
+        pmf = np.tanh(1.0 / (2 * t)) * np.exp(-np.abs(k) / t)
+        cdf = np.cumsum(pmf)
+        law = stats.laplace(scale=t)
+        # The step CDF against the continuous one, at each jump from both sides.
+        ks = max(np.max(np.abs(cdf - law.cdf(k))), np.max(np.abs(cdf - pmf - law.cdf(k))))
+        rounded = law.cdf(k + 0.5) - law.cdf(k - 0.5)
+        tv = 0.5 * np.sum(np.abs(pmf - rounded))
+        r = np.exp(-1.0 / t)
+        ratio = (2 * r / (1 - r) ** 2) / (2 * t**2)
+        print(f"{t:>6g}{ks:>10.1e}{tv:>14.1e}{ratio:>16.5f}")
+
+
 if __name__ == "__main__":
     main()
+    approximation_table()

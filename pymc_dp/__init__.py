@@ -35,6 +35,7 @@ from pymc_dp.step_methods import (
     IndependenceStep,
     NoiseVarianceStep,
     NormProductStep,
+    RecordStep,
 )
 
 __version__ = "0.1.0"
@@ -50,6 +51,7 @@ __all__ = [
     "NoisySuffStat",
     "NormProductStep",
     "PrivacyBudget",
+    "RecordStep",
     "RegressionConjugateStep",
     "RegressionNoiseVarianceStep",
     "RegressionRelease",

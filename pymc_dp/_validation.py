@@ -20,6 +20,7 @@ __all__ = [
     "check_finite_array",
     "check_int",
     "check_json_numbers",
+    "check_noise_scale",
     "check_not_masked",
     "check_positive",
     "check_records",
@@ -63,6 +64,37 @@ def check_positive(value: object, name: str) -> float:
     if not np.isfinite(number) or number <= 0:
         raise ValueError(f"{name} must be a finite number > 0 (got {_shown(value)})")
     return number
+
+
+MAX_NOISE_SCALE = 1e150
+"""Largest noise scale Δ/ε accepted anywhere: the analyst's mixing variances hold 2 (Δ/ε)²,
+which must stay finite with room to spare."""
+
+
+def check_noise_scale(sensitivity: float, epsilon: float) -> float:
+    """The noise scale Δ/ε of checked ``sensitivity`` and ``epsilon``, refused above 1e150.
+
+    A release whose noise is that large carries no information, and its fit would overflow
+    (2 (Δ/ε)² is the Laplace noise's variance).
+
+    Examples
+    --------
+    >>> check_noise_scale(2.0, 0.5)
+    4.0
+    >>> check_noise_scale(1.0, 1e-300)
+    Traceback (most recent call last):
+    ...
+    ValueError: epsilon=1e-300 is too small for sensitivity=1: the noise scale ...
+    """
+    with np.errstate(over="ignore"):
+        scale = float(np.float64(sensitivity) / np.float64(epsilon))
+    if not scale <= MAX_NOISE_SCALE:
+        raise ValueError(
+            f"epsilon={epsilon:g} is too small for sensitivity={sensitivity:g}: the noise scale "
+            f"sensitivity/epsilon = {scale:.3g} is above {MAX_NOISE_SCALE:g}, so the release "
+            "would carry no information and its fit would overflow; raise epsilon"
+        )
+    return scale
 
 
 def check_bool(value: object, name: str) -> bool:

@@ -224,9 +224,14 @@ def release_command(args: argparse.Namespace, settings: dict[str, Any]) -> int:
             **settings,
         )
         if args.by is not None:
-            rel = _release_grouped(args, family, options)
+            rel = _release_grouped(args, family, options, parquet)
         elif parquet:
-            rel = _release_parquet(args, family, options)
+            rel = _release_parquet(
+                args,
+                lambda data, client: release(
+                    data, family, column=args.column, client=client, **options
+                ),
+            )
         else:
             records = read_column(args.data, args.column, file_format=args.format)
             rel = release(records, family, **options)
@@ -257,8 +262,10 @@ def release_command(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     return 0
 
 
-def _release_grouped(args: argparse.Namespace, family: Any, options: dict[str, Any]) -> Any:
-    """One release per group of --by (a CSV file or one Parquet file), ε spent once."""
+def _release_grouped(
+    args: argparse.Namespace, family: Any, options: dict[str, Any], parquet: bool
+) -> Any:
+    """One release per group of --by (a CSV file, or Parquet streamed), ε spent once."""
     from pymc_dp.grouped_release import release_grouped
     from pymc_dp.io import read_column, read_keys
 
@@ -273,13 +280,20 @@ def _release_grouped(args: argparse.Namespace, family: Any, options: dict[str, A
                 f"--public-sizes takes whole numbers, comma-separated in the order of "
                 f"--groups (got {args.public_sizes!r})"
             ) from None
-    records = read_column(args.data, args.column, file_format=args.format)
-    keys = read_keys(args.data, args.by, file_format=args.format)
     options = dict(options)
     options["label"] = f"{Path(args.data).name}:{args.column} by {args.by}"
-    return release_grouped(
-        records, family, by=keys, groups=groups, sizes=sizes, by_name=args.by, **options
-    )
+    settings = dict(groups=groups, sizes=sizes, by_name=args.by, **options)
+    if parquet:
+        # One pass over the files (or on the cluster): each group's exact totals.
+        return _release_parquet(
+            args,
+            lambda data, client: release_grouped(
+                data, family, column=args.column, by=args.by, client=client, **settings
+            ),
+        )
+    records = read_column(args.data, args.column, file_format=args.format)
+    keys = read_keys(args.data, args.by, file_format=args.format)
+    return release_grouped(records, family, by=keys, **settings)
 
 
 def _print_grouped(output: Path, args: argparse.Namespace, rs: Any) -> None:
@@ -310,20 +324,21 @@ def _is_parquet(args: argparse.Namespace) -> bool:
     return path.is_dir() or glob.has_magic(args.data) or path.suffix.lower() in (".parquet", ".pq")
 
 
-def _release_parquet(args: argparse.Namespace, family: Any, options: dict[str, Any]) -> Any:
-    """Release from Parquet, streamed here or summed on a Dask cluster (--scheduler)."""
+def _release_parquet(args: argparse.Namespace, run: Any) -> Any:
+    """``run(data, client)`` on Parquet, streamed here or on a Dask cluster (--scheduler)."""
     from pymc_dp.frames import parquet_source
-    from pymc_dp.release import release
 
     source = parquet_source(args.data)  # checks that the files exist and are Parquet
-    if args.column not in source.columns:
-        raise InputError(
-            f"{args.data}: no column {args.column!r}; the columns are "
-            f"{', '.join(map(repr, source.columns))}"
-        )
+    columns = [args.column] + ([args.by] if args.by is not None else [])
+    for column in columns:
+        if column not in source.columns:
+            raise InputError(
+                f"{args.data}: no column {column!r}; the columns are "
+                f"{', '.join(map(repr, source.columns))}"
+            )
     try:
         if args.scheduler is None:
-            return release(source, family, column=args.column, **options)
+            return run(source, None)
         try:
             import dask.dataframe as dd
             from distributed import Client
@@ -334,8 +349,8 @@ def _release_parquet(args: argparse.Namespace, family: Any, options: dict[str, A
         files = source.dataset.files
         with Client(args.scheduler, timeout="30s") as client:
             # A partition per row group: the workers share the files, memory stays bounded.
-            frame = dd.read_parquet(files, columns=[args.column], split_row_groups=True)
-            return release(frame, family, column=args.column, client=client, **options)
+            frame = dd.read_parquet(files, columns=columns, split_row_groups=True)
+            return run(frame, client)
     except ValueError as err:
         raise InputError(f"{args.data}: {err}") from None
 

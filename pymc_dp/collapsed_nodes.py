@@ -18,10 +18,14 @@ import pytensor.tensor as pt
 
 from pymc_dp._compat import ancestors
 from pymc_dp.distributions import CollapsedLaplace
+from pymc_dp.distributions.collapsed_pair import CollapsedLaplacePair
 from pymc_dp.distributions.exact import ExactReleasedCount, ExactReleasedCounts
 from pymc_dp.distributions.exact_windows import ExactReleasedWindowSum
-from pymc_dp.families import Categorical, ExponentialFamily
+from pymc_dp.distributions.lattice_windows import LatticeReleasedWindowSum
+from pymc_dp.families import Categorical, ExponentialFamily, TruncatedFamily
+from pymc_dp.families.record_laws import continuous_window
 from pymc_dp.kernels.exact_counts import NoiseLaw
+from pymc_dp.kernels.lattice_windows import lattice_for
 from pymc_dp.likelihood import windowed_counts
 from pymc_dp.node_info import (
     GRID_TAG,
@@ -90,6 +94,107 @@ def collapsed_node(
     return y
 
 
+def collapsed_pair_node(
+    model: pm.Model,
+    name: str,
+    *,
+    family: TruncatedFamily,
+    theta: pt.TensorVariable,
+    release: Release | None,
+    n: int,
+    epsilon: float,
+    sensitivity: float,
+    value: npt.NDArray[np.float64],
+    bounds: tuple[float, float],
+    stat_dim: str | None,
+) -> pt.TensorVariable:
+    """Add y | θ for a released pair (windowed (Σz, Σz²)) with ŝ and σ² integrated out.
+
+    y | θ is the bivariate normal–Laplace convolution of the window moments of ŝ
+    (:func:`~pymc_dp.distributions.collapsed_pair.CollapsedLaplacePair`). θ's free variables,
+    when they form a small block whose prior has fixed parameters (the Normal–Inverse-Gamma
+    pair, or independent priors on μ and σ), are marked for :class:`~pymc_dp.IndependenceStep`
+    as one block; any other θ is left to NUTS.
+    """
+    k = family.stat_size
+    mean, cov = family.joint_clt(theta, n, bounds)
+    scale = sensitivity / epsilon
+    with model:
+        y = CollapsedLaplacePair(
+            name,
+            mean=mean[:k],
+            cov=cov[:k, :k],
+            scale=np.full(k, scale),
+            observed=np.asarray(value, dtype=np.float64),
+            dims=stat_dim,
+        )
+        record = record_of_release(
+            release,
+            family,
+            n=n,
+            epsilon=epsilon,
+            sensitivity=sensitivity,
+            value=value,
+            bounds=bounds,
+        )
+        add_release_data(model, name, record)
+    info = NoisySuffStatInfo(
+        name=name,
+        suffstat=f"{name}_s",
+        noise_variance=f"{name}_sigma2",
+        theta=(),
+        family=family,
+        n=n,
+        epsilon=epsilon,
+        sensitivity=sensitivity,
+        bounds=bounds,
+        collapsed=True,
+        release_json=json.dumps(record),
+    )
+    setattr(y.tag, TAG, info)
+    setattr(y.tag, THETA_TAG, theta)
+    block = fixed_prior_block(model, theta)
+    if block:
+        names = tuple(rv.name for rv in block)
+        for rv in block:
+            setattr(rv.tag, INDEPENDENCE_TAG, names)
+    return y
+
+
+_MAX_BLOCK = 6
+"""Largest total size of a θ block that IndependenceStep's t proposal is fitted to."""
+
+
+def fixed_prior_block(model: pm.Model, theta: pt.TensorVariable) -> list[pt.TensorVariable]:
+    """θ's free variables, if together they have a prior with fixed parameters; else ``[]``.
+
+    That is: continuous free variables of at most :data:`_MAX_BLOCK` values in all, each with
+    distribution parameters that depend on no free variable outside the block (μ | σ² of a
+    Normal–Inverse-Gamma prior qualifies). Such a block's conditional given y is fixed while
+    nothing else moves, so an independence proposal fitted once serves every draw.
+    """
+    free = set(model.free_RVs)
+    block = [v for v in ancestors([theta], blockers=model.free_RVs) if v in free]
+    if not block or any("float" not in v.dtype for v in block):
+        return []
+    if sum(_size(v) for v in block) > _MAX_BLOCK:
+        return []
+    members = set(block)
+    for rv in block:
+        params = rv.owner.op.dist_params(rv.owner)
+        outside = free - members
+        if any(v in outside for v in ancestors(params, blockers=model.free_RVs)):
+            return []
+    return block
+
+
+def _size(rv: pt.TensorVariable) -> int:
+    shape = rv.type.shape
+    if all(d is not None for d in shape):
+        return int(np.prod(shape, dtype=int))
+    return int(np.prod(rv.shape.eval()))
+
+
 def grid_ready(model: pm.Model, theta: pt.TensorVariable, ndim: int = 0) -> bool:
     """Whether θ is a continuous free variable of ``ndim`` dimensions with a fixed prior.
 
@@ -120,7 +225,19 @@ def exact_node(
 ) -> pt.TensorVariable:
     """Add y | θ with s summed out exactly (released counts, no CLT); return y."""
     with model:
-        if windowed_counts(family):
+        if continuous_window(family):
+            # Continuous records: the lattice likelihood (its step from the stated error bound).
+            y = LatticeReleasedWindowSum(
+                name,
+                theta,
+                family=family,
+                n=n,
+                bounds=bounds,
+                lattice=lattice_for(family.latent_window(bounds), n=n, noise_scale=noise.scale),
+                scale=noise.scale,
+                observed=np.asarray(value, dtype=np.float64).reshape(()),
+            )
+        elif windowed_counts(family):
             y = ExactReleasedWindowSum(
                 name,
                 theta,

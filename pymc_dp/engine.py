@@ -24,6 +24,7 @@ from pymc_dp.exact_sampling import (
     sample_exact_window,
 )
 from pymc_dp.families import Categorical, ExponentialFamily, TruncatedFamily
+from pymc_dp.families.record_laws import continuous_window
 from pymc_dp.kernels import draw_noise_variance, draw_suffstat, window_constraints
 from pymc_dp.kernels.exact_counts import NOISE_KINDS, NoiseLaw
 from pymc_dp.likelihood import (
@@ -35,6 +36,8 @@ from pymc_dp.likelihood import (
     exact_supported,
     windowed_counts,
 )
+from pymc_dp.pair_sampling import pair_collapsible, sample_collapsed_pair
+from pymc_dp.record_sampling import sample_records
 
 __all__ = ["GibbsTrace", "sample_gibbs"]
 
@@ -76,6 +79,7 @@ def _engine_likelihood(
     scale: float,
     method: str,
     likelihood: str,
+    bounds: tuple[float, float] | None = None,
 ) -> str:
     """Resolve the engine's ``likelihood`` argument (see :func:`sample_gibbs`)."""
     if likelihood not in LIKELIHOODS:
@@ -89,9 +93,14 @@ def _engine_likelihood(
         return choose_likelihood(family, n, y[0], scale, "exact").likelihood
     if likelihood == "clt" or method == "augmented" or not exact_supported(family):
         return "clt"
-    if windowed_counts(family):
-        # No measured CLT rule for window sums yet: "auto" keeps the CLT in batched studies.
-        return "clt"
+    if isinstance(family, TruncatedFamily):
+        # Window sums: exact where the measured rule distrusts the CLT for some release and
+        # the batch is affordable (records: n per release; counts: the convolution's terms).
+        per_release = n if continuous_window(family) else exact_cost(family, n, bounds)
+        if per_release * y.shape[0] > ENGINE_EXACT_BUDGET:
+            return "clt"
+        trusted = all(clt_trust(family, n, row, scale, bounds=bounds)[0] for row in y)
+        return "clt" if trusted else "exact"
     if exact_cost(family, n, batched=True) * y.shape[0] > ENGINE_EXACT_BUDGET:
         return "clt"
     # The engine samples Categorical releases by Algorithm 1 (conjugate θ | s).
@@ -120,6 +129,35 @@ def _sample_exact(
             family.check_prior(prior, batched=True), family.prior_shapes, strict=True
         )
     )
+    if continuous_window(family):
+        if noise.kind != "laplace":
+            raise ValueError(
+                f"the exact likelihood of continuous records models Laplace noise (got "
+                f"noise={noise.kind!r})"
+            )
+        # The record-level sampler; chains are extra batch rows, chain-major.
+        tiled = tuple(np.tile(p, (chains, *(1,) * (np.ndim(p) - 1))) for p in params)
+        y_rows = np.tile(y.reshape(releases, -1), (chains, 1))
+        theta, s = sample_records(
+            rng,
+            family=family,
+            params=tiled,
+            released=y_rows,
+            n=n,
+            bounds=bounds,
+            noise_scale=noise.scale,
+            draws=draws,
+            tune=tune,
+        )
+        k = family.stat_size
+        v = draw_noise_variance(rng, residual=y_rows - s[..., :k], scale=noise.scale)
+
+        def by_chain(a):
+            return np.moveaxis(a.reshape(draws, chains, releases, *a.shape[2:]), 0, 1)
+
+        return GibbsTrace(
+            by_chain(theta), by_chain(s), by_chain(v.reshape(draws, -1, *y.shape[1:])), 0
+        )
     if windowed_counts(family):
         theta, s, v = sample_exact_window(
             rng,
@@ -189,7 +227,11 @@ def sample_gibbs(
     independent draws of θ | y from its exact one-dimensional posterior (the normal–Laplace
     likelihood on an adaptive grid, :mod:`pymc_dp.collapsed`), then s and σ² from their exact
     conditionals. Other families, or ``method="augmented"``, run the paper's Gibbs sampler
-    (Algorithm 1; Algorithm 2 for a windowed family) over (θ, s, σ²).
+    (Algorithm 1; Algorithm 2 for a windowed family) over (θ, s, σ²). A windowed (Σz, Σz²)
+    (Normal, LogNormal) can be collapsed with ``method="collapsed"``: θ = (μ, σ²) by exact
+    independence Metropolis–Hastings chains on its bivariate normal–Laplace posterior, with a
+    proposal tabulated per release (:mod:`pymc_dp.pair_sampling`); that costs about a second
+    per release, so ``"auto"`` keeps Algorithm 1 for them in batched studies.
 
     Parameters
     ----------
@@ -213,17 +255,19 @@ def sample_gibbs(
     bounds
         Truncation window of a windowed family's releases (Algorithm 2), else ``None``.
     method
-        ``"auto"`` (collapsed where the family allows it, else augmented), ``"collapsed"`` or
-        ``"augmented"`` (Algorithm 1). Collapsed draws are independent: ``tune`` is ignored and
-        ``chains`` only shapes the output.
+        ``"auto"`` (collapsed for a scalar release with a scalar θ, else augmented),
+        ``"collapsed"`` (also for a windowed (Σz, Σz²)) or ``"augmented"`` (Algorithm 1).
+        Collapsed draws need no tuning: ``tune`` is ignored.
     likelihood
         ``"exact"``: no CLT for s (Bernoulli, Binomial and Categorical releases, and window
-        sums of Poisson or Geometric records; :mod:`pymc_dp.exact_sampling`). ``"clt"``: the
-        CLT normal for s. ``"auto"`` (default):
-        exact where the CLT is outside its measured safe region for some release of the batch
-        (:func:`pymc_dp.likelihood.clt_trust`, which has no rule for window sums yet, so
-        they keep the CLT) and the batch costs at most
-        :data:`~pymc_dp.likelihood.ENGINE_EXACT_BUDGET` terms per evaluation, else the CLT.
+        sums of Poisson or Geometric records, :mod:`pymc_dp.exact_sampling`; window sums of
+        continuous records by the record-level sampler, :mod:`pymc_dp.record_sampling`, whose
+        ``tune`` iterations are discarded). ``"clt"``: the CLT normal for s. ``"auto"``
+        (default): exact where the CLT is outside its measured safe region for some release of
+        the batch (:func:`pymc_dp.likelihood.clt_trust`; for window sums
+        :func:`pymc_dp.window_trust.window_clt_trust`) and the batch costs at most
+        :data:`~pymc_dp.likelihood.ENGINE_EXACT_BUDGET` terms per evaluation (records, for
+        continuous window sums), else the CLT.
         (A model's :class:`~pymc_dp.NoisySuffStat` takes the exact sum whenever it is
         affordable; the engine runs thousands of releases at once, so it pays for it only
         where it matters.)
@@ -261,16 +305,16 @@ def sample_gibbs(
         raise ValueError(f"noise must be one of {NOISE_KINDS} (got {noise!r})")
     if method not in ("auto", "collapsed", "augmented"):
         raise ValueError(f"method must be 'auto', 'collapsed' or 'augmented' (got {method!r})")
-    if method == "collapsed" and not collapsible(family):
+    if method == "collapsed" and not (collapsible(family) or pair_collapsible(family)):
         raise ValueError(
-            f"method='collapsed' needs a scalar release and a scalar θ; {family!r} has neither: "
-            "use method='augmented'"
+            f"method='collapsed' needs a scalar release and a scalar θ, or a windowed "
+            f"(Σz, Σz²); {family!r} has neither: use method='augmented'"
         )
     y = np.asarray(released, dtype=np.float64)
     if y.ndim != 1 + len(family.stat_shape) or y.shape[1:] != family.stat_shape:
         raise ValueError(f"released must have shape (batch, *{family.stat_shape}) (got {y.shape})")
     releases = y.shape[0]
-    if _engine_likelihood(family, n, y, scale, method, likelihood) == "exact":
+    if _engine_likelihood(family, n, y, scale, method, likelihood, bounds) == "exact":
         law = NoiseLaw(noise, scale)
         return _sample_exact(rng, family, prior, y, n, law, draws, tune, chains, bounds)
     if method != "augmented" and collapsible(family):
@@ -288,6 +332,24 @@ def sample_gibbs(
             bounds=bounds,
         )
         return GibbsTrace(*(_chain_major(a, chains) for a in (theta, s, v[..., 0])), 0)
+    if method == "collapsed" and pair_collapsible(family):
+        # Only on request: the collapsed pair tabulates each release's posterior (about a
+        # second each), where Algorithm 1 advances every release of a study in one batch.
+        params = tuple(
+            np.broadcast_to(p, (releases,)) for p in family.check_prior(prior, batched=True)
+        )
+        theta, s, v, _ = sample_collapsed_pair(
+            rng,
+            family=family,
+            params=params,
+            released=y,
+            n=n,
+            scale=scale,
+            draws=draws,
+            bounds=bounds,
+            chains=chains,
+        )
+        return GibbsTrace(theta, s, v, 0)
     # Chains are extra batch rows, chain-major, so that the output reshapes to (chain, ...).
     y = np.tile(y, (chains, *(1,) * (y.ndim - 1)))
     batch = y.shape[0]

@@ -200,7 +200,7 @@ def _threaded(kernel: Any, batches: Iterator[Any], columns: list[str]) -> Iterat
 def in_memory_column(data: Any, column: str | None) -> npt.NDArray:
     """The records of an eager frame or series as one NumPy array (nulls as NaN).
 
-    For what needs all records at once (PrivateQuantile sorts them).
+    For what needs all records at once (Smith's private quantile over gaps sorts them).
 
     Raises
     ------
@@ -218,9 +218,9 @@ def in_memory_column(data: Any, column: str | None) -> npt.NDArray:
                 return np.zeros(0)
             return np.concatenate([_to_numpy(b, columns) for b in batches])
     raise TypeError(
-        "bounds='private' needs the records in memory (PrivateQuantile sorts them); lazy and "
-        "distributed input is never collected whole: pass public bounds=(a, b), or the column "
-        "as an array"
+        "bounds_candidates='gaps' (Smith's private quantile) needs the records in memory to "
+        "sort them; lazy and distributed input is never collected whole: pass "
+        "bounds_candidates='linear' or 'log' (counted on any engine), or public bounds=(a, b)"
     )
 
 

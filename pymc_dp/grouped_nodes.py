@@ -22,6 +22,7 @@ from pymc_dp.collapsed_nodes import grid_ready
 from pymc_dp.distributions import CollapsedLaplace
 from pymc_dp.distributions.grouped import GroupedExactCount, GroupedExactWindowSum
 from pymc_dp.families import ExponentialFamily
+from pymc_dp.families.record_laws import continuous_window
 from pymc_dp.likelihood import (
     EXACT_FAMILIES,
     CltWarning,
@@ -46,25 +47,42 @@ def grouped_likelihood(family: ExponentialFamily, release: ReleaseSet, likelihoo
     names the groups where the CLT is outside its measured safe region.
     """
     rel = release.first
-    choices = [
-        choose_likelihood(
-            family, int(n_g), value, rel.scale, likelihood, bounds=_window(family, rel), warn=False
-        ).likelihood
-        for n_g, value in zip(release.n, release.value, strict=True)
-    ]
+    bounds = _window(family, rel)
+    if continuous_window(family):
+        # No grouped node sums continuous records exactly yet: the CLT, checked per group.
+        if likelihood == "exact":
+            raise ValueError(
+                f"likelihood='exact' is not available for grouped releases of {family!r} yet; "
+                "use likelihood='clt', or one NoisySuffStat per group"
+            )
+        choices = ["clt"]
+        why = (
+            "no grouped exact likelihood exists for continuous records yet: one NoisySuffStat "
+            "per group can use it"
+        )
+    else:
+        choices = [
+            choose_likelihood(
+                family, int(n_g), value, rel.scale, likelihood, bounds=bounds, warn=False
+            ).likelihood
+            for n_g, value in zip(release.n, release.value, strict=True)
+        ]
+        why = (
+            "the exact likelihood is too large for some group; pass likelihood='exact' to use "
+            "it anyway"
+        )
     if all(c == "exact" for c in choices):
         return "exact"
     if likelihood == "auto":
         doubtful = [
             key
             for key, n_g, value in zip(release.groups, release.n, release.value, strict=True)
-            if not clt_trust(family, int(n_g), value, rel.scale)[0]
+            if not clt_trust(family, int(n_g), value, rel.scale, bounds=bounds)[0]
         ]
         if doubtful:
             warnings.warn(
                 f"the CLT for s may be inaccurate for groups {doubtful!r} (few expected counts "
-                "or little noise); the exact likelihood is too large for some group; pass "
-                "likelihood='exact' to use it anyway",
+                f"or little noise); {why}",
                 CltWarning,
                 stacklevel=4,
             )

@@ -28,18 +28,27 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pymc_dp._validation import check_positive, check_records, check_rng
-from pymc_dp.release import _charge, release
+from pymc_dp._validation import check_bool, check_positive, check_records
+from pymc_dp.exact_sums import BATCH, FamilyPlan, combine_totals
+from pymc_dp.frames import exact_totals, is_frame
+from pymc_dp.grouped_sums import GroupedPlan
+from pymc_dp.release import (
+    _charge,
+    check_release_noise,
+    checked_family,
+    noise_settings,
+    release_from_totals,
+)
 from pymc_dp.release_set import _MISSING_TEXT, GroupKey, ReleaseSet, _check_key
 
 __all__ = ["group_codes", "release_grouped"]
 
 
 def release_grouped(
-    x: npt.ArrayLike,
+    x: npt.ArrayLike | Any,
     family: Any,
     *,
-    by: npt.ArrayLike,
+    by: npt.ArrayLike | str,
     groups: Sequence[GroupKey],
     sizes: str | Mapping[GroupKey, int] | Sequence[int],
     epsilon: float | None = None,
@@ -47,24 +56,32 @@ def release_grouped(
     budget: Any = None,
     label: str | None = None,
     by_name: str | None = None,
+    column: str | None = None,
+    client: Any = None,
     **release_kwargs: Any,
 ) -> ReleaseSet:
     """Release the sufficient statistics of each group of ``x`` under differential privacy.
 
-    Calls :func:`pymc_dp.release` once per group, with the same family, window, ε and
-    mechanism, so each group's noise is calibrated to Δ/ε exactly as an ungrouped release of
-    that group's records would be. Each record is in exactly one group, so by parallel
+    One pass over the records sums every group's statistic exactly (:mod:`pymc_dp.grouped_sums`,
+    on any engine :mod:`pymc_dp.frames` reads), then each group gets the noise of
+    :func:`pymc_dp.release`, with the same family, window, ε and mechanism, so each group's
+    noise is calibrated to Δ/ε exactly as an ungrouped release of that group's records would
+    be. Each record is in exactly one group, so by parallel
     composition the whole set costs ε once: a ``budget`` is checked before any noise is drawn
     (an overspend is refused) and charged once, when every group has been released.
 
     Parameters
     ----------
     x
-        The records, a one-dimensional array (one value per record).
+        The records: a one-dimensional array (one value per record), or a data frame, lazy
+        scan, DuckDB relation, Dask frame or Parquet source (:mod:`pymc_dp.frames`) with
+        ``column=`` naming the records and ``by=`` the key column. Lazy input is streamed and
+        Dask input reduced on its cluster (``client=``); only integer totals come back.
     family
         PyMC distribution class of one record, as for :func:`pymc_dp.release`.
     by
-        The group key of each record, same length as ``x``.
+        The group key of each record, same length as ``x``; for a data frame, the name of
+        its key column.
     groups
         The public group keys (strings or integers), in the order the set keeps. They are
         never read from the data: a record whose key is not among them stops the release.
@@ -86,8 +103,12 @@ def release_grouped(
         Name of the set in the accountant's ledger (default: the family name, grouped).
     by_name
         Name of the grouping variable, kept in the file (e.g. the column name).
+    column
+        The column of a data frame that holds the records (data frames only).
+    client
+        A ``dask.distributed.Client`` for Dask input (as in :func:`pymc_dp.release`).
     **release_kwargs
-        Passed to :func:`pymc_dp.release`: ``bounds`` (public; ``"private"`` is refused, since
+        As for :func:`pymc_dp.release`: ``bounds`` (public; ``"private"`` is refused, since
         every group must share one window), ``clamp``, ``mechanism``, ``rho``, ``delta`` and
         the family settings (``trials=``, ...).
 
@@ -114,48 +135,113 @@ def release_grouped(
     ((1, 2), [3, 3], 5.0)
     """
     groups = _check_groups(groups)
-    for name in ("column", "client"):
-        if name in release_kwargs:
-            raise TypeError(f"release_grouped does not take {name}=; pass x as an array")
-    if isinstance(release_kwargs.get("bounds"), str):
+    bounds = release_kwargs.get("bounds")
+    if isinstance(bounds, str):
         raise ValueError(
             "release_grouped needs public bounds=(a, b), one window shared by every group; "
             "private bounds would choose a different window per group"
         )
+    unknown = set(release_kwargs) - _RELEASE_OPTIONS - set(_FAMILY_SETTINGS)
+    if unknown:
+        raise TypeError(
+            f"release_grouped got unexpected option(s) {sorted(unknown)}; it takes "
+            f"{sorted(_RELEASE_OPTIONS | set(_FAMILY_SETTINGS))} besides its own arguments"
+        )
     if by_name is not None and not isinstance(by_name, str):
         raise TypeError(f"by_name must be a string (got {by_name!r})")
-    x = check_records(x, "x")
-    codes = group_codes(by, groups, n_records=x.shape[0] if x.ndim else -1)
-    counts = np.bincount(codes, minlength=len(groups))
+    fam = checked_family(family, _family_settings(release_kwargs))
+    mechanism, gaussian, eps, generator = noise_settings(
+        release_kwargs.get("mechanism"), rng, epsilon, release_kwargs.get("rho"),
+        release_kwargs.get("delta", 1e-9),
+    )  # fmt: skip
+    clamp = check_bool(release_kwargs.get("clamp", False), "clamp")
+    if fam.needs_bounds:
+        if bounds is None:
+            fam.check_bounds(None)  # names the missing window
+        window = fam.check_bounds(bounds)
+    elif bounds is not None:
+        raise TypeError(f"bounds apply only to families with unbounded statistics, not {fam!r}")
+    else:
+        window = fam.domain
+    if is_frame(x):
+        if not isinstance(by, str):
+            raise TypeError(
+                "for a data frame, by= names its column of group keys (got "
+                f"{type(by).__name__}); column= names the records"
+            )
+        if column is None:
+            raise ValueError("pass column= naming the records (and by= the group keys)")
+        by_name = by if by_name is None else by_name
+        plan = GroupedPlan(
+            FamilyPlan.for_release(
+                fam, window if fam.needs_bounds else None, clamp=clamp, name=f"column {column!r}"
+            ),
+            groups,
+            f"column {by!r}",
+        )
+        n, totals = exact_totals(x, plan, [column, by], client=client)
+        if n == 0:
+            raise ValueError(f"column {column!r} must not be empty")
+    else:
+        if column is not None or client is not None:
+            raise TypeError(
+                "column= and client= apply to data frames; for arrays pass x and by= themselves"
+            )
+        x = check_records(x, "x")
+        keys = _check_keys(by, int(x.shape[0]))
+        plan = GroupedPlan(
+            FamilyPlan.for_release(fam, window if fam.needs_bounds else None, clamp=clamp),
+            groups,
+        )
+        _, totals = combine_totals(
+            plan.totals_of(x[start : start + BATCH], keys[start : start + BATCH])
+            for start in range(0, int(x.shape[0]), BATCH)
+        )
+    per_group = plan.split(totals)
+    counts = np.array([size for size, _ in per_group])
     _check_sizes(sizes, groups, counts)
     empty = [g for g, c in zip(groups, counts, strict=True) if c == 0]
     if empty:
         raise ValueError(
             f"groups {empty!r} have no records; a release needs n >= 1, so drop them from groups"
         )
-    order = np.argsort(codes, kind="stable")
-    parts = np.split(x[order], np.cumsum(counts)[:-1])
-    # Check every group's records (and the arguments) before any noise is drawn or budget spent.
-    from pymc_dp.families import get_family
-
-    fam = get_family(family, **_family_settings(release_kwargs))
-    if not release_kwargs.get("clamp", False):
-        fam.validate_data(x)  # on all records, so that an index in a message is the record's
-    generator = check_rng(rng) if rng is not None else None
+    # Every group's noise and the budget are checked before any noise is drawn.
+    for size in counts:
+        check_release_noise(fam, window, int(size), gaussian=gaussian, epsilon=eps)
     label = label if label is not None else f"{fam.name} by {by_name or 'group'}"
     if budget is not None:
         # A trial charge on a copy refuses an overspend before any noise is drawn; the real
         # charge, once for the whole set (parallel composition), follows the last group.
-        _charge_once(
-            _copy_budget(budget), release_kwargs.get("mechanism"), epsilon, release_kwargs, label
-        )
-    releases = {
-        key: release(part, family, epsilon=epsilon, rng=generator, **release_kwargs)
-        for key, part in zip(groups, parts, strict=True)
-    }
+        _charge_once(_copy_budget(budget), mechanism, epsilon, release_kwargs, label)
+    delta = release_kwargs.get("delta", 1e-9)
+    releases = {}
+    for key, (size, group_totals) in zip(groups, per_group, strict=True):
+        releases[key] = release_from_totals(
+            fam, plan.plan, window, size, group_totals, mechanism=mechanism, epsilon=eps,
+            delta=delta, rng=generator,
+        )  # fmt: skip
     if budget is not None:
-        _charge_once(budget, release_kwargs.get("mechanism"), epsilon, release_kwargs, label)
+        _charge_once(budget, mechanism, epsilon, release_kwargs, label)
     return ReleaseSet(releases, by=by_name, budget=budget.receipt() if budget is not None else None)
+
+
+def _check_keys(by: Any, n_records: int) -> npt.NDArray:
+    """The keys of in-memory records: one-dimensional, one per record."""
+    if isinstance(by, str):
+        raise TypeError(
+            "by names a column only for a data frame; for an array x pass the keys themselves"
+        )
+    try:
+        keys = np.asarray(by)
+    except (TypeError, ValueError):
+        raise TypeError("by must be an array with one group key per record") from None
+    if keys.ndim != 1:
+        raise ValueError(f"by must be one-dimensional, one key per record (got shape {keys.shape})")
+    if keys.shape[0] != n_records:
+        raise ValueError(
+            f"by must have one key per record: {keys.shape[0]} keys for {n_records} records"
+        )
+    return keys
 
 
 def _copy_budget(budget: Any) -> Any:
@@ -181,9 +267,12 @@ def _charge_once(
         _charge(budget, mechanism or "", check_positive(epsilon, "epsilon"), 0.0, label)
 
 
+_FAMILY_SETTINGS = ("trials", "categories", "alpha", "sigma")
+_RELEASE_OPTIONS = frozenset({"bounds", "clamp", "mechanism", "rho", "delta"})
+
+
 def _family_settings(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    names = ("trials", "categories", "alpha", "sigma")
-    return {k: v for k, v in kwargs.items() if k in names}
+    return {k: v for k, v in kwargs.items() if k in _FAMILY_SETTINGS}
 
 
 def _check_groups(groups: Any) -> tuple[GroupKey, ...]:

@@ -16,18 +16,26 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import xarray as xr
-from pytensor.graph.replace import graph_replace
+from pytensor.graph.replace import clone_replace
 
 from pymc_dp._compat import ancestors, posterior_dataset, set_posterior
 from pymc_dp._validation import check_rng
 from pymc_dp.collapsed import conditional_all_records
 from pymc_dp.families import Categorical, TruncatedFamily
+from pymc_dp.families.record_laws import continuous_window, record_law
 from pymc_dp.kernels import draw_noise_variance
 from pymc_dp.kernels.collapsed import draw_collapsed_suffstat
+from pymc_dp.kernels.collapsed_pair import draw_pair_suffstat
 from pymc_dp.kernels.exact_counts import draw_binomial_suffstat, draw_multinomial_suffstat
 from pymc_dp.kernels.exact_windows import draw_window_sum, window_record_log_pmf
+from pymc_dp.kernels.lattice_windows import (
+    draw_lattice_window_sum,
+    lattice_for,
+    lattice_record_log_law,
+)
 from pymc_dp.likelihood import windowed_counts
 from pymc_dp.noisy_suffstat import THETA_TAG, NoisySuffStatInfo, node_infos
+from pymc_dp.pair_sampling import conditional_all_records_pair
 
 __all__ = ["sample_latent"]
 
@@ -40,8 +48,11 @@ def sample_latent(idata: Any, model: pm.Model | None = None, *, random_seed: Any
     the statistic of all records given ŝ from their joint CLT, and σ² | ŝ, y from its
     inverse-Gaussian conditional. A node with the exact likelihood (released counts) gets
     exact draws of the counts s | θ, y (:mod:`pymc_dp.kernels.exact_counts`; for a windowed
-    release the window sum ŝ alone, :mod:`pymc_dp.kernels.exact_windows`), and σ² only if its
-    noise is Laplace (integer noise has no scale mixture).
+    release the window sum ŝ alone, :mod:`pymc_dp.kernels.exact_windows`, on the likelihood's
+    lattice for continuous records, :mod:`pymc_dp.kernels.lattice_windows`), and σ² only if its
+    noise is Laplace (integer noise has no scale mixture). A record-level node (Normal or
+    LogNormal (Σz, Σz²) with ``likelihood="exact"``) has its records in the posterior already
+    and is skipped.
 
     Parameters
     ----------
@@ -78,6 +89,9 @@ def sample_latent(idata: Any, model: pm.Model | None = None, *, random_seed: Any
             continue  # grouped nodes: per-group latent draws are not implemented yet
         if info.likelihood == "exact":
             added.update(_exact_latent(rng, model, info, posterior))
+            continue
+        if getattr(info.family, "stat_size", 1) == 2:
+            added.update(_pair_latent(rng, model, info, posterior))
             continue
         y = model[info.name]
         mean, var, lower, upper, scale = y.owner.op.dist_params(y.owner)
@@ -120,7 +134,13 @@ def _exact_latent(
     released = np.asarray(model.rvs_to_values[y].eval(), dtype=np.float64)
     coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values}
     dims: tuple[str, ...] = ("chain", "draw")
-    if windowed_counts(info.family):
+    if continuous_window(info.family):
+        # ŝ on the likelihood's lattice (its rounding of the records, without bias).
+        window = info.family.latent_window(info.bounds)
+        lattice = lattice_for(window, n=info.n, noise_scale=info.noise.scale)
+        log_q = lattice_record_log_law(record_law(info.family, theta), window, lattice)
+        s = draw_lattice_window_sum(rng, log_q, lattice, info.n, released, info.noise)
+    elif windowed_counts(info.family):
         # ŝ, the window sum (the statistic of all records is not a function of it).
         lo, hi = info.family.latent_window(info.bounds)
         log_q = window_record_log_pmf(info.family.record_distribution(theta), (lo, hi))
@@ -146,11 +166,50 @@ def _exact_latent(
     return added
 
 
+def _pair_latent(
+    rng: np.random.Generator, model: pm.Model, info: NoisySuffStatInfo, posterior: Any
+) -> dict[str, xr.DataArray]:
+    """Exact draws of (ŝ, s) and σ² of a collapsed pair node (windowed (Σz, Σz²))."""
+    from pymc_dp.engine import _batched_moments  # the engine's compiled joint CLT
+
+    y = model[info.name]
+    family = info.family
+    (theta,) = _evaluate_over_draws(model, [getattr(y.tag, THETA_TAG)], posterior)
+    mean, cov = _batched_moments(family, info.n, info.bounds)(theta.reshape(-1, 2))
+    mean = mean.reshape(*theta.shape[:-1], 4)
+    cov = cov.reshape(*theta.shape[:-1], 4, 4)
+    released = np.asarray(model.rvs_to_values[y].eval(), dtype=np.float64)
+    scale = info.sensitivity / info.epsilon
+    s_hat = draw_pair_suffstat(
+        rng, released=released, mean=mean[..., :2], cov=cov[..., :2, :2], scale=scale
+    )
+    s_all = conditional_all_records_pair(rng, family, info.n, mean, cov, s_hat)
+    sigma2 = draw_noise_variance(rng, residual=released - s_hat, scale=scale)
+    coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values}
+    part = f"{info.name}_part"
+    stat = f"{info.name}_stat"
+    labels = [f"{p}_{name}" for p in ("window", "all") for name in family.stat_names]
+    return {
+        info.suffstat: xr.DataArray(
+            np.concatenate([s_hat, s_all], axis=-1),
+            dims=("chain", "draw", part),
+            coords={**coords, part: labels},
+        ),
+        info.noise_variance: xr.DataArray(
+            sigma2,
+            dims=("chain", "draw", stat),
+            coords={**coords, stat: list(family.stat_names)},
+        ),
+    }
+
+
 def _evaluate_over_draws(model: pm.Model, outputs: list, posterior: Any) -> list[np.ndarray]:
     """Evaluate model expressions at every posterior draw; arrays shaped ``(chain, draw, ...)``."""
     free = [rv for rv in model.free_RVs if rv in set(ancestors(outputs))]
     inputs = [rv.type(name=rv.name) for rv in free]
-    replaced = graph_replace(outputs, dict(zip(free, inputs, strict=True)), strict=False)
+    # clone_replace: graph_replace refuses a replacement (σ²) that is also an ancestor of
+    # another (μ | σ²) in a Normal–Inverse-Gamma θ.
+    replaced = clone_replace(outputs, replace=dict(zip(free, inputs, strict=True)))
     fn = pytensor.function(inputs, [pt.as_tensor_variable(o) for o in replaced])
     chains, draws = posterior.sizes["chain"], posterior.sizes["draw"]
     stacked = [np.asarray(posterior[rv.name].values) for rv in free]

@@ -13,8 +13,12 @@ elsewhere it reaches 0.37 (m = 1, no noise). Below m = 10 the paper's Gibbs samp
 miscalibrated whatever the noise (:data:`CLT_MIN_COUNT`). Exact likelihoods exist today for
 Bernoulli, Binomial and Categorical releases (counts, with noise on the integers or the reals)
 and for windowed Poisson and Geometric releases (the n-fold convolution of one record's windowed
-statistic, :mod:`pymc_dp.kernels.exact_windows`). The CLT of a windowed release has no measured
-rule yet: ``"auto"`` takes its exact likelihood whenever it is affordable.
+statistic, :mod:`pymc_dp.kernels.exact_windows`), and for windowed releases of continuous
+records (Exponential, Gamma, Normal and LogNormal): the window sum's law on a fine lattice, with a
+stated error bound, for a one-number statistic (:mod:`pymc_dp.kernels.lattice_windows`), and the
+records as latent variables for (Σz, Σz²) (:mod:`pymc_dp.record_sampling`). Window sums have
+their own measured rule (:func:`pymc_dp.window_trust.window_clt_trust`): for continuous records
+``"auto"`` takes the exact likelihood where the CLT is untrusted and the exact one affordable.
 """
 
 from __future__ import annotations
@@ -26,8 +30,17 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from pymc_dp.families import Binomial, Categorical, ExponentialFamily, Geometric, Poisson
+from pymc_dp.families import (
+    Binomial,
+    Categorical,
+    ExponentialFamily,
+    Geometric,
+    Poisson,
+    TruncatedFamily,
+)
+from pymc_dp.families.record_laws import continuous_window
 from pymc_dp.kernels.exact_counts import NoiseLaw
+from pymc_dp.window_trust import continuous_exact_cost, window_clt_trust
 
 __all__ = [
     "CLT_MIN_COUNT",
@@ -94,13 +107,18 @@ class LikelihoodChoice(NamedTuple):
     reason: str
 
 
-EXACT_FAMILIES = "Bernoulli, Binomial, Categorical, and windowed Poisson and Geometric"
+EXACT_FAMILIES = (
+    "Bernoulli, Binomial, Categorical, and windowed Poisson, Geometric, Exponential, Gamma, "
+    "Normal and LogNormal"
+)
 """The releases with an exact likelihood, for messages."""
 
 
 def exact_supported(family: ExponentialFamily) -> bool:
     """Whether ``family`` has an exact likelihood (:data:`EXACT_FAMILIES`)."""
-    return isinstance(family, (Binomial, Categorical, Poisson, Geometric))
+    return isinstance(family, (Binomial, Categorical, Poisson, Geometric)) or continuous_window(
+        family
+    )
 
 
 def windowed_counts(family: ExponentialFamily) -> bool:
@@ -114,14 +132,24 @@ def exact_cost(
     bounds: tuple[float, float] | None = None,
     *,
     batched: bool = False,
+    scale: float | None = None,
 ) -> int:
     """Cost of one evaluation of the exact likelihood of ``n`` records, in log-space terms.
 
     A window sum of counts needs the release's ``bounds``: its sum runs over 0, …, n·b.
     Categorical counts of one release are convolved linearly (each product costs
     :data:`CONVOLUTION_PRODUCT_COST`); ``batched=True`` gives the cost per release of a batch,
-    whose recursion runs in log space.
+    whose recursion runs in log space. Continuous records need ``bounds`` and the noise
+    ``scale`` too: n × lattice points, or n records for (Σz, Σz²)
+    (:func:`pymc_dp.window_trust.continuous_exact_cost`, whose budgets differ).
     """
+    if continuous_window(family):
+        if bounds is None or scale is None:
+            raise ValueError(
+                "the cost of the exact likelihood of continuous records depends on the window "
+                "and the noise: pass bounds and scale"
+            )
+        return continuous_exact_cost(family, n, bounds, scale)[0]
     if isinstance(family, Categorical):
         products = (family.categories - 2) * (n + 1) ** 2
         return int(products * (1.0 if batched else CONVOLUTION_PRODUCT_COST)) + n + 1
@@ -132,13 +160,28 @@ def exact_cost(
     return n * family.trials + 1
 
 
-def noise_law(mechanism: str | None, scale: float, quantum: float | None = None) -> NoiseLaw:
-    """The law of y - s of a release of counts, from its mechanism's name.
+def noise_law(
+    mechanism: str | None,
+    scale: float,
+    quantum: float | None = None,
+    family: ExponentialFamily | None = None,
+) -> NoiseLaw:
+    """The law of y - s of a release, from its mechanism's name.
 
     Integer mechanisms (``"discrete-laplace"``, ``"discrete-gaussian"``) add integer noise to
     counts (quantum 1); the float mechanism (``"laplace-float"``, or ``"laplace"`` for values
-    released elsewhere) adds Laplace noise with a density.
+    released elsewhere) adds Laplace noise with a density. Continuous records (``family`` a
+    continuous windowed family) are modelled with the Laplace density of the same scale: a
+    discrete Laplace release on the statistic quantum q (at most β/1024) differs from it by at
+    most q/(2β) + O((q/β)²) ≤ 5·10⁻⁴ in log-likelihood; Gaussian noise is not modelled there.
     """
+    if family is not None and continuous_window(family):
+        if mechanism == "discrete-gaussian":
+            raise ValueError(
+                "the exact likelihood of continuous records models Laplace noise only; this "
+                "release used the Gaussian mechanism: release with mechanism='discrete-laplace'"
+            )
+        return NoiseLaw("laplace", float(scale))
     if mechanism in ("discrete-laplace", "discrete-gaussian"):
         if quantum not in (None, 1, 1.0):
             raise ValueError(
@@ -172,13 +215,15 @@ def clt_trust(
     scale: float,
     *,
     conjugate_gibbs: bool = False,
+    bounds: tuple[float, float] | None = None,
 ) -> tuple[bool, str]:
     """Whether the CLT for s is accurate for this release (KS ≤ 0.01 by the measured rule).
 
     Parameters
     ----------
     family
-        A family of counts; any other family is trusted (its rule is not measured yet).
+        A family of counts, or a windowed family (with ``bounds``: the rule of
+        :func:`pymc_dp.window_trust.window_clt_trust`); any other family is trusted.
     n
         Number of records.
     released
@@ -188,6 +233,8 @@ def clt_trust(
     conjugate_gibbs
         Whether the CLT feeds the paper's Gibbs sampler (conjugate θ | s), which also needs
         m ≥ :data:`CLT_MIN_COUNT`.
+    bounds
+        The window of a windowed release.
 
     Returns
     -------
@@ -202,7 +249,13 @@ def clt_trust(
     >>> clt_trust(Binomial(trials=1), 10_000, 3000.0, 20.0)[0]
     True
     """
-    if not exact_supported(family) or windowed_counts(family):
+    if isinstance(family, TruncatedFamily):
+        if bounds is None:
+            raise ValueError(
+                "the CLT rule of a windowed release depends on its window: pass bounds"
+            )
+        return window_clt_trust(family, n, released, scale, bounds)
+    if not exact_supported(family):
         return True, "no measured rule for this family"
     m, sd = _smallest_count(family, n, released)
     r = scale / max(sd, 1e-12)
@@ -259,11 +312,13 @@ def choose_likelihood(
                 f"{family!r}; use likelihood='clt'"
             )
         return LikelihoodChoice("exact", "asked for")
+    if continuous_window(family):
+        return _choose_continuous(family, n, released, scale, bounds, warn)
     if exact_supported(family):
         cost = exact_cost(family, n, bounds)
         if cost <= EXACT_MAX_TERMS:
             return LikelihoodChoice("exact", f"affordable ({cost} terms per evaluation)")
-    trusted, reason = clt_trust(family, n, released, scale)
+    trusted, reason = clt_trust(family, n, released, scale, bounds=bounds)
     if not trusted and warn:
         warnings.warn(
             f"the CLT for s may be inaccurate for this release: {reason}; the exact likelihood "
@@ -274,3 +329,36 @@ def choose_likelihood(
         )
     why = "CLT trusted" if trusted else "CLT outside its safe region"
     return LikelihoodChoice("clt", f"{why}: {reason}")
+
+
+def _choose_continuous(
+    family: TruncatedFamily,
+    n: int,
+    released: npt.ArrayLike,
+    scale: float,
+    bounds: tuple[float, float] | None,
+    warn: bool,
+) -> LikelihoodChoice:
+    """``"auto"`` for continuous records: exact where the CLT is untrusted and it is affordable.
+
+    The CLT path (collapsed, or partially collapsed for (Σz, Σz²)) is much faster where it is
+    accurate, so it stays the default there.
+    """
+    if bounds is None:
+        raise ValueError("a windowed release needs its bounds")
+    trusted, reason = window_clt_trust(family, n, released, scale, bounds)
+    if trusted:
+        return LikelihoodChoice("clt", f"CLT trusted: {reason}")
+    cost, budget = continuous_exact_cost(family, n, bounds, scale)
+    if cost <= budget:
+        return LikelihoodChoice("exact", f"CLT untrusted ({reason}); exact affordable")
+    if warn:
+        unit = "records" if family.stat_size == 2 else "lattice terms per evaluation"
+        warnings.warn(
+            f"the CLT for the window sum may be inaccurate for this release: {reason}; the "
+            f"exact likelihood would need {cost} {unit} (more than {budget}); pass "
+            "likelihood='exact' to use it anyway",
+            CltWarning,
+            stacklevel=4,
+        )
+    return LikelihoodChoice("clt", f"CLT outside its safe region: {reason}")

@@ -29,6 +29,7 @@ __all__ = [
     "THETA_TAG",
     "NoisySuffStatInfo",
     "node_infos",
+    "register_release",
     "release_attrs",
     "releases_from_attrs",
 ]
@@ -137,6 +138,23 @@ def add_release_data(model: pm.Model, name: str, record: Mapping[str, Any]) -> N
     pm.Data(f"{name}_epsilon", np.asarray(record["epsilon"], dtype=np.float64))
     pm.Data(f"{name}_sensitivity", np.asarray(record["sensitivity"], dtype=np.float64))
     pm.Data(f"{name}_bounds", np.asarray(record["bounds"], dtype=np.float64), dims=bound_dim)
+
+
+def register_release(
+    model: pm.Model,
+    name: str,
+    release: Release | None,
+    family: ExponentialFamily,
+    **settings: Any,
+) -> dict[str, Any]:
+    """:func:`record_of_release` and :func:`add_release_data` in one call; returns the record.
+
+    ``settings`` are ``record_of_release``'s keywords (n, epsilon, sensitivity, value, bounds).
+    """
+    record = record_of_release(release, family, **settings)
+    with model:
+        add_release_data(model, name, record)
+    return record
 
 
 def release_attrs(model: pm.Model | None = None) -> dict[str, str]:

@@ -7,8 +7,12 @@ with s and σ² integrated out (:class:`~pymc_dp.distributions.CollapsedLaplace`
 a scalar θ with a fixed prior, and NUTS samples any other θ. :func:`~pymc_dp.sample_latent` adds
 exact draws of s and σ² to the posterior afterwards.
 
-Otherwise (a vector statistic, or ``method="augmented"``), one call adds three variables to the
-model, in the paper's generative order (Bernstein & Sheldon 2018, §3.2):
+The window's (Σz, Σz²) of Normal and LogNormal records is collapsed too: y | θ is the bivariate
+normal–Laplace convolution (:func:`~pymc_dp.distributions.collapsed_pair.CollapsedLaplacePair`),
+and :class:`~pymc_dp.IndependenceStep` draws θ = (μ, σ²) as one block.
+
+Otherwise (Categorical counts under the CLT, or ``method="augmented"``), one call adds three
+variables to the model, in the paper's generative order (Bernstein & Sheldon 2018, §3.2):
 
 * ``{name}_s``: the latent sufficient statistic s | θ ~ N(nμ(θ), nΣ(θ)) on its valid region;
 * ``{name}``: the released y | s ~ Laplace(s, Δ/ε), observed;
@@ -37,8 +41,13 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from pymc_dp._interior import interior_prior_initval
-from pymc_dp._validation import check_finite_array, check_int, check_positive
-from pymc_dp.collapsed_nodes import collapsed_node, exact_node
+from pymc_dp._validation import (
+    check_finite_array,
+    check_int,
+    check_noise_scale,
+    check_positive,
+)
+from pymc_dp.collapsed_nodes import collapsed_node, collapsed_pair_node, exact_node
 from pymc_dp.distributions import (
     AuxiliarySimplexSuffStat,
     AuxiliaryWindowSuffStat,
@@ -66,6 +75,7 @@ from pymc_dp.node_info import (
     release_attrs,
     releases_from_attrs,
 )
+from pymc_dp.record_nodes import needs_records, records_node, records_ready
 from pymc_dp.release import Release
 from pymc_dp.release_set import ReleaseSet
 
@@ -118,8 +128,10 @@ class NoisySuffStat:
     method
         ``"collapsed"``: s is integrated out of θ's update. For a released statistic of one
         number, y | θ is the normal–Laplace convolution (exact draws of a scalar θ by
-        :class:`~pymc_dp.GridStep`, NUTS for any other θ); for a vector, y | θ, σ² is normal
-        and θ is drawn by NUTS inside a partially collapsed Gibbs sampler.
+        :class:`~pymc_dp.GridStep`, NUTS for any other θ); for the pair (Σz, Σz²) of a windowed
+        Normal or LogNormal, the bivariate convolution (θ = (μ, σ²) drawn as one block by
+        :class:`~pymc_dp.IndependenceStep`, NUTS for any other θ); for Categorical counts,
+        y | θ, σ² is normal and θ is drawn by NUTS inside a partially collapsed Gibbs sampler.
         ``"augmented"``: the paper's Algorithm 1 over (θ, s, σ²). ``"auto"`` (default):
         ``"collapsed"``, the faster method wherever it has been measured.
     likelihood
@@ -145,7 +157,8 @@ class NoisySuffStat:
 
     Notes
     -----
-    Collapsed (the default for a scalar statistic), the model holds θ and the observed y only;
+    Collapsed (the default for a scalar statistic and for a windowed (Σz, Σz²)), the model holds
+    θ and the observed y only;
     ``pmdp.sample_latent(idata, model)`` adds ``{name}_s`` and ``{name}_sigma2`` to a posterior,
     drawn exactly given θ and y. Both methods target the same posterior.
 
@@ -251,6 +264,13 @@ class NoisySuffStat:
                 "dims applies to a grouped release (a pymc_dp.ReleaseSet), whose y has one "
                 "entry per group; a single release has no group dimension"
             )
+        if getattr(dist, "ndim", 0) != 0:
+            raise ValueError(
+                f"dist must be the law of one record, but its parameters give it "
+                f"{dist.ndim} batch dimension(s) (e.g. a vector p where a scalar is expected): "
+                "one release has one θ; for one release per group, pass a ReleaseSet "
+                "(pymc_dp.release_grouped) with a θ per group"
+            )
         n, epsilon, sensitivity, value, bounds = _release_settings(
             family,
             release,
@@ -270,6 +290,13 @@ class NoisySuffStat:
             if method != "augmented"
             else "clt"
         )
+        if choice == "exact" and needs_records(family) and method != "augmented":
+            # (Σz, Σz²): the record-level node, which needs the Normal–Inverse-Gamma prior.
+            why = records_ready(model, family, dist)
+            if why and likelihood == "exact":
+                raise ValueError(f"likelihood='exact' for {family!r}: {why}")
+            if why:
+                choice = "clt"
         if gaussian and choice != "exact":
             # y - s is then (discrete) Gaussian, not Laplace: the CLT node would be wrong.
             raise ValueError(
@@ -282,7 +309,23 @@ class NoisySuffStat:
                 release.mechanism if release is not None else None,
                 scale,
                 release.quantum if release is not None else None,
+                family,
             )
+            if needs_records(family):
+                return records_node(
+                    model,
+                    name,
+                    family=family,
+                    dist=dist,
+                    release=release,
+                    n=n,
+                    epsilon=epsilon,
+                    sensitivity=sensitivity,
+                    value=value,
+                    noise=noise,
+                    stat_dim=_stat_dim(model, name, family),
+                    bounds=bounds,
+                )
             return exact_node(
                 model,
                 name,
@@ -314,6 +357,20 @@ class NoisySuffStat:
                 bounds=bounds,
             )
         stat_dim = _stat_dim(model, name, family)
+        if partial and isinstance(family, TruncatedFamily) and family.stat_size == 2:
+            return collapsed_pair_node(
+                model,
+                name,
+                family=family,
+                theta=theta,
+                release=release,
+                n=n,
+                epsilon=epsilon,
+                sensitivity=sensitivity,
+                value=value,
+                bounds=bounds,
+                stat_dim=stat_dim,
+            )
         # Chains start from a prior draw (Algorithm 1), one per chain, rather than PyMC's
         # shared support point: the Gibbs chain can mix slowly, and dispersed starts are what
         # make R-hat able to see that.
@@ -539,6 +596,7 @@ def _release_settings(
     n = check_int(n, "n", minimum=1)
     epsilon = check_positive(epsilon, "epsilon")
     sensitivity = check_positive(sensitivity, "sensitivity")
+    check_noise_scale(sensitivity, epsilon)
     value = check_finite_array(observed, "observed").astype(np.float64)
     if value.shape != family.stat_shape:
         raise ValueError(

@@ -10,7 +10,6 @@ Laplace.
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import numpy as np
@@ -27,8 +26,19 @@ from pymc_dp._validation import (
 from pymc_dp.exact_sums import BATCH, FamilyPlan, clamp_records, combine_totals
 from pymc_dp.families import ExponentialFamily, get_family
 from pymc_dp.frames import exact_totals, in_memory_column, is_frame
-from pymc_dp.mechanisms import noise_scale, private_bounds
+from pymc_dp.mechanisms import noise_scale
+from pymc_dp.mechanisms.private_quantile import _check_quantile_pair
 from pymc_dp.mechanisms.vetted import DISCRETE_GAUSSIAN, zcdp_to_approx_dp
+from pymc_dp.private_window import (
+    bounds_mechanism as window_mechanism,
+)
+from pymc_dp.private_window import (
+    choose_window,
+    count_below,
+    resolve_candidates,
+    warn_if_noisy_bounds,
+    widen_to_counts,
+)
 from pymc_dp.release_noise import ExactTotal, check_mechanism, noisy_statistic
 from pymc_dp.release_record import _FORMAT_VERSION, Release  # noqa: F401 (the analyst's import)
 
@@ -97,7 +107,8 @@ def release(
     bounds
         Truncation window ``(a, b)`` for a family with unbounded statistics, chosen without
         looking at ``x``; or ``"private"`` to choose it from ``x`` with PrivateQuantile (Smith
-        2011), spending ``bounds_share · epsilon`` of the budget on it.
+        2011), spending ``bounds_share · epsilon`` of the budget on it
+        (:mod:`pymc_dp.private_window`).
     bounds_share
         Share of ``epsilon`` spent on private bounds, in (0, 1).
     bounds_range
@@ -106,11 +117,15 @@ def release(
     bounds_quantiles
         Quantiles of ``x`` that private bounds estimate.
     bounds_candidates
-        Outputs private bounds choose from: ``"gaps"`` (Smith's mechanism over the gaps between
-        records), ``"log"`` (data-independent log-spaced candidates,
-        :func:`~pymc_dp.mechanisms.private_quantile.log_candidates`), or ``"auto"`` (the
-        default): ``"log"`` when ``bounds_range`` is non-negative and spans decades (it starts
-        at 0, or upper/lower ≥ 100), else ``"gaps"``. A
+        Outputs private bounds choose from: ``"linear"`` (1025 evenly spaced public
+        candidates), ``"log"`` (1025 log-spaced ones,
+        :func:`~pymc_dp.mechanisms.private_quantile.log_candidates`), ``"gaps"`` (Smith's
+        mechanism over the gaps between records, drawn in floating point: seeded studies and
+        in-memory records only), or ``"auto"`` (the default): ``"log"`` when ``bounds_range``
+        is non-negative and spans decades (it starts at 0, or upper/lower ≥ 100), else
+        ``"linear"`` (``"gaps"`` in a seeded study). Candidates need only the number of
+        records below each, counted exactly in one pass on any engine (lazy and Dask input
+        included); a real release then chooses with OpenDP's report-noisy-min. A
         :class:`~pymc_dp.mechanisms.private_quantile.NoisyBoundsWarning` is issued, from n, ε
         and the share alone, when the quantiles' rank error (95 %) exceeds half the records
         between them (the window could then miss the data).
@@ -169,39 +184,18 @@ def release(
     >>> rel.sensitivity, rel.bounds
     (1.5, (0.0, 1.5))
     """
-    fam = get_family(family, **family_params)
-    for name, setting in fam.params().items():
-        json_float(setting, name)  # e.g. trials=10**400 cannot be a float sensitivity
-    categories = getattr(fam, "categories", None)
-    if categories is not None and categories > MAX_CATEGORIES:
-        raise ValueError(
-            f"categories must be at most {MAX_CATEGORIES} (got {categories}): each category "
-            "is a released count with its own noise; merge rare categories first"
-        )
-    mechanism = check_mechanism(mechanism, rng)
-    gaussian = mechanism == DISCRETE_GAUSSIAN
-    if gaussian:
-        if epsilon is not None:
-            raise TypeError("a 'discrete-gaussian' release takes rho, not epsilon")
-        if rho is None:
-            raise TypeError("a 'discrete-gaussian' release needs rho=, its zCDP budget")
-        rho = check_positive(rho, "rho")
-        zcdp_to_approx_dp(rho, delta)  # checks delta
-        # The Laplace-style bookkeeping below runs on √(2ρ): σ = Δ₂ / √(2ρ) plays b = Δ/ε.
-        epsilon = math.sqrt(2.0 * rho)
-    else:
-        if rho is not None:
-            raise TypeError(
-                f"rho applies only to mechanism='discrete-gaussian' (not {mechanism!r})"
-            )
-        if epsilon is None:
-            raise TypeError("release needs epsilon=, its privacy budget")
-        epsilon = check_positive(epsilon, "epsilon")
+    fam = checked_family(family, family_params)
+    mechanism, gaussian, epsilon, generator = noise_settings(mechanism, rng, epsilon, rho, delta)
     clamp = check_bool(clamp, "clamp")
-    generator = check_rng(rng) if rng is not None or not mechanism.startswith("discrete") else None
+    private = fam.needs_bounds and isinstance(bounds, str) and bounds == "private"
+    kind = (
+        resolve_candidates(bounds_candidates, bounds_range, study=generator is not None)
+        if private
+        else None
+    )
     frame = is_frame(x)
-    if frame and isinstance(bounds, str) and fam.needs_bounds:
-        # PrivateQuantile sorts the records: only an in-memory column can do that today.
+    if frame and kind == "gaps":
+        # Smith's gaps sort the records: an eager frame is read whole; lazy input is refused.
         x, frame = in_memory_column(x, column), False
     elif not frame and column is not None:
         raise TypeError(
@@ -213,13 +207,14 @@ def release(
         x = check_records(x, "x")
         records = fam.validate_data(clamp_records(fam, x) if clamp else x)
     bounds_epsilon = 0.0
+    bounds_mechanism = None
     charged = False
     if not fam.needs_bounds:
         if bounds is not None:
             raise TypeError(f"bounds apply only to families with unbounded statistics, not {fam!r}")
         window = fam.domain
     elif isinstance(bounds, str):
-        if bounds != "private":
+        if not private:
             raise ValueError(f"bounds must be a pair (a, b) or 'private' (got {bounds!r})")
         bounds_share = _check_share(bounds_share)
         if bounds_range is None:
@@ -230,39 +225,43 @@ def release(
         # The search range must be a valid window itself, checked before any noise is drawn,
         # and so must the noise of a window as wide as the range (public values only).
         search = fam.check_bounds(bounds_range)
+        _check_quantile_pair(bounds_quantiles)
         if gaussian:
             bounds_epsilon = math.sqrt(bounds_share) * epsilon  # ε²/2 = share · ρ
             epsilon = math.sqrt(1.0 - bounds_share) * epsilon
         else:
             bounds_epsilon = bounds_share * epsilon
             epsilon -= bounds_epsilon
-        _statistic_magnitude(fam, search, int(np.shape(records)[0]))
+        # Candidates need only the number of records below each one: a pass that any engine
+        # runs (and that checks every record) before anything is charged or drawn.
+        counts = None
+        if kind != "gaps":
+            counts = count_below(
+                x, fam, kind, search, records=records, column=column, client=client,
+                clamp=clamp, name=name if frame else "x",
+            )  # fmt: skip
+        n_records = counts[0] if counts is not None else int(np.shape(records)[0])
+        _statistic_magnitude(fam, search, n_records)
         noise_scale(sensitivity=_sensitivity(fam, search, gaussian), epsilon=epsilon)
         _charge(budget, mechanism, epsilon, bounds_epsilon, label or fam.name)
         charged = True
-        candidates = _bounds_candidates(bounds_candidates, search, int(np.shape(records)[0]))
-        _warn_if_noisy_bounds(
-            int(np.shape(records)[0]), bounds_epsilon, bounds_quantiles, candidates, search
-        )
-        window = private_bounds(
-            records,
+        warn_if_noisy_bounds(n_records, bounds_epsilon, bounds_quantiles, kind, search)
+        window = choose_window(
+            kind=kind,
+            search=search,
             epsilon=bounds_epsilon,
             quantiles=bounds_quantiles,
-            lower=bounds_range[0],
-            upper=bounds_range[1],
-            candidates=candidates,
-            rng=generator if generator is not None else np.random.default_rng(),
+            rng=generator,
+            records=records,
+            counts=counts,
         )
+        bounds_mechanism = window_mechanism(kind, study=generator is not None)
         if window[0] >= window[1]:
             raise ValueError(
                 f"the private bounds collapsed to {window}; widen bounds_quantiles or raise "
                 "bounds_share"
             )
-        if getattr(fam, "discrete", False) and math.ceil(window[0]) > math.floor(window[1]):
-            # No count inside: widen to the nearest whole numbers (post-processing of the
-            # private window), rather than refuse after its budget was spent.
-            window = (float(math.floor(window[0])), float(math.ceil(window[1])))
-        window = fam.check_bounds(window)
+        window = fam.check_bounds(widen_to_counts(window, getattr(fam, "discrete", False)))
     else:
         window = fam.check_bounds(bounds)
     # One pipeline for every input: the exact total s (the same bit for bit from arrays and
@@ -280,11 +279,103 @@ def release(
             plan.batch_totals(records[start : start + BATCH], checked=True)
             for start in range(0, n, BATCH)
         )[1]
+    check_release_noise(fam, window, n, gaussian=gaussian, epsilon=epsilon)
+    if not charged:
+        _charge(budget, mechanism, epsilon, bounds_epsilon, label or fam.name)
+    return release_from_totals(
+        fam,
+        plan,
+        window,
+        n,
+        totals,
+        mechanism=mechanism,
+        epsilon=epsilon,
+        delta=delta,
+        rng=generator,
+        bounds_epsilon=bounds_epsilon,
+        bounds_mechanism=bounds_mechanism,
+        budget=budget,
+    )
+
+
+def checked_family(family: Any, family_params: dict[str, Any]) -> ExponentialFamily:
+    """The family of a release, its settings checked to be public numbers a file can hold."""
+    fam = get_family(family, **family_params)
+    for name, setting in fam.params().items():
+        json_float(setting, name)  # e.g. trials=10**400 cannot be a float sensitivity
+    categories = getattr(fam, "categories", None)
+    if categories is not None and categories > MAX_CATEGORIES:
+        raise ValueError(
+            f"categories must be at most {MAX_CATEGORIES} (got {categories}): each category "
+            "is a released count with its own noise; merge rare categories first"
+        )
+    return fam
+
+
+def noise_settings(
+    mechanism: Any, rng: Any, epsilon: Any, rho: Any, delta: Any
+) -> tuple[str, bool, float, np.random.Generator | None]:
+    """(mechanism, gaussian, ε, generator) of a release, its noise arguments checked.
+
+    For the Gaussian mechanism the ε returned is √(2ρ): σ = Δ₂ / √(2ρ) plays b = Δ/ε in the
+    bookkeeping. The generator is ``None`` for a vetted mechanism (OpenDP cannot be seeded).
+    """
+    mechanism = check_mechanism(mechanism, rng)
+    gaussian = mechanism == DISCRETE_GAUSSIAN
+    if gaussian:
+        if epsilon is not None:
+            raise TypeError("a 'discrete-gaussian' release takes rho, not epsilon")
+        if rho is None:
+            raise TypeError("a 'discrete-gaussian' release needs rho=, its zCDP budget")
+        rho = check_positive(rho, "rho")
+        zcdp_to_approx_dp(rho, delta)  # checks delta
+        epsilon = math.sqrt(2.0 * rho)
+    else:
+        if rho is not None:
+            raise TypeError(
+                f"rho applies only to mechanism='discrete-gaussian' (not {mechanism!r})"
+            )
+        if epsilon is None:
+            raise TypeError("release needs epsilon=, its privacy budget")
+        epsilon = check_positive(epsilon, "epsilon")
+    generator = check_rng(rng) if rng is not None or not mechanism.startswith("discrete") else None
+    return mechanism, gaussian, epsilon, generator
+
+
+def check_release_noise(
+    fam: ExponentialFamily, window: tuple[float, float], n: int, *, gaussian: bool, epsilon: float
+) -> None:
+    """Refuse, from public values only, noise that would overflow or fall below float resolution."""
+    magnitude = _statistic_magnitude(fam, window, n)
+    noise_scale(
+        sensitivity=_sensitivity(fam, window, gaussian), epsilon=epsilon, magnitude=magnitude
+    )
+
+
+def release_from_totals(
+    fam: ExponentialFamily,
+    plan: FamilyPlan,
+    window: tuple[float, float],
+    n: int,
+    totals: tuple[int, ...],
+    *,
+    mechanism: str,
+    epsilon: float,
+    delta: float,
+    rng: np.random.Generator | None,
+    bounds_epsilon: float = 0.0,
+    bounds_mechanism: str | None = None,
+    budget: Any = None,
+) -> Release:
+    """The :class:`Release` of exact integer totals: the mechanism's noise added once.
+
+    ``epsilon`` is √(2ρ) for the Gaussian mechanism (:func:`noise_settings`); ``budget`` was
+    charged by the caller and is only recorded here.
+    """
+    gaussian = mechanism == DISCRETE_GAUSSIAN
     magnitude = _statistic_magnitude(fam, window, n)
     sensitivity = _sensitivity(fam, window, gaussian)
     noise_scale(sensitivity=sensitivity, epsilon=epsilon, magnitude=magnitude)
-    if not charged:
-        _charge(budget, mechanism, epsilon, bounds_epsilon, label or fam.name)
     noisy = noisy_statistic(
         fam,
         ExactTotal(totals, plan.units()),
@@ -294,7 +385,7 @@ def release(
         sensitivity=sensitivity,
         epsilon=None if gaussian else epsilon,
         rho=epsilon**2 / 2.0 if gaussian else None,
-        rng=generator,
+        rng=rng,
         magnitude=magnitude,
     )
     return Release(
@@ -307,7 +398,8 @@ def release(
         family_params=fam.params(),
         mechanism=mechanism,
         bounds_epsilon=bounds_epsilon,
-        clamped=clamp,
+        bounds_mechanism=bounds_mechanism,
+        clamped=plan.clamp,
         quantum=noisy.quantum,
         record_quantum=plan.quantum,
         library=noisy.library,
@@ -368,48 +460,3 @@ def _check_share(share: Any) -> float:
             f"bounds_share must lie in (0, 1), the share of epsilon spent on bounds (got {share})"
         )
     return share
-
-
-def _bounds_candidates(choice: Any, search: tuple[float, float], n: int) -> str:
-    """Resolve ``bounds_candidates="auto"`` from the public search range alone."""
-    if choice not in ("auto", "gaps", "log"):
-        raise ValueError(f"bounds_candidates must be 'auto', 'gaps' or 'log' (got {choice!r})")
-    if choice != "auto":
-        return choice
-    lower, upper = search
-    spans_decades = lower >= 0 and (lower == 0 or upper / lower >= 100)
-    return "log" if spans_decades else "gaps"
-
-
-def _warn_if_noisy_bounds(
-    n: int,
-    bounds_epsilon: float,
-    quantiles: Any,
-    candidates: str,
-    search: tuple[float, float],
-) -> None:
-    """Warn, from public values only, when the private window cannot locate its quantiles."""
-    from pymc_dp.mechanisms.private_quantile import (
-        NoisyBoundsWarning,
-        bounds_rank_error,
-        log_candidates,
-    )
-
-    try:
-        q_lo, q_hi = (float(q) for q in quantiles)
-    except (TypeError, ValueError):
-        return  # private_bounds names the problem
-    size = len(log_candidates(*search)) if candidates == "log" else n + 1
-    error = bounds_rank_error(n, bounds_epsilon / 2.0, size)
-    half = (q_hi - q_lo) * n / 2.0
-    if error > half:
-        # Each end can then land past the middle of the data: the window may hold few or none
-        # of the records (a public-range end far from the data, for example).
-        warnings.warn(
-            f"private bounds are too noisy to be useful: with n={n} and {bounds_epsilon:g} of "
-            f"epsilon for the window, each quantile's rank can be off by {error:.0f} records "
-            f"(95 %), more than the {half:.0f} records between either quantile ({q_lo:g}, "
-            f"{q_hi:g}) and the middle; raise bounds_share or epsilon, or give public bounds",
-            NoisyBoundsWarning,
-            stacklevel=3,
-        )

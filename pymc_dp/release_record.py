@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from pymc_dp._validation import (
     MAX_N,
+    MAX_NOISE_SCALE,
     check_bool,
     check_int,
     check_json_numbers,
@@ -72,6 +73,12 @@ class Release:
     bounds_epsilon : float
         Privacy budget spent choosing ``bounds`` from the data (PrivateQuantile), 0 if they
         were public. The release as a whole is (``epsilon + bounds_epsilon``)-DP.
+    bounds_mechanism : str or None
+        How a private window was chosen: its candidates and sampler, one of
+        :data:`pymc_dp.private_window.BOUNDS_MECHANISMS` (``"linear-opendp"``,
+        ``"log-opendp"`` for a real release; ``"gaps-float"``, ``"log-float"``,
+        ``"linear-float"`` for a seeded study). ``None`` for public bounds and in files
+        written before this field existed.
     clamped : bool
         Whether the curator asked for records outside the family's domain to be clamped to it
         (``clamp=True``) instead of stopping the release. It says that the option was on, not
@@ -118,6 +125,7 @@ class Release:
     family_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     mechanism: str = LAPLACE_FLOAT
     bounds_epsilon: float = 0.0
+    bounds_mechanism: str | None = None
     clamped: bool = False
     quantum: float | None = None
     record_quantum: float | None = None
@@ -170,6 +178,7 @@ class Release:
                 f"bounds_epsilon must be finite and >= 0 (got {self.bounds_epsilon!r})"
             )
         object.__setattr__(self, "bounds_epsilon", float(bounds_epsilon))
+        _check_bounds_mechanism(self.bounds_mechanism, self.bounds_epsilon)
         object.__setattr__(self, "clamped", check_bool(self.clamped, "clamped"))
         object.__setattr__(self, "mechanism", check_mechanism(self.mechanism, None))
         gaussian = self.mechanism == DISCRETE_GAUSSIAN
@@ -185,6 +194,13 @@ class Release:
             )
         object.__setattr__(self, "family_params", types.MappingProxyType(fam.params()))
         _check_noise_fields(self, gaussian)
+        if not self.scale <= MAX_NOISE_SCALE:
+            # The analyst's mixing variances hold 2·scale²: they would overflow.
+            raise ValueError(
+                f"the noise scale {self.scale:.3g} (sensitivity {self.sensitivity:g} over "
+                f"epsilon {self.epsilon:g}) is above {MAX_NOISE_SCALE:g}: such a release carries "
+                "no information and its fit would overflow"
+            )
 
     @property
     def total_epsilon(self) -> float:
@@ -222,6 +238,7 @@ class Release:
             tuple(sorted(self.family_params.items())),
             self.mechanism,
             self.bounds_epsilon,
+            self.bounds_mechanism,
             self.clamped,
             self.quantum,
             self.record_quantum,
@@ -244,6 +261,7 @@ class Release:
             "family_params": dict(self.family_params),
             "mechanism": self.mechanism,
             "bounds_epsilon": self.bounds_epsilon,
+            "bounds_mechanism": self.bounds_mechanism,
             "clamped": self.clamped,
             "quantum": self.quantum,
             "record_quantum": self.record_quantum,
@@ -351,6 +369,24 @@ def _check_bounds(bounds: Any) -> tuple[float, float]:
     if np.isnan(lower) or np.isnan(upper) or lower > upper:
         raise ValueError(f"bounds must satisfy lower <= upper, without NaN (got {bounds!r})")
     return lower, upper
+
+
+def _check_bounds_mechanism(name: Any, bounds_epsilon: float) -> None:
+    """A known name when the window was private, ``None`` when it was public."""
+    from pymc_dp.private_window import BOUNDS_MECHANISMS
+
+    if name is None:
+        return
+    if not isinstance(name, str):
+        raise TypeError(f"bounds_mechanism must be a string or null (got {name!r})")
+    if name not in BOUNDS_MECHANISMS:
+        raise ValueError(
+            f"bounds_mechanism must be one of {', '.join(BOUNDS_MECHANISMS)} (got {name!r})"
+        )
+    if bounds_epsilon == 0:
+        raise ValueError(
+            f"bounds_mechanism {name!r} needs bounds_epsilon > 0: a private window has a cost"
+        )
 
 
 def _plain(budget: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -283,6 +283,7 @@ _SHARED_FIELDS = (
     "sensitivity",
     "mechanism",
     "bounds_epsilon",
+    "bounds_mechanism",
     "clamped",
     "quantum",
     "record_quantum",

@@ -135,7 +135,8 @@ def _add_release_parser(sub: Any) -> None:
         "--by",
         metavar="COLUMN",
         help="column holding each record's group key; writes one file with every group's "
-        "release (needs --groups and --public-sizes; CSV or one Parquet file)",
+        "release (needs --groups and --public-sizes; a CSV file, or Parquet files streamed "
+        "or summed on --scheduler)",
     )
     grp.add_argument(
         "--groups",
@@ -293,9 +294,10 @@ def _add_fit_parser(sub: Any) -> None:
         "--likelihood",
         choices=("auto", "clt", "exact"),
         default="auto",
-        help="exact: sum over every value of the counts s (Bernoulli, Binomial, Categorical, "
-        "windowed Poisson and Geometric; no CLT); clt: the CLT normal for s; auto (default): "
-        "exact whenever it is affordable",
+        help="exact: no CLT (counts: a sum over every value of s; window sums of continuous "
+        "records: a lattice likelihood within 0.01 of exact, or the records as latent "
+        "variables for (sum x, sum x^2)); clt: the CLT normal for s; auto (default): exact for "
+        "counts whenever it is affordable, for continuous records where the CLT is untrusted",
     )
     fit.add_argument(
         "--seed", type=_seed, help="seed of the sampler, for a reproducible posterior file"
@@ -332,8 +334,8 @@ def _add_reproduce_parser(sub: Any) -> None:
         "--likelihood",
         choices=("auto", "clt"),
         default="auto",
-        help="clt: the paper's sampler everywhere; auto (default): the exact likelihood of "
-        "counts where the CLT is outside its measured safe region (small n)",
+        help="clt: the paper's sampler everywhere; auto (default): the exact likelihood "
+        "(counts, window sums) where the CLT is outside its measured safe region (small n)",
     )
     rep.add_argument(
         "--jobs",
@@ -416,10 +418,10 @@ def check_release_args(parser: argparse.ArgumentParser, args: argparse.Namespace
                 "--by needs --public-sizes: each group's size is published exactly, so it "
                 "must be public (a record moving between groups would change two sizes)"
             )
-        if args.dry_run or args.private_bounds is not None or args.scheduler is not None:
+        if args.dry_run or args.private_bounds is not None:
             parser.error(
-                "--by does not combine with --dry-run, --private-bounds or --scheduler; give "
-                "public --bounds for a windowed family"
+                "--by does not combine with --dry-run or --private-bounds; give public "
+                "--bounds for a windowed family"
             )
     if args.dry_run:
         given = [

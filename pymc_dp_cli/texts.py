@@ -84,7 +84,8 @@ noise and seeds:
   study: the noise is then the floating-point Laplace sampler ("laplace-float", recorded in the
   file), reproducible and open to floating-point attacks (Mironov 2012) -- for tests and examples
   only: anyone who knows the seed can subtract the noise. --seed with a vetted --mechanism is
-  refused. The private window (--private-bounds) is still drawn with floating-point sampling.
+  refused. The private window (--private-bounds) is chosen among 1025 public candidates (log-spaced
+  when the range spans decades) by OpenDP's report-noisy-min on exact counts.
 
 privacy budget:
   --budget LEDGER charges the release to a JSON ledger of one data set before any noise is drawn
@@ -99,7 +100,8 @@ grouped release (--by COLUMN --groups A,B,C --public-sizes):
   exactly, so --public-sizes must declare the sizes public (or give them, N1,N2,..., to have
   them checked): a record moving from one group to another would change two sizes, which no
   noise covers. All groups share the family, window, epsilon and mechanism; --private-bounds and
-  --dry-run are not available with --by.
+  --dry-run are not available with --by. Parquet data are streamed (or summed on --scheduler) in
+  one pass over the records and their keys.
 
 planning a release (--dry-run):
   From public values only -- --n, --epsilon (or --rho), the family and its window -- print the

@@ -1,8 +1,26 @@
+import os
+import time
+
 import numpy as np
 import pymc as pm
 import pytest
 
 import pymc_dp as pmdp
+
+# CI runs the slow studies in a time box (.ci/run sets this): once a worker has spent this many
+# seconds, its remaining slow tests are skipped with a reason, so growth in the studies can
+# never push CI past its limit. Unset, as in `pytest -m slow`, every slow test runs.
+_SLOW_BUDGET_S = os.environ.get("PYMC_DP_SLOW_BUDGET_S")
+_START = time.monotonic()
+
+
+def pytest_runtest_setup(item):
+    if _SLOW_BUDGET_S and item.get_closest_marker("slow") is not None:
+        if time.monotonic() - _START > float(_SLOW_BUDGET_S):
+            pytest.skip(
+                f"the CI time box for slow studies ({_SLOW_BUDGET_S} s per worker) is spent; "
+                "`pytest -m slow` runs every one"
+            )
 
 
 @pytest.fixture(scope="session")

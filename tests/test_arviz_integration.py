@@ -70,13 +70,16 @@ def test_statistic_dims_for_windowed_families(exponential_release, normal_releas
     model = build_model(exponential_release, method="augmented")
     assert model.named_vars_to_dims["y_s"] == ("y_part",)
     assert "y" not in model.named_vars_to_dims
+    # Collapsed (the default): y alone, with its statistic dimension.
     model = build_model(normal_release)
     assert model.coords["y_stat"] == ("sum_x", "sum_x2")
     assert model.named_vars_to_dims["y"] == ("y_stat",)
-    assert model.named_vars_to_dims["y_sigma2"] == ("y_stat",)
-    assert model.coords["y_part"] == ("window_sum_x", "window_sum_x2", "all_sum_x", "all_sum_x2")
+    assert "y_s" not in model.named_vars and "y_sigma2" not in model.named_vars
     data = {v.name: v.get_value() for v in model.data_vars}
     np.testing.assert_array_equal(data["y_bounds"], [-5.0, 7.0])
+    model = build_model(normal_release, method="augmented")
+    assert model.named_vars_to_dims["y_sigma2"] == ("y_stat",)
+    assert model.coords["y_part"] == ("window_sum_x", "window_sum_x2", "all_sum_x", "all_sum_x2")
 
 
 def test_model_may_name_the_categories(categorical_release):

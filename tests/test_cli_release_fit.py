@@ -63,9 +63,8 @@ def test_release_writes_only_the_noisy_statistic(released, data_dir):
     data = json.loads(out.read_text())
     assert set(data) == {
         "format_version", "value", "n", "epsilon", "sensitivity", "bounds", "family",
-        "family_params", "mechanism", "bounds_epsilon", "clamped", "quantum", "record_quantum",
-        "library", "rho",
-        "delta", "noise_scale", "budget",
+        "family_params", "mechanism", "bounds_epsilon", "bounds_mechanism", "clamped",
+        "quantum", "record_quantum", "library", "rho", "delta", "noise_scale", "budget",
     }  # fmt: skip
     rel = read_release(out)
     s = _successes().sum()

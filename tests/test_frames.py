@@ -169,7 +169,7 @@ def test_missing_values_and_wrong_columns_stop_the_release():
     with pytest.raises(TypeError, match="needs the records in memory"):
         pmdp.release(
             pl.DataFrame({"x": [1.0, 2.0]}).lazy(), pm.Exponential, epsilon=1.0, column="x",
-            bounds="private", bounds_range=(0, 10), rng=0,
+            bounds="private", bounds_range=(0, 10), bounds_candidates="gaps", rng=0,
         )  # fmt: skip
 
 
@@ -179,6 +179,46 @@ def test_private_bounds_from_an_eager_frame_match_the_array():
     assert pmdp.release(pd.DataFrame({"x": x}), pm.Exponential, column="x", **options) == (
         pmdp.release(x, pm.Exponential, **options)
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "search", "kind"),
+    [("normal", (-10.0, 10.0), "linear"), ("lognormal", (0.01, 100.0), "log"),
+     ("poisson", (0, 50), "log")],
+)  # fmt: skip
+def test_private_window_counts_are_the_same_from_every_engine(tables, client, name, search, kind):
+    """The private window's candidate counts run on every engine (lazy and Dask included), so a
+    seeded study's window and release agree bit for bit with the array's."""
+    from pymc_dp.private_window import count_below
+
+    frame, path = tables
+    _, dist, x, options = next(case for case in FAMILIES if case[0] == name)
+    fam = get_family(dist, **{k: v for k, v in options.items() if k != "bounds"})
+    expected = count_below(
+        None, fam, kind, search, records=fam.validate_data(x), column=None, client=None,
+        clamp=False, name="x",
+    )  # fmt: skip
+    options = {k: v for k, v in options.items() if k != "bounds"}
+    settings = dict(
+        epsilon=2.0, bounds="private", bounds_range=search, bounds_candidates=kind, **options
+    )
+    reference = pmdp.release(x, dist, rng=5, **settings)
+    assert reference.bounds_mechanism == f"{kind}-float"
+    for engine, (data, engine_client) in _engines(frame, path, client).items():
+        n, _, below = count_below(
+            data, fam, kind, search, records=None, column=name, client=engine_client,
+            clamp=False, name=name,
+        )  # fmt: skip
+        assert n == expected[0] and np.array_equal(below, expected[2]), engine
+        got = pmdp.release(data, dist, column=name, client=engine_client, rng=5, **settings)
+        assert got == reference, engine
+    # A real release chooses with OpenDP from the same counts, on the cluster too.
+    data, engine_client = _engines(frame, path, client)["dask"]
+    vetted = pmdp.release(data, dist, column=name, client=engine_client, **settings)
+    assert vetted.bounds_mechanism == f"{kind}-opendp" and vetted.n == N
+    assert set(vetted.bounds) <= set(expected[1]) | {float(np.floor(b)) for b in expected[1]} | {
+        float(np.ceil(b)) for b in expected[1]
+    }
 
 
 def test_the_release_records_its_public_record_quantum_and_round_trips():
@@ -254,3 +294,75 @@ def test_cli_streams_parquet_files_directories_and_globs_and_uses_a_scheduler(tm
         releases.append(read_release(out))
     assert all(rel == releases[0] for rel in releases)
     assert releases[0] == pmdp.release(x, pm.Poisson, epsilon=1.0, bounds=(0, 8), rng=1)
+
+    # Grouped releases stream the records and keys together, here or on the cluster.
+    site = np.array(["a", "b"], dtype=object)[RNG.integers(0, 2, N)]
+    pq.write_table(pa.table({"visits": x, "site": site}), tmp_path / "sites.parquet")
+    grouped = []
+    for i, extra in enumerate([[], ["--scheduler", client.scheduler.address]]):
+        out = tmp_path / f"g{i}.json"
+        by = ["--by", "site", "--groups", "a,b", "--public-sizes"]
+        args = ["release", str(tmp_path / "sites.parquet"), *common, "--seed", "2", *by]
+        assert main([*args, "-o", str(out), *extra]) == 0
+        grouped.append(read_release(out, allow_grouped=True))
+    expected = pmdp.release_grouped(
+        x, pm.Poisson, by=site, groups=["a", "b"], sizes="public", epsilon=1.0, bounds=(0, 8),
+        rng=2,
+    )  # fmt: skip
+    for rs in grouped:
+        assert rs.groups == expected.groups
+        assert all(rs[key] == expected[key] for key in expected.groups)
+
+
+@pytest.mark.parametrize(
+    ("name", "keys"),
+    [("poisson", "text"), ("normal", "integer"), ("categorical", "text")],
+)
+def test_grouped_releases_are_the_same_from_every_engine(tmp_path, client, name, keys):
+    """Issue 16: group-by releases run on the engine, one pass, per-group exact totals."""
+    _, dist, x, options = next(case for case in FAMILIES if case[0] == name)
+    codes = RNG.integers(0, 3, N)
+    groups = ["north", "south", "west"] if keys == "text" else [10, 20, 30]
+    by = np.array(groups, dtype=object)[codes]
+    frame = pd.DataFrame({"x": x, "site": by if keys == "text" else by.astype(np.int64)})
+    path = tmp_path / "grouped.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=700)
+    settings = dict(epsilon=1.0, groups=groups, sizes="public", **options)
+    reference = pmdp.release_grouped(x, dist, by=by, rng=3, **settings)
+    for engine, (data, engine_client) in _engines(frame, path, client).items():
+        got = pmdp.release_grouped(
+            data, dist, column="x", by="site", client=engine_client, rng=3, **settings
+        )
+        assert got.groups == reference.groups, engine
+        for key in groups:
+            assert got[key] == reference[key], (engine, key)
+    # The array path is the ungrouped release of each group's records.
+    for g, key in enumerate(groups):
+        part = pmdp.release(x[codes == g], dist, epsilon=1.0, rng=0, **options)
+        assert reference[key].n == part.n and reference[key].sensitivity == part.sensitivity
+
+
+def test_grouped_frames_name_bad_keys_and_records_by_position(client):
+    frame = pd.DataFrame({"x": [1, 2, 3, 4, 5, 6], "site": ["a", "b", "a", None, "c", "b"]})
+    base = dict(epsilon=1.0, groups=["a", "b"], sizes="public", bounds=(0, 9), rng=0)
+    for data, engine_client in (
+        (frame, None),
+        (pl.from_pandas(frame).lazy(), None),
+        (dd.from_pandas(frame, npartitions=3), client),
+    ):
+        with pytest.raises(ValueError, match=r"1 record\(s\) \(the first at index 3\) with a miss"):
+            pmdp.release_grouped(
+                data, pm.Poisson, column="x", by="site", client=engine_client, **base
+            )
+    frame.loc[3, "site"] = "c"
+    with pytest.raises(ValueError, match=r"2 record\(s\) \(the first at index 3\) whose key"):
+        pmdp.release_grouped(frame, pm.Poisson, column="x", by="site", **base)
+    frame["site"] = ["a", "b", "a", "b", "a", "b"]
+    frame.loc[4, "x"] = -1
+    with pytest.raises(ValueError, match=r"poisson domain.*the first at index 4") as err:
+        pmdp.release_grouped(frame, pm.Poisson, column="x", by="site", **base)
+    assert "-1" not in str(err.value)
+    with pytest.raises(TypeError, match="by= names its column"):
+        pmdp.release_grouped(frame, pm.Poisson, column="x", by=frame["site"].to_numpy(), **base)
+    with pytest.raises(ValueError, match="pass column="):
+        pmdp.release_grouped(frame, pm.Poisson, by="site", **base)

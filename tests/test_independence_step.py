@@ -19,30 +19,35 @@ from pymc_dp.kernels.exact_counts import (
 
 
 def _grid_posterior(y, n, law, alpha, size=250):
-    """Points of the simplex (midpoint grid over p0, p1) and their normalised posterior weights."""
+    """Points of the simplex and their normalised posterior weights, on a grid that the prior's
+    edge singularities do not spoil.
+
+    p = (a², (1 - a²) sin²φ, (1 - a²) cos²φ) with a midpoint grid over a ∈ (0, 1) and
+    φ ∈ (0, π/2): the Jacobian 4a(1 - a²) sin φ cos φ cancels a Dirichlet(½)'s p_j^(-½) at every
+    edge, so the weights (likelihood × prior × Jacobian at the midpoints) carry no singular
+    cells. A plain midpoint grid over (p0, p1) gave the first cell next to p0 = 0 only 0.71 of
+    its mass under Dirichlet(½).
+    """
     a = (np.arange(size) + 0.5) / size
-    first, second = np.meshgrid(a, a, indexing="ij")
-    inside = first + second < 1
-    p = np.stack([first[inside], second[inside], 1 - first[inside] - second[inside]], -1)
+    phi = (np.arange(size) + 0.5) / size * (np.pi / 2)
+    a, phi = (v.ravel() for v in np.meshgrid(a, phi, indexing="ij"))
+    p = np.stack([a**2, (1 - a**2) * np.sin(phi) ** 2, (1 - a**2) * np.cos(phi) ** 2], -1)
     # one point at a time: a batch would hold (n + 1)² terms per point
     loglik = np.array([multinomial_log_likelihood(y, point, n, law) for point in p])
-    logw = loglik + stats.dirichlet.logpdf(p.T, alpha)
+    log_jacobian = np.log(4 * a * (1 - a**2) * np.sin(phi) * np.cos(phi))
+    logw = loglik + stats.dirichlet.logpdf(p.T, alpha) + log_jacobian
     w = np.exp(logw - logw.max())
     return p, w / w.sum()
 
 
-def _ks_to_grid(draws, points, weights, size=250):
-    """Kolmogorov distance between draws of one component and its grid marginal.
+def _ks_to_grid(draws, points, weights):
+    """Kolmogorov distance between draws of one component and the grid's weighted CDF.
 
-    Every component lies on a lattice of step h = 1/size; each lattice value's mass is spread
-    evenly over its cell, so the reference CDF is piecewise linear rather than a staircase.
+    The 62 500 grid points each carry at most about 1e-3 of the mass, so the weighted
+    empirical CDF of the grid is within that of the marginal's.
     """
-    h = 1.0 / size
-    values, index = np.unique(np.round(points / h - 0.5).astype(int), return_inverse=True)
-    mass = np.bincount(index, weights=weights)
-    edges = np.concatenate([[values[0] * h], (values + 1.0) * h])
-    cdf = np.concatenate([[0.0], np.cumsum(mass)])
-    ref = np.interp(np.sort(draws), edges, cdf)
+    order = np.argsort(points)
+    ref = np.interp(np.sort(draws), points[order], np.cumsum(weights[order]))
     emp = np.arange(1, draws.size + 1) / draws.size
     return float(np.max(np.maximum(np.abs(emp - ref), np.abs(emp - 1 / draws.size - ref))))
 

@@ -101,12 +101,16 @@ def test_noisy_bounds_warning_depends_on_public_values_only():
 
 
 def test_auto_candidates_follow_the_public_range():
-    from pymc_dp.release import _bounds_candidates
+    from pymc_dp.private_window import resolve_candidates
 
-    assert _bounds_candidates("auto", (0.0, 1000.0), 10) == "log"
-    assert _bounds_candidates("auto", (1.0, 1000.0), 10) == "log"
-    assert _bounds_candidates("auto", (1.0, 50.0), 10) == "gaps"
-    assert _bounds_candidates("auto", (-5.0, 5.0), 10) == "gaps"
+    for study in (True, False):
+        assert resolve_candidates("auto", (0.0, 1000.0), study=study) == "log"
+        assert resolve_candidates("auto", (1.0, 1000.0), study=study) == "log"
+    # Smith's gaps are drawn in floating point: studies only; a real release takes a grid.
+    assert resolve_candidates("auto", (1.0, 50.0), study=True) == "gaps"
+    assert resolve_candidates("auto", (-5.0, 5.0), study=True) == "gaps"
+    assert resolve_candidates("auto", (1.0, 50.0), study=False) == "linear"
+    assert resolve_candidates("auto", (-5.0, 5.0), study=False) == "linear"
     with pytest.raises(ValueError, match="bounds_candidates"):
         pmdp.release([1.0], pm.Exponential, epsilon=1.0, bounds="private",
                      bounds_range=(0, 10), bounds_candidates="x", rng=0)  # fmt: skip

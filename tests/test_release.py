@@ -103,6 +103,7 @@ def test_to_dict_contents():
         "family_params": {"trials": 5},
         "mechanism": "laplace-float",
         "bounds_epsilon": 0.0,
+        "bounds_mechanism": None,
         "clamped": False,
         "quantum": None,
         "record_quantum": None,

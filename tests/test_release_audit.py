@@ -281,6 +281,34 @@ def test_non_finite_noise_scale_is_refused():
 
 
 @pytest.mark.parametrize(
+    ("epsilon", "sensitivity"), [(1e-300, 1.0), (1e-320, 1.0), (1e-200, 1e200), (1e-10, 1e141)]
+)
+def test_every_path_into_a_fit_refuses_a_noise_scale_that_would_overflow(epsilon, sensitivity):
+    """Issue 18, item 5: Δ/ε is checked on the explicit-argument path and in release files,
+    not only by pmdp.release (the fit returned inf/NaN mixing variances)."""
+    with pm.Model():
+        p = pm.Beta("p", 1.0, 1.0)
+        with pytest.raises(ValueError, match="too small for sensitivity"):
+            pmdp.NoisySuffStat(
+                "y", pm.Bernoulli.dist(p=p), n=3, epsilon=epsilon, sensitivity=sensitivity,
+                observed=1.0,
+            )  # fmt: skip
+    doc = pmdp.release([0, 1, 1], pm.Bernoulli, epsilon=1.0, rng=0).to_dict()
+    doc.update(epsilon=epsilon, sensitivity=sensitivity)
+    del doc["noise_scale"]
+    with pytest.raises(ValueError, match=r"noise scale .* is above 1e\+150"):
+        Release.from_dict(doc)
+
+
+def test_a_vector_theta_for_one_release_is_refused_by_name():
+    rel = pmdp.release([0, 1, 1], pm.Bernoulli, epsilon=1.0, rng=0)
+    with pm.Model():
+        p = pm.Beta("p", 1.0, 1.0, shape=3)
+        with pytest.raises(ValueError, match=r"dist must be the law of one record.*ReleaseSet"):
+            pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel)
+
+
+@pytest.mark.parametrize(
     ("family", "params", "match"),
     [
         (pm.Normal, {"bounds": (-1e155, 1e155)}, "too wide for the normal family"),
@@ -443,11 +471,12 @@ def test_private_bounds_check_the_public_range_before_any_noise():
 
 def test_a_private_window_between_two_counts_is_widened_not_refused(monkeypatch):
     release_module = importlib.import_module("pymc_dp.release")
-    monkeypatch.setattr(release_module, "private_bounds", lambda *a, **k: (3.2, 3.8))
-    rel = pmdp.release(
-        [3, 4, 9], pm.Poisson, epsilon=1.0, bounds="private", bounds_range=(0, 20), rng=0
-    )
-    assert rel.bounds == (3.0, 4.0) and rel.sensitivity == 4.0
+    monkeypatch.setattr(release_module, "choose_window", lambda *a, **k: (3.2, 3.8))
+    for rng in (0, None):  # a study and a real release
+        rel = pmdp.release(
+            [3, 4, 9], pm.Poisson, epsilon=1.0, bounds="private", bounds_range=(0, 20), rng=rng
+        )
+        assert rel.bounds == (3.0, 4.0) and rel.sensitivity == 4.0
 
 
 @pytest.mark.parametrize(

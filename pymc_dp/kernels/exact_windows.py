@@ -127,13 +127,31 @@ def _tilted(log_q: npt.NDArray[np.float64], tau: float) -> tuple[npt.NDArray, fl
     return q / total, top + math.log(total)
 
 
+def _int_power(z: npt.NDArray[np.complex128], c: int) -> npt.NDArray[np.complex128]:
+    """Z**c by repeated squaring: about 2·log2(c) complex products.
+
+    A complex ``**`` takes a log and an exp per element (6.5 ms against 0.3 ms for 25 000
+    elements, c = 100).
+    """
+    out, base = None, z
+    while c:
+        if c & 1:
+            out = base if out is None else out * base
+        c >>= 1
+        if c:
+            base = base * base
+    return np.ones_like(z) if out is None else out
+
+
 def _powers(q: npt.NDArray[np.float64], n: int, counts: tuple[int, ...]) -> list[npt.NDArray]:
     """q^{∗c} for each c in ``counts`` (c ≤ n), by one FFT; small negative errors set to 0."""
     top = q.size - 1
     length = fft.next_fast_len(n * top + 1, real=True)
     spectrum = fft.rfft(q, length)
     return [
-        np.maximum(fft.irfft(spectrum**c, length)[: c * top + 1], 0.0) if c else np.ones(1)
+        np.maximum(fft.irfft(_int_power(spectrum, c), length)[: c * top + 1], 0.0)
+        if c
+        else np.ones(1)
         for c in counts
     ]
 
@@ -171,7 +189,8 @@ def _one_log_likelihood(
 ) -> tuple[float, npt.NDArray[np.float64] | None]:
     counts = (n, n - 1) if gradient else (n,)
     q, log_m, powers, w, peak = _terms(log_q, n, y, noise, counts)
-    total = float(np.dot(powers[0], w))
+    # Not np.dot: a BLAS call, whose threads spin on a busy machine (15 ms for 5·10⁴ terms).
+    total = float(np.sum(powers[0] * w))
     if not total > 0.0:
         return -math.inf, (np.zeros_like(log_q) if gradient else None)
     log_lik = math.log(total) + peak + n * log_m

@@ -10,16 +10,13 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from pymc_dp._validation import check_positive
+from pymc_dp._validation import check_noise_scale, check_positive
 
 __all__ = ["MECHANISM_NAME", "laplace_mechanism", "noise_scale"]
 
 MECHANISM_NAME = "laplace"
 
 _MIN_NOISE_ULPS = 2.0**20
-_MAX_SCALE = 1e150
-"""Largest noise scale Δ/ε accepted: the analyst's mixing variances hold 2 (Δ/ε)², which must
-stay finite with room to spare."""
 
 
 def laplace_mechanism(
@@ -110,14 +107,7 @@ def noise_scale(*, sensitivity: float, epsilon: float, magnitude: float = 1.0) -
     sensitivity = check_positive(sensitivity, "sensitivity")
     epsilon = check_positive(epsilon, "epsilon")
     magnitude = max(check_positive(magnitude, "magnitude"), 1.0)
-    with np.errstate(over="ignore"):
-        scale = sensitivity / epsilon
-    if not scale <= _MAX_SCALE:
-        raise ValueError(
-            f"epsilon={epsilon:g} is too small for sensitivity={sensitivity:g}: the noise scale "
-            f"sensitivity/epsilon = {scale:.3g} is above {_MAX_SCALE:g}, so the release would "
-            "carry no information and its fit would overflow; raise epsilon"
-        )
+    scale = check_noise_scale(sensitivity, epsilon)
     # Noise far below the float spacing of the statistic would publish s itself. The spacing
     # is taken at the largest possible |s| (public), never at s: the refusal must not depend
     # on the data.

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
+from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
@@ -30,13 +31,20 @@ from pymc_dp._validation import check_finite_array, check_positive, check_rng
 __all__ = [
     "NoisyBoundsWarning",
     "bounds_rank_error",
+    "linear_candidates",
     "log_candidates",
     "private_bounds",
     "private_quantile",
+    "quantile_from_counts",
+    "quantile_scores",
 ]
 
 _LOG_POINTS = 1024
 _LOG_DECADES = 6.0
+_MAX_DENOMINATOR = 1024
+"""The vetted selection scores |den · #{x < c} - num · n| with num/den the quantile as a
+fraction of denominator at most 1024 (0.025 = 1/40 exactly): integers below 2**64 for n up
+to 2**53, each moving by at most den when one record is replaced."""
 
 
 class NoisyBoundsWarning(UserWarning):
@@ -70,6 +78,22 @@ def log_candidates(lower: float, upper: float) -> npt.NDArray[np.float64]:
     mags = np.geomspace(top * 10.0**-_LOG_DECADES, top, _LOG_POINTS)
     grid = np.concatenate([-mags[::-1], [0.0], mags])
     return np.unique(np.clip(grid, lower, upper))
+
+
+def linear_candidates(lower: float, upper: float) -> npt.NDArray[np.float64]:
+    """Data-independent, evenly spaced candidate outputs: 1025 points from ``lower`` to ``upper``.
+
+    The public grid of a vetted private window over a range that does not span decades
+    (:func:`log_candidates` is for those): its resolution is (upper − lower)/1024.
+
+    Examples
+    --------
+    >>> c = linear_candidates(-2.0, 2.0)
+    >>> float(c[0]), float(c[1]), float(c[-1]), len(c)
+    (-2.0, -1.99609375, 2.0, 1025)
+    """
+    lower, upper = _check_range(lower, upper)
+    return np.linspace(lower, upper, _LOG_POINTS + 1)
 
 
 def bounds_rank_error(n: int, epsilon: float, size: int) -> float:
@@ -264,8 +288,8 @@ def _sample(
     if grid is not None:
         # Exponential mechanism over public candidates: utility -|#{x < c} - q n|.
         data = np.sort(np.clip(x, lower, upper))
-        utility = -np.abs(np.searchsorted(data, grid, side="left") - quantile * data.size)
-        choice = int(np.argmax((epsilon / 2.0) * utility + rng.gumbel(size=grid.shape)))
+        below = np.searchsorted(data, grid, side="left")
+        choice = quantile_from_counts(below, data.size, quantile, epsilon=epsilon, rng=rng)
         return float(grid[choice])
     edges, log_probs = _gap_log_weights(
         x, quantile=quantile, epsilon=epsilon, lower=lower, upper=upper
@@ -273,6 +297,79 @@ def _sample(
     # Gumbel-max: argmax(log p + Gumbel) is a draw from p, and -inf (empty gaps) never wins.
     gap = int(np.argmax(log_probs + rng.gumbel(size=log_probs.shape)))
     return float(rng.uniform(edges[gap], edges[gap + 1]))
+
+
+def quantile_from_counts(
+    below: npt.ArrayLike,
+    n: int,
+    quantile: float,
+    *,
+    epsilon: float,
+    rng: np.random.Generator | None,
+) -> int:
+    """Choose the candidate nearest the ``quantile`` in rank, ε-DP, from exact counts.
+
+    The utility of candidate c is −|#{x < c} − q·n|; replacing one record moves every count
+    by at most 1. The counts are all the mechanism sees, so they can come from any engine
+    (:mod:`pymc_dp.private_window` sums them exactly, batch by batch).
+
+    Parameters
+    ----------
+    below
+        ``below[j]`` = number of (clamped) records strictly below candidate j, integers.
+    n
+        Number of records (public).
+    quantile
+        The quantile q in [0, 1].
+    epsilon
+        Privacy parameter ε > 0 of this one choice.
+    rng
+        ``None`` for a real release: OpenDP's report-noisy-min on the integer scores
+        |den·#{x < c} − num·n| (q = num/den, den ≤ 1024, sensitivity den;
+        :func:`~pymc_dp.mechanisms.vetted.noisy_min_index`). A generator for a seeded study:
+        the exponential mechanism by the Gumbel-max trick in floating point, as
+        :func:`private_quantile` with candidates.
+
+    Returns
+    -------
+    int
+        The index of the chosen candidate.
+
+    Examples
+    --------
+    >>> below = np.array([0, 10, 50, 90, 100])  # 100 records, candidates at 5 points
+    >>> quantile_from_counts(below, 100, 0.5, epsilon=20.0, rng=None)
+    2
+    >>> quantile_from_counts(below, 100, 0.5, epsilon=20.0, rng=np.random.default_rng(0))
+    2
+    """
+    counts = np.asarray(below, dtype=np.int64)
+    quantile = _check_quantile(quantile, "quantile")
+    epsilon = check_positive(epsilon, "epsilon")
+    if rng is not None:
+        utility = -np.abs(counts - quantile * n)
+        return int(np.argmax((epsilon / 2.0) * utility + rng.gumbel(size=counts.shape)))
+    from pymc_dp.mechanisms.vetted import noisy_min_index
+
+    scores, sensitivity = quantile_scores(counts, n, quantile)
+    return noisy_min_index(scores, sensitivity=sensitivity, epsilon=epsilon)
+
+
+def quantile_scores(below: npt.ArrayLike, n: int, quantile: float) -> tuple[list[int], int]:
+    """Integer scores |den·#{x < c} − num·n| (lower is better) and their sensitivity den.
+
+    q = num/den is the quantile as a fraction with den ≤ 1024 (exact for 0.025 = 1/40 and
+    0.975 = 39/40); replacing one record moves each count by at most 1 and so each score by
+    at most den. For n ≤ 2**53 every score is below 2**64.
+
+    Examples
+    --------
+    >>> quantile_scores([0, 1, 3, 4], 4, 0.5)
+    ([4, 2, 2, 4], 2)
+    """
+    ratio = Fraction(float(quantile)).limit_denominator(_MAX_DENOMINATOR)
+    num, den = ratio.numerator, ratio.denominator
+    return [abs(den * int(k) - num * int(n)) for k in np.asarray(below).ravel()], den
 
 
 def _gap_log_weights(

@@ -1,9 +1,11 @@
-"""Vetted noise: OpenDP's discrete Laplace and discrete Gaussian samplers on integers.
+"""Vetted noise: OpenDP's discrete Laplace and Gaussian samplers on integers, and noisy min.
 
 Floating-point Laplace samples leak the exact statistic through their low-order bits
 (Mironov 2012). The samplers here add noise to integers only, drawn by OpenDP's ``contrib``
 measurements from the operating system's randomness (they cannot be seeded). Float statistics
 reach them through :mod:`pymc_dp.fixed_point`: quantised, summed exactly, and scaled back.
+Private windows choose among public candidates by their integer rank scores
+(:func:`noisy_min_index`, OpenDP's report-noisy-max), never by a floating-point draw.
 
 The privacy of each draw is checked against OpenDP's own privacy map: the map at one unit of
 input distance, scaled by the sensitivity (linearly for ε, quadratically for ρ), must not
@@ -31,6 +33,7 @@ __all__ = [
     "discrete_gaussian_mechanism",
     "discrete_laplace_mechanism",
     "library_version",
+    "noisy_min_index",
     "zcdp_to_approx_dp",
 ]
 
@@ -147,6 +150,65 @@ def discrete_gaussian_mechanism(
     if spent > rho * (1 + 1e-9):
         raise ValueError(f"OpenDP's privacy map gives ρ = {spent} > {rho}")  # pragma: no cover
     return np.asarray(meas(_int_list(total)), dtype=np.int64)
+
+
+def noisy_min_index(scores: Sequence[int], *, sensitivity: int, epsilon: float) -> int:
+    """The index of a low score, chosen ε-DP by OpenDP's ``make_noisy_max`` (``negate=True``).
+
+    Report-noisy-min with exponential noise (permute-and-flip, McKenna & Sheldon 2020), sampled
+    exactly by OpenDP from the operating system's randomness: ε-DP when replacing one record
+    moves every score by at most ``sensitivity`` (in either direction), and at least as likely
+    as the exponential mechanism to pick the lowest score.
+
+    Parameters
+    ----------
+    scores
+        Non-negative integer scores below 2**64 (lower is better), one per candidate.
+    sensitivity
+        Largest change of any score between neighbouring data sets (L∞, a positive integer).
+    epsilon
+        Privacy parameter ε > 0.
+
+    Returns
+    -------
+    int
+        The chosen index.
+
+    Raises
+    ------
+    ValueError
+        If a score is negative or too large, or OpenDP's privacy map reports more than ε.
+
+    Examples
+    --------
+    >>> noisy_min_index([90, 0, 90], sensitivity=1, epsilon=5.0)
+    1
+    """
+    epsilon = check_positive(epsilon, "epsilon")
+    if isinstance(sensitivity, bool) or not isinstance(sensitivity, int) or sensitivity < 1:
+        raise TypeError(f"sensitivity must be a positive integer (got {sensitivity!r})")
+    values = [int(v) for v in scores]
+    if not values or min(values) < 0 or max(values) >= 2**64:
+        raise ValueError("scores must be a non-empty list of integers in [0, 2**64)")
+    return int(_noisy_min(sensitivity, epsilon)(values))
+
+
+@functools.lru_cache(maxsize=16)
+def _noisy_min(sensitivity: int, epsilon: float) -> Any:
+    """OpenDP's report-noisy-min on u64 scores, its privacy map checked (built once)."""
+    dp = _opendp()
+    # ε = 2·Δ∞/scale for scores that may move in either direction (OpenDP's map checks it).
+    meas = dp.m.make_noisy_max(
+        dp.vector_domain(dp.atom_domain(T="u64")),
+        dp.linf_distance(T="u64", monotonic=False),
+        dp.max_divergence(),
+        scale=2.0 * sensitivity / epsilon,
+        negate=True,
+    )
+    spent = meas.map(sensitivity)
+    if spent > epsilon * (1 + 1e-9):
+        raise ValueError(f"OpenDP's privacy map gives ε = {spent} > {epsilon}")  # pragma: no cover
+    return meas
 
 
 def zcdp_to_approx_dp(rho: float, delta: float) -> float:

@@ -6,9 +6,17 @@ from pymc_dp.step_methods.grid import GridStep
 from pymc_dp.step_methods.independence import IndependenceStep
 from pymc_dp.step_methods.noise_variance import NoiseVarianceStep
 from pymc_dp.step_methods.norm_product import NormProductStep
+from pymc_dp.step_methods.records import RecordStep
 
-__all__ = ["ConjugateStep", "GridStep", "IndependenceStep", "NoiseVarianceStep", "NormProductStep"]
+__all__ = [
+    "ConjugateStep",
+    "GridStep",
+    "IndependenceStep",
+    "NoiseVarianceStep",
+    "NormProductStep",
+    "RecordStep",
+]
 
 register_step_methods(
-    [ConjugateStep, GridStep, IndependenceStep, NormProductStep, NoiseVarianceStep]
+    [ConjugateStep, GridStep, IndependenceStep, NormProductStep, NoiseVarianceStep, RecordStep]
 )

@@ -20,7 +20,7 @@ from pytensor.graph.replace import vectorize_graph
 from pymc_dp.kernels import draw_from_grid, grid_density
 from pymc_dp.noisy_suffstat import GRID_TAG
 from pymc_dp.step_methods._base import DPGibbsStep
-from pymc_dp.step_methods._model_access import conditional_logp
+from pymc_dp.step_methods._model_access import QUICK_MODE, conditional_logp
 
 __all__ = ["GridStep"]
 
@@ -36,9 +36,9 @@ class _Conditional:
         nodes = pt.vector(f"{self.name}_nodes", dtype=value.dtype)
         batched = vectorize_graph(total, replace={value: nodes})
         self.input_names = [v.name for v in others]
-        # FAST_COMPILE: the graph (log-differences of normal CDFs, window moments by autodiff)
-        # takes seconds to optimise and is evaluated a few dozen times per chain, on arrays.
-        kwargs = {"mode": "FAST_COMPILE", **compile_kwargs}
+        # Quickly compiled: the graph (log-differences of normal CDFs, window moments by
+        # autodiff) takes seconds to optimise and is evaluated a few dozen times per chain.
+        kwargs = {"mode": QUICK_MODE, **compile_kwargs}
         self._fn = pm_compile([nodes, *others], batched, on_unused_input="ignore", **kwargs)
         self._key: tuple | None = None
         self._grid = None

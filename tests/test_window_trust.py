@@ -1,0 +1,133 @@
+"""The measured CLT rule for window sums and what "auto" chooses with it."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pymc as pm
+import pytest
+from scipy import stats
+
+import pymc_dp as pmdp
+from pymc_dp.engine import _engine_likelihood
+from pymc_dp.families import Exponential, Normal, Poisson
+from pymc_dp.likelihood import CltWarning, choose_likelihood, clt_trust
+from pymc_dp.noisy_suffstat import release_attrs
+from pymc_dp.studies.designs import DESIGNS
+from pymc_dp.window_trust import clt_ks, window_clt_trust, window_sum_law
+
+
+def _ks_by_direct_sums(pmf_points, pmf, mean, sd, lower, beta, grid):
+    """sup |F_exact - F_clt| of y on ``grid``, by direct sums (no FFT, no lattice noise)."""
+    exact = np.array([np.sum(pmf * stats.laplace.cdf(t - pmf_points, scale=beta)) for t in grid])
+    s = np.linspace(mean - 9 * sd, mean + 9 * sd, 4001)
+    dens = stats.norm.pdf(s, mean, sd) * (s >= lower)
+    dens /= dens.sum()
+    clt = np.array([np.sum(dens * stats.laplace.cdf(t - s, scale=beta)) for t in grid])
+    return float(np.max(np.abs(exact - clt)))
+
+
+def test_clt_ks_of_counts_matches_direct_sums():
+    """Five Poisson(0.5) records over [0, 10] with β = 0.3: clt_ks against an independent
+    computation (the integer law convolved directly, the Laplace CDF summed term by term)."""
+    fam, n, beta = Poisson(), 5, 0.3
+    q = stats.poisson(0.5).pmf(np.arange(11))
+    q[0] += stats.poisson(0.5).sf(10)
+    law = np.ones(1)
+    for _ in range(n):
+        law = np.convolve(law, q)
+    points = np.arange(law.size, dtype=float)
+    mean = law @ points
+    sd = np.sqrt(law @ (points - mean) ** 2)
+    want = _ks_by_direct_sums(points, law, mean, sd, 0.0, beta, np.linspace(-3, 10, 2601))
+    assert clt_ks(fam, 0.5, n, (0.0, 10.0), beta) == pytest.approx(want, abs=2e-3)
+
+
+def test_clt_ks_of_continuous_records_matches_simulation():
+    """Ten Exponential(0.3) records over [0.2, 1.5], β = 0.2: against 400 000 simulated sums."""
+    rng = np.random.default_rng(0)
+    x = rng.exponential(1 / 0.3, (400_000, 10))
+    s = np.where((x >= 0.2) & (x <= 1.5), x, 0.0).sum(axis=1)
+    y = s + rng.laplace(0.0, 0.2, s.size)
+    points, pmf = window_sum_law(Exponential(), 0.3, (0.2, 1.5), 10)
+    mean, sd = pmf @ points, np.sqrt(pmf @ (points - pmf @ points) ** 2)
+    grid = np.linspace(-1.0, 8.0, 901)
+    clt = np.array(
+        [
+            stats.norm.expect(
+                lambda v, t=t: stats.laplace.cdf(t - v, scale=0.2),
+                loc=mean,
+                scale=sd,
+                lb=0.0,
+                ub=15.0,
+                conditional=True,
+            )
+            for t in grid[::10]
+        ]
+    )
+    empirical = np.searchsorted(np.sort(y), grid[::10], side="right") / y.size
+    want = np.max(np.abs(empirical - clt))
+    assert clt_ks(Exponential(), 0.3, 10, (0.2, 1.5), 0.2) == pytest.approx(want, abs=6e-3)
+
+
+def test_rule_distrusts_small_n_and_little_noise_only():
+    fam, bounds = Exponential(), (0.0, 1.5)
+    assert not window_clt_trust(fam, 10, 3.0, 0.15, bounds)[0]
+    assert window_clt_trust(fam, 10, 3.0, 15.0, bounds)[0]  # noise hides the shape
+    assert window_clt_trust(fam, 1000, 300.0, 15.0, bounds)[0]
+    trusted, reason = clt_trust(fam, 10, 3.0, 0.15, bounds=bounds)
+    assert not trusted and "KS distance" in reason
+    with pytest.raises(ValueError, match="bounds"):
+        clt_trust(fam, 10, 3.0, 0.15)
+
+
+def test_auto_takes_exact_for_continuous_records_where_the_clt_is_untrusted():
+    fam, bounds = Exponential(), (0.0, 1.5)
+    assert choose_likelihood(fam, 10, 3.0, 1.5, bounds=bounds).likelihood == "exact"
+    assert choose_likelihood(fam, 1000, 300.0, 15.0, bounds=bounds).likelihood == "clt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert choose_likelihood(fam, 1000, 300.0, 15.0, bounds=bounds).likelihood == "clt"
+    # Untrusted and beyond the records budget: the CLT, with a warning naming the distance.
+    with pytest.warns(CltWarning, match="KS distance"):
+        choice = choose_likelihood(Normal(), 1000, [20.0, 50.0], 1.0, bounds=(1.0, 4.0))
+    assert choice.likelihood == "clt"
+    assert choose_likelihood(Normal(), 1000, [20.0, 50.0], 1.0, "exact", bounds=(1.0, 4.0))[0] == (
+        "exact"
+    )
+
+
+def test_noisy_suffstat_auto_on_a_small_exponential_release():
+    rel = pmdp.release(
+        np.random.default_rng(0).exponential(0.5, 10),
+        pm.Exponential,
+        epsilon=1.0,
+        bounds=(0.0, 1.5),
+        rng=1,
+    )
+    with pm.Model() as model:
+        lam = pm.Gamma("lam", 8.0, 2.0)
+        pmdp.NoisySuffStat("y", pm.Exponential.dist(lam), release=rel)
+    assert release_attrs(model)["pymc_dp_likelihood_y"] == "exact"
+
+
+def test_engine_auto_uses_the_rule_on_the_paper_design():
+    """The Figure 1 Exponential design: exact at n = 10, ε = 1; the CLT at n = 100, ε = 0.1."""
+    design = DESIGNS["exponential"]
+    rng = np.random.default_rng(0)
+    for n, eps, want in [(10, 1.0, "exact"), (100, 0.1, "clt")]:
+        sim = design.simulate(rng, trials=20, n=n, epsilon=eps)
+        got = _engine_likelihood(
+            design.family, n, sim.released, sim.scale, "auto", "auto", design.bounds
+        )
+        assert got == want
+
+
+def test_exact_cost_of_continuous_records_needs_the_window_and_noise():
+    from pymc_dp.likelihood import exact_cost
+
+    assert exact_cost(Exponential(), 10, (0.0, 1.5), scale=1.5) == 1600  # 10 × 160 points
+    assert exact_cost(Normal(), 10, (-3.0, 5.0), scale=30.0) == 10  # records
+    with pytest.raises(ValueError, match="bounds and scale"):
+        exact_cost(Exponential(), 10, (0.0, 1.5))
