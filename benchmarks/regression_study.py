@@ -12,6 +12,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from pymc_dp.studies.regression_report import FULL, QUICK, run_regression_study
@@ -24,10 +25,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=2019)
     parser.add_argument("--jobs", type=int, default=None)
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--no-mcmc-ind", action="store_true", help="skip MCMC-Ind (NUTS over the records)"
+    )
+    parser.add_argument("--draws", type=int, default=None, help="Gibbs draws per chain")
     args = parser.parse_args(argv)
+    grid = QUICK if args.quick else FULL
+    settings = grid.settings
+    if args.no_mcmc_ind:
+        settings = dataclasses.replace(settings, mcmc_trials=0)
+    if args.draws is not None:
+        settings = dataclasses.replace(settings, draws=args.draws)
     report = run_regression_study(
         args.output_dir,
-        QUICK if args.quick else FULL,
+        dataclasses.replace(grid, settings=settings),
         seed=args.seed,
         jobs=args.jobs,
         progress=not args.no_progress,

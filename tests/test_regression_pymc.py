@@ -17,11 +17,13 @@ from pymc_dp.regression import (
     CovariateModelStep,
     MomentRelease,
     NoisyRegressionStat,
+    RegressionCollapsedStep,
     RegressionConjugateStep,
     RegressionNoiseVarianceStep,
     RegressionRelease,
     RegressionSuffStatStep,
     XMoments,
+    default_x_prior,
     draw_nig,
     draw_niw,
     nig_update,
@@ -34,6 +36,7 @@ from pymc_dp.regression import (
     regression_statistic,
     release_regression,
     sample_gibbs_ss,
+    sample_regression,
     suffstat_moments,
     x_moments_from_release,
 )
@@ -106,6 +109,23 @@ def _thinned(draws):
     return draws[:, ::step].ravel()
 
 
+def _assert_agree(post, tr, *, x_model):
+    """pm.sample's draws against a batched sampler's trace (release 0): two-sample KS on
+    ESS-thinned draws of θ_0, θ_1, σ² and, with a model of x, μ_x and σ_x², at α = 0.001 each."""
+    pairs = [
+        (post["theta"].values[..., 0], tr.theta[:, :, 0, 0]),
+        (post["theta"].values[..., 1], tr.theta[:, :, 0, 1]),
+        (post["sigma2"].values, tr.sigma2[:, :, 0]),
+    ]
+    if x_model:
+        pairs += [
+            (post["z_x_loc"].values[..., 0], tr.x_loc[:, :, 0, 0]),
+            (post["z_x_cov"].values[..., 0, 0], tr.x_cov[:, :, 0, 0, 0]),
+        ]
+    for ours, reference in pairs:
+        assert stats.ks_2samp(_thinned(ours), _thinned(reference)).pvalue > 1e-3
+
+
 def _assert_matches(chain_draws, iid, alpha):
     """Two-sample KS on ESS-thinned draws; means within 0.1 sd and sds within 10 %."""
     assert stats.ks_2samp(_thinned(chain_draws), iid).pvalue > alpha
@@ -134,12 +154,22 @@ def test_sample_assigns_the_regression_steps_to_every_node_variable_and_nuts_to_
         _, selected = pm.sampling.mcmc.assign_step_methods(model)
     names = {cls.__name__: sorted(v.name for v in vs) for cls, vs in selected.items()}
     assert names == {
-        "RegressionConjugateStep": ["sigma2_log__", "theta"],
-        "RegressionSuffStatStep": ["z_s"],
+        "RegressionCollapsedStep": ["sigma2_log__", "theta", "z_s", "z_x_cov", "z_x_loc"],
         "RegressionNoiseVarianceStep": ["z_sigma2_log__"],
         "NUTS": ["other"],
     }
-    model = _model(rel, x_prior=NIW(np.zeros(1), np.array(1.0), np.array(5.0), np.eye(1)))
+    model = _model(rel, method="gibbs-ss")
+    with model:
+        _, selected = pm.sampling.mcmc.assign_step_methods(model)
+    names = {cls.__name__: sorted(v.name for v in vs) for cls, vs in selected.items()}
+    assert names == {
+        "RegressionConjugateStep": ["sigma2_log__", "theta"],
+        "RegressionSuffStatStep": ["z_s"],
+        "RegressionNoiseVarianceStep": ["z_sigma2_log__"],
+    }
+    model = _model(
+        rel, method="gibbs-ss", x_prior=NIW(np.zeros(1), np.array(1.0), np.array(5.0), np.eye(1))
+    )
     with model:
         _, selected = pm.sampling.mcmc.assign_step_methods(model)
     names = {cls.__name__: sorted(v.name for v in vs) for cls, vs in selected.items()}
@@ -155,14 +185,23 @@ def test_steps_are_registered_once_and_refuse_foreign_variables(release_d1):
         RegressionConjugateStep,
         CovariateModelStep,
         RegressionNoiseVarianceStep,
+        RegressionCollapsedStep,
     ):
         assert pm.step_methods.STEP_METHODS.count(cls) == 1
-    with _model(release_d1[2]) as model:
+    with _model(release_d1[2], method="gibbs-ss") as model:
         other = pm.Normal("other", 0.0, 1.0)
         with pytest.raises(ValueError, match="cannot sample 'other'"):
             RegressionSuffStatStep([other])
         with pytest.raises(ValueError, match="give RegressionConjugateStep both"):
             RegressionConjugateStep([model["theta"]])
+        # The default model's step does not take a Gibbs-SS node's variables.
+        with pytest.raises(ValueError, match="cannot sample 'theta'"):
+            RegressionCollapsedStep([model["theta"]])
+    with _model(release_d1[2]) as default:
+        with pytest.raises(ValueError, match=r"moves .* together; give it all"):
+            RegressionCollapsedStep([default["theta"], default["sigma2"]])
+        with pytest.raises(ValueError, match="cannot sample 'z_s'"):
+            RegressionSuffStatStep([default["z_s"]])
     # A NoisySuffStat's steps do not take the regression node's variables, nor ours theirs.
     assert not pmdp.NormProductStep.owns(model["z_s"])
     assert not pmdp.NoiseVarianceStep.owns(model["z_sigma2"])
@@ -299,7 +338,8 @@ def test_pymc_path_agrees_with_the_numpy_sampler_at_moderate_epsilon(release_d1)
     after 300) and sample_gibbs_ss (8 chains × 1000 after 300) on the same release, prior and
     noisy moments: two-sample KS on ESS-thinned draws of θ_0, θ_1, σ² at α = 0.001 each."""
     _, _, rel = release_d1
-    post = posterior_dataset(_sample(_model(rel), draws=1000, tune=300, chains=4, random_seed=21))
+    model = _model(rel, method="gibbs-ss")
+    post = posterior_dataset(_sample(model, draws=1000, tune=300, chains=4, random_seed=21))
     tr = sample_gibbs_ss(
         22,
         released=rel.value[None],
@@ -311,13 +351,7 @@ def test_pymc_path_agrees_with_the_numpy_sampler_at_moderate_epsilon(release_d1)
         tune=300,
         chains=8,
     )
-    pairs = [
-        (post["theta"].values[..., 0], tr.theta[:, :, 0, 0]),
-        (post["theta"].values[..., 1], tr.theta[:, :, 0, 1]),
-        (post["sigma2"].values, tr.sigma2[:, :, 0]),
-    ]
-    for ours, reference in pairs:
-        assert stats.ks_2samp(_thinned(ours), _thinned(reference)).pvalue > 1e-3
+    _assert_agree(post, tr, x_model=False)
 
 
 def test_pymc_update_path_agrees_with_the_numpy_sampler_at_moderate_epsilon():
@@ -333,7 +367,7 @@ def test_pymc_update_path_agrees_with_the_numpy_sampler_at_moderate_epsilon():
     rel = release_regression(
         x, y, x_bounds=[(-2.0, 2.0)], y_bounds=(-4.0, 4.0), epsilon=2.0, rng=rng
     )
-    model = _model(rel, x_prior=x_prior)
+    model = _model(rel, x_prior=x_prior, method="gibbs-ss")
     post = posterior_dataset(_sample(model, draws=1000, tune=300, chains=4, random_seed=72))
     tr = sample_gibbs_ss(
         73,
@@ -346,22 +380,37 @@ def test_pymc_update_path_agrees_with_the_numpy_sampler_at_moderate_epsilon():
         tune=300,
         chains=8,
     )
-    pairs = [
-        (post["theta"].values[..., 0], tr.theta[:, :, 0, 0]),
-        (post["theta"].values[..., 1], tr.theta[:, :, 0, 1]),
-        (post["sigma2"].values, tr.sigma2[:, :, 0]),
-        (post["z_x_loc"].values[..., 0], tr.x_loc[:, :, 0, 0]),
-        (post["z_x_cov"].values[..., 0, 0], tr.x_cov[:, :, 0, 0, 0]),
-    ]
-    for ours, reference in pairs:
-        assert stats.ks_2samp(_thinned(ours), _thinned(reference)).pvalue > 1e-3
+    _assert_agree(post, tr, x_model=True)
 
 
-def test_gibbs_ss_update_matches_the_exact_posteriors_at_huge_epsilon():
-    """Gibbs-SS-Update, d = 2, ε = 10⁴ (all on the statistic), n = 200, x ~ N(μ_x, Σ_x) inside
-    the box: pm.sample (2 chains × 1000 after 200) draws of θ, σ², μ_x and diag Σ_x vs iid draws
-    of the exact non-private NIG and NIW posteriors, KS on ESS-thinned draws at α = 0.001 / 7,
-    means within 0.1 sd, sds within 10 %."""
+@pytest.mark.slow
+def test_default_pymc_path_agrees_with_the_batched_sampler_at_moderate_epsilon(release_d1):
+    """The default model (exact law of s, box prior of x), ε = 1, n = 200: pm.sample (4 chains ×
+    1000 after 500) and sample_regression (8 chains × 1000 after 500) on the same release and
+    priors: two-sample KS on ESS-thinned draws of θ_0, θ_1, σ², μ_x, σ_x² at α = 0.001 each."""
+    _, _, rel = release_d1
+    model = _model(rel)
+    post = posterior_dataset(_sample(model, draws=1000, tune=500, chains=4, random_seed=23))
+    tr = sample_regression(
+        24,
+        released=rel.value[None],
+        n=rel.n,
+        scale=rel.scale,
+        prior=_prior(1),
+        x_prior=default_x_prior(rel.x_bounds),
+        draws=1000,
+        tune=500,
+        chains=8,
+    )
+    _assert_agree(post, tr, x_model=True)
+
+
+@pytest.mark.parametrize("method", ["gibbs-ss", "collapsed"])
+def test_normal_model_of_x_matches_the_exact_posteriors_at_huge_epsilon(method):
+    """Gibbs-SS-Update and the default sampler, d = 2, ε = 10⁴ (all on the statistic), n = 200,
+    x ~ N(μ_x, Σ_x) inside the box: pm.sample (2 chains × 1000 after 200) draws of θ, σ², μ_x
+    and diag Σ_x vs iid draws of the exact non-private NIG and NIW posteriors, KS on
+    ESS-thinned draws at α = 0.001 / 7, means within 0.1 sd, sds within 10 %."""
     rng = np.random.default_rng(31)
     x_prior = NIW(np.zeros(2), np.array(4.0), np.array(20.0), 1.8 * np.eye(2))
     n, d = 200, 2
@@ -371,7 +420,7 @@ def test_gibbs_ss_update_matches_the_exact_posteriors_at_huge_epsilon():
     rel = release_regression(
         x, y, x_bounds=[(-2.0, 2.0)] * 2, y_bounds=(-4.0, 4.0), epsilon=1e4, rng=rng
     )
-    model = _model(rel, x_prior=x_prior)
+    model = _model(rel, x_prior=x_prior, method=method)
     post = posterior_dataset(_sample(model, draws=1000, tune=200, chains=2, random_seed=32))
     ex_rng = np.random.default_rng(33)
     ex_theta, ex_sigma2 = draw_nig(
@@ -549,9 +598,27 @@ def test_non_nig_priors_and_wrong_lengths_are_rejected(release_d1, theta_fn, sig
             "sensitivity must be >=",
         ),
         (
-            dict(release=None, n=200, epsilon=1.0, sensitivity=35.0, observed=np.ones(5)),
+            dict(
+                release=None,
+                n=200,
+                epsilon=1.0,
+                sensitivity=35.0,
+                observed=np.ones(5),
+                method="gibbs-ss",
+            ),
             TypeError,
             "the moments of x are needed",
+        ),
+        (
+            dict(release=None, n=200, epsilon=1.0, sensitivity=35.0, observed=np.ones(5)),
+            TypeError,
+            "needs a prior: give x_prior",
+        ),
+        (dict(method="nuts"), ValueError, "method must be one of"),
+        (
+            dict(method="collapsed", x_moments=normal_x_moments([0.0], [[1.0]])),
+            TypeError,
+            "method='collapsed' models x as normal",
         ),
         (
             dict(x_moments=normal_x_moments([0.0, 0.0], np.eye(2))),
@@ -585,12 +652,23 @@ def test_bad_arguments_are_rejected_with_their_name(release_d1, kwargs, error, m
         NoisyRegressionStat(name, theta=theta, sigma2=sigma2, **kwargs)
 
 
-def test_theta_used_elsewhere_is_refused_by_the_conjugate_step(release_d1):
-    model = _model(release_d1[2])
+@pytest.mark.parametrize("method", ["gibbs-ss", "collapsed"])
+def test_theta_used_elsewhere_is_refused_by_the_steps(release_d1, method):
+    model = _model(release_d1[2], method=method)
+    step = RegressionConjugateStep if method == "gibbs-ss" else RegressionCollapsedStep
     with model:
         pm.Normal("extra", model["theta"][0], 1.0, observed=0.5)
         with pytest.raises(ValueError, match=r"'theta' is also used by \['extra'\]"):
-            RegressionConjugateStep()
+            step()
+
+
+def test_nodes_of_one_theta_need_one_method(release_d1):
+    rel = release_d1[2]
+    with pm.Model(), pytest.raises(ValueError, match="need the same method"):
+        sigma2 = pm.InverseGamma("sigma2", alpha=A, beta=B)
+        theta = pm.MvNormal("theta", np.zeros(2), cov=sigma2 * V * np.eye(2))
+        NoisyRegressionStat("a", theta=theta, sigma2=sigma2, release=rel)
+        NoisyRegressionStat("b", theta=theta, sigma2=sigma2, release=rel, method="gibbs-ss")
 
 
 def test_wrong_release_type_from_the_exponential_family_api(release_d1):
@@ -603,16 +681,18 @@ def test_wrong_release_type_from_the_exponential_family_api(release_d1):
 # ---- step methods in isolation -------------------------------------------------------------------
 
 
-def test_every_step_replays_from_its_sampling_state(release_d1):
-    model = _model(release_d1[2], x_prior=NIW(np.zeros(1), np.array(1.0), np.array(5.0), np.eye(1)))
+@pytest.mark.parametrize("method", ["gibbs-ss", "collapsed"])
+def test_every_step_replays_from_its_sampling_state(release_d1, method):
+    x_prior = NIW(np.zeros(1), np.array(1.0), np.array(5.0), np.eye(1))
+    model = _model(release_d1[2], x_prior=x_prior, method=method)
     point = model.initial_point(random_seed=4)
+    steps = (
+        (RegressionSuffStatStep, RegressionConjugateStep, CovariateModelStep)
+        if method == "gibbs-ss"
+        else (RegressionCollapsedStep,)
+    )
     with model:
-        for cls in (
-            RegressionSuffStatStep,
-            RegressionConjugateStep,
-            CovariateModelStep,
-            RegressionNoiseVarianceStep,
-        ):
+        for cls in (*steps, RegressionNoiseVarianceStep):
             step = cls(rng=np.random.default_rng(5))
             state = step.sampling_state
             first, _ = step.step(point)
@@ -633,8 +713,8 @@ def test_theta_shared_by_two_releases_conditions_on_both_statistics():
     with pm.Model() as model:
         sigma2 = pm.InverseGamma("sigma2", alpha=A, beta=B)
         theta = pm.MvNormal("theta", np.zeros(2), cov=sigma2 * V * np.eye(2))
-        NoisyRegressionStat("a", theta=theta, sigma2=sigma2, release=rels[0])
-        NoisyRegressionStat("b", theta=theta, sigma2=sigma2, release=rels[1])
+        NoisyRegressionStat("a", theta=theta, sigma2=sigma2, release=rels[0], method="gibbs-ss")
+        NoisyRegressionStat("b", theta=theta, sigma2=sigma2, release=rels[1], method="gibbs-ss")
         step = RegressionConjugateStep(rng=np.random.default_rng(62))
     point = model.initial_point(random_seed=63)
     new, _ = step.step(point)

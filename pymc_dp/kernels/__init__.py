@@ -15,6 +15,7 @@ from pymc_dp.kernels.conjugate import (
 from pymc_dp.kernels.constraints import (
     Constraint,
     LinearConstraint,
+    PSDConstraint,
     QuadraticConstraint,
     window_constraints,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "Constraint",
     "GridDensity",
     "LinearConstraint",
+    "PSDConstraint",
     "QuadraticConstraint",
     "TruncatedDraw",
     "draw_beta",

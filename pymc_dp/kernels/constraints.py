@@ -4,7 +4,8 @@ A sum of records cannot lie anywhere: Σx² ≥ (Σx)²/n for n real records (Ca
 the records outside a truncation window add a sum of known sign. Every constraint here describes
 a convex set, so its intersection with a line through a feasible point is an interval. That is
 all the bounded Gibbs fallback of :func:`~pymc_dp.kernels.draw_truncated_normal` needs: the
-interval of ``t`` for which ``x + t d`` stays feasible, batched over leading dimensions.
+interval of ``t`` for which ``x + t d`` stays feasible, batched over leading dimensions. Linear,
+quadratic (Cauchy–Schwarz) and positive semi-definite matrix constraints are here.
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from typing import NamedTuple, Protocol
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Constraint", "LinearConstraint", "QuadraticConstraint", "window_constraints"]
+__all__ = [
+    "Constraint",
+    "LinearConstraint",
+    "PSDConstraint",
+    "QuadraticConstraint",
+    "window_constraints",
+]
 
 
 class Constraint(Protocol):
@@ -179,3 +186,75 @@ def window_constraints(
         constraints.append(QuadraticConstraint(square=0, linear=1, scale=scale))
         constraints.append(QuadraticConstraint(square=2, linear=3, scale=scale))
     return constraints
+
+
+class PSDConstraint(NamedTuple):
+    """``B(x) = offset + Σ_r x_r basis_r`` is positive semi-definite (a linear matrix inequality).
+
+    E.g. the regression statistic, whose matrix B = [X, y]ᵀ[X, y] must be PSD for any data set
+    to have it (:func:`pymc_dp.regression.kernels.psd_constraint`). Eigenvalues down to
+    ``−tol·max(1, max_j |B_jj|)`` count as 0, so that matrices made PSD by eigenvalue clipping
+    stay inside despite rounding.
+
+    Parameters
+    ----------
+    offset
+        Constant part, shape ``(..., q, q)``, symmetric.
+    basis
+        One symmetric ``(q, q)`` matrix per component of x, shape ``(k, q, q)``.
+    tol
+        Relative tolerance of the eigenvalue test.
+
+    Notes
+    -----
+    The set is convex, so along a line it is an interval. From a point with B(x) positive
+    definite, ``B(x + t d) = B(x) + t D ⪰ 0`` exactly when ``1 + t μ ≥ 0`` for every eigenvalue
+    μ of ``B(x)^(−1/2) D B(x)^(−1/2)``. :meth:`line_interval` needs ``x`` inside (it returns an
+    empty interval otherwise); :func:`~pymc_dp.kernels.draw_truncated_normal` calls it at its
+    current, feasible state.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> basis = np.array([[[0.0, 1.0], [1.0, 0.0]]])  # B(x) = [[1, x], [x, 1]]
+    >>> c = PSDConstraint(np.eye(2), basis)
+    >>> bool(c.contains(np.array([0.5]))), bool(c.contains(np.array([1.5])))
+    (True, False)
+    >>> [round(float(v), 6) for v in c.line_interval(np.array([0.5]), np.array([1.0]))]
+    [-1.5, 0.5]
+    """
+
+    offset: npt.NDArray[np.float64]
+    basis: npt.NDArray[np.float64]
+    tol: float = 1e-12
+
+    def matrix(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """``B(x)``, shape ``(..., q, q)``."""
+        return self.offset + np.einsum("...k,kij->...ij", x, self.basis)
+
+    def _floor(self, b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        diag = np.abs(np.diagonal(b, axis1=-2, axis2=-1))
+        return self.tol * np.maximum(1.0, np.max(diag, axis=-1))
+
+    def contains(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:  # noqa: D102
+        b = self.matrix(x)
+        return np.linalg.eigvalsh(b)[..., 0] >= -self._floor(b)
+
+    def line_interval(self, x, d):  # noqa: D102
+        b = self.matrix(x)
+        q = b.shape[-1]
+        b = b + self._floor(b)[..., None, None] * np.eye(q)
+        lam, vec = np.linalg.eigh(b)
+        inside = lam[..., 0] > 0
+        root = vec / np.sqrt(np.where(inside[..., None], lam, 1.0))[..., None, :]
+        step = np.einsum("...k,kij->...ij", d, self.basis)
+        mu = np.linalg.eigvalsh(np.swapaxes(root, -1, -2) @ step @ root)
+        with np.errstate(divide="ignore"):
+            bound = -1.0 / mu
+        lo = np.max(np.where(mu > 0, bound, -np.inf), axis=-1)
+        hi = np.min(np.where(mu < 0, bound, np.inf), axis=-1)
+        return np.where(inside, lo, np.inf), np.where(inside, hi, -np.inf)
+
+    def select(self, mask: npt.NDArray[np.bool_]) -> PSDConstraint:  # noqa: D102
+        offset = np.broadcast_to(self.offset, (*mask.shape, *self.offset.shape[-2:]))
+        return PSDConstraint(offset[mask], self.basis, self.tol)

@@ -67,7 +67,8 @@ def draw_truncated_normal(
     constraints
         Extra convex constraints, batched like ``mean``.
     proposals
-        Number of independent normal proposals tried first (bounded, vectorised).
+        Number of independent normal proposals tried first (bounded, vectorised); 0 goes
+        straight to the Gibbs sweeps.
     sweeps
         Number of whitened-coordinate Gibbs sweeps in the fallback.
 
@@ -96,14 +97,18 @@ def draw_truncated_normal(
     root = np.where(keep, np.sqrt(np.where(keep, eigval, 0.0)), 0.0)
     factor = eigvec * root[..., None, :]
 
-    z = rng.standard_normal((proposals, *batch, k))
-    cand = mean + (factor @ z[..., None])[..., 0]
-    valid = np.all((cand >= lower) & (cand <= upper), axis=-1)
-    for constraint in constraints:
-        valid &= constraint.contains(cand)
-    found = np.any(valid, axis=0)
-    first = np.argmax(valid, axis=0)
-    value = np.take_along_axis(cand, first[None, ..., None], axis=0)[0]
+    if proposals > 0:
+        z = rng.standard_normal((proposals, *batch, k))
+        cand = mean + (factor @ z[..., None])[..., 0]
+        valid = np.all((cand >= lower) & (cand <= upper), axis=-1)
+        for constraint in constraints:
+            valid &= constraint.contains(cand)
+        found = np.any(valid, axis=0)
+        first = np.argmax(valid, axis=0)
+        value = np.take_along_axis(cand, first[None, ..., None], axis=0)[0]
+    else:  # straight to the Gibbs sweeps
+        found = np.zeros(batch, dtype=bool)
+        value = current.copy()
 
     missing = ~found
     n_fallback = int(np.count_nonzero(missing))
@@ -157,9 +162,13 @@ def _gibbs_sweeps(
             pos, neg = col > 0, col < 0
             lo = np.max(np.where(pos, t_lo, np.where(neg, t_hi, -np.inf)), axis=-1)
             hi = np.min(np.where(pos, t_hi, np.where(neg, t_lo, np.inf)), axis=-1)
+            # Each constraint's interval along the line through the current, feasible point
+            # (some constraints need a feasible base point), shifted to the line's origin.
+            here = rest + col * z[:, i : i + 1]
             for constraint in constraints:
-                c_lo, c_hi = constraint.line_interval(rest, col)
-                lo, hi = np.maximum(lo, c_lo), np.minimum(hi, c_hi)
+                c_lo, c_hi = constraint.line_interval(here, col)
+                lo = np.maximum(lo, c_lo + z[:, i])
+                hi = np.minimum(hi, c_hi + z[:, i])
             # Rounding can make the interval empty by a few ulps; keep z_i where it is then.
             ok = active & (lo < hi)
             if np.any(ok):

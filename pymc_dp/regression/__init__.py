@@ -20,8 +20,11 @@ from pymc_dp.regression.baselines import (
     naive_regression_posterior,
     nonprivate_regression_posterior,
 )
+from pymc_dp.regression.collapsed_sampler import CollapsedTrace, sample_regression
+from pymc_dp.regression.collapsed_step import RegressionCollapsedStep
 from pymc_dp.regression.conjugate import NIG, check_nig, draw_nig, nig_update
 from pymc_dp.regression.data_model import NIW, check_niw, draw_niw, niw_update, normal_x_moments
+from pymc_dp.regression.default_prior import default_x_prior
 from pymc_dp.regression.kernels import draw_regression_suffstat, is_valid_statistic
 from pymc_dp.regression.mcmc_ind import mcmc_ind_model, sample_mcmc_ind
 from pymc_dp.regression.moments import (
@@ -62,10 +65,12 @@ from pymc_dp.regression.steps import (
 __all__ = [
     "NIG",
     "NIW",
+    "CollapsedTrace",
     "CovariateModelStep",
     "MomentRelease",
     "NoisyRegressionInfo",
     "NoisyRegressionStat",
+    "RegressionCollapsedStep",
     "RegressionConjugateStep",
     "RegressionNoiseVarianceStep",
     "RegressionRelease",
@@ -74,6 +79,7 @@ __all__ = [
     "XMoments",
     "check_nig",
     "check_niw",
+    "default_x_prior",
     "draw_nig",
     "draw_niw",
     "draw_regression_suffstat",
@@ -97,6 +103,7 @@ __all__ = [
     "released_pairs",
     "sample_gibbs_ss",
     "sample_mcmc_ind",
+    "sample_regression",
     "statistic_labels",
     "suffstat_moments",
     "unpack_statistic",

@@ -3,8 +3,10 @@
 * :class:`RegressionSuffStat`: the latent regression statistic s, ``N(nμ_t, nΣ_t)`` restricted
   to the statistics whose ``B = [X, y]ᵀ[X, y]`` is PSD (Bernstein & Sheldon 2019, §3.4), with
   ``μ_t, Σ_t`` the CLT moments at (θ, σ²) and the moments of x.
-* :class:`InverseWishart`: ``Σ_x ~ InverseWishart(ν, Ψ)`` of the covariates' normal model in
-  Gibbs-SS-Update (PyMC has no inverse Wishart).
+* :class:`NormalModelSuffStat`: the latent statistic with its exact law under the covariates'
+  normal model (:mod:`pymc_dp.regression.normal_model`), the default sampler's model;
+* :class:`InverseWishart`: ``Σ_x ~ InverseWishart(ν, Ψ)`` of the covariates' normal model
+  (PyMC has no inverse Wishart).
 
 Their log densities are PyTensor translations of :func:`~pymc_dp.regression.suffstat_moments`
 and :func:`~pymc_dp.regression.normal_x_moments` (tested equal), so the model's logp is the
@@ -24,6 +26,7 @@ from pymc_dp.distributions.suffstat import rv_size_is_none
 from pymc_dp.regression.data_model import NIW, draw_niw
 from pymc_dp.regression.kernels import is_valid_statistic
 from pymc_dp.regression.moments import XMoments, suffstat_moments
+from pymc_dp.regression.normal_model import draw_statistic
 from pymc_dp.regression.psd import project_psd
 from pymc_dp.regression.statistics import (
     n_released,
@@ -35,6 +38,8 @@ from pymc_dp.regression.statistics import (
 __all__ = [
     "InverseWishart",
     "InverseWishartRV",
+    "NormalModelSuffStat",
+    "NormalModelSuffStatRV",
     "RegressionSuffStat",
     "RegressionSuffStatRV",
     "clt_moments_pt",
@@ -115,6 +120,21 @@ def _unpack_pt(value: pt.TensorVariable, n: pt.TensorVariable, d: int) -> pt.Ten
     return pt.set_subtensor(b[0, 0], n)
 
 
+def _mean_statistic(mean, n, size, d):
+    """``n`` times the mean of one record's t, broadcast to ``size`` (a support point)."""
+    point = n * mean
+    if not rv_size_is_none(size):
+        point = pt.full((*size, n_released(d)), point)
+    return point
+
+
+def _statistic_shape(self, dist_params, param_shapes=None):
+    """Support shape ``(m,)`` of a statistic RV whose first parameter is θ of length p."""
+    shapes = param_shapes or [p.shape for p in dist_params]
+    p = shapes[0][-1]
+    return ((p + 1) * (p + 2) // 2 - 1,)
+
+
 def _d_of(theta: pt.TensorVariable) -> int:
     p = theta.type.shape[-1]
     if p is None:
@@ -130,10 +150,7 @@ class RegressionSuffStatRV(RandomVariable):
     dtype = "floatX"
     _print_name = ("RegressionSuffStat", "\\operatorname{RegressionSuffStat}")
 
-    def _supp_shape_from_params(self, dist_params, param_shapes=None):
-        shapes = param_shapes or [p.shape for p in dist_params]
-        p = shapes[0][-1]
-        return ((p + 1) * (p + 2) // 2 - 1,)
+    _supp_shape_from_params = _statistic_shape
 
     @classmethod
     def rng_fn(cls, rng, theta, sigma2, second, fourth_cov, n, size):
@@ -190,10 +207,7 @@ class RegressionSuffStat(Continuous):
     def support_point(rv, size, theta, sigma2, second, fourth_cov, n):  # noqa: D102
         d = _d_of(theta)
         mean, _ = clt_moments_pt(theta, sigma2, second, fourth_cov, d)
-        point = n * mean
-        if not rv_size_is_none(size):
-            point = pt.full((*size, n_released(d)), point)
-        return point
+        return _mean_statistic(mean, n, size, d)
 
     def logp(value, theta, sigma2, second, fourth_cov, n):  # noqa: D102
         d = _d_of(theta)
@@ -218,6 +232,116 @@ class RegressionSuffStat(Continuous):
         # The tolerance scales with B, as in is_valid_statistic.
         scale = pt.maximum(n, pt.max(pt.abs(pt.diagonal(b))))
         return pt.switch(lowest >= -_PSD_TOL * scale, logp, -np.inf)
+
+
+class NormalModelSuffStatRV(RandomVariable):
+    """s with its exact law given θ, σ², μ_x, Σ_x and n (normal covariates)."""
+
+    name = "normal_model_suffstat"
+    signature = "(p),(),(d),(d,d),()->(m)"
+    dtype = "floatX"
+    _print_name = ("NormalModelSuffStat", "\\operatorname{NormalModelSuffStat}")
+
+    _supp_shape_from_params = _statistic_shape
+
+    @classmethod
+    def rng_fn(cls, rng, theta, sigma2, x_loc, x_cov, n, size):  # noqa: D102
+        return draw_statistic(
+            rng, theta=theta, sigma2=sigma2, x_loc=x_loc, x_cov=x_cov, n=int(n),
+            size=() if size is None else tuple(size),
+        )  # fmt: skip
+
+
+normal_model_suffstat = NormalModelSuffStatRV()
+
+
+class NormalModelSuffStat(Continuous):
+    """Latent statistic s of n records whose covariates are N(μ_x, Σ_x), with its exact law.
+
+    Parameters
+    ----------
+    theta, sigma2
+        Coefficients (intercept first, static length d + 1) and noise variance.
+    x_loc, x_cov
+        μ_x (d,) and Σ_x (d, d) of the covariates' normal model.
+    n
+        Number of records.
+
+    Notes
+    -----
+    The log density is :func:`~pymc_dp.regression.normal_model.statistic_logpdf` in PyTensor:
+    ``x̄ ~ N(μ_x, Σ_x/n)``, ``C ~ Wishart(n − 1, Σ_x)``, ``X̃ᵀy | X̃ᵀX̃ ~ N(Aθ, σ²A)`` and the
+    residual sum of squares ``σ²χ²(n − d − 1)``; −∞ off the valid statistics.
+    """
+
+    rv_op = normal_model_suffstat
+
+    @classmethod
+    def dist(cls, theta, sigma2, x_loc, x_cov, n, **kwargs):  # noqa: D102
+        return super().dist([theta, sigma2, x_loc, x_cov, n], **kwargs)
+
+    def support_point(rv, size, theta, sigma2, x_loc, x_cov, n):  # noqa: D102
+        d = _d_of(theta)
+        mean, _ = _record_mean_pt(theta, sigma2, x_loc, x_cov, d)
+        return _mean_statistic(mean, n, size, d)
+
+    def logp(value, theta, sigma2, x_loc, x_cov, n):  # noqa: D102
+        d = _d_of(theta)
+        p = d + 1
+        diag_p, diag_d = np.arange(p), np.arange(d)
+        b = _unpack_pt(value, n, d)
+        gram = b[:p, :p]
+        xty = b[:p, p]
+        mean = gram[0, 1:] / n
+        scatter = gram[1:, 1:] - n * pt.outer(mean, mean)
+        gram_chol = pt.linalg.cholesky(gram)
+        half_b = pt.linalg.solve_triangular(gram_chol, xty, lower=True)
+        rss = b[p, p] - pt.sum(pt.sqr(half_b))
+        resid = pt.linalg.solve_triangular(gram_chol, xty - gram @ theta, lower=True)
+        cov_chol = pt.linalg.cholesky(x_cov)
+        logdet_cov = 2.0 * pt.sum(pt.log(cov_chol[diag_d, diag_d]))
+        centred = pt.linalg.solve_triangular(cov_chol, mean - x_loc, lower=True)
+        half_c = pt.linalg.solve_triangular(cov_chol, scatter, lower=True)
+        whitened = pt.linalg.solve_triangular(cov_chol, half_c.T, lower=True)
+        trace = pt.sum(whitened[diag_d, diag_d])
+        scatter_chol = pt.linalg.cholesky(scatter)
+        logdet_scatter = 2.0 * pt.sum(pt.log(scatter_chol[diag_d, diag_d]))
+        half = 0.5 * (n - p)
+        logp = (
+            -0.5 * d * (np.log(2.0 * np.pi) + pt.log(n))
+            - 0.5 * logdet_cov
+            - 0.5 * n * pt.sum(pt.sqr(centred))
+            + 0.5 * (n - d - 2) * logdet_scatter
+            - 0.5 * trace
+            - 0.5 * (n - 1) * d * np.log(2.0)
+            - 0.5 * (n - 1) * logdet_cov
+            - multigammaln(0.5 * (n - 1), d)
+            - 0.5 * p * pt.log(2.0 * np.pi * sigma2)
+            - pt.sum(pt.log(gram_chol[diag_p, diag_p]))
+            - 0.5 * pt.sum(pt.sqr(resid)) / sigma2
+            + (half - 1.0) * pt.log(rss)
+            - rss / (2.0 * sigma2)
+            - half * pt.log(2.0 * sigma2)
+            - pt.gammaln(half)
+        )
+        valid = ~pt.any(pt.isnan(scatter_chol)) & ~pt.any(pt.isnan(gram_chol)) & (rss > 0)
+        return pt.switch(valid, logp, -np.inf)
+
+
+def _record_mean_pt(theta, sigma2, x_loc, x_cov, d):
+    """E t of one record under the normal model, as :func:`record_moments`' mean (PyTensor)."""
+    p = d + 1
+    rows, cols = released_pairs(d)
+    mean = pt.concatenate([pt.ones((1,)), x_loc, (theta[0] + pt.dot(theta[1:], x_loc))[None]])
+    second = pt.outer(mean, mean)
+    cov_xy = x_cov @ theta[1:]
+    extra = pt.zeros((p + 1, p + 1))
+    extra = pt.set_subtensor(extra[1:p, 1:p], x_cov)
+    extra = pt.set_subtensor(extra[1:p, p], cov_xy)
+    extra = pt.set_subtensor(extra[p, 1:p], cov_xy)
+    extra = pt.set_subtensor(extra[p, p], pt.dot(theta[1:], cov_xy) + sigma2)
+    second = second + extra
+    return second[rows, cols], second
 
 
 class InverseWishartRV(RandomVariable):

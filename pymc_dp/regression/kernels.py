@@ -4,33 +4,27 @@ Algorithm 1, line 4 of Bernstein & Sheldon (2019): ``s ~ NormProduct(n μ_t, n �
 a normal (:func:`pymc_dp.kernels.norm_product`). The statistic must also be *valid*: ``B(s)``, the
 matrix ``[X, y]ᵀ[X, y]`` it encodes, is PSD for every data set, and the conjugate update needs it
 (:mod:`pymc_dp.regression.conjugate`). The paper projects an invalid draw onto the PSD matrices.
-Here the draw is from the normal *restricted* to the valid set, with bounded work:
-
-1. up to ``proposals`` independent draws from the normal; the first valid one is returned. Given
-   that one is valid, it is an exact draw from the restricted normal.
-2. If none is valid (the normal puts little mass on the valid set), one elliptical slice sampling
-   update (Murray, Adams & MacKay 2010) with the validity indicator as likelihood moves the
-   current, valid s; it leaves the restricted normal invariant. Its bracket shrinks towards the
-   current state, so it stops after at most ``max_shrinks`` steps (keeping the current state if
-   none was valid, which has vanishing probability for a state inside the valid set).
-
-The probability of branch 1 does not depend on the current state, so the mixture leaves the
-restricted normal invariant: no projection bias. :func:`pymc_dp.regression.psd.project_psd` is
+Here the draw is from the normal *restricted* to the valid set, by the constrained-normal kernel
+the exponential families use (:func:`pymc_dp.kernels.draw_truncated_normal`) with the valid set
+as a :class:`~pymc_dp.kernels.PSDConstraint` (:func:`psd_constraint`): a bounded number of
+independent proposals, then exact Gibbs sweeps of the restricted normal in whitened coordinates
+from the current, valid s. No projection bias. :func:`pymc_dp.regression.psd.project_psd` is
 used only to make a starting state and for the naive baseline (post-processing of z).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from pymc_dp.kernels import norm_product
+from pymc_dp.kernels import PSDConstraint, draw_truncated_normal, norm_product
 from pymc_dp.regression.psd import min_schur_eigenvalue
-from pymc_dp.regression.statistics import unpack_statistic
+from pymc_dp.regression.statistics import d_from_released, released_pairs, unpack_statistic
 
-__all__ = ["SuffStatDraw", "draw_regression_suffstat", "is_valid_statistic"]
+__all__ = ["SuffStatDraw", "draw_regression_suffstat", "is_valid_statistic", "psd_constraint"]
 
 _RELATIVE_TOL = 1e-12
 
@@ -41,9 +35,37 @@ class SuffStatDraw(NamedTuple):
     value: npt.NDArray[np.float64]
     """The new s, shape ``(..., m)``, with ``B(s)`` PSD."""
     n_fallback: int
-    """Batch members that moved by elliptical slice sampling (no proposal was valid)."""
-    n_stuck: int
-    """Batch members whose slice sampler found no valid point and kept the current s."""
+    """Batch members that moved by Gibbs sweeps (no proposal was valid)."""
+
+
+@functools.cache
+def _psd_basis(d: int) -> npt.NDArray[np.float64]:
+    rows, cols = released_pairs(d)
+    basis = np.zeros((rows.size, d + 2, d + 2))
+    basis[np.arange(rows.size), rows, cols] = 1.0
+    basis[np.arange(rows.size), cols, rows] = 1.0
+    basis.setflags(write=False)
+    return basis
+
+
+def psd_constraint(n: npt.ArrayLike, d: int) -> PSDConstraint:
+    """The valid statistics of n records as a :class:`~pymc_dp.kernels.PSDConstraint`.
+
+    ``B(s) = n e₀e₀ᵀ + Σ_r s_r (E_ij + E_ji)`` over the released pairs (i, j) (once on the
+    diagonal), i.e. :func:`~pymc_dp.regression.statistics.unpack_statistic`.
+
+    Examples
+    --------
+    >>> from pymc_dp.regression.statistics import regression_statistic
+    >>> s = regression_statistic([[0.0], [1.0], [3.0]], [1.0, 0.0, 2.0])
+    >>> c = psd_constraint(3, 1)
+    >>> bool(c.contains(s)), bool(c.contains(s * [1, 0, 1, 1, 1]))
+    (True, False)
+    """
+    n = np.asarray(n, dtype=np.float64)
+    offset = np.zeros((*n.shape, d + 2, d + 2))
+    offset[..., 0, 0] = n
+    return PSDConstraint(offset, _psd_basis(d), _RELATIVE_TOL)
 
 
 def is_valid_statistic(s: npt.ArrayLike, n: npt.ArrayLike) -> npt.NDArray[np.bool_]:
@@ -65,12 +87,6 @@ def is_valid_statistic(s: npt.ArrayLike, n: npt.ArrayLike) -> npt.NDArray[np.boo
     return min_schur_eigenvalue(b) >= -_RELATIVE_TOL * scale
 
 
-def _psd_factor(cov: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """F with F Fᵀ = cov for PSD, possibly singular, cov (eigendecomposition)."""
-    lam, vec = np.linalg.eigh(cov)
-    return vec * np.sqrt(np.maximum(lam, 0.0))[..., None, :]
-
-
 def draw_regression_suffstat(
     rng: np.random.Generator,
     *,
@@ -81,7 +97,7 @@ def draw_regression_suffstat(
     n: npt.ArrayLike,
     current: npt.ArrayLike,
     proposals: int = 8,
-    max_shrinks: int = 60,
+    sweeps: int = 2,
 ) -> SuffStatDraw:
     """Draw s ~ NormProduct(nμ_t, nΣ_t, z, diag σ²) restricted to ``B(s)`` PSD.
 
@@ -98,9 +114,9 @@ def draw_regression_suffstat(
     current
         Current s, valid, shape ``(batch, m)``.
     proposals
-        Independent proposals tried before the slice-sampling fallback (0: always slice).
-    max_shrinks
-        Bound on the slice sampler's bracket shrinkages.
+        Independent proposals tried before the Gibbs-sweep fallback (0: always sweep).
+    sweeps
+        Whitened-coordinate Gibbs sweeps of the fallback.
 
     Returns
     -------
@@ -108,8 +124,9 @@ def draw_regression_suffstat(
 
     References
     ----------
-    Bernstein & Sheldon (2019), Algorithm 1 line 4 and §3.4.3; Murray, Adams & MacKay (2010),
-    "Elliptical slice sampling", AISTATS.
+    Bernstein & Sheldon (2019), Algorithm 1 line 4 and §3.4.3; Rodriguez-Yam, Davis & Scharf
+    (2004), "Efficient Gibbs sampling of truncated multivariate normal with application to
+    constrained linear regression".
 
     Examples
     --------
@@ -125,62 +142,15 @@ def draw_regression_suffstat(
     batch, m = current.shape
     n = np.broadcast_to(np.asarray(n, dtype=np.float64), (batch,))
     mean3, cov3 = norm_product(clt_mean, clt_cov, released, noise_variance)
-    factor = _psd_factor(cov3)
-
-    out = current.copy()
-    found = np.zeros(batch, dtype=bool)
-    if proposals > 0:
-        noise = rng.standard_normal((proposals, batch, m))
-        cand = mean3 + np.einsum("bij,kbj->kbi", factor, noise)
-        valid = is_valid_statistic(cand, n)  # (proposals, batch)
-        first = np.argmax(valid, axis=0)
-        found = valid[first, np.arange(batch)]
-        out = np.where(found[:, None], cand[first, np.arange(batch)], current)
-
-    need = np.flatnonzero(~found)
-    n_stuck = 0
-    if need.size:
-        out[need], n_stuck = _elliptical_slice(
-            rng, mean3[need], factor[need], current[need], n[need], max_shrinks
-        )
-    return SuffStatDraw(out, int(need.size), n_stuck)
-
-
-def _elliptical_slice(
-    rng: np.random.Generator,
-    mean: npt.NDArray[np.float64],
-    factor: npt.NDArray[np.float64],
-    current: npt.NDArray[np.float64],
-    n: npt.NDArray[np.float64],
-    max_shrinks: int,
-) -> tuple[npt.NDArray[np.float64], int]:
-    """One elliptical slice update per row for N(mean, F Fᵀ) times the validity indicator.
-
-    The indicator likelihood is 1 at the (valid) current state, so every valid point on the
-    ellipse is inside the slice.
-    """
-    rows = current.shape[0]
-    nu = np.einsum("bij,bj->bi", factor, rng.standard_normal(current.shape))
-    centred = current - mean
-    angle = rng.uniform(0.0, 2.0 * np.pi, size=rows)
-    lo, hi = angle - 2.0 * np.pi, angle.copy()
-    out = current.copy()
-    todo = np.ones(rows, dtype=bool)
-    for _ in range(max_shrinks):
-        idx = np.flatnonzero(todo)
-        if idx.size == 0:
-            break
-        prop = (
-            mean[idx]
-            + centred[idx] * np.cos(angle[idx])[:, None]
-            + nu[idx] * np.sin(angle[idx])[:, None]
-        )
-        ok = is_valid_statistic(prop, n[idx])
-        out[idx[ok]] = prop[ok]
-        todo[idx[ok]] = False
-        bad = idx[~ok]
-        neg = angle[bad] < 0
-        lo[bad] = np.where(neg, angle[bad], lo[bad])
-        hi[bad] = np.where(neg, hi[bad], angle[bad])
-        angle[bad] = rng.uniform(lo[bad], hi[bad])
-    return out, int(np.count_nonzero(todo))
+    out = draw_truncated_normal(
+        rng,
+        mean=mean3,
+        cov=cov3,
+        lower=-np.inf,
+        upper=np.inf,
+        current=current,
+        constraints=[psd_constraint(n, d_from_released(m))],
+        proposals=proposals,
+        sweeps=sweeps,
+    )
+    return SuffStatDraw(out.value, out.n_fallback)

@@ -1,17 +1,22 @@
 """The ``NoisyRegressionStat`` observed node: a private regression release inside a PyMC model.
 
 The Normal–Inverse-Gamma prior is written with ordinary PyMC distributions; one call adds the
-release (Bernstein & Sheldon 2019, Algorithm 1):
+release. By default (``method="auto"`` without fixed moments of x):
 
-* ``{name}_s``: the latent statistic s | θ, σ² ~ N(nμ_t, nΣ_t) restricted to PSD
-  ``B = [X, y]ᵀ[X, y]`` (:class:`~pymc_dp.regression.distributions.RegressionSuffStat`);
-* ``{name}``: the released z | s ~ Laplace(s, Δ/ε), observed;
-* ``{name}_sigma2``: the Laplace mixing variances (one per component);
-* Gibbs-SS-Update only: ``{name}_x_cov`` ~ InverseWishart(ν, Ψ) and ``{name}_x_loc`` ~
-  N(m, Σ_x/κ), the covariates' normal model, whose moments then enter μ_t and Σ_t.
+* ``{name}_x_cov`` ~ InverseWishart(ν, Ψ) and ``{name}_x_loc`` ~ N(m, Σ_x/κ): the covariates'
+  normal model, with a prior from the public box (:func:`~pymc_dp.regression.default_x_prior`)
+  unless ``x_prior`` is given;
+* ``{name}_s``: the latent statistic with its exact law given θ, σ², μ_x, Σ_x
+  (:class:`~pymc_dp.regression.distributions.NormalModelSuffStat`, no CLT);
+* ``{name}``: the released z | s ~ Laplace(s, Δ/ε) (or Normal(s, σ) for Gaussian noise),
+  observed;
+* ``{name}_sigma2``: the Laplace mixing variances (one per component; none for Gaussian noise).
 
-``pm.sample()`` assigns the steps of :mod:`pymc_dp.regression.steps` to all of them and to
-(θ, σ²), and nothing to NUTS.
+``pm.sample()`` assigns :class:`~pymc_dp.regression.RegressionCollapsedStep` to θ, σ², μ_x, Σ_x
+and s, and the mixing-variance step to the rest. ``method="gibbs-ss"`` (or fixed
+``x_moments``) is the paper's Algorithm 1 instead: s | θ, σ² ~ N(nμ_t, nΣ_t) restricted to PSD
+``B = [X, y]ᵀ[X, y]`` (:class:`~pymc_dp.regression.distributions.RegressionSuffStat`), sampled
+by the steps of :mod:`pymc_dp.regression.steps`. Neither leaves anything to NUTS.
 """
 
 from __future__ import annotations
@@ -33,8 +38,10 @@ from pymc_dp._validation import check_finite_array, check_int, check_positive
 from pymc_dp.distributions import LaplaceNoiseVariance
 from pymc_dp.families.base import rv_op_type
 from pymc_dp.regression.data_model import NIW, check_niw
+from pymc_dp.regression.default_prior import default_x_prior
 from pymc_dp.regression.distributions import (
     InverseWishart,
+    NormalModelSuffStat,
     RegressionSuffStat,
     normal_x_moments_pt,
 )
@@ -74,11 +81,15 @@ class NoisyRegressionInfo:
     epsilon: float
     sensitivity: float
     x_loc: str | None = None
-    """Gibbs-SS-Update: name of μ_x, else ``None``."""
+    """Name of μ_x of the covariates' normal model, else ``None`` (fixed moments of x)."""
     x_cov: str | None = None
-    """Gibbs-SS-Update: name of Σ_x, else ``None``."""
+    """Name of Σ_x, else ``None``."""
     x_prior: NIW | None = None
-    """Gibbs-SS-Update: the NIW prior of (μ_x, Σ_x), else ``None``."""
+    """The NIW prior of (μ_x, Σ_x), else ``None``."""
+    method: str = "gibbs-ss"
+    """``"collapsed"`` (the default sampler, exact law of s) or ``"gibbs-ss"`` (Algorithm 1)."""
+    noise_sd: float | None = None
+    """Standard deviation of Gaussian noise; ``None`` for Laplace noise (mixing variances)."""
 
 
 def coefficient_labels(covariates: Sequence[str]) -> list[str]:
@@ -205,27 +216,34 @@ class NoisyRegressionStat:
     Parameters
     ----------
     name
-        Name of the observed node; the other variables are ``{name}_s``, ``{name}_sigma2`` and
-        (Gibbs-SS-Update) ``{name}_x_loc``, ``{name}_x_cov``.
+        Name of the observed node; the other variables are ``{name}_s``, ``{name}_sigma2``
+        and, with a normal model of x, ``{name}_x_loc`` and ``{name}_x_cov``.
     theta, sigma2
         Model variables with a Normal–Inverse-Gamma prior (see :func:`nig_prior_parameters`):
         coefficients, intercept first, and the regression noise variance.
     release
         A :class:`~pymc_dp.regression.RegressionRelease`. Alternatively give ``n``,
-        ``epsilon``, ``sensitivity`` and ``observed`` (and optionally ``bounds``).
-    x_moments
-        Gibbs-SS with fixed moments of x̃ = (1, x), an :class:`~pymc_dp.regression.XMoments`.
-        If neither ``x_moments`` nor ``x_prior`` is given, they come from the release's private
-        noisy moments (Gibbs-SS-Noisy, :func:`~pymc_dp.regression.x_moments_from_release`).
+        ``epsilon``, ``sensitivity`` and ``observed`` (and ``bounds``).
     x_prior
-        Gibbs-SS-Update: :class:`~pymc_dp.regression.NIW` prior of the covariates' normal
-        model, updated in the sampler from s.
+        :class:`~pymc_dp.regression.NIW` prior of the covariates' normal model. Default: from
+        the release's public box (:func:`~pymc_dp.regression.default_x_prior`).
+    x_moments
+        Fixed moments of x̃ = (1, x), an :class:`~pymc_dp.regression.XMoments`: Gibbs-SS with
+        these moments plugged in (``method="gibbs-ss"``). With ``method="gibbs-ss"`` and neither
+        ``x_moments`` nor ``x_prior``, they come from the release's noisy moments
+        (Gibbs-SS-Noisy, :func:`~pymc_dp.regression.x_moments_from_release`).
+    method
+        ``"auto"`` (the default): ``"collapsed"`` unless ``x_moments`` is given.
+        ``"collapsed"``: the exact law of s under the normal model of x, sampled by collapsed
+        moves (:class:`~pymc_dp.regression.RegressionCollapsedStep`); calibrated and fast to mix.
+        ``"gibbs-ss"``: the paper's Algorithm 1 (CLT for s, Gibbs steps), as Gibbs-SS-Noisy
+        (release moments or ``x_moments``) or Gibbs-SS-Update (``x_prior``).
     n, epsilon, sensitivity, observed
         The release given explicitly: number of records, ε, L1 sensitivity Δ (noise scale
         Δ/ε), released vector of length (d + 2)(d + 3)/2 − 1.
     bounds
-        Optional ``(x_bounds, y_bounds)`` of an explicit release; if given, ``sensitivity`` is
-        checked against the one these bounds need.
+        ``(x_bounds, y_bounds)`` of an explicit release: ``sensitivity`` is checked against the
+        one these bounds need, and the default ``x_prior`` comes from ``x_bounds``.
     covariates
         Names of the d covariates for the coordinates (default ``x1, ..., xd``).
     model
@@ -255,9 +273,12 @@ class NoisyRegressionStat:
     trace's s, a check of the noise model. For responses at new covariates use
     :func:`~pymc_dp.regression.posterior_predictive`.
 
-    s is drawn from the CLT normal *restricted* to PSD ``B`` rather than projected (see
-    :mod:`pymc_dp.regression.kernels`). Gibbs-SS can mix slowly when θ | s is much narrower than
-    θ | z (large n with a noisy release); check the effective sample sizes.
+    The default model treats the covariates as normal; the box enters only through the
+    sensitivity and the default prior (see :mod:`~pymc_dp.regression.default_prior`). Gibbs-SS
+    (``method="gibbs-ss"``) draws s from the CLT normal *restricted* to PSD ``B``
+    (:mod:`pymc_dp.regression.kernels`) and can mix slowly when θ | s is much narrower than
+    θ | z (large n with a noisy release); Gibbs-SS-Noisy also treats the noisy moments of x as
+    exact, which makes it over-confident for the slopes where they are mostly noise.
 
     References
     ----------
@@ -271,13 +292,13 @@ class NoisyRegressionStat:
     >>> rng = np.random.default_rng(0)
     >>> x = rng.uniform(0, 1, size=(300, 1)); y = 0.2 + 0.5 * x[:, 0] + 0.1 * rng.normal(size=300)
     >>> rel = release_regression(x, np.clip(y, -1, 2), x_bounds=[(0, 1)], y_bounds=(-1, 2),
-    ...                          epsilon=2.0, moments_share=0.2, rng=1)
+    ...                          epsilon=2.0, rng=1)
     >>> with pm.Model() as model:
     ...     sigma2 = pm.InverseGamma("sigma2", 2.0, 0.1)
     ...     theta = pm.MvNormal("theta", np.zeros(2), cov=sigma2 * np.eye(2))
     ...     z = NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel)
     >>> [v.name for v in model.free_RVs]
-    ['sigma2', 'theta', 'z_s', 'z_sigma2']
+    ['sigma2', 'theta', 'z_x_cov', 'z_x_loc', 'z_s', 'z_sigma2']
     >>> model.coords["z_stat"]
     ('sum_x1', 'sum_x1^2', 'sum_y', 'sum_x1_y', 'sum_y^2')
     """
@@ -289,8 +310,9 @@ class NoisyRegressionStat:
         theta: pt.TensorVariable,
         sigma2: pt.TensorVariable,
         release: RegressionRelease | None = None,
-        x_moments: XMoments | None = None,
         x_prior: NIW | tuple | None = None,
+        x_moments: XMoments | None = None,
+        method: str = "auto",
         n: int | None = None,
         epsilon: float | None = None,
         sensitivity: float | None = None,
@@ -320,7 +342,17 @@ class NoisyRegressionStat:
                 f"covariates: theta needs d + 1 = {p} (intercept first)"
             )
         covariates = _covariate_names(covariates, d)
-        x_prior = _x_model(x_moments, x_prior, rel, d)
+        method = _method(method, x_moments)
+        if method == "collapsed":
+            x_prior = _default_x_prior(x_prior, rel, bounds, d)
+        else:
+            x_prior = _x_model(x_moments, x_prior, rel, d)
+        for other in getattr(theta.tag, TAG, ()):
+            if other.method != method:
+                raise ValueError(
+                    f"theta already feeds node {other.name!r} with method={other.method!r}; all "
+                    f"nodes of one theta need the same method (got {method!r})"
+                )
 
         stat_dim, coef_dim = f"{name}_stat", f"{name}_coef"
         _add_coord(model, stat_dim, statistic_labels(covariates))
@@ -350,14 +382,20 @@ class NoisyRegressionStat:
                     dims=x_dim,
                     initval="prior",
                 )
-                second, phi = normal_x_moments_pt(x_loc, x_cov)
+                if method != "collapsed":
+                    second, phi = normal_x_moments_pt(x_loc, x_cov)
                 names = {"x_loc": x_loc.name, "x_cov": x_cov.name, "x_prior": x_prior}
             else:
                 second = pt.constant(np.asarray(x_prior.second, dtype=np.float64))
                 phi = pt.constant(np.asarray(x_prior.fourth_cov, dtype=np.float64))
-            s = RegressionSuffStat(
-                s_name, theta, sigma2, second, phi, n, dims=stat_dim, initval="prior"
-            )
+            if method == "collapsed":
+                s = NormalModelSuffStat(
+                    s_name, theta, sigma2, x_loc, x_cov, n, dims=stat_dim, initval="prior"
+                )
+            else:
+                s = RegressionSuffStat(
+                    s_name, theta, sigma2, second, phi, n, dims=stat_dim, initval="prior"
+                )
             z = pm.Laplace(name, mu=s, b=scale, observed=value, dims=stat_dim)
             noise = LaplaceNoiseVariance(
                 # The released value, not the node z (see NoisySuffStat): no implicit freeze.
@@ -378,6 +416,7 @@ class NoisyRegressionStat:
             d=d,
             epsilon=epsilon,
             sensitivity=sensitivity,
+            method=method,
             **names,
         )
         for rv in (s, noise, *(model[v] for k, v in names.items() if k != "x_prior")):
@@ -412,6 +451,37 @@ def _covariate_names(covariates: Sequence[str] | None, d: int) -> list[str]:
             f"covariates must be {d} distinct names other than 'y' and 'intercept' (got {names})"
         )
     return names
+
+
+METHODS = ("auto", "collapsed", "gibbs-ss")
+
+
+def _method(method: Any, x_moments: Any) -> str:
+    """The sampler a node gets: ``"collapsed"`` or ``"gibbs-ss"``."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS} (got {method!r})")
+    if method == "collapsed" and x_moments is not None:
+        raise TypeError(
+            "method='collapsed' models x as normal, so it takes x_prior=, not fixed x_moments= "
+            "(those need method='gibbs-ss')"
+        )
+    if method == "auto":
+        return "gibbs-ss" if x_moments is not None else "collapsed"
+    return method
+
+
+def _default_x_prior(x_prior: Any, rel: RegressionRelease | None, bounds: Any, d: int) -> NIW:
+    """The given NIW prior, checked for d, or the default one from the public box."""
+    if x_prior is not None:
+        return _x_model(None, x_prior, rel, d)
+    if rel is not None:
+        return default_x_prior(rel.x_bounds)
+    if bounds is None:
+        raise TypeError(
+            "the covariates' normal model needs a prior: give x_prior=NIW(...), or the release's "
+            "bounds=(x_bounds, y_bounds) for the default prior from the box"
+        )
+    return default_x_prior(bounds[0])
 
 
 def _x_model(x_moments: Any, x_prior: Any, rel: RegressionRelease | None, d: int) -> Any:

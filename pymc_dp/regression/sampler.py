@@ -22,12 +22,12 @@ from pymc_dp.regression.data_model import NIW, check_niw, draw_niw, niw_update, 
 from pymc_dp.regression.kernels import draw_regression_suffstat
 from pymc_dp.regression.moments import XMoments, check_x_moments, suffstat_moments
 from pymc_dp.regression.psd import project_psd
-from pymc_dp.regression.statistics import d_from_released, pack_statistic, unpack_statistic
+from pymc_dp.regression.statistics import check_released_batch, pack_statistic, unpack_statistic
 
 __all__ = ["RegressionTrace", "sample_gibbs_ss"]
 
 # Smallest eigenvalue, relative to n, of the starting state's centred scatter matrix: strictly
-# inside the PSD cone, as the slice-sampling fallback needs.
+# inside the PSD cone, as the Gibbs-sweep fallback needs.
 _START_FLOOR = 1e-6
 
 
@@ -43,9 +43,7 @@ class RegressionTrace(NamedTuple):
     noise_variance: npt.NDArray[np.float64]
     """Laplace mixing variances, shape ``(chain, draw, batch, m)``."""
     n_fallback: int
-    """Total s updates that used the slice-sampling fallback."""
-    n_stuck: int
-    """Total s updates that kept the current state (slice sampler found no valid point)."""
+    """Total s updates that used the Gibbs-sweep fallback (no independent proposal valid)."""
     x_loc: npt.NDArray[np.float64] | None = None
     """Gibbs-SS-Update only: mean μ_x of the covariates' normal model, ``(chain, draw, batch,
     d)``."""
@@ -143,12 +141,7 @@ def sample_gibbs_ss(
     ((2, 50, 1, 1), (2, 50, 1, 1, 1))
     """
     rng = check_rng(rng)
-    z = np.asarray(released, dtype=np.float64)
-    if z.ndim != 2:
-        raise ValueError(f"released must have shape (batch, m) (got {z.shape})")
-    if not np.all(np.isfinite(z)):
-        raise ValueError("released must be finite")
-    d = d_from_released(z.shape[1])
+    z, d = check_released_batch(released)
     p = d + 1
     n = check_int(n, "n", minimum=d + 2)
     draws = check_int(draws, "draws", minimum=1)
@@ -210,7 +203,7 @@ def sample_gibbs_ss(
     if x_prior is not None:
         keep["x_loc"] = np.empty((draws, *x_loc.shape))
         keep["x_cov"] = np.empty((draws, *x_cov.shape))
-    n_fallback = n_stuck = 0
+    n_fallback = 0
     for it in range(tune + draws):
         mean, cov = suffstat_moments(theta, sigma2, mom)
         out = draw_regression_suffstat(
@@ -222,7 +215,7 @@ def sample_gibbs_ss(
             n=n,
             current=s,
         )
-        s, n_fallback, n_stuck = out.value, n_fallback + out.n_fallback, n_stuck + out.n_stuck
+        s, n_fallback = out.value, n_fallback + out.n_fallback
         theta, sigma2 = draw_nig(rng, nig_update(prior, statistic=s, n=n))
         if x_prior is not None:
             x_loc, x_cov = draw_niw(rng, niw_update(x_prior, statistic=s, n=n))
@@ -239,4 +232,4 @@ def sample_gibbs_ss(
         return np.moveaxis(a.reshape(draws, chains, releases, *a.shape[2:]), 0, 1)
 
     out = {key: by_chain(a) for key, a in keep.items()}
-    return RegressionTrace(**out, n_fallback=n_fallback, n_stuck=n_stuck)
+    return RegressionTrace(**out, n_fallback=n_fallback)

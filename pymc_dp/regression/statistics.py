@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "check_released_batch",
     "covariate_powers",
     "d_from_released",
     "monomial_sums",
@@ -115,6 +116,29 @@ def d_from_released(m: int) -> int:
             f"(5, 9, 14, ...); got {m}"
         )
     return d
+
+
+def check_released_batch(released: npt.ArrayLike) -> tuple[npt.NDArray[np.float64], int]:
+    """Released statistics of a batch of releases as floats, and their number of covariates.
+
+    Raises
+    ------
+    ValueError
+        If ``released`` is not of shape ``(batch, m)``, not finite, or ``m`` is no statistic's
+        length.
+
+    Examples
+    --------
+    >>> z, d = check_released_batch(np.zeros((3, 9)))
+    >>> z.shape, d
+    ((3, 9), 2)
+    """
+    z = np.asarray(released, dtype=np.float64)
+    if z.ndim != 2:
+        raise ValueError(f"released must have shape (batch, m) (got {z.shape})")
+    if not np.all(np.isfinite(z)):
+        raise ValueError("released must be finite")
+    return z, d_from_released(z.shape[1])
 
 
 def pack_statistic(b: npt.ArrayLike) -> npt.NDArray[np.float64]:

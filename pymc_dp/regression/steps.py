@@ -68,14 +68,13 @@ class RegressionSuffStatStep(DPGibbsStep):
     rng
         Seed or generator (``pm.sample`` passes one per chain).
     proposals
-        Independent proposals tried before the elliptical slice-sampling fallback.
+        Independent proposals tried before the Gibbs-sweep fallback.
     initial_point, compile_kwargs, blocked
         Accepted for compatibility with ``pm.sample``.
 
     Notes
     -----
-    Sampler stats: ``n_fallback`` (statistics moved by the fallback in this step) and
-    ``n_stuck`` (statistics the fallback could not move).
+    Sampler stats: ``n_fallback`` (statistics moved by the fallback in this step).
 
     References
     ----------
@@ -86,7 +85,6 @@ class RegressionSuffStatStep(DPGibbsStep):
     role: ClassVar[str] = "it is not the latent statistic of a NoisyRegressionStat node"
     stats_dtypes_shapes: ClassVar[dict] = {
         "n_fallback": (np.int64, []),
-        "n_stuck": (np.int64, []),
     }
 
     def __init__(self, vars: Any = None, *, proposals: int = 8, **kwargs: Any):
@@ -114,7 +112,7 @@ class RegressionSuffStatStep(DPGibbsStep):
         """Draw every s from its full conditional."""
         values = self._read(point)
         point = dict(point)
-        n_fallback = n_stuck = 0
+        n_fallback = 0
         for i, (n, writer) in enumerate(self._plan):
             theta, sigma2, second, phi, current, noise_var, z = (
                 np.asarray(v, dtype=np.float64) for v in values[7 * i : 7 * i + 7]
@@ -131,9 +129,8 @@ class RegressionSuffStatStep(DPGibbsStep):
                 proposals=self.proposals,
             )
             n_fallback += draw.n_fallback
-            n_stuck += draw.n_stuck
             point[writer.name] = writer(draw.value[0], point)
-        return point, [{"n_fallback": n_fallback, "n_stuck": n_stuck}]
+        return point, [{"n_fallback": n_fallback}]
 
 
 class RegressionConjugateStep(DPGibbsStep):
@@ -174,7 +171,11 @@ class RegressionConjugateStep(DPGibbsStep):
     @staticmethod
     def owns(rv: Any) -> bool:  # noqa: D102
         links = _info(rv)
-        return isinstance(links, tuple) and len(links) > 0
+        return (
+            isinstance(links, tuple)
+            and len(links) > 0
+            and all(info.method == "gibbs-ss" for info in links)
+        )
 
     def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
         blocks: dict[tuple[str, str], list[str]] = {}
@@ -254,6 +255,7 @@ class CovariateModelStep(DPGibbsStep):
             info is not None
             and not isinstance(info, tuple)
             and info.x_prior is not None
+            and info.method == "gibbs-ss"
             and rv.name in (info.x_loc, info.x_cov)
         )
 

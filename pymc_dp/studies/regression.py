@@ -10,10 +10,14 @@ interval coverage and MMD² to the non-private posterior:
 - **gibbs_noisy**: Gibbs-SS with moments of x from the release's own noisy moments
   (``moments_share`` of ε on them, the rest on the statistic);
 - **gibbs_update**: Gibbs-SS-Update, NIW data model of x updated in the sampler (all of ε on
-  the statistic);
+  the statistic), with the design's own prior of x;
+- **default**: the package's default sampler (:func:`~pymc_dp.regression.sample_regression`,
+  exact law of s under a normal model of x) with the default prior of x from the public box
+  (:func:`~pymc_dp.regression.default_x_prior`), not the design's: what a user gets;
 - **mcmc_ind**: NUTS over the records (PyMC), only at small n and for few trials (it is slow).
 
-Both Gibbs methods run every trial of a point in one batched :func:`sample_gibbs_ss` call.
+The Gibbs methods run every trial of a point in one batched :func:`sample_gibbs_ss` call, the
+default in one :func:`~pymc_dp.regression.sample_regression` call.
 Every method spends the same total ε.
 """
 
@@ -31,6 +35,7 @@ from pymc_dp.regression import (
     NIG,
     NIW,
     XMoments,
+    default_x_prior,
     draw_nig,
     draw_niw,
     naive_regression_posterior,
@@ -38,6 +43,7 @@ from pymc_dp.regression import (
     regression_statistic,
     release_regression,
     sample_gibbs_ss,
+    sample_regression,
     x_moments_from_release,
 )
 
@@ -51,7 +57,7 @@ __all__ = [
     "simulate_trials",
 ]
 
-REGRESSION_METHODS = ("nonprivate", "naive", "gibbs_noisy", "gibbs_update", "mcmc_ind")
+REGRESSION_METHODS = ("nonprivate", "naive", "gibbs_noisy", "gibbs_update", "default", "mcmc_ind")
 """Method keys, in legend order."""
 PARAMETERS = ("theta0", "theta1", "sigma2")
 """The calibrated scalars: intercept, slope and noise variance."""
@@ -94,6 +100,9 @@ class RegressionSettings:
     mcmc_max_n: int = 10
     mcmc_tune: int = 300
     mcmc_draws: int = 300
+    default_tries: int = 8
+    """Candidates of the default sampler's multiple-try move (its own default is 32; fewer
+    keep the batched study fast: the cost of a try grows with the batch, not per call)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +119,8 @@ class RegressionPoint:
     """Method → (mean, standard error) over trials of MMD² to the non-private posterior."""
     mmd_difference: tuple[float, float]
     """Mean and standard error of the paired MMD² difference gibbs_noisy − naive."""
+    default_mmd_difference: tuple[float, float]
+    """Mean and standard error of the paired MMD² difference default − gibbs_update."""
     seconds: dict[str, float]
     """Method → wall time for all its trials at this point."""
     trials: dict[str, int]
@@ -282,6 +293,15 @@ def run_regression_point(
     draws["gibbs_update"] = _stack(tr.theta, tr.sigma2)
     seconds["gibbs_update"] = time.perf_counter() - start
 
+    start = time.perf_counter()
+    tr = sample_regression(
+        rng, released=np.stack([r.value for r in full]), n=n, scale=full[0].scale,
+        prior=design.prior, x_prior=default_x_prior(bounds["x_bounds"]),
+        tries=settings.default_tries, **gibbs,
+    )  # fmt: skip
+    draws["default"] = _stack(tr.theta, tr.sigma2)
+    seconds["default"] = time.perf_counter() - start
+
     if settings.mcmc_trials and n <= settings.mcmc_max_n:
         k = min(settings.mcmc_trials, trials)
         start = time.perf_counter()
@@ -307,7 +327,7 @@ def run_regression_point(
     sd = ref.std(axis=0)
     reference = np.moveaxis(ref[:m], 0, 1) / sd[:, None]
     mmd, per_trial = {}, {}
-    for method in ("naive", "gibbs_noisy", "gibbs_update"):
+    for method in ("naive", "gibbs_noisy", "gibbs_update", "default"):
         d = draws[method][0]
         d = d[:: max(1, d.shape[0] // m)][:m]  # thinned evenly (Gibbs draws are correlated)
         per_trial[method] = mmd2_unbiased(
@@ -316,6 +336,7 @@ def run_regression_point(
         v = per_trial[method]
         mmd[method] = (float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size)))
     diff = per_trial["gibbs_noisy"] - per_trial["naive"]
+    gain = per_trial["default"] - per_trial["gibbs_update"]
     return RegressionPoint(
         n=n,
         epsilon=epsilon,
@@ -324,6 +345,10 @@ def run_regression_point(
         coverage95=cover,
         mmd2=mmd,
         mmd_difference=(float(diff.mean()), float(diff.std(ddof=1) / np.sqrt(diff.size))),
+        default_mmd_difference=(
+            float(gain.mean()),
+            float(gain.std(ddof=1) / np.sqrt(gain.size)),
+        ),
         seconds=seconds,
         trials=counts,
         redrawn=redrawn,

@@ -25,6 +25,8 @@ STYLE = {
                     "linestyle": "-"},
     "gibbs_update": {"label": "Gibbs-SS-Update", "color": "#56B4E9", "marker": "v",
                      "linestyle": "-"},
+    "default": {"label": "Default (exact, collapsed)", "color": "#000000", "marker": "*",
+                "linestyle": "-"},
     "mcmc_ind": {"label": "MCMC-Ind", "color": "#CC79A7", "marker": "D", "linestyle": ":"},
 }  # fmt: skip
 """Okabe–Ito colours, with markers and line styles that survive greyscale."""

@@ -11,7 +11,9 @@ NIG([1, 0], diag([.25, .25]), 20, .5) in the paper's order (coefficient of x fir
 last) with Λ a precision matrix and σ² ~ InvGamma(shape 20, scale .5), as in the authors' code;
 in this package's order (intercept first) the mean is (0, 1). The paper does not state ε in the
 text we have, so several are run. Gibbs-SS-Noisy spends ``moments_share`` of ε on the moments of
-x; Gibbs-SS-Update (all ε on the statistic) needs a data prior of x, :data:`X_PRIOR`.
+x; Gibbs-SS-Update (all ε on the statistic) needs a data prior of x, :data:`X_PRIOR`. The
+default sampler (all ε on the statistic) takes its prior of x from the public box [0, 1]
+(:func:`~pymc_dp.regression.default_x_prior`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pymc_dp.regression import (
     NIG,
     NIW,
     XMoments,
+    default_x_prior,
     draw_nig,
     naive_regression_posterior,
     nonprivate_regression_posterior,
@@ -34,6 +37,7 @@ from pymc_dp.regression import (
     predictive_draws,
     release_regression,
     sample_gibbs_ss,
+    sample_regression,
     x_moments_from_release,
 )
 
@@ -54,7 +58,7 @@ X_PRIOR = NIW(np.array([0.5]), np.array(1.0), np.array(5.0), np.array([[0.15]]))
 """Gibbs-SS-Update's weak data prior of x on [0, 1]: μ_x | σ_x² ~ N(0.5, σ_x²),
 σ_x² ~ InvGamma(2.5, 0.075) (mean 0.05, i.e. sd about 0.22). Our choice; the paper gives none."""
 LEVELS = (0.5, 0.9)
-PREDICTIVE_METHODS = ("nonprivate", "naive", "gibbs_noisy", "gibbs_update")
+PREDICTIVE_METHODS = ("nonprivate", "naive", "gibbs_noisy", "gibbs_update", "default")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,6 +180,12 @@ def run_predictive_study(
         )  # fmt: skip
         scores["gibbs_update"] = ([], [])
         collect(tr.theta, tr.sigma2, scores["gibbs_update"])
+        tr = sample_regression(
+            rng, released=np.stack([r.value for r in full]), n=n_train, scale=full[0].scale,
+            prior=PRIOR, x_prior=default_x_prior(bounds["x_bounds"]), **gibbs,
+        )  # fmt: skip
+        scores["default"] = ([], [])
+        collect(tr.theta, tr.sigma2, scores["default"])
         coverage, width = {}, {}
         for method, (hits, widths) in scores.items():
             hit = np.concatenate(hits, axis=1)  # (levels, splits * n_test)

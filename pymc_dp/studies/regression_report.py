@@ -67,6 +67,8 @@ class RegressionGrid:
     naive_max_n_eps: float = 10.0
     coverage_tolerance: float = 0.1
     """Largest |coverage − non-private coverage| accepted as "close" in Figure 4."""
+    default_tolerance: float = 0.05
+    """The same for the default sampler, at ε ≥ 1 (issue 17)."""
 
     def points(self) -> list[tuple[int, float]]:
         """Every (n, ε), without duplicates."""
@@ -162,7 +164,36 @@ def evaluate_synthetic_checks(
          "se": p.mmd_difference[1]}
         for p in points
     ]  # fmt: skip
-    checks = [calibrated(m) for m in ("nonprivate", "gibbs_noisy", "gibbs_update")]
+    default_cover = [
+        {"n": p.n, "epsilon": p.epsilon, "coverage": p.coverage95["default"]}
+        for p in points
+        if "default" in p.coverage95
+    ]
+    default_mmd = [
+        {"n": p.n, "epsilon": p.epsilon, "default": p.mmd2["default"][0],
+         "gibbs_update": p.mmd2["gibbs_update"][0], "difference": p.default_mmd_difference[0],
+         "se": p.default_mmd_difference[1]}
+        for p in points
+        if "default" in p.mmd2
+    ]  # fmt: skip
+    checks = [calibrated(m) for m in ("nonprivate", "gibbs_noisy", "gibbs_update", "default")]
+    checks += [
+        Check(
+            "default_coverage95",
+            "The default's 95 % credible intervals cover between 0.93 and 0.97 for each "
+            "parameter at every point",
+            bool(default_cover)
+            and all(0.93 <= c <= 0.97 for r in default_cover for c in r["coverage"]),
+            default_cover,
+        ),
+        Check(
+            "default_mmd_below_gibbs_update",
+            "The default's MMD² to the non-private posterior is below Gibbs-SS-Update's (with "
+            "the design's own prior of x) at every point: paired difference < 0",
+            bool(default_mmd) and all(r["difference"] < 0 for r in default_mmd),
+            default_mmd,
+        ),
+    ]
     checks += [
         Check(
             "naive_miscalibrated_small_n_eps",
@@ -195,6 +226,26 @@ def evaluate_predictive_checks(
     """Figure 4's claims at every ε: Gibbs-SS close to non-private, naive far off."""
     tol = grid.coverage_tolerance
     checks = []
+    default = [
+        {"epsilon": r.epsilon, "coverage": r.coverage["default"],
+         "nonprivate": r.coverage["nonprivate"]}
+        for r in results
+        if "default" in r.coverage and r.epsilon >= 1
+    ]  # fmt: skip
+    checks.append(
+        Check(
+            "default_predictive_close_to_nonprivate",
+            f"The default's 50 % and 90 % predictive coverage is within {grid.default_tolerance:g} "
+            "of the non-private posterior's at every ε ≥ 1",
+            bool(default)
+            and all(
+                abs(d["coverage"][lv] - d["nonprivate"][lv]) <= grid.default_tolerance
+                for d in default
+                for lv in d["coverage"]
+            ),
+            default,
+        )
+    )
     for method in ("gibbs_noisy", "gibbs_update"):
         detail = [
             {"epsilon": r.epsilon, "coverage": r.coverage[method],

@@ -1,0 +1,124 @@
+"""Benchmark: effective samples per second of the whole ``pm.sample`` call, private regression.
+
+Three samplers on releases of the same data, in one process:
+
+* **default**: ``NoisyRegressionStat(release=...)`` as a user writes it (all ε on the
+  statistic): the exact law of s under a normal model of x with the prior of x from the box,
+  sampled by ``RegressionCollapsedStep``;
+* **gibbs_ss_noisy**: the previous default, Gibbs-SS with the release's noisy moments of x
+  (``moments_share=0.2``, ``method="gibbs-ss"``), the paper's Algorithm 1;
+* **gibbs_ss_update**: Gibbs-SS-Update (``method="gibbs-ss"`` with the same prior of x as the
+  default), all ε on the statistic.
+
+Time is the wall time of building the model and the whole ``pm.sample`` call (compilation,
+tuning, draws; 2 chains, ``cores=1``). ESS is ArviZ's bulk ESS, the smallest over θ's
+components and σ². The ratios default / baseline come from one process, so machine load
+affects both sides alike.
+
+Usage::
+
+    python benchmarks/regression_ess.py                        # n = 500, ε = 1, d = 2
+    python benchmarks/regression_ess.py --n 200 --epsilon 0.5 --d 1 --draws 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import platform
+import sys
+import time
+import warnings
+
+import arviz as az
+import numpy as np
+import pymc as pm
+
+from pymc_dp._compat import posterior_dataset
+from pymc_dp.regression import NoisyRegressionStat, default_x_prior, release_regression
+
+
+def make_data(rng: np.random.Generator, n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """x uniform on [−1, 1]^d, y = 0.2 + x·θ + N(0, 0.2²) clipped to [−2, 2]."""
+    theta = np.array([0.5, -0.3, 0.2, 0.4, -0.1, 0.3, -0.2, 0.1, 0.25, -0.15])[:d]
+    x = rng.uniform(-1.0, 1.0, size=(n, d))
+    y = np.clip(0.2 + x @ theta + 0.2 * rng.standard_normal(n), -2.0, 2.0)
+    return x, y
+
+
+def run(kind: str, x, y, epsilon: float, *, draws: int, tune: int, seed: int) -> dict:
+    d = x.shape[1]
+    bounds = {"x_bounds": [(-1.0, 1.0)] * d, "y_bounds": (-2.0, 2.0)}
+    share = 0.2 if kind == "gibbs_ss_noisy" else None
+    rel = release_regression(x, y, epsilon=epsilon, moments_share=share, rng=seed, **bounds)
+    kwargs = {}
+    if kind != "default":
+        kwargs["method"] = "gibbs-ss"
+    if kind == "gibbs_ss_update":
+        kwargs["x_prior"] = default_x_prior(bounds["x_bounds"])
+    start = time.perf_counter()
+    with pm.Model():
+        sigma2 = pm.InverseGamma("sigma2", 3.0, 0.1)
+        theta = pm.MvNormal("theta", np.zeros(d + 1), cov=10.0 * sigma2 * np.eye(d + 1))
+        NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel, **kwargs)
+        idata = pm.sample(
+            draws=draws, tune=tune, chains=2, cores=1, random_seed=seed, progressbar=False,
+            compute_convergence_checks=False,
+        )  # fmt: skip
+    seconds = time.perf_counter() - start
+    post = posterior_dataset(idata)
+    ess = az.ess(post[["theta", "sigma2"]])
+    rhat = az.rhat(post[["theta", "sigma2"]])
+    smallest = min(float(ess["theta"].min()), float(ess["sigma2"]))
+    return {
+        "sampler": kind,
+        "seconds": seconds,
+        "ess_min": smallest,
+        "ess_theta": [float(v) for v in np.ravel(ess["theta"].values)],
+        "ess_sigma2": float(ess["sigma2"]),
+        "rhat_max": max(float(rhat["theta"].max()), float(rhat["sigma2"])),
+        "ess_per_second": smallest / seconds,
+        "theta_mean": [float(v) for v in post["theta"].mean(("chain", "draw")).values],
+        "theta_sd": [float(v) for v in post["theta"].std(("chain", "draw")).values],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=500)
+    parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--d", type=int, default=2)
+    parser.add_argument("--draws", type=int, default=2000)
+    parser.add_argument("--tune", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--output", default=None, help="write the rows as JSON here")
+    args = parser.parse_args(argv)
+    logging.getLogger("pymc").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", category=UserWarning)
+    x, y = make_data(np.random.default_rng(args.seed), args.n, args.d)
+    rows = []
+    for kind in ("default", "gibbs_ss_noisy", "gibbs_ss_update"):
+        row = run(kind, x, y, args.epsilon, draws=args.draws, tune=args.tune, seed=args.seed)
+        rows.append(row)
+        print(
+            f"{kind:16s} {row['seconds']:7.1f} s  ESS min {row['ess_min']:7.0f}  "
+            f"ESS/s {row['ess_per_second']:7.2f}  R-hat max {row['rhat_max']:.3f}",
+            flush=True,
+        )
+    base = rows[0]["ess_per_second"]
+    for row in rows[1:]:
+        print(f"default / {row['sampler']}: {base / row['ess_per_second']:.1f}x")
+    if args.output:
+        meta = {
+            "n": args.n, "epsilon": args.epsilon, "d": args.d, "draws": args.draws,
+            "tune": args.tune, "seed": args.seed, "python": platform.python_version(),
+            "pymc": pm.__version__,
+        }  # fmt: skip
+        with open(args.output, "w") as fh:
+            json.dump({"settings": meta, "rows": rows}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

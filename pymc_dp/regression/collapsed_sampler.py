@@ -1,0 +1,342 @@
+"""The default regression sampler for many releases at once (studies, calibration trials).
+
+:func:`sample_regression` runs, per iteration and for every release and chain of a batch:
+
+1. ``moves`` collapsed Metropolis–Hastings moves of (θ, σ², μ_x, Σ_x, s) jointly
+   (:func:`~pymc_dp.regression.collapsed.collapsed_move`), with a random walk tuned during
+   ``tune`` (:class:`~pymc_dp.regression.adaptation.RandomWalkAdaptation`);
+2. one move of s alone (the same move with no step in the parameters);
+3. exact Gibbs draws of (θ, σ²) | s (NIG) and (μ_x, Σ_x) | s (NIW), valid under the exact model
+   because s is sufficient for both;
+4. for Laplace noise, the mixing variances | s, z (:func:`pymc_dp.kernels.draw_noise_variance`).
+
+Every step leaves the same distribution invariant, the posterior of the normal model of x with the
+exact law of s (:mod:`pymc_dp.regression.normal_model`); no CLT approximation is made. The PyMC
+step methods (:mod:`pymc_dp.regression.steps`) call the same kernels for one release.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from pymc_dp._validation import check_int, check_rng
+from pymc_dp.kernels import draw_noise_variance
+from pymc_dp.regression.adaptation import RandomWalkAdaptation
+from pymc_dp.regression.collapsed import (
+    CollapsedTarget,
+    MoveState,
+    collapsed_move,
+    collapsed_target,
+    evaluate,
+    pack_parameters,
+    redraw_statistic,
+    refresh_statistic,
+    statistic_correction,
+    unpack_parameters,
+)
+from pymc_dp.regression.conjugate import NIG, check_nig, draw_nig, nig_update
+from pymc_dp.regression.data_model import NIW, check_niw, draw_niw, niw_update
+from pymc_dp.regression.moment_move import MomentPrior, moment_move, moment_prior
+from pymc_dp.regression.psd import project_psd
+from pymc_dp.regression.statistics import check_released_batch, pack_statistic, unpack_statistic
+
+__all__ = [
+    "CollapsedTrace",
+    "SweepStats",
+    "collapsed_sweep",
+    "initial_step_sd",
+    "sample_regression",
+    "start_statistic",
+]
+
+
+class CollapsedTrace(NamedTuple):
+    """Draws after tuning, leading axes ``(chain, draw, batch)`` as in ArviZ."""
+
+    theta: npt.NDArray[np.float64]
+    """``(chain, draw, batch, p)``, intercept first."""
+    sigma2: npt.NDArray[np.float64]
+    """``(chain, draw, batch)``."""
+    x_loc: npt.NDArray[np.float64]
+    """μ_x, ``(chain, draw, batch, d)``."""
+    x_cov: npt.NDArray[np.float64]
+    """Σ_x, ``(chain, draw, batch, d, d)``."""
+    suffstat: npt.NDArray[np.float64]
+    """Latent statistic s, ``(chain, draw, batch, m)``."""
+    noise_variance: npt.NDArray[np.float64] | None
+    """Laplace mixing variances ``(chain, draw, batch, m)``; ``None`` for Gaussian noise."""
+    acceptance: npt.NDArray[np.float64]
+    """Acceptance rate of the random-walk moves after tuning, ``(chain, batch)``."""
+
+
+def initial_step_sd(prior: NIG, x_prior: NIW) -> npt.NDArray[np.float64]:
+    """Random-walk standard deviations before adaptation: a tenth of the prior's spread.
+
+    θ's from the NIG prior's mean σ², μ_x's from the NIW prior's mean Σ_x / κ, and 0.1 for
+    log σ² and the log-Cholesky entries of Σ_x. ``x_prior`` has the node axis J last in its
+    batch shape. Returns shape ``(..., k)``, in the order of
+    :func:`~pymc_dp.regression.collapsed.pack_parameters`.
+
+    Examples
+    --------
+    >>> nig = NIG(np.zeros(2), np.eye(2), np.array(3.0), np.array(2.0))
+    >>> niw = NIW(np.zeros((1, 1)), np.ones(1), np.full(1, 4.0), 2.0 * np.eye(1)[None])
+    >>> initial_step_sd(nig, niw).tolist()
+    [0.1, 0.1, 0.1, 0.1, 0.1]
+    """
+    a = np.asarray(prior.shape, dtype=np.float64)
+    mean_sigma2 = np.where(a > 1, prior.scale / np.maximum(a - 1, 1e-300), prior.scale)
+    theta_var = np.asarray(mean_sigma2)[..., None] * np.diagonal(
+        np.linalg.inv(prior.precision), 0, -2, -1
+    )
+    d = x_prior.loc.shape[-1]
+    dof = np.asarray(x_prior.dof, dtype=np.float64)
+    denom = np.where(dof > d + 1, dof - d - 1, dof)
+    loc_var = np.diagonal(x_prior.scale, 0, -2, -1) / (denom * x_prior.kappa)[..., None]
+    chol_sd = np.full((*loc_var.shape[:-1], d * (d + 1) // 2), 0.1)
+    node = np.concatenate([0.1 * np.sqrt(loc_var), chol_sd], axis=-1)
+    node = node.reshape(*node.shape[:-2], -1)
+    batch = np.broadcast_shapes(theta_var.shape[:-1], node.shape[:-1])
+    return np.concatenate(
+        [
+            np.broadcast_to(0.1 * np.sqrt(theta_var), (*batch, theta_var.shape[-1])),
+            np.full((*batch, 1), 0.1),
+            np.broadcast_to(node, (*batch, node.shape[-1])),
+        ],
+        axis=-1,
+    )
+
+
+def start_statistic(
+    rng: np.random.Generator, u: npt.ArrayLike, target: CollapsedTarget, *, tries: int = 8
+) -> MoveState:
+    """A chain state at ``u`` with a valid s: a draw of the moves' own proposal for s.
+
+    Starting at a proposal draw, rather than at the CLT mean, keeps the first ratios of the
+    moves in their usual range. Members with no valid draw in ``tries`` keep the CLT mean
+    made valid (:func:`~pymc_dp.regression.psd.project_psd`).
+    """
+    u = np.asarray(u, dtype=np.float64)
+    ev = evaluate(u, target)
+    n = target.n[:, None]
+    fallback = pack_statistic(project_psd(unpack_statistic(ev.clt_mean, n), floor=1e-6 * n))
+    state = MoveState(u, fallback, ev.surrogate, np.full(u.shape[:-1], -np.inf))
+    for _ in range(tries):
+        state, _ = refresh_statistic(rng, state, target=target)
+        if np.all(np.isfinite(state.correction)):
+            break
+    return state._replace(correction=statistic_correction(state.suffstat, ev, target))
+
+
+class SweepStats(NamedTuple):
+    """What one :func:`collapsed_sweep` did, per batch member."""
+
+    moved: npt.NDArray[np.float64]
+    """Fraction of the random-walk moves accepted."""
+    moment: npt.NDArray[np.bool_]
+    """Whether the moment move was accepted."""
+
+
+def collapsed_sweep(
+    rng: np.random.Generator,
+    u: npt.ArrayLike,
+    suffstat: npt.ArrayLike,
+    *,
+    target: CollapsedTarget,
+    adaptation: RandomWalkAdaptation,
+    fit: MomentPrior | None,
+    moves: int,
+    tries: int,
+    tune: bool,
+) -> tuple[MoveState, SweepStats]:
+    """The collapsed moves of one iteration at (φ, s) = (``u``, ``suffstat``) under ``target``.
+
+    s alone (its exact law, then the CLT proposal, as proposals); for a single node the
+    multiple-try moment move (:func:`~pymc_dp.regression.moment_move.moment_move`, anchored at
+    the adaptation's centre); ``moves`` random-walk moves of (φ, s). While ``tune``, the walk
+    adapts. The engine and the PyMC step both run it.
+    """
+    u = np.asarray(u, dtype=np.float64)
+    s = np.asarray(suffstat, dtype=np.float64)
+    ev = evaluate(u, target)
+    state = MoveState(u, s, ev.surrogate, statistic_correction(s, ev, target))
+    state, _ = redraw_statistic(rng, state, target=target, evaluation=ev)
+    state, _ = refresh_statistic(rng, state, target=target, evaluation=ev)
+    moment = np.zeros(u.shape[:-1], dtype=bool)
+    if fit is not None:
+        anchor = evaluate(adaptation.center, target)
+        state, moment = moment_move(
+            rng, state, current=ev, anchor=anchor, target=target, fit=fit, tries=tries
+        )
+    factor = adaptation.factor()
+    moved = np.zeros(u.shape[:-1])
+    for _ in range(moves):
+        before = state.params
+        state, passed = collapsed_move(rng, state, step=factor, target=target)
+        if tune:
+            adaptation.record_move(passed)
+        moved += np.any(state.params != before, axis=-1)
+    if tune:
+        adaptation.update(state.params)
+    return state, SweepStats(moved / max(moves, 1), moment)
+
+
+def sample_regression(
+    rng: int | np.random.Generator,
+    *,
+    released: npt.ArrayLike,
+    n: int,
+    prior: NIG | tuple,
+    x_prior: NIW | tuple,
+    scale: npt.ArrayLike | None = None,
+    noise_sd: npt.ArrayLike | None = None,
+    draws: int,
+    tune: int = 500,
+    chains: int = 2,
+    moves: int = 1,
+    moment_moves: bool = True,
+    tries: int = 32,
+) -> CollapsedTrace:
+    """Sample the posterior of a batch of regression releases with the default sampler.
+
+    Parameters
+    ----------
+    rng
+        Seed or generator.
+    released
+        Released z, shape ``(batch, m)``, all with the same n and d.
+    n
+        Number of records of every release.
+    prior
+        NIG prior of (θ, σ²), broadcastable to the batch.
+    x_prior
+        NIW prior of the covariates' normal model, broadcastable to the batch.
+    scale, noise_sd
+        Exactly one: the Laplace scale Δ/ε, or the standard deviation of Gaussian noise;
+        scalar or ``(batch,)``.
+    draws, tune
+        Iterations kept, and tuning iterations discarded (the random walk adapts during them).
+    chains
+        Chains per release, each from its own prior draw.
+    moves
+        Collapsed moves per iteration.
+
+    Returns
+    -------
+    CollapsedTrace
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from pymc_dp.regression import release_regression
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.uniform(-1, 1, size=(300, 1)); y = 0.5 * x[:, 0] + 0.2 * rng.normal(size=300)
+    >>> rel = release_regression(x, np.clip(y, -2, 2), x_bounds=[(-1, 1)], y_bounds=(-2, 2),
+    ...                          epsilon=1.0, rng=1)
+    >>> prior = NIG(np.zeros(2), np.eye(2), np.array(3.0), np.array(0.1))
+    >>> x_prior = NIW(np.zeros(1), np.array(1.0), np.array(4.0), np.array([[0.5]]))
+    >>> tr = sample_regression(2, released=rel.value[None], n=rel.n, scale=rel.scale,
+    ...                        prior=prior, x_prior=x_prior, draws=100, tune=100)
+    >>> tr.theta.shape, tr.x_cov.shape
+    ((2, 100, 1, 2), (2, 100, 1, 1, 1))
+    """
+    rng = check_rng(rng)
+    z, d = check_released_batch(released)
+    p = d + 1
+    n = check_int(n, "n", minimum=d + 2)
+    draws = check_int(draws, "draws", minimum=1)
+    tune = check_int(tune, "tune", minimum=0)
+    chains = check_int(chains, "chains", minimum=1)
+    moves = check_int(moves, "moves", minimum=0)
+    if (scale is None) == (noise_sd is None):
+        raise TypeError("give exactly one of scale (Laplace noise) and noise_sd (Gaussian noise)")
+    laplace = scale is not None
+    releases, m = z.shape
+    spread = np.asarray(scale if laplace else noise_sd, dtype=np.float64)
+    try:
+        spread = np.broadcast_to(spread, (releases,))
+    except ValueError:
+        raise ValueError(f"scale/noise_sd must be scalar or ({releases},)") from None
+    if not np.all(np.isfinite(spread)) or np.any(spread <= 0):
+        raise ValueError("scale/noise_sd must be finite and > 0")
+    prior = check_nig(prior)
+    x_prior = check_niw(x_prior)
+    if prior.mean.shape[-1] != p:
+        raise ValueError(f"prior.mean must have {p} entries for d={d} (got {prior.mean.shape})")
+    if x_prior.loc.shape[-1] != d:
+        raise ValueError(f"x_prior.loc must have {d} entries (got {x_prior.loc.shape})")
+
+    rows = chains * releases  # chain-major, so that the output reshapes to (chain, ...)
+
+    def tile(a: npt.ArrayLike, core: int) -> np.ndarray:
+        a = np.asarray(a, dtype=np.float64)
+        a = np.broadcast_to(a, (releases, *(a.shape[a.ndim - core :] if core else ())))
+        return np.tile(a, (chains, *(1,) * core))
+
+    prior = NIG(tile(prior.mean, 1), tile(prior.precision, 2), tile(prior.shape, 0),
+                tile(prior.scale, 0))  # fmt: skip
+    # One node per release: the node axis J = 1 sits before the core axes.
+    x_prior = NIW(tile(x_prior.loc, 1)[:, None], tile(x_prior.kappa, 0)[:, None],
+                  tile(x_prior.dof, 0)[:, None], tile(x_prior.scale, 2)[:, None])  # fmt: skip
+    zt = np.tile(z, (chains, 1))[:, None]
+    spread = np.tile(spread, chains)
+    noise_var = np.broadcast_to(2.0 * spread[:, None, None] ** 2 if laplace else
+                                spread[:, None, None] ** 2, zt.shape).copy()  # fmt: skip
+    sizes = np.array([float(n)])
+
+    theta, sigma2 = draw_nig(rng, prior)
+    x_loc, x_cov = draw_niw(rng, x_prior)
+    target = collapsed_target(zt, noise_var, sizes, prior, x_prior)
+    state = start_statistic(rng, pack_parameters(theta, sigma2, x_loc, x_cov), target)
+    adapt = RandomWalkAdaptation(state.params, initial_sd=initial_step_sd(prior, x_prior))
+
+    keep = {
+        "theta": np.empty((draws, rows, p)),
+        "sigma2": np.empty((draws, rows)),
+        "x_loc": np.empty((draws, rows, d)),
+        "x_cov": np.empty((draws, rows, d, d)),
+        "suffstat": np.empty((draws, rows, m)),
+    }
+    if laplace:
+        keep["noise_variance"] = np.empty((draws, rows, m))
+    accepted = np.zeros(rows)
+    fit = moment_prior(rng, prior, NIW(*(a[:, 0] for a in x_prior))) if moment_moves else None
+    for it in range(tune + draws):
+        # The conjugate draws given s (exact Gibbs steps of the same model), then the mixing
+        # variances, then the collapsed moves under them.
+        s = state.suffstat
+        theta, sigma2 = draw_nig(rng, nig_update(prior, statistic=s[:, 0], n=n))
+        x_loc, x_cov = draw_niw(rng, niw_update(x_prior, statistic=s, n=sizes))
+        if laplace:
+            noise_var = draw_noise_variance(rng, residual=zt - s, scale=spread[:, None, None])
+            target = target._replace(noise_variance=noise_var)
+        state, sweep = collapsed_sweep(
+            rng, pack_parameters(theta, sigma2, x_loc, x_cov), s, target=target,
+            adaptation=adapt, fit=fit, moves=moves, tries=tries, tune=it < tune,
+        )  # fmt: skip
+        if it >= tune:
+            accepted += sweep.moved
+            i = it - tune
+            par = unpack_parameters(state.params, d)
+            keep["theta"][i], keep["sigma2"][i] = par.theta, par.sigma2
+            keep["x_loc"][i], keep["x_cov"][i] = par.x_loc[:, 0], par.x_cov[:, 0]
+            keep["suffstat"][i] = state.suffstat[:, 0]
+            if laplace:
+                keep["noise_variance"][i] = noise_var[:, 0]
+
+    def by_chain(a: np.ndarray) -> np.ndarray:
+        return np.moveaxis(a.reshape(draws, chains, releases, *a.shape[2:]), 0, 1)
+
+    out_arrays = {key: by_chain(a) for key, a in keep.items()}
+    return CollapsedTrace(
+        theta=out_arrays["theta"],
+        sigma2=out_arrays["sigma2"],
+        x_loc=out_arrays["x_loc"],
+        x_cov=out_arrays["x_cov"],
+        suffstat=out_arrays["suffstat"],
+        noise_variance=out_arrays.get("noise_variance"),
+        acceptance=(accepted / draws).reshape(chains, releases),
+    )

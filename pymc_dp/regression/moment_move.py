@@ -1,0 +1,291 @@
+"""A collapsed move that proposes the parameters through the moments of one record.
+
+For one node the parameters φ = (θ, σ², μ_x, Σ_x) and the mean η = E t(x, y) of one record's
+statistic determine each other: η lists the entries of P = E[w wᵀ], w = (1, x, y), and
+
+    μ_x = P_0x,  Σ_x = P_xx − μ_x μ_xᵀ,  θ = P_x̃x̃⁻¹ P_x̃y,  σ² = P_yy − P_x̃yᵀ θ
+
+(with x̃ = (1, x)), valid exactly when P is positive definite; both have (d + 2)(d + 3)/2 − 1
+entries. In η the CLT marginal of the release is a normal likelihood, N(z; nη, S) with
+S = nΣ_t + diag w, whose covariance changes only slowly with φ. So a normal proposal that
+combines it with a normal approximation N(g, Q_g⁻¹) of the prior of η,
+
+    η' ~ N(m, Q⁻¹),   Q = Q_g + n² S⁻¹,   m = Q⁻¹ (Q_g g + n S⁻¹ z),
+
+with S evaluated at the current φ, is close to φ | z, w wherever the release is informative. The
+move (:func:`moment_move`) draws η', maps it to φ', and applies the same two-stage ratio as
+:func:`~pymc_dp.regression.collapsed.collapsed_move`, with the proposal densities (forward at the
+current S, reverse at the proposed one) and the Jacobian of η ↦ u in the first stage. The
+Jacobian of η ↦ φ is 1 / det Σ_x (the map is triangular: μ_x and Σ_x from the moments of x,
+θ linear in P_x̃y with matrix P_x̃x̃⁻¹, σ² from P_yy with slope 1).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import log_ndtr, ndtr, ndtri
+
+from pymc_dp.regression.collapsed import (
+    CollapsedTarget,
+    Evaluation,
+    MoveState,
+    evaluate,
+    pack_parameters,
+    parameter_log_jacobian,
+    propose_statistic,
+    replace_where,
+    statistic_correction,
+)
+from pymc_dp.regression.conjugate import NIG, draw_nig
+from pymc_dp.regression.data_model import NIW, draw_niw
+from pymc_dp.regression.normal_model import record_moments
+from pymc_dp.regression.statistics import unpack_statistic
+
+__all__ = ["MomentPrior", "moment_move", "moment_prior", "parameters_from_moments"]
+
+
+class MomentPrior(NamedTuple):
+    """Normal approximation N(mean, precision⁻¹) of the prior of η, batch first."""
+
+    mean: npt.NDArray[np.float64]
+    precision: npt.NDArray[np.float64]
+
+
+def moment_prior(
+    rng: np.random.Generator, prior: NIG, x_prior: NIW, *, draws: int = 2000
+) -> MomentPrior:
+    """Fit :class:`MomentPrior` to prior draws of η, leaving out each coordinate's outer 2 %.
+
+    The NIG and NIW priors can have heavy tails, in which the sample covariance of η is
+    dominated by a few draws; the trimmed moments describe the bulk, which is what a proposal
+    needs. ``x_prior`` has no node axis here (one node).
+
+    Examples
+    --------
+    >>> fit = moment_prior(np.random.default_rng(0),
+    ...     NIG(np.zeros(2), np.eye(2), np.array(5.0), np.array(4.0)),
+    ...     NIW(np.zeros(1), np.array(1.0), np.array(5.0), np.eye(1)))
+    >>> fit.mean.shape, fit.precision.shape
+    ((5,), (5, 5))
+    """
+    theta, sigma2 = draw_nig(rng, prior, size=(draws,))
+    loc, cov = draw_niw(rng, x_prior, size=(draws,))
+    eta, _ = record_moments(theta, sigma2, loc, cov)  # (draws, ..., m)
+    lo, hi = np.quantile(eta, [0.02, 0.98], axis=0)
+    inside = np.all((eta >= lo) & (eta <= hi), axis=-1)  # (draws, ...)
+    weight = inside / np.maximum(inside.sum(axis=0), 1)
+    mean = np.einsum("k...,k...i->...i", weight, eta)
+    centred = eta - mean
+    cov = np.einsum("k...,k...i,k...j->...ij", weight, centred, centred)
+    m = eta.shape[-1]
+    cov = cov + 1e-9 * np.max(np.abs(cov), axis=(-2, -1))[..., None, None] * np.eye(m)
+    return MomentPrior(mean, np.linalg.inv(cov))
+
+
+def parameters_from_moments(
+    eta: npt.ArrayLike, d: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Unconstrained u for one node from η ``(..., m)``, and where η is a valid moment vector.
+
+    Invalid members get an arbitrary finite u.
+
+    Examples
+    --------
+    >>> eta, _ = record_moments([0.2, -0.5], 0.3, [0.1], [[2.0]])
+    >>> u, ok = parameters_from_moments(eta, 1)
+    >>> bool(ok), np.round(u, 6).tolist() == np.round(
+    ...     pack_parameters([0.2, -0.5], 0.3, [[0.1]], [[[2.0]]]), 6).tolist()
+    (True, True)
+    """
+    eta = np.asarray(eta, dtype=np.float64)
+    p = d + 1
+    second = unpack_statistic(eta, 1.0)
+    gram = second[..., :p, :p]
+    loc = gram[..., 0, 1:]
+    cov = gram[..., 1:, 1:] - loc[..., :, None] * loc[..., None, :]
+    ok = np.all(np.isfinite(second), axis=(-2, -1))
+    safe_cov = np.where(ok[..., None, None], cov, np.eye(d))
+    eig = np.linalg.eigvalsh(safe_cov)[..., 0]
+    ok &= eig > 0
+    safe_cov = np.where(ok[..., None, None], safe_cov, np.eye(d))
+    safe_gram = np.where(ok[..., None, None], gram, np.eye(p))
+    theta = np.linalg.solve(safe_gram, second[..., :p, p][..., None])[..., 0]
+    sigma2 = second[..., p, p] - np.sum(second[..., :p, p] * theta, axis=-1)
+    ok &= sigma2 > 0
+    theta = np.where(ok[..., None], theta, 0.0)
+    sigma2 = np.where(ok, sigma2, 1.0)
+    loc = np.where(ok[..., None], loc, 0.0)
+    return pack_parameters(theta, sigma2, loc[..., None, :], safe_cov[..., None, :, :]), ok
+
+
+class _Proposal(NamedTuple):
+    """N(mean, cov) for η, with its last entry (E y²) truncated to σ² > 0."""
+
+    mean: np.ndarray
+    rest_chol: np.ndarray  # Cholesky factor of the covariance of the other entries
+    gain: np.ndarray  # regression of the last entry on the others (whitened)
+    last_sd: np.ndarray  # conditional sd of the last entry
+
+
+def _proposal(ev: Evaluation, target: CollapsedTarget, fit: MomentPrior) -> _Proposal:
+    """The normal proposal for η at ``ev`` (module docstring), split for the truncation."""
+    n = target.n[0]
+    s_inv_half = ev.marginal_chol_inv[..., 0, :, :]  # S = M Mᵀ: S⁻¹ = M⁻ᵀ M⁻¹
+    s_inv = np.swapaxes(s_inv_half, -1, -2) @ s_inv_half
+    cov = np.linalg.inv(fit.precision + n * n * s_inv)
+    cov = 0.5 * (cov + np.swapaxes(cov, -1, -2))
+    rhs = (fit.precision @ fit.mean[..., None])[..., 0] + n * (
+        s_inv @ target.released[..., 0, :, None]
+    )[..., 0]
+    mean = (cov @ rhs[..., None])[..., 0]
+    rest_chol = np.linalg.cholesky(cov[..., :-1, :-1])
+    gain = np.linalg.solve(rest_chol, cov[..., :-1, -1:])[..., 0]
+    last_var = cov[..., -1, -1] - np.sum(gain**2, axis=-1)
+    return _Proposal(mean, rest_chol, gain, np.sqrt(np.maximum(last_var, 1e-300)))
+
+
+def _last_bound(rest: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """The least E y² with σ² > 0 given the other entries of η, and whether Σ_x ≻ 0."""
+    p = d + 1
+    full = np.concatenate([rest, np.zeros((*rest.shape[:-1], 1))], axis=-1)
+    second = unpack_statistic(full, 1.0)
+    gram = second[..., :p, :p]
+    loc = gram[..., 0, 1:]
+    cov = gram[..., 1:, 1:] - loc[..., :, None] * loc[..., None, :]
+    ok = np.all(np.isfinite(cov), axis=(-2, -1))
+    ok &= np.linalg.eigvalsh(np.where(ok[..., None, None], cov, np.eye(d)))[..., 0] > 0
+    safe = np.where(ok[..., None, None], gram, np.eye(p))
+    xy = second[..., :p, p]
+    bound = np.sum(xy * np.linalg.solve(safe, xy[..., None])[..., 0], axis=-1)
+    return bound, ok
+
+
+def _draw(
+    rng: np.random.Generator, prop: _Proposal, d: int, tries: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``tries`` draws of η (leading axis): the other entries, then E y² truncated to σ² > 0."""
+    mean = prop.mean
+    white = rng.standard_normal((tries, *mean.shape[:-1], mean.shape[-1] - 1))
+    rest = mean[..., :-1] + (prop.rest_chol @ white[..., None])[..., 0]
+    centre = mean[..., -1] + np.sum(prop.gain * white, axis=-1)
+    bound, ok = _last_bound(rest, d)
+    low = (bound - centre) / prop.last_sd
+    # X | X > low for a standard normal X, by inversion of the upper tail (exact in the tails).
+    last = centre - prop.last_sd * ndtri(rng.uniform(size=centre.shape) * ndtr(-low))
+    return np.concatenate([rest, last[..., None]], axis=-1), ok & np.isfinite(last)
+
+
+def _log_density(eta: np.ndarray, prop: _Proposal, d: int) -> np.ndarray:
+    """Log q(η) up to a constant (−∞ where E y² is below its bound or Σ_x is invalid)."""
+    k = prop.rest_chol.shape[-1]
+    diag = prop.rest_chol.reshape(*prop.rest_chol.shape[:-2], k * k)[..., :: k + 1]
+    white = np.linalg.solve(prop.rest_chol, (eta[..., :-1] - prop.mean[..., :-1])[..., None])
+    white = white[..., 0]
+    centre = prop.mean[..., -1] + np.sum(prop.gain * white, axis=-1)
+    bound, ok = _last_bound(eta[..., :-1], d)
+    z_last = (eta[..., -1] - centre) / prop.last_sd
+    with np.errstate(divide="ignore"):
+        out = (
+            -np.sum(np.log(diag), axis=-1)
+            - 0.5 * np.sum(white**2, axis=-1)
+            - np.log(prop.last_sd)
+            - 0.5 * z_last**2
+            - log_ndtr(-(bound - centre) / prop.last_sd)
+        )
+    return np.where(ok & (eta[..., -1] > bound), out, -np.inf)
+
+
+def _log_proposal(u_eta: np.ndarray, ev: Evaluation, prop: _Proposal, d: int) -> np.ndarray:
+    """Log q_u(u) = log q_η(η) + log|∂φ/∂u| + log det Σ_x (Jacobians of u ↦ φ ↦ η)."""
+    return (
+        _log_density(u_eta, prop, d)
+        + parameter_log_jacobian(ev.params)
+        + 2.0 * np.sum(ev.params.x_log_diag, axis=(-2, -1))
+    )
+
+
+def moment_move(
+    rng: np.random.Generator,
+    state: MoveState,
+    *,
+    current: Evaluation,
+    anchor: Evaluation,
+    target: CollapsedTarget,
+    fit: MomentPrior,
+    tries: int = 8,
+) -> tuple[MoveState, npt.NDArray[np.bool_]]:
+    """Multiple-try independence move of (φ, s), with φ proposed through η.
+
+    The proposal for η is the normal of the module docstring with S taken at a fixed anchor φ̂
+    (not the current state, so that it is an independence proposal given w); s' comes from
+    q(s | φ', z, w). ``tries`` candidates are drawn and weighed by target over proposal,
+    w = π(φ') m(φ') r(s', φ') / q(φ'), one is picked in proportion to w and accepted with
+    probability min(1, Σ w / (Σ w − w_picked + w_current)) (Liu, Liang & Wong 2000).
+
+    Parameters
+    ----------
+    rng
+        Source of randomness.
+    state
+        Current :class:`~pymc_dp.regression.collapsed.MoveState` of a single node (J = 1).
+    current
+        :func:`~pymc_dp.regression.collapsed.evaluate` at ``state.params`` under ``target``.
+    anchor
+        :func:`~pymc_dp.regression.collapsed.evaluate` at the anchor φ̂ under ``target``; it
+        must not depend on the current state (after tuning: a fixed point).
+    target
+        Released values, noise variances, sizes and priors.
+    fit
+        Normal approximation of the prior of η (:func:`moment_prior`).
+    tries
+        Candidates per move, evaluated in one batched pass.
+
+    Returns
+    -------
+    state : MoveState
+    moved : numpy.ndarray
+        Which batch members moved.
+
+    References
+    ----------
+    Liu, Liang & Wong (2000), "The multiple-try method and local optimization in Metropolis
+    sampling", *JASA* 95, 121–134.
+    """
+    d = target.x_prior.loc.shape[-1]
+    prop = _proposal(anchor, target, fit)
+    batch = state.params.shape[:-1]
+    eta, drawn = _draw(rng, prop, d, tries)  # (tries, ...)
+    proposal, valid = parameters_from_moments(eta, d)
+    valid &= drawn
+    ev = evaluate(proposal, target)
+    s_new = propose_statistic(rng, ev, target)
+    correction = statistic_correction(s_new, ev, target)
+    with np.errstate(invalid="ignore", over="ignore"):
+        log_w = ev.surrogate + correction - _log_proposal(eta, ev, prop, d)
+        log_w = np.where(valid & np.isfinite(log_w), log_w, -np.inf)
+        eta_now = current.clt_mean[..., 0, :] / target.n[0]
+        log_w_now = state.surrogate + state.correction - _log_proposal(eta_now, current, prop, d)
+    top = np.max(log_w, axis=0)
+    any_ok = np.isfinite(top)
+    shift = np.where(any_ok, top, 0.0)
+    weights = np.exp(log_w - shift)
+    total = np.sum(weights, axis=0)
+    # Pick one candidate per batch member in proportion to its weight.
+    cumulative = np.cumsum(weights, axis=0)
+    pick = np.sum(cumulative < rng.uniform(size=batch) * total, axis=0)
+    pick = np.minimum(pick, tries - 1)
+    chosen = np.take_along_axis(weights, pick[None], axis=0)[0]
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        now = np.where(np.isfinite(log_w_now), np.exp(log_w_now - shift), 0.0)
+        ratio = total / (total - chosen + now)
+        accept = any_ok & (rng.uniform(size=batch) < ratio)
+
+    def take(a: np.ndarray) -> np.ndarray:
+        index = pick.reshape(1, *batch, *(1,) * (a.ndim - 1 - len(batch)))
+        return np.take_along_axis(a, index, axis=0)[0]
+
+    new = MoveState(take(proposal), take(s_new), take(ev.surrogate), take(correction))
+    return replace_where(accept, new, state), accept
