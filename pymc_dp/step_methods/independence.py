@@ -7,9 +7,11 @@ Normal. A proposal fitted once to it (in θ's unconstrained space: the mode and 
 there, then importance-sampled moments of a multivariate t with heavier tails than the target)
 makes Metropolis–Hastings an *independence* sampler: the chain stays exact, and where the fit is
 good almost every proposal is accepted, so successive draws are close to independent at the
-cost of one log-density per draw and no gradients. In two dimensions a conditional that the t
-fits badly (curved, skewed, a funnel or a ridge) is tabulated on an adaptive grid instead
-(:mod:`pymc_dp.kernels.plane_grid`). Proposals do not depend on the chain, so while the
+cost of one log-density per draw and no gradients. A fixed two-dimensional conditional is
+tabulated on an adaptive grid from the prior's box (:mod:`pymc_dp.kernels.plane_grid`), which
+finds a far mode and fits curved, skewed, funnel and ridge shapes, mixed with the mode's fitted
+proposal where the posterior is far narrower than the prior
+(:func:`~pymc_dp.kernels.independence.fit_plane_proposal`). Proposals do not depend on the chain, so while the
 conditional is fixed they and their log-densities are computed in blocks.
 """
 
