@@ -9,8 +9,8 @@ makes Metropolis–Hastings an *independence* sampler: the chain stays exact, an
 good almost every proposal is accepted, so successive draws are close to independent at the
 cost of one log-density per draw and no gradients. A fixed two-dimensional conditional is
 tabulated on an adaptive grid from the prior's box (:mod:`pymc_dp.kernels.plane_grid`), which
-finds a far mode and fits curved, skewed, funnel and ridge shapes, mixed with the mode's fitted
-proposal where the posterior is far narrower than the prior
+finds a far mode and fits curved, skewed, funnel and ridge shapes, mixed with the mode's
+fitted proposal where the posterior is far narrower than the prior
 (:func:`~pymc_dp.kernels.independence.fit_plane_proposal`). Proposals do not depend on the chain, so while the
 conditional is fixed they and their log-densities are computed in blocks.
 """
