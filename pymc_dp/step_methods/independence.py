@@ -11,8 +11,8 @@ cost of one log-density per draw and no gradients. A fixed two-dimensional condi
 tabulated on an adaptive grid from the prior's box (:mod:`pymc_dp.kernels.plane_grid`), which
 finds a far mode and fits curved, skewed, funnel and ridge shapes, mixed with the mode's
 fitted proposal where the posterior is far narrower than the prior
-(:func:`~pymc_dp.kernels.independence.fit_plane_proposal`). Proposals do not depend on the chain, so while the
-conditional is fixed they and their log-densities are computed in blocks.
+(:func:`~pymc_dp.kernels.independence.fit_plane_proposal`). Proposals do not depend on the
+chain, so while the conditional is fixed they and their log-densities are computed in blocks.
 """
 
 from __future__ import annotations
