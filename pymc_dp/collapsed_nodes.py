@@ -64,31 +64,19 @@ def collapsed_node(
             scale=sensitivity / epsilon,
             observed=np.reshape(value, ()),
         )
-        record = record_of_release(
-            release,
-            family,
-            n=n,
-            epsilon=epsilon,
-            sensitivity=sensitivity,
-            value=value,
-            bounds=bounds,
-        )
-        add_release_data(model, name, record)
-    info = NoisySuffStatInfo(
-        name=name,
-        suffstat=f"{name}_s",
-        noise_variance=f"{name}_sigma2",
-        theta=(),
+    _register_collapsed(
+        model,
+        name,
+        y,
+        theta,
+        release=release,
         family=family,
         n=n,
         epsilon=epsilon,
         sensitivity=sensitivity,
+        value=value,
         bounds=bounds,
-        collapsed=True,
-        release_json=json.dumps(record),
     )
-    setattr(y.tag, TAG, info)
-    setattr(y.tag, THETA_TAG, theta)
     if grid_ready(model, theta):
         setattr(theta.tag, GRID_TAG, True)
     return y
@@ -128,15 +116,52 @@ def collapsed_pair_node(
             observed=np.asarray(value, dtype=np.float64),
             dims=stat_dim,
         )
-        record = record_of_release(
-            release,
-            family,
-            n=n,
-            epsilon=epsilon,
-            sensitivity=sensitivity,
-            value=value,
-            bounds=bounds,
-        )
+    _register_collapsed(
+        model,
+        name,
+        y,
+        theta,
+        release=release,
+        family=family,
+        n=n,
+        epsilon=epsilon,
+        sensitivity=sensitivity,
+        value=value,
+        bounds=bounds,
+    )
+    block = fixed_prior_block(model, theta)
+    if block:
+        names = tuple(rv.name for rv in block)
+        for rv in block:
+            setattr(rv.tag, INDEPENDENCE_TAG, names)
+    return y
+
+
+def _register_collapsed(
+    model: pm.Model,
+    name: str,
+    y: pt.TensorVariable,
+    theta: pt.TensorVariable,
+    *,
+    release: Release | None,
+    family: ExponentialFamily,
+    n: int,
+    epsilon: float,
+    sensitivity: float,
+    value: npt.NDArray[np.float64],
+    bounds: tuple[float, float] | None,
+) -> None:
+    """Record the release in the model and tag the collapsed node y with its info and θ."""
+    record = record_of_release(
+        release,
+        family,
+        n=n,
+        epsilon=epsilon,
+        sensitivity=sensitivity,
+        value=value,
+        bounds=bounds,
+    )
+    with model:
         add_release_data(model, name, record)
     info = NoisySuffStatInfo(
         name=name,
@@ -153,12 +178,6 @@ def collapsed_pair_node(
     )
     setattr(y.tag, TAG, info)
     setattr(y.tag, THETA_TAG, theta)
-    block = fixed_prior_block(model, theta)
-    if block:
-        names = tuple(rv.name for rv in block)
-        for rv in block:
-            setattr(rv.tag, INDEPENDENCE_TAG, names)
-    return y
 
 
 _MAX_BLOCK = 6
