@@ -21,7 +21,7 @@ from scipy import stats
 from pymc_dp.families import ExponentialFamily, TruncatedFamily
 from pymc_dp.kernels import draw_noise_variance
 from pymc_dp.kernels.collapsed_pair import draw_pair_suffstat, pair_log_likelihood
-from pymc_dp.kernels.independence import fit_grid_proposal, independence_chain
+from pymc_dp.kernels.independence import fit_plane_proposal, independence_chain
 
 __all__ = ["conditional_all_records_pair", "pair_collapsible", "sample_collapsed_pair"]
 
@@ -104,12 +104,14 @@ def sample_collapsed_pair(
             )
             return np.where(np.isfinite(loglik), loglik + logprior, -np.inf)
 
-        # One proposal per release, fitted from the prior's location and spread, serves every
-        # chain: each is an exact chain started from its own prior draw.
+        # One proposal per release, fitted from the prior's location and spread as
+        # IndependenceStep fits it (a grid from the prior's box, mixed with a proposal fitted at
+        # the mode where the posterior is far narrower), serves every chain: each is an exact
+        # chain started from its own prior draw.
         prior_mean_s2 = beta[b] / max(alpha[b] - 1.0, 0.5)
         loc = np.array([mean0[b], np.log(prior_mean_s2)])
         spread = np.diag([prior_mean_s2 / kappa[b], 1.0 / alpha[b]])
-        proposal = fit_grid_proposal(log_posterior, loc, spread)
+        proposal = fit_plane_proposal(rng, log_posterior, loc, loc, spread)
         for c in range(chains):
             start_theta = family.draw_conjugate(
                 rng, (mean0[b : b + 1], kappa[b : b + 1], alpha[b : b + 1], beta[b : b + 1])

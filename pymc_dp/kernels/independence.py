@@ -9,8 +9,10 @@ importance sampling (with Laplace noise far wider than sd(s) the log density is 
 within about sd(s) of its peak and falls linearly beyond, so the curvature alone understates the
 spread many times); in two dimensions a posterior the t fits badly (curved, skewed, a funnel,
 two modes) is tabulated on an adaptive grid instead (:mod:`pymc_dp.kernels.plane_grid`), mixed
-with the t for the tails. :func:`independence_chain` runs the chain. The same fit serves
-:class:`~pymc_dp.IndependenceStep` inside ``pm.sample`` and the batched engine.
+with the t for the tails. A fixed two-dimensional posterior gets :func:`fit_plane_proposal`: a
+grid from the prior's box, which sees far modes, mixed with the mode's proposal where the
+posterior is far narrower than the prior. :func:`independence_chain` runs the chain. The same
+fit serves :class:`~pymc_dp.IndependenceStep` inside ``pm.sample`` and the batched engine.
 """
 
 from __future__ import annotations
