@@ -148,8 +148,10 @@ def _run_sampler(args: argparse.Namespace, model: Any) -> Any:
                 progressbar=not args.no_progress,
                 compute_convergence_checks=False,  # the summary below reports R-hat and ESS
             )
-        except ValueError:
-            # Interrupted before the first draw, PyMC fails to build a trace of nothing.
+        except Exception:
+            # Interrupted before the first draw, PyMC fails to build a trace of nothing
+            # (ValueError); interrupted inside compiled code, the KeyboardInterrupt surfaces
+            # wrapped (Numba's SystemError). Either way the guard saw the Ctrl-C.
             if guard.interrupted:
                 raise KeyboardInterrupt from None
             raise

@@ -1,4 +1,6 @@
 import os
+import signal
+import threading
 import time
 
 import numpy as np
@@ -7,20 +9,58 @@ import pytest
 
 import pymc_dp as pmdp
 
-# CI runs the slow studies in a time box (.ci/run sets this): once a worker has spent this many
-# seconds, its remaining slow tests are skipped with a reason, so growth in the studies can
-# never push CI past its limit. Unset, as in `pytest -m slow`, every slow test runs.
+# CI runs the slow studies in a time box (.ci/run sets this): each worker may spend this many
+# seconds on them. A study still running when the box closes is stopped (SIGALRM) and reported
+# as skipped, and later ones are skipped, each with the reason; so growth in the studies can never
+# push CI past its limit. Unset, as in `pytest -m slow`, every slow test runs to the end.
 _SLOW_BUDGET_S = os.environ.get("PYMC_DP_SLOW_BUDGET_S")
 _START = time.monotonic()
+_BOX_REASON = (
+    "the CI time box for slow studies ({} s per worker) is spent; `pytest -m slow` runs every one"
+)
+
+
+class _TimeBoxClosed(BaseException):
+    """Raised in a slow study when the time box closes (not an Exception: nothing catches it)."""
+
+
+def _box_left(item) -> float | None:
+    """Seconds left in the slow-study time box for ``item``, or None when there is no box."""
+    if not _SLOW_BUDGET_S or item.get_closest_marker("slow") is None:
+        return None
+    return float(_SLOW_BUDGET_S) - (time.monotonic() - _START)
 
 
 def pytest_runtest_setup(item):
-    if _SLOW_BUDGET_S and item.get_closest_marker("slow") is not None:
-        if time.monotonic() - _START > float(_SLOW_BUDGET_S):
-            pytest.skip(
-                f"the CI time box for slow studies ({_SLOW_BUDGET_S} s per worker) is spent; "
-                "`pytest -m slow` runs every one"
-            )
+    left = _box_left(item)
+    if left is not None and left <= 0:
+        pytest.skip(_BOX_REASON.format(_SLOW_BUDGET_S))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    left = _box_left(item)
+    if left is None or threading.current_thread() is not threading.main_thread():
+        return (yield)
+    closed = []
+
+    def close(signum, frame):
+        closed.append(True)
+        raise _TimeBoxClosed
+
+    previous = signal.signal(signal.SIGALRM, close)
+    signal.setitimer(signal.ITIMER_REAL, max(left, 0.01))
+    try:
+        return (yield)
+    except BaseException:
+        # Raised inside compiled code the signal can surface wrapped (SystemError); the flag
+        # says whether the box closed, whatever the exception's type.
+        if closed:
+            pytest.skip(_BOX_REASON.format(_SLOW_BUDGET_S) + " (this study was stopped)")
+        raise
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture(scope="session")
