@@ -40,7 +40,6 @@ import numpy.typing as npt
 import pymc as pm
 import pytensor.tensor as pt
 
-from pymc_dp._interior import interior_prior_initval
 from pymc_dp._validation import (
     check_finite_array,
     check_int,
@@ -371,18 +370,17 @@ class NoisySuffStat:
                 bounds=bounds,
                 stat_dim=stat_dim,
             )
-        # Chains start from a prior draw (Algorithm 1), one per chain, rather than PyMC's
-        # shared support point: the Gibbs chain can mix slowly, and dispersed starts are what
-        # make R-hat able to see that.
+        # Chains start from a prior draw of θ (Algorithm 1), one per chain: ConjugateStep draws
+        # θ from its prior at a chain's first step. The Gibbs chain can mix slowly, and dispersed
+        # starts are what make R-hat able to see that. No initval here: PyMC's model transforms
+        # (pm.do, pm.observe, compute_log_likelihood) refuse non-default initial values.
         with model:
             if partial:
                 s, sigma2, y = _partial_node(
                     model, name, family, theta, n, bounds, scale, value, stat_dim
                 )
             elif isinstance(family, TruncatedFamily):
-                s, released_stat = _window_suffstat(
-                    model, s_name, family, theta, n, bounds, initval="prior"
-                )
+                s, released_stat = _window_suffstat(model, s_name, family, theta, n, bounds)
             elif family.stat_shape == ():
                 mu, sigma = family.moments(theta)
                 lower, upper = family.valid_region(n)
@@ -392,13 +390,12 @@ class NoisySuffStat:
                     var=n * sigma,
                     lower=lower[0],
                     upper=upper[0],
-                    initval="prior",
                 )
                 released_stat = s
             else:
                 mu, sigma = family.moments(theta)
                 s = SuffStatSimplexNormal(
-                    s_name, mean=n * mu, cov=n * sigma, total=n, dims=stat_dim, initval="prior"
+                    s_name, mean=n * mu, cov=n * sigma, total=n, dims=stat_dim
                 )
                 released_stat = s
             if not partial:
@@ -413,7 +410,6 @@ class NoisySuffStat:
                     suffstat=released_stat,
                     scale=scale,
                     dims=stat_dim,
-                    initval="prior",
                 )
             record = record_of_release(
                 release,
@@ -444,9 +440,6 @@ class NoisySuffStat:
         setattr(y.tag, TAG, info)
         for rv in conjugate:
             setattr(rv.tag, TAG, (*getattr(rv.tag, TAG, ()), info))
-            if model.rvs_to_initial_values.get(rv) is None:
-                # A prior draw moved inside the support: a vague prior's draw can round to 0/1.
-                model.set_initval(rv, interior_prior_initval(model, rv))
         return y
 
 
@@ -500,7 +493,6 @@ def _window_suffstat(
     bounds: tuple[float, float],
     *,
     dist_class: type = WindowSuffStat,
-    initval: Any = None,
 ) -> tuple[pt.TensorVariable, pt.TensorVariable]:
     """Add the stacked (ŝ, s) of a windowed release; return it and ŝ (what y releases)."""
     k = family.stat_size
@@ -521,7 +513,6 @@ def _window_suffstat(
         total=n,
         quadratic=int(k == 2),
         dims=dim,
-        initval=initval,
     )
     return s, pt.reshape(s[:k], family.stat_shape)
 

@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 import pymc as pm
 import pytest
+from scipy import stats
 
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
@@ -185,17 +186,32 @@ def test_under_noised_release_warns():
 
 
 def test_chains_start_from_distinct_prior_draws_unless_theta_has_an_initval(binomial_release):
-    from pymc.initial_point import make_initial_point_fns_per_chain
+    """The model sets no initval (PyMC's transforms refuse them); ConjugateStep draws θ from
+    its Beta(3, 5) prior at each chain's first step: over 400 chains (KS p > 0.01), while later
+    steps draw θ | s (sd < 0.01). A θ with an initval keeps its start."""
+    from pymc_dp.step_methods import ConjugateStep
 
     model = binomial_model(binomial_release, method="augmented")
-    fns = make_initial_point_fns_per_chain(model=model, overrides=None, jitter_rvs=set(), chains=2)
-    first, second = (fn(seed) for fn, seed in zip(fns, [1, 2], strict=True))
-    for name in ("p_logodds__", "y_s_interval__", "y_sigma2_log__"):
-        assert first[name] != second[name]
+    assert all(v is None for v in model.rvs_to_initial_values.values())
+    with model:
+        step = ConjugateStep()
+    point = model.initial_point()
+    starts, later = [], []
+    for seed in range(400):
+        step.set_rng(np.random.default_rng(seed))
+        starts.append(step.step(point)[0]["p_logodds__"])
+        later.append(step.step(point)[0]["p_logodds__"])
+    starts, later = (1 / (1 + np.exp(-np.asarray(v))) for v in (starts, later))
+    assert stats.kstest(starts, stats.beta(3, 5).cdf).pvalue > 0.01
+    assert np.std(later) < 0.01
     with pm.Model() as fixed:
         p = pm.Beta("p", 3, 5, initval=0.25)
         pmdp.NoisySuffStat(
             "y", pm.Binomial.dist(n=5, p=p), release=binomial_release, method="augmented"
         )
+        step = ConjugateStep()
     point = fixed.initial_point(random_seed=3)
     np.testing.assert_allclose(point["p_logodds__"], np.log(0.25 / 0.75))
+    step.set_rng(np.random.default_rng(0))
+    first = 1 / (1 + np.exp(-step.step(point)[0]["p_logodds__"]))
+    assert abs(first - 0.25) < 0.05  # θ | s at s from θ = 0.25, not a prior draw

@@ -7,7 +7,6 @@ end without an exception and with finite draws, for the default sampler and for 
 """
 
 import numpy as np
-import pymc as pm
 import pytest
 from conftest import binomial_model, categorical_model, sample
 
@@ -110,24 +109,3 @@ def test_cli_fits_a_vague_prior(release_file, tmp_path, capsys):
     argv += ["--tune", "20", "--chains", "2", "--no-progress", "--seed", "3"]
     assert main([*argv, "--output-dir", str(out)]) == 0
     assert (out / "posterior.nc").exists()
-
-
-def test_initial_prior_draw_is_inside_the_support():
-    import pytensor
-
-    from pymc_dp._interior import interior_prior_initval
-
-    with pm.Model() as model:
-        p = pm.Beta("p", 1e-3, 1e-3, size=2000)
-        q = pm.Dirichlet("q", np.full(3, 1e-3), size=500)
-        lam = pm.Gamma("lam", 1e-3, 1.0, size=2000)
-        a = pm.HalfNormal("a")
-        r = pm.Beta("r", a, 1.0)
-    draw = pytensor.function(
-        [], [interior_prior_initval(model, rv) for rv in (p, q, lam)], mode="FAST_COMPILE"
-    )
-    p0, q0, lam0 = draw()
-    assert np.all((p0 > 0) & (p0 < 1)) and np.any(p0 < 1e-300) and np.any(p0 > 0.5)
-    assert np.all(q0 > 0) and np.allclose(q0.sum(-1), 1.0)
-    assert np.all((lam0 > 0) & np.isfinite(lam0))
-    assert interior_prior_initval(model, r) == "prior"  # random hyperparameters: PyMC's draw

@@ -167,6 +167,7 @@ class RegressionCollapsedStep(DPGibbsStep):
         point = dict(point)
         accepted = 0.0
         moment = False
+        from_prior = self._starts_chain()  # a chain's start: the parameters from their prior
         for k, (start, links, x_prior, writers) in enumerate(self._plan):
             prior = NIG(*values[start : start + 4])
             pos = start + 4
@@ -185,11 +186,13 @@ class RegressionCollapsedStep(DPGibbsStep):
                 pos += 3
             n = np.array([float(info.n) for info in links])
             s = np.stack(s)
-            post = prior
-            for j in range(len(links)):
-                post = nig_update(post, statistic=s[j], n=n[j])
+            post, x_post = prior, x_prior
+            if not from_prior:
+                for j in range(len(links)):
+                    post = nig_update(post, statistic=s[j], n=n[j])
+                x_post = niw_update(x_prior, statistic=s, n=n)
             theta, sigma2 = draw_nig(self.rng, post)
-            loc, cov = draw_niw(self.rng, niw_update(x_prior, statistic=s, n=n))
+            loc, cov = draw_niw(self.rng, x_post)
             u = pack_parameters(theta, sigma2, loc, cov)[None]
             batch_prior = NIG(*(np.asarray(a)[None] for a in prior))
             batch_x = NIW(*(np.asarray(a)[None] for a in x_prior))

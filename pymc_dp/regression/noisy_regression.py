@@ -362,7 +362,9 @@ class NoisyRegressionStat:
         scale = sensitivity / epsilon
         s_name, v_name = f"{name}_s", f"{name}_sigma2"
         names: dict[str, Any] = {}
-        # Chains start from prior draws (Algorithm 1), so that R-hat sees slow mixing.
+        # Chains start from prior draws (Algorithm 1), so that R-hat sees slow mixing: the
+        # regression steps draw the parameters from their prior at a chain's first step. No
+        # initval: PyMC's model transforms (pm.do, pm.observe, ...) refuse non-default ones.
         with model:
             if isinstance(x_prior, NIW):
                 x_dim = f"{name}_covariate"
@@ -373,14 +375,12 @@ class NoisyRegressionStat:
                     dof=x_prior.dof,
                     scale=x_prior.scale,
                     dims=(x_dim, f"{x_dim}_bis"),
-                    initval="prior",
                 )
                 x_loc = pm.MvNormal(
                     f"{name}_x_loc",
                     mu=x_prior.loc,
                     cov=x_cov / x_prior.kappa,
                     dims=x_dim,
-                    initval="prior",
                 )
                 if method != "collapsed":
                     second, phi = normal_x_moments_pt(x_loc, x_cov)
@@ -389,13 +389,9 @@ class NoisyRegressionStat:
                 second = pt.constant(np.asarray(x_prior.second, dtype=np.float64))
                 phi = pt.constant(np.asarray(x_prior.fourth_cov, dtype=np.float64))
             if method == "collapsed":
-                s = NormalModelSuffStat(
-                    s_name, theta, sigma2, x_loc, x_cov, n, dims=stat_dim, initval="prior"
-                )
+                s = NormalModelSuffStat(s_name, theta, sigma2, x_loc, x_cov, n, dims=stat_dim)
             else:
-                s = RegressionSuffStat(
-                    s_name, theta, sigma2, second, phi, n, dims=stat_dim, initval="prior"
-                )
+                s = RegressionSuffStat(s_name, theta, sigma2, second, phi, n, dims=stat_dim)
             z = pm.Laplace(name, mu=s, b=scale, observed=value, dims=stat_dim)
             noise = LaplaceNoiseVariance(
                 # The released value, not the node z (see NoisySuffStat): no implicit freeze.
@@ -404,7 +400,6 @@ class NoisyRegressionStat:
                 suffstat=s,
                 scale=scale,
                 dims=stat_dim,
-                initval="prior",
             )
         info = NoisyRegressionInfo(
             name=name,
@@ -423,8 +418,6 @@ class NoisyRegressionStat:
             setattr(rv.tag, TAG, info)
         for rv in (theta, sigma2):
             setattr(rv.tag, TAG, (*getattr(rv.tag, TAG, ()), info))
-            if model.rvs_to_initial_values.get(rv) is None:
-                model.set_initval(rv, "prior")
         return z
 
 

@@ -210,12 +210,14 @@ class RegressionConjugateStep(DPGibbsStep):
         """Draw every (θ, σ²) from its NIG posterior given the current statistics."""
         values = [np.asarray(v, dtype=np.float64) for v in self._read(point)]
         point = dict(point)
+        from_prior = self._starts_chain()  # a chain's start: (θ, σ²) from their prior
         pos = 0
         for ns, (theta_writer, sigma2_writer) in self._plan:
             post = NIG(*values[pos : pos + 4])
             pos += 4
             for n in ns:
-                post = nig_update(post, statistic=values[pos], n=n)
+                if not from_prior:
+                    post = nig_update(post, statistic=values[pos], n=n)
                 pos += 1
             theta, sigma2 = draw_nig(self.rng, post)
             point[theta_writer.name] = theta_writer(theta, point)
@@ -282,8 +284,13 @@ class CovariateModelStep(DPGibbsStep):
         """Draw every (μ_x, Σ_x) from its NIW posterior given the current s."""
         values = self._read(point)
         point = dict(point)
+        from_prior = self._starts_chain()  # a chain's start: (μ_x, Σ_x) from their prior
         for (info, (loc_writer, cov_writer)), s in zip(self._plan, values, strict=True):
-            post = niw_update(info.x_prior, statistic=np.asarray(s, dtype=np.float64), n=info.n)
+            post = (
+                info.x_prior
+                if from_prior
+                else niw_update(info.x_prior, statistic=np.asarray(s, dtype=np.float64), n=info.n)
+            )
             loc, cov = draw_niw(self.rng, post)
             point[loc_writer.name] = loc_writer(loc, point)
             point[cov_writer.name] = cov_writer(0.5 * (cov + cov.T), point)

@@ -54,6 +54,28 @@ class DPGibbsStep(BlockedStep):
     role: ClassVar[str] = ""
     """What the step samples, for error messages."""
 
+    _new_chain: bool = False
+
+    def set_rng(self, rng: Any) -> None:
+        """Take a chain's generator; PyMC 5 calls this once per chain, before its first step."""
+        self.rng = get_random_generator(rng, copy=False)
+        self._new_chain = True
+
+    def setup_chain(self, rng: Any, tune: int, draws: int) -> None:
+        """PyMC 6's per-chain set-up: as :meth:`set_rng`."""
+        self.set_rng(rng)
+
+    def _starts_chain(self) -> bool:
+        """True at the first step of each chain ``pm.sample`` runs, then False.
+
+        Steps that draw parameters from a conjugate posterior draw them from the prior instead at
+        that step: each chain then starts from its own prior draw (Algorithm 1), so R-hat can see
+        slow mixing, without the ``initval="prior"`` that PyMC's model transforms
+        (``pm.do``, ``pm.observe``, ``compute_log_likelihood``) refuse.
+        """
+        new, self._new_chain = self._new_chain, False
+        return new
+
     @staticmethod
     def owns(rv: Any) -> bool:
         """Whether this step method samples ``rv``."""

@@ -22,7 +22,9 @@ class ConjugateStep(DPGibbsStep):
     family's Conjugate-Update. For a windowed node, s is the statistic of all records (not the
     released ŝ). A Normal–Inverse-Gamma (μ, σ²) is one block, drawn jointly. The prior's
     hyperparameters are read from the current point, so they may themselves be random and
-    sampled by any other step method. θ may feed several nodes.
+    sampled by any other step method. θ may feed several nodes. The first step of each chain
+    of ``pm.sample`` draws θ from its prior (unless θ has an ``initval``), so chains start
+    dispersed.
 
     Parameters
     ----------
@@ -75,19 +77,23 @@ class ConjugateStep(DPGibbsStep):
             outputs.extend(prior)
             outputs.extend(_full_statistic(model, info) for info in links)
             writers = [ValueWriter(model, rv, **compile_kwargs) for rv in block]
-            self._plan.append((len(prior), family, links, writers))
+            # A start the user chose (an initval on θ) is kept: no prior draw at the start.
+            chosen = any(model.rvs_to_initial_values.get(rv) is not None for rv in block)
+            self._plan.append((len(prior), family, links, writers, chosen))
         self._read = PointReader(model, outputs, **compile_kwargs)
 
     def step(self, point: dict) -> tuple[dict, list[dict]]:
         """Draw every θ from its conjugate posterior given the current s."""
         values = self._read(point)
         point = dict(point)
+        from_prior = self._starts_chain()  # a chain's start: θ from its prior
         pos = 0
-        for n_prior, family, links, writers in self._plan:
+        for n_prior, family, links, writers, chosen in self._plan:
             params = tuple(np.asarray(v, dtype=np.float64) for v in values[pos : pos + n_prior])
             pos += n_prior
             for info in links:
-                params = info.family.conjugate_update(params, values[pos], info.n)
+                if chosen or not from_prior:
+                    params = info.family.conjugate_update(params, values[pos], info.n)
                 pos += 1
             theta = family.draw_conjugate(self.rng, params)
             for writer, value in zip(writers, family.split_theta(theta), strict=True):
