@@ -47,6 +47,7 @@ __all__ = [
     "CollapsedTrace",
     "SweepStats",
     "collapsed_sweep",
+    "default_moves",
     "initial_step_sd",
     "sample_regression",
     "start_statistic",
@@ -140,6 +141,16 @@ class SweepStats(NamedTuple):
     """Whether the moment move was accepted."""
 
 
+def default_moves(d: int, nodes: int) -> int:
+    """Random-walk moves per iteration by default: the dimension of the unconstrained vector.
+
+    θ (d + 1), log σ², and per node μ_x (d) and the log-Cholesky factor of Σ_x (d(d+1)/2). An
+    adaptive random walk moves each direction about once per that many steps, and a move is
+    cheap beside the conjugate draws, the redraw of s and the moment move of each iteration.
+    """
+    return d + 2 + nodes * (d + d * (d + 1) // 2)
+
+
 def collapsed_sweep(
     rng: np.random.Generator,
     u: npt.ArrayLike,
@@ -196,7 +207,7 @@ def sample_regression(
     draws: int,
     tune: int = 500,
     chains: int = 2,
-    moves: int = 1,
+    moves: int | None = None,
     moment_moves: bool = True,
     tries: int = 32,
 ) -> CollapsedTrace:
@@ -222,7 +233,9 @@ def sample_regression(
     chains
         Chains per release, each from its own prior draw.
     moves
-        Collapsed moves per iteration.
+        Random-walk moves per iteration; by default one per unconstrained parameter (9 for
+        d = 2), which costs little beside the iteration's other work and multiplies the ESS
+        (README example: 58 → 275 bulk ESS of 4000 from 1 move to 8).
 
     Returns
     -------
@@ -250,7 +263,7 @@ def sample_regression(
     draws = check_int(draws, "draws", minimum=1)
     tune = check_int(tune, "tune", minimum=0)
     chains = check_int(chains, "chains", minimum=1)
-    moves = check_int(moves, "moves", minimum=0)
+    moves = default_moves(d, 1) if moves is None else check_int(moves, "moves", minimum=0)
     if (scale is None) == (noise_sd is None):
         raise TypeError("give exactly one of scale (Laplace noise) and noise_sd (Gaussian noise)")
     laplace = scale is not None

@@ -60,7 +60,8 @@ class RegressionCollapsedStep(DPGibbsStep):
     rng
         Seed or generator (``pm.sample`` passes one per chain).
     moves
-        Collapsed random-walk moves per step.
+        Collapsed random-walk moves per step; by default one per unconstrained parameter
+        (:func:`~pymc_dp.regression.collapsed_sampler.default_moves`).
     tries
         Candidates of the multiple-try moment move (single nodes).
     initial_point, compile_kwargs, blocked
@@ -93,10 +94,12 @@ class RegressionCollapsedStep(DPGibbsStep):
     }
     _state_class = CollapsedStepState
 
-    def __init__(self, vars: Any = None, *, moves: int = 1, tries: int = 32, **kwargs: Any):
-        self.moves = int(moves)
+    def __init__(
+        self, vars: Any = None, *, moves: int | None = None, tries: int = 32, **kwargs: Any
+    ):
+        self.moves = None if moves is None else int(moves)
         self.tries = int(tries)
-        if self.moves < 0 or self.tries < 1:
+        if (self.moves is not None and self.moves < 0) or self.tries < 1:
             raise ValueError(f"moves must be >= 0 and tries >= 1 (got {moves}, {tries})")
         self.adaptation: dict[int, RandomWalkAdaptation] = {}
         self.tune = True
@@ -111,6 +114,11 @@ class RegressionCollapsedStep(DPGibbsStep):
             return False
         op = getattr(getattr(rv, "owner", None), "op", None)
         return isinstance(op, NormalModelSuffStatRV) or rv.name in (info.x_loc, info.x_cov)
+
+    def reset_tuning(self) -> None:
+        """Each chain adapts its own walk (sequential ``pm.sample`` calls this per chain)."""
+        self.adaptation = {}
+        self.tune = True
 
     def stop_tuning(self) -> None:
         """Freeze the random walk (pm.sample calls this when tuning ends)."""
@@ -213,7 +221,8 @@ class RegressionCollapsedStep(DPGibbsStep):
                     )
             state, sweep = collapsed_sweep(
                 self.rng, u, s[None], target=target, adaptation=adaptation, fit=fit,
-                moves=self.moves, tries=self.tries, tune=self.tune,
+                moves=u.shape[-1] if self.moves is None else self.moves,
+                tries=self.tries, tune=self.tune,
             )  # fmt: skip
             accepted += float(sweep.moved[0])
             moment = moment or bool(sweep.moment[0])
