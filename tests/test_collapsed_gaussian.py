@@ -436,3 +436,36 @@ def test_engine_calibration_categorical_1000_trials():
     for k in range(3):
         u = np.mean(draws[..., k] < theta[:, k], axis=0)
         assert stats.kstest(u, "uniform").pvalue > 1e-3
+
+
+def test_grouped_gaussian_release_gets_the_normal_product_per_group():
+    """A ReleaseSet made with the Gaussian mechanism: under the CLT, one CollapsedGaussian of
+    shape (G,), its log density the sum of the per-group normal products (to 1e-10)."""
+    from pymc_dp.grouped_release import release_grouped
+
+    groups = ["a", "b", "c"]
+    rng = np.random.default_rng(30)
+    keys = rng.choice(groups, size=600)
+    x = rng.binomial(5, np.where(keys == "a", 0.2, 0.6))
+    rs = release_grouped(
+        x,
+        pm.Binomial,
+        trials=5,
+        mechanism="discrete-gaussian",
+        rho=0.05,
+        by=keys,
+        groups=groups,
+        sizes="public",
+    )
+    with pm.Model() as model:
+        p = pm.Beta("p", 2.0, 2.0)
+        y = pmdp.NoisySuffStat("y", pm.Binomial.dist(n=5, p=p), release=rs, likelihood="clt")
+    assert type(y.owner.op).__name__ == "CollapsedGaussianRV"
+    got = model.compile_logp(vars=[y])({"p_logodds__": np.log(0.4 / 0.6)})
+    want = sum(
+        _quad_logp(
+            float(rs[g].value), 5 * rs[g].n * 0.4, 5 * rs[g].n * 0.24, 0, 5 * rs[g].n, rs[g].scale
+        )
+        for g in groups
+    )
+    assert got == pytest.approx(want, abs=1e-8)
