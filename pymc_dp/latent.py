@@ -117,6 +117,7 @@ def sample_latent(idata: Any, model: pm.Model | None = None, *, random_seed: Any
         coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values}
         if windowed:
             s_all = conditional_all_records(rng, family, info.n, values[5], values[6], s_hat)
+            s_all = np.reshape(s_all, s_hat.shape)  # a one-chain trace came back squeezed
             part = f"{info.name}_part"
             labels = [f"{p}_{stat}" for p in ("window", "all") for stat in family.stat_names]
             added[info.suffstat] = xr.DataArray(

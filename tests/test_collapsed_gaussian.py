@@ -469,3 +469,17 @@ def test_grouped_gaussian_release_gets_the_normal_product_per_group():
         for g in groups
     )
     assert got == pytest.approx(want, abs=1e-8)
+
+
+@pytest.mark.parametrize("mechanism", ["discrete-laplace", "discrete-gaussian"])
+def test_sample_latent_of_a_one_chain_windowed_trace(mechanism):
+    """(ŝ, s) of a windowed scalar node from a one-chain trace (s came back squeezed before)."""
+    x = np.random.default_rng(31).exponential(1.0, size=200)
+    budget = {"rho": 0.1} if mechanism == "discrete-gaussian" else {"epsilon": 1.0}
+    rel = pmdp.release(x, pm.Exponential, bounds=(0.0, 3.0), mechanism=mechanism, **budget)
+    with pm.Model() as model:
+        pmdp.NoisySuffStat("y", pm.Exponential.dist(lam=pm.Gamma("lam", 2, 2)), release=rel)
+        idata = sample(draws=20, tune=0, chains=1, random_seed=32)
+        idata = pmdp.sample_latent(idata, model, random_seed=33)
+    s = posterior_dataset(idata)["y_s"]
+    assert s.shape == (1, 20, 2) and np.all(np.isfinite(s.values))
