@@ -22,9 +22,11 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import vectorize_graph
 
 from pymc_dp.distributions.collapsed import normal_laplace_logp
+from pymc_dp.distributions.collapsed_gaussian import normal_normal_logp
 from pymc_dp.families import ExponentialFamily, TruncatedFamily
 from pymc_dp.kernels import GridDensity, draw_from_grid, draw_noise_variance, grid_density
 from pymc_dp.kernels.collapsed import draw_collapsed_suffstat
+from pymc_dp.kernels.collapsed_gaussian import draw_gaussian_suffstat
 
 __all__ = [
     "collapsible",
@@ -55,12 +57,17 @@ def collapsible(family: ExponentialFamily) -> bool:
 
 @functools.cache
 def _log_posterior(
-    family: ExponentialFamily, n: int, bounds: tuple[float, float] | None, clt: bool = True
+    family: ExponentialFamily,
+    n: int,
+    bounds: tuple[float, float] | None,
+    clt: bool = True,
+    gaussian: bool = False,
 ):
     """Compile (z (B, G), y (B,), scale (B,), *prior (B,)) -> log p(θ(z) | y) + log |dθ/dz|.
 
     With ``clt=False`` the likelihood is left out: the log prior density of z alone (y and
-    scale are then ignored), for samplers that add an exact likelihood in NumPy.
+    scale are then ignored), for samplers that add an exact likelihood in NumPy. With
+    ``gaussian=True`` the noise is normal of sd ``scale`` (the normal product), not Laplace.
     """
     z = pt.dscalar("z")
     y, scale = pt.dscalar("y"), pt.dscalar("scale")
@@ -72,7 +79,8 @@ def _log_posterior(
     logp = pm.logp(prior_dist, theta) + jacobian
     if clt:
         mean, var, lower, upper = family.released_clt(theta, n, bounds)
-        logp = logp + normal_laplace_logp(y, mean, var, lower, upper, scale)
+        likelihood = normal_normal_logp if gaussian else normal_laplace_logp
+        logp = logp + likelihood(y, mean, var, lower, upper, scale)
     zs = pt.dmatrix("zs")
     cols = [pt.tensor(v.name, dtype="float64", shape=(None, 1)) for v in (y, scale, *prior)]
     batched = vectorize_graph(
@@ -100,6 +108,7 @@ def posterior_grid(
     n: int,
     scale: float,
     bounds: tuple[float, float] | None = None,
+    gaussian: bool = False,
 ) -> GridDensity:
     """The collapsed posterior of θ on its unconstrained scale, tabulated for each release.
 
@@ -109,7 +118,7 @@ def posterior_grid(
     """
     y = np.asarray(released, dtype=np.float64).reshape(-1)
     batch = y.shape[0]
-    fn = _log_posterior(family, n, bounds)
+    fn = _log_posterior(family, n, bounds, gaussian=gaussian)
     cols = [y, np.full(batch, float(scale)), *(np.broadcast_to(p, (batch,)) for p in params)]
     cols = [np.asarray(c, dtype=np.float64)[:, None] for c in cols]
 
@@ -130,6 +139,7 @@ def sample_collapsed(
     scale: float,
     draws: int,
     bounds: tuple[float, float] | None = None,
+    gaussian: bool = False,
 ) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray]:
     """Independent draws of (θ, s, σ²) | y for a batch of scalar releases.
 
@@ -144,9 +154,14 @@ def sample_collapsed(
     released
         Released values, shape ``(B,)``.
     n, scale, bounds
-        Records per release, Laplace scale Δ/ε, and a windowed family's window.
+        Records per release, Laplace scale Δ/ε (the Gaussian's σ if ``gaussian``), and a
+        windowed family's window.
     draws
         Draws per release.
+    gaussian
+        Whether the releases carry Gaussian noise (Gaussian mechanism): the likelihood is then
+        the normal product (:func:`~pymc_dp.distributions.collapsed_gaussian.normal_normal_logp`),
+        s | θ, y a truncated normal, and σ² is τ² on every draw (no mixing variance).
 
     Returns
     -------
@@ -157,16 +172,25 @@ def sample_collapsed(
     y = np.asarray(released, dtype=np.float64).reshape(-1)
     batch = y.shape[0]
     grid = posterior_grid(
-        rng, family=family, params=params, released=y, n=n, scale=scale, bounds=bounds
+        rng,
+        family=family,
+        params=params,
+        released=y,
+        n=n,
+        scale=scale,
+        bounds=bounds,
+        gaussian=gaussian,
     )
     z = draw_from_grid(rng, grid, size=draws)  # (draws, B)
     theta = family.prior_transform_backward(z)
     moments, lower, upper = _released_moments(family, n, bounds)
     mean, var = (np.asarray(a).reshape(draws, batch) for a in moments(theta.reshape(-1)))
-    s_hat = draw_collapsed_suffstat(
-        rng, released=y, mean=mean, var=var, lower=lower, upper=upper, scale=scale
-    )
-    sigma2 = draw_noise_variance(rng, residual=y - s_hat, scale=scale)
+    draw = draw_gaussian_suffstat if gaussian else draw_collapsed_suffstat
+    s_hat = draw(rng, released=y, mean=mean, var=var, lower=lower, upper=upper, scale=scale)
+    if gaussian:
+        sigma2 = np.full_like(s_hat, float(scale) ** 2)
+    else:
+        sigma2 = draw_noise_variance(rng, residual=y - s_hat, scale=scale)
     if isinstance(family, TruncatedFamily):
         s_all = _statistic_of_all_records(rng, family, n, bounds, theta, s_hat)
         suffstat = np.stack([s_hat, s_all], axis=-1)

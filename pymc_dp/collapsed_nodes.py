@@ -150,8 +150,12 @@ def _register_collapsed(
     sensitivity: float,
     value: npt.NDArray[np.float64],
     bounds: tuple[float, float] | None,
+    noise: NoiseLaw | None = None,
 ) -> None:
-    """Record the release in the model and tag the collapsed node y with its info and θ."""
+    """Record the release in the model and tag the collapsed node y with its info and θ.
+
+    ``noise`` is the law of a Gaussian-mechanism release (its σ), ``None`` for Laplace noise.
+    """
     record = record_of_release(
         release,
         family,
@@ -175,6 +179,7 @@ def _register_collapsed(
         bounds=bounds,
         collapsed=True,
         release_json=json.dumps(record),
+        noise=noise,
     )
     setattr(y.tag, TAG, info)
     setattr(y.tag, THETA_TAG, theta)

@@ -36,6 +36,7 @@ from pymc_dp.likelihood import (
     exact_supported,
     windowed_counts,
 )
+from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.pair_sampling import pair_collapsible, sample_collapsed_pair
 from pymc_dp.record_sampling import sample_records
 
@@ -272,9 +273,12 @@ def sample_gibbs(
         affordable; the engine runs thousands of releases at once, so it pays for it only
         where it matters.)
     noise
-        Noise law of the releases for the exact likelihood: ``"laplace"`` (density),
-        ``"discrete-laplace"`` or ``"discrete-gaussian"`` (integer noise; ``scale`` is then the
-        Gaussian's σ).
+        Noise law of the releases: ``"laplace"`` (density), ``"discrete-laplace"`` or
+        ``"discrete-gaussian"`` (integer noise; ``scale`` is then the Gaussian's σ). The exact
+        likelihood uses the law itself; under the CLT, Laplace noise (discrete or not) is
+        modelled by the Laplace density, and Gaussian noise by the normal of the same σ
+        (collapsed: the normal product; Algorithm 1 and 2: σ² fixed at σ², no mixing draws;
+        the collapsed pair sampler is Laplace-only).
 
     Returns
     -------
@@ -314,6 +318,15 @@ def sample_gibbs(
     if y.ndim != 1 + len(family.stat_shape) or y.shape[1:] != family.stat_shape:
         raise ValueError(f"released must have shape (batch, *{family.stat_shape}) (got {y.shape})")
     releases = y.shape[0]
+    gaussian = noise == DISCRETE_GAUSSIAN
+    if gaussian and continuous_window(family):
+        # The exact likelihood of continuous records models Laplace noise only.
+        if likelihood == "exact":
+            raise ValueError(
+                "likelihood='exact' for continuous records models Laplace noise only, not "
+                "noise='discrete-gaussian': use likelihood='auto' (the CLT)"
+            )
+        likelihood = "clt"
     if _engine_likelihood(family, n, y, scale, method, likelihood, bounds) == "exact":
         law = NoiseLaw(noise, scale)
         return _sample_exact(rng, family, prior, y, n, law, draws, tune, chains, bounds)
@@ -330,9 +343,15 @@ def sample_gibbs(
             scale=scale,
             draws=draws * chains,
             bounds=bounds,
+            gaussian=gaussian,
         )
         return GibbsTrace(*(_chain_major(a, chains) for a in (theta, s, v[..., 0])), 0)
     if method == "collapsed" and pair_collapsible(family):
+        if gaussian:
+            raise ValueError(
+                "the collapsed pair sampler models Laplace noise; for noise='discrete-gaussian' "
+                "use method='auto' (Algorithm 2 with the noise variance fixed at σ²)"
+            )
         # Only on request: the collapsed pair tabulates each release's posterior (about a
         # second each), where Algorithm 1 advances every release of a study in one batch.
         params = tuple(
@@ -389,7 +408,9 @@ def sample_gibbs(
     if total is not None:
         s = np.clip(s, 1e-3 * n, None)
         s *= total[:, None] / np.sum(s, axis=-1, keepdims=True)
-    sigma2 = np.full(y_k.shape, 2.0 * scale**2)
+    # Laplace: σ² starts at its prior mean 2b². Gaussian: σ² is the noise variance itself, fixed
+    # (y | s is normal), so Algorithm 1 without its inverse-Gaussian step is exact Gibbs.
+    sigma2 = np.full(y_k.shape, (1.0 if gaussian else 2.0) * scale**2)
 
     keep_theta = np.empty((draws, *theta.shape))
     keep_s = np.empty((draws, *s.shape))
@@ -411,7 +432,8 @@ def sample_gibbs(
             constraints=constraints,
         )
         s, n_fallback = out.value, n_fallback + out.n_fallback
-        sigma2 = draw_noise_variance(rng, residual=y_k - s[:, :k], scale=scale)
+        if not gaussian:
+            sigma2 = draw_noise_variance(rng, residual=y_k - s[:, :k], scale=scale)
         if it >= tune:
             keep_theta[it - tune] = theta
             keep_s[it - tune] = s

@@ -4,7 +4,9 @@
 θ has a leading group dimension (a hierarchical ``p = invlogit(mu + tau * z)``, or a scalar
 shared by every group), y has shape ``(G,)`` with the set's group keys as coordinates, and the
 likelihood is collapsed as for one release: the normal–Laplace convolution per group
-(:class:`~pymc_dp.distributions.CollapsedLaplace`, batched), or the exact sum over each s_g
+(:class:`~pymc_dp.distributions.CollapsedLaplace`, batched; the normal product
+:class:`~pymc_dp.distributions.CollapsedGaussian` for a Gaussian-mechanism release), or the
+exact sum over each s_g
 (:mod:`pymc_dp.distributions.grouped`). The groups are independent given θ, so the node's log
 density is the sum of the per-group ones, each with its own n_g.
 """
@@ -19,12 +21,12 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from pymc_dp.collapsed_nodes import grid_ready
-from pymc_dp.distributions import CollapsedLaplace
+from pymc_dp.distributions import CollapsedGaussian, CollapsedLaplace
 from pymc_dp.distributions.grouped import GroupedExactCount, GroupedExactWindowSum
 from pymc_dp.families import ExponentialFamily
 from pymc_dp.families.record_laws import continuous_window
+from pymc_dp.kernels.exact_counts import NoiseLaw
 from pymc_dp.likelihood import (
-    EXACT_FAMILIES,
     CltWarning,
     choose_likelihood,
     clt_trust,
@@ -136,11 +138,8 @@ def grouped_node(
     bounds = _window(family, rel)
     gaussian = rel.mechanism == DISCRETE_GAUSSIAN
     choice = grouped_likelihood(family, release, likelihood)
-    if gaussian and choice != "exact":
-        raise ValueError(
-            "release used the Gaussian mechanism, whose noise only the exact likelihood "
-            f"models ({EXACT_FAMILIES} releases, likelihood='exact')"
-        )
+    if gaussian and choice == "exact" and likelihood == "auto" and continuous_window(family):
+        choice = "clt"  # the exact likelihood of continuous records models Laplace noise only
     value = np.asarray(release.value, dtype=np.float64).reshape(size)
     sizes = release.n
     noise = None
@@ -171,7 +170,10 @@ def grouped_node(
             parts = [
                 family.released_clt(theta_g[g], int(n_g), bounds) for g, n_g in enumerate(sizes)
             ]
-            y = CollapsedLaplace(
+            # Gaussian noise: the normal product, no mixing variance (pymc_dp.gaussian_nodes).
+            if gaussian:
+                noise = NoiseLaw(DISCRETE_GAUSSIAN, float(rel.scale))
+            y = (CollapsedGaussian if gaussian else CollapsedLaplace)(
                 name,
                 mean=pt.stack([p[0] for p in parts]),
                 var=pt.stack([p[1] for p in parts]),

@@ -23,8 +23,9 @@ from pymc_dp._validation import check_rng
 from pymc_dp.collapsed import conditional_all_records
 from pymc_dp.families import Categorical, TruncatedFamily
 from pymc_dp.families.record_laws import continuous_window, record_law
-from pymc_dp.kernels import draw_noise_variance
+from pymc_dp.kernels import draw_noise_variance, draw_suffstat
 from pymc_dp.kernels.collapsed import draw_collapsed_suffstat
+from pymc_dp.kernels.collapsed_gaussian import draw_gaussian_pair_suffstat, draw_gaussian_suffstat
 from pymc_dp.kernels.collapsed_pair import draw_pair_suffstat
 from pymc_dp.kernels.exact_counts import draw_binomial_suffstat, draw_multinomial_suffstat
 from pymc_dp.kernels.exact_windows import draw_window_sum, window_record_log_pmf
@@ -34,6 +35,7 @@ from pymc_dp.kernels.lattice_windows import (
     lattice_record_log_law,
 )
 from pymc_dp.likelihood import windowed_counts
+from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.noisy_suffstat import THETA_TAG, NoisySuffStatInfo, node_infos
 from pymc_dp.pair_sampling import conditional_all_records_pair
 
@@ -90,8 +92,12 @@ def sample_latent(idata: Any, model: pm.Model | None = None, *, random_seed: Any
         if info.likelihood == "exact":
             added.update(_exact_latent(rng, model, info, posterior))
             continue
+        gaussian = info.noise is not None and info.noise.kind == DISCRETE_GAUSSIAN
         if getattr(info.family, "stat_size", 1) == 2:
-            added.update(_pair_latent(rng, model, info, posterior))
+            added.update(_pair_latent(rng, model, info, posterior, gaussian=gaussian))
+            continue
+        if gaussian and isinstance(info.family, Categorical):
+            added.update(_gaussian_counts_latent(rng, model, info, posterior))
             continue
         y = model[info.name]
         mean, var, lower, upper, scale = y.owner.op.dist_params(y.owner)
@@ -105,13 +111,13 @@ def sample_latent(idata: Any, model: pm.Model | None = None, *, random_seed: Any
         chains, draws = posterior.sizes["chain"], posterior.sizes["draw"]
         m, v, lo, hi, b = (np.broadcast_to(a, (chains, draws)) for a in values[:5])
         released = np.asarray(model.rvs_to_values[y].eval(), dtype=np.float64)
-        s_hat = draw_collapsed_suffstat(
-            rng, released=released, mean=m, var=v, lower=lo, upper=hi, scale=b
-        )
-        sigma2 = draw_noise_variance(rng, residual=released - s_hat, scale=b)
+        # Gaussian noise: s | θ, y is a truncated normal, and there is no mixing variance.
+        draw = draw_gaussian_suffstat if gaussian else draw_collapsed_suffstat
+        s_hat = draw(rng, released=released, mean=m, var=v, lower=lo, upper=hi, scale=b)
         coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values}
         if windowed:
             s_all = conditional_all_records(rng, family, info.n, values[5], values[6], s_hat)
+            s_all = np.reshape(s_all, s_hat.shape)  # a one-chain trace came back squeezed
             part = f"{info.name}_part"
             labels = [f"{p}_{stat}" for p in ("window", "all") for stat in family.stat_names]
             added[info.suffstat] = xr.DataArray(
@@ -121,8 +127,50 @@ def sample_latent(idata: Any, model: pm.Model | None = None, *, random_seed: Any
             )
         else:
             added[info.suffstat] = xr.DataArray(s_hat, dims=("chain", "draw"), coords=coords)
-        added[info.noise_variance] = xr.DataArray(sigma2, dims=("chain", "draw"), coords=coords)
+        if not gaussian:
+            sigma2 = draw_noise_variance(rng, residual=released - s_hat, scale=b)
+            added[info.noise_variance] = xr.DataArray(sigma2, dims=("chain", "draw"), coords=coords)
     return set_posterior(idata, added)
+
+
+def _gaussian_counts_latent(
+    rng: np.random.Generator, model: pm.Model, info: NoisySuffStatInfo, posterior: Any
+) -> dict[str, xr.DataArray]:
+    """Draws of Categorical counts s | θ, y of a Gaussian-mechanism node, on the simplex.
+
+    NormProduct(nμ, nΣ, y, τ² I) restricted to s ≥ 0, Σ s = n, by the constrained-normal
+    kernel that the Laplace counts use (exact unless its bounded fallback runs).
+    """
+    y = model[info.name]
+    (theta,) = _evaluate_over_draws(model, [getattr(y.tag, THETA_TAG)], posterior)
+    released = np.asarray(model.rvs_to_values[y].eval(), dtype=np.float64)
+    k, n = theta.shape[-1], float(info.n)
+    p = theta.reshape(-1, k)
+    mean = n * p
+    cov = n * (p[:, :, None] * np.eye(k) - p[:, :, None] * p[:, None, :])
+    start = np.clip(mean, 1e-3 * n, None)
+    start *= n / start.sum(axis=-1, keepdims=True)
+    lower, upper = info.family.valid_region(info.n)
+    s = draw_suffstat(
+        rng,
+        clt_mean=mean,
+        clt_cov=cov,
+        released=np.broadcast_to(released, mean.shape),
+        noise_variance=np.full(mean.shape, info.noise.scale**2),
+        lower=lower,
+        upper=upper,
+        current=start,
+        total=np.full(mean.shape[0], n),
+    ).value
+    stat_dim = f"{info.name}_category"
+    coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values}
+    if stat_dim in model.coords:
+        coords[stat_dim] = list(model.coords[stat_dim])
+    return {
+        info.suffstat: xr.DataArray(
+            s.reshape(theta.shape), dims=("chain", "draw", stat_dim), coords=coords
+        )
+    }
 
 
 def _exact_latent(
@@ -167,9 +215,17 @@ def _exact_latent(
 
 
 def _pair_latent(
-    rng: np.random.Generator, model: pm.Model, info: NoisySuffStatInfo, posterior: Any
+    rng: np.random.Generator,
+    model: pm.Model,
+    info: NoisySuffStatInfo,
+    posterior: Any,
+    *,
+    gaussian: bool = False,
 ) -> dict[str, xr.DataArray]:
-    """Exact draws of (ŝ, s) and σ² of a collapsed pair node (windowed (Σz, Σz²))."""
+    """Exact draws of (ŝ, s) and σ² of a collapsed pair node (windowed (Σz, Σz²)).
+
+    With Gaussian noise ŝ | θ, y is the bivariate normal product and there is no σ².
+    """
     from pymc_dp.engine import _batched_moments  # the engine's compiled joint CLT
 
     y = model[info.name]
@@ -179,28 +235,29 @@ def _pair_latent(
     mean = mean.reshape(*theta.shape[:-1], 4)
     cov = cov.reshape(*theta.shape[:-1], 4, 4)
     released = np.asarray(model.rvs_to_values[y].eval(), dtype=np.float64)
-    scale = info.sensitivity / info.epsilon
-    s_hat = draw_pair_suffstat(
-        rng, released=released, mean=mean[..., :2], cov=cov[..., :2, :2], scale=scale
-    )
+    scale = info.noise.scale if gaussian else info.sensitivity / info.epsilon
+    draw = draw_gaussian_pair_suffstat if gaussian else draw_pair_suffstat
+    s_hat = draw(rng, released=released, mean=mean[..., :2], cov=cov[..., :2, :2], scale=scale)
     s_all = conditional_all_records_pair(rng, family, info.n, mean, cov, s_hat)
-    sigma2 = draw_noise_variance(rng, residual=released - s_hat, scale=scale)
     coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values}
     part = f"{info.name}_part"
     stat = f"{info.name}_stat"
     labels = [f"{p}_{name}" for p in ("window", "all") for name in family.stat_names]
-    return {
+    added = {
         info.suffstat: xr.DataArray(
             np.concatenate([s_hat, s_all], axis=-1),
             dims=("chain", "draw", part),
             coords={**coords, part: labels},
-        ),
-        info.noise_variance: xr.DataArray(
+        )
+    }
+    if not gaussian:
+        sigma2 = draw_noise_variance(rng, residual=released - s_hat, scale=scale)
+        added[info.noise_variance] = xr.DataArray(
             sigma2,
             dims=("chain", "draw", stat),
             coords={**coords, stat: list(family.stat_names)},
-        ),
-    }
+        )
+    return added
 
 
 def _evaluate_over_draws(model: pm.Model, outputs: list, posterior: Any) -> list[np.ndarray]:

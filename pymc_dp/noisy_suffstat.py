@@ -58,8 +58,16 @@ from pymc_dp.distributions import (
     WindowSuffStat,
 )
 from pymc_dp.families import ExponentialFamily, TruncatedFamily, family_from_dist
+from pymc_dp.families.record_laws import continuous_window
+from pymc_dp.gaussian_nodes import gaussian_collapsed_node
 from pymc_dp.grouped_nodes import grouped_node
-from pymc_dp.likelihood import EXACT_FAMILIES, LIKELIHOODS, choose_likelihood, noise_law
+from pymc_dp.likelihood import (
+    LIKELIHOODS,
+    CltWarning,
+    choose_likelihood,
+    clt_trust,
+    noise_law,
+)
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.node_info import (
     GRID_TAG,
@@ -141,7 +149,10 @@ class NoisySuffStat:
         s | θ is the CLT normal (the paper's method). ``"auto"`` (default): exact whenever one
         evaluation costs at most :data:`~pymc_dp.likelihood.EXACT_MAX_TERMS` terms, else the
         CLT, with a :class:`~pymc_dp.likelihood.CltWarning` where the CLT was measured to be
-        inaccurate. A release made with the Gaussian mechanism needs the exact likelihood.
+        inaccurate. A release made with the Gaussian mechanism gets, under the CLT, y | θ
+        normal with no mixing variance (:mod:`pymc_dp.gaussian_nodes`, for every family; the
+        exact likelihood of continuous records models Laplace noise only, so ``"auto"`` takes
+        the CLT for them); ``method="augmented"`` is refused for it.
     dims
         Name of the group dimension of a grouped release (default ``"group"``); the node adds
         the set's group keys as its coordinates if the model lacks them (else they must match).
@@ -296,12 +307,27 @@ class NoisySuffStat:
                 raise ValueError(f"likelihood='exact' for {family!r}: {why}")
             if why:
                 choice = "clt"
+        if gaussian and choice == "exact" and likelihood == "auto" and continuous_window(family):
+            # The exact likelihood of continuous records models Laplace noise only.
+            choice = "clt"
+            _warn_untrusted_gaussian(family, n, value, scale, bounds)
         if gaussian and choice != "exact":
-            # y - s is then (discrete) Gaussian, not Laplace: the CLT node would be wrong.
-            raise ValueError(
-                "release used the Gaussian mechanism, whose noise only the exact likelihood "
-                f"models ({EXACT_FAMILIES} releases, likelihood='exact'); "
-                "release with mechanism='discrete-laplace' or 'laplace-float' to fit it here"
+            # y | s is normal: the Laplace nodes (and their σ²) do not apply, the normal one does.
+            if method == "augmented":
+                raise ValueError(
+                    "method='augmented' samples the Laplace noise's mixing variances; this "
+                    "release used the Gaussian mechanism, which has none: use method='auto'"
+                )
+            return gaussian_collapsed_node(
+                model,
+                name,
+                family=family,
+                theta=theta,
+                release=release,
+                n=n,
+                value=value,
+                bounds=bounds,
+                stat_dim=_stat_dim(model, name, family),
             )
         if choice == "exact":
             noise = noise_law(
@@ -441,6 +467,17 @@ class NoisySuffStat:
         for rv in conjugate:
             setattr(rv.tag, TAG, (*getattr(rv.tag, TAG, ()), info))
         return y
+
+
+def _warn_untrusted_gaussian(family, n, value, scale, bounds) -> None:
+    """Warn that a Gaussian release of continuous records gets the CLT where it is untrusted."""
+    warnings.warn(
+        "the CLT for the window sum may be inaccurate for this release "
+        f"({clt_trust(family, n, value, scale, bounds=bounds)[1]}), and its exact likelihood "
+        "models Laplace noise only, not this release's Gaussian mechanism: the CLT is used",
+        CltWarning,
+        stacklevel=4,
+    )
 
 
 def _partial_node(

@@ -256,15 +256,25 @@ def test_discrete_noise_releases_use_their_own_law():
     assert logp == pytest.approx(want, rel=1e-10)
 
 
-def test_gaussian_releases_are_fitted_with_the_exact_likelihood_only():
+def test_gaussian_releases_keep_the_exact_likelihood_where_auto_chooses_it():
     rel = pmdp.release([1, 0, 1, 1, 0, 1], pm.Bernoulli, mechanism="discrete-gaussian", rho=0.5)
     with pm.Model():
         p = pm.Beta("p", 1.0, 1.0)
         y = pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel)
     assert y.tag.noisy_suffstat.noise == NoiseLaw("discrete-gaussian", rel.scale)
+    assert y.tag.noisy_suffstat.likelihood == "exact"
+    # likelihood="clt" was refused for a Gaussian release; it is now the normal-product node
+    # (tests/test_collapsed_gaussian.py), and only the Laplace augmented sampler refuses it.
+    with pm.Model():
+        p = pm.Beta("p", 1.0, 1.0)
+        y = pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel, likelihood="clt")
+    info = y.tag.noisy_suffstat
+    assert (info.likelihood, info.noise.kind, info.collapsed) == ("clt", "discrete-gaussian", True)
     with pm.Model(), pytest.raises(ValueError, match="Gaussian mechanism"):
         p = pm.Beta("p", 1.0, 1.0)
-        pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel, likelihood="clt")
+        pmdp.NoisySuffStat(
+            "y", pm.Bernoulli.dist(p=p), release=rel, likelihood="clt", method="augmented"
+        )
 
 
 def test_bad_likelihood_arguments_are_refused():

@@ -212,19 +212,47 @@ def test_release_record_is_frozen_and_checked():
     assert plain.second_moments is None and plain.total_epsilon == 1.0
 
 
-@pytest.mark.parametrize("box", list(_BOXES), ids=str)
-def test_l2_sensitivity_by_adversarial_grid_search(box):
-    """Over all pairs of records on a grid of the box, ||t(w) - t(w')||_2 never exceeds Δ₂;
-    it is attained (up to the grid) when all bounds are non-negative."""
-    x_bounds, y_bounds = _BOXES[box]
+_L2_BOXES = {
+    **_BOXES,
+    "d1-symmetric": ([(-1.0, 1.0)], (-1.0, 1.0)),
+    "d2-symmetric": ([(-1.0, 1.0), (-1.0, 1.0)], (-1.0, 1.0)),
+    "d3-mixed": ([(0.0, 1.0), (-1.0, 2.0), (-0.5, 0.5)], (-1.0, 1.0)),
+}
+
+
+@pytest.mark.parametrize("box", list(_L2_BOXES), ids=str)
+def test_l2_sensitivity_by_adversarial_search(box):
+    """A search over pairs of records (a grid of the box, then local ascent from the best
+    pairs) never exceeds Δ₂, and gets within 1% of it (0.5% on d2-mixed, where the branch and
+    bound stops at its cap; ≤ 0.2% elsewhere): the exact Δ₂ is neither unsafe nor loose. It
+    never exceeds the L2 norm of the ranges, and is below it where the box straddles 0 (the
+    gain the exact search buys)."""
+    from scipy.optimize import minimize
+
+    x_bounds, y_bounds = _L2_BOXES[box]
     d = len(x_bounds)
     lower = np.array([b[0] for b in x_bounds] + [y_bounds[0]])
     upper = np.array([b[1] for b in x_bounds] + [y_bounds[1]])
-    w = _grid(lower, upper, 11 if d == 1 else 5)
-    t = np.prod(w[:, None, :] ** statistic_powers(d)[None, :, :], axis=-1)
-    attained = float(np.sqrt(np.max(np.sum((t[:, None, :] - t[None, :, :]) ** 2, axis=-1))))
+    powers = statistic_powers(d)
+    w = _grid(lower, upper, {1: 11, 2: 5, 3: 3}[d])
+    t = np.prod(w[:, None, :] ** powers[None, :, :], axis=-1)
+    sq = np.sum((t[:, None, :] - t[None, :, :]) ** 2, axis=-1)
+
+    def neg(z):
+        a, b = z[: d + 1], z[d + 1 :]
+        return -np.sum((np.prod(a**powers, axis=-1) - np.prod(b**powers, axis=-1)) ** 2)
+
+    found = float(sq.max())
+    box_bounds = list(zip(lower, upper)) * 2
+    for flat in np.argsort(sq, axis=None)[-20:]:
+        i, j = np.unravel_index(flat, sq.shape)
+        res = minimize(neg, np.concatenate([w[i], w[j]]), bounds=box_bounds, method="L-BFGS-B")
+        found = max(found, -float(res.fun))
+    found = np.sqrt(found)
     delta2 = regression_sensitivity_l2(x_bounds, y_bounds)
-    assert attained <= delta2 * (1 + 1e-12)
-    assert delta2 <= regression_sensitivity(x_bounds, y_bounds)
-    if np.all(lower >= 0):
-        assert attained == pytest.approx(delta2, rel=1e-12)
+    ranges = regression_sensitivity_l2(x_bounds, y_bounds, bound="sum-of-ranges")
+    assert found <= delta2 * (1 + 1e-12)
+    assert delta2 <= found * (1.01 if box == "d2-mixed" else 1.002)
+    assert delta2 <= ranges * (1 + 1e-12) and delta2 <= regression_sensitivity(x_bounds, y_bounds)
+    if np.any(lower < 0):
+        assert delta2 < 0.95 * ranges

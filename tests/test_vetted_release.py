@@ -242,16 +242,17 @@ def test_cli_gaussian_release_and_bad_combinations(tmp_path, capsys):
     assert code == 0 and Release.from_json(out.read_text()).mechanism == "laplace-float"
 
 
-def test_noisy_suffstat_refuses_a_gaussian_release_it_cannot_model():
-    """Only the exact likelihoods of counts (window sums of counts included) model Gaussian
-    noise: a Gaussian release is refused by name under the CLT (which models Laplace noise)
-    rather than fitted with the wrong law."""
+def test_noisy_suffstat_fits_a_gaussian_release_with_the_normal_node_under_the_clt():
+    """Under the CLT a Gaussian release gets its own node (normal noise, no mixing variance:
+    tests/test_collapsed_gaussian.py), never the Laplace one; the default keeps the exact
+    likelihood of counts, with the Gaussian law."""
     rel = pmdp.release(
         np.array([0, 1, 1, 0, 1]), pm.Bernoulli, mechanism="discrete-gaussian", rho=0.5
     )
-    with pm.Model(), pytest.raises(ValueError, match="Gaussian mechanism"):
+    with pm.Model():
         p = pm.Beta("p", 1.0, 1.0)
-        pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel, likelihood="clt")
+        y = pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel, likelihood="clt")
+    assert type(y.owner.op).__name__ == "CollapsedGaussianRV"
     counts = pmdp.release(
         np.array([3, 0, 7, 2, 5]),
         pm.Poisson,
@@ -259,9 +260,11 @@ def test_noisy_suffstat_refuses_a_gaussian_release_it_cannot_model():
         mechanism="discrete-gaussian",
         rho=0.5,
     )
-    with pm.Model(), pytest.raises(ValueError, match="Gaussian mechanism"):
+    with pm.Model():
         lam = pm.Gamma("lam", 2.0, 0.5)
-        pmdp.NoisySuffStat("y", pm.Poisson.dist(mu=lam), release=counts, likelihood="clt")
+        y = pmdp.NoisySuffStat("y", pm.Poisson.dist(mu=lam), release=counts, likelihood="clt")
+    assert type(y.owner.op).__name__ == "CollapsedGaussianRV"
+    assert y.tag.noisy_suffstat.noise.scale == pytest.approx(counts.scale)
     with pm.Model():  # a window sum of counts has an exact likelihood too
         lam = pm.Gamma("lam", 2.0, 0.5)
         y = pmdp.NoisySuffStat("y", pm.Poisson.dist(mu=lam), release=counts)

@@ -1,6 +1,7 @@
 """PyMC distributions for the latent variables of a :class:`~pymc_dp.NoisySuffStat` node."""
 
 from pymc_dp.distributions.collapsed import CollapsedLaplace, CollapsedLaplaceRV
+from pymc_dp.distributions.collapsed_gaussian import CollapsedGaussian, CollapsedGaussianRV
 from pymc_dp.distributions.noise_variance import LaplaceNoiseVariance, NoiseVarianceRV
 from pymc_dp.distributions.partial import (
     AuxiliarySimplexSuffStat,
@@ -20,6 +21,8 @@ from pymc_dp.distributions.window import WindowSuffStat, WindowSuffStatRV
 __all__ = [
     "AuxiliarySimplexSuffStat",
     "AuxiliaryWindowSuffStat",
+    "CollapsedGaussian",
+    "CollapsedGaussianRV",
     "CollapsedLaplace",
     "CollapsedLaplaceRV",
     "LaplaceMixingVariance",
