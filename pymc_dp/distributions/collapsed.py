@@ -157,6 +157,14 @@ def normal_laplace_logp(
     return pt.switch(negligible, normal, _logaddexp(left, right) - log_z - pt.log(2 * scale))
 
 
+def truncated_clt_draw(rng, mean, var, lower, upper, size):
+    """Draws of s ~ N(mean, var) truncated to [lower, upper] (the collapsed nodes' latent s)."""
+    sd = np.sqrt(var)
+    return truncnorm.rvs(
+        (lower - mean) / sd, (upper - mean) / sd, loc=mean, scale=sd, size=size, random_state=rng
+    )
+
+
 class CollapsedLaplaceRV(RandomVariable):
     """y = s + Laplace(0, scale) with s ~ N(mean, var) truncated to [lower, upper]."""
 
@@ -167,15 +175,7 @@ class CollapsedLaplaceRV(RandomVariable):
 
     @classmethod
     def rng_fn(cls, rng, mean, var, lower, upper, scale, size):  # noqa: D102
-        sd = np.sqrt(var)
-        s = truncnorm.rvs(
-            (lower - mean) / sd,
-            (upper - mean) / sd,
-            loc=mean,
-            scale=sd,
-            size=size,
-            random_state=rng,
-        )
+        s = truncated_clt_draw(rng, mean, var, lower, upper, size)
         return s + rng.laplace(0.0, scale, size=np.shape(s))
 
 

@@ -25,9 +25,12 @@ from pymc.distributions.dist_math import check_parameters
 from pymc.distributions.distribution import Continuous
 from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.variable import TensorVariable
-from scipy.stats import truncnorm
 
-from pymc_dp.distributions.collapsed import _as_float64, log_diff_normal_cdf
+from pymc_dp.distributions.collapsed import (
+    _as_float64,
+    log_diff_normal_cdf,
+    truncated_clt_draw,
+)
 
 __all__ = [
     "CollapsedGaussian",
@@ -150,15 +153,7 @@ class CollapsedGaussianRV(RandomVariable):
 
     @classmethod
     def rng_fn(cls, rng, mean, var, lower, upper, scale, size):  # noqa: D102
-        sd = np.sqrt(var)
-        s = truncnorm.rvs(
-            (lower - mean) / sd,
-            (upper - mean) / sd,
-            loc=mean,
-            scale=sd,
-            size=size,
-            random_state=rng,
-        )
+        s = truncated_clt_draw(rng, mean, var, lower, upper, size)
         return s + rng.normal(0.0, scale, size=np.shape(s))
 
 
