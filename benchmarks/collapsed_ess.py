@@ -8,7 +8,11 @@ Three samplers on the same release, in one process, for each family × n × ε:
 * **nuts**: NUTS on the model a user would write by hand: θ, a latent normal s with the CLT (or
   window) moments, and ``pm.Laplace`` for y;
 * **alg1**: ``NoisySuffStat(method="augmented")``, the paper's Gibbs sampler, through
-  ``pm.sample``.
+  ``pm.sample`` (Laplace releases only: a Gaussian release has no mixing variances).
+
+With ``--mechanism gaussian`` the releases use OpenDP's discrete Gaussian mechanism with
+ρ = ε²/2 for each ε of the grid (unseeded, as every vetted release), and the hand-written model
+has ``pm.Normal`` noise of the release's scale.
 
 Time is the wall time of building the model and the whole ``pm.sample`` call (compile, tuning,
 draws), 2 chains in one process; ESS is ArviZ's bulk ESS, the smallest over θ's components.
@@ -19,6 +23,7 @@ Usage::
     python benchmarks/collapsed_ess.py                       # the full grid (about 30 min)
     python benchmarks/collapsed_ess.py --families binomial exponential --n 1000 --epsilon 0.1
     python benchmarks/collapsed_ess.py --quick               # a smoke test
+    python benchmarks/collapsed_ess.py --mechanism gaussian --families binomial --n 1000
 """
 
 from __future__ import annotations
@@ -41,22 +46,26 @@ from pymc_dp._compat import posterior_dataset
 FAMILIES = ("binomial", "categorical", "exponential", "normal", "poisson")
 
 
-def make_release(family: str, n: int, epsilon: float, rng: np.random.Generator) -> pmdp.Release:
+def make_release(
+    family: str, n: int, epsilon: float, rng: np.random.Generator, mechanism: str = "laplace"
+) -> pmdp.Release:
+    if mechanism == "gaussian":
+        noise = {"mechanism": "discrete-gaussian", "rho": epsilon**2 / 2}
+    else:
+        noise = {"epsilon": epsilon, "rng": rng}
     if family == "binomial":
-        return pmdp.release(
-            rng.binomial(5, 0.3, n), pm.Binomial, epsilon=epsilon, trials=5, rng=rng
-        )
+        return pmdp.release(rng.binomial(5, 0.3, n), pm.Binomial, trials=5, **noise)
     if family == "categorical":
         x = rng.choice(3, p=[0.2, 0.5, 0.3], size=n)
-        return pmdp.release(x, pm.Categorical, epsilon=epsilon, categories=3, rng=rng)
+        return pmdp.release(x, pm.Categorical, categories=3, **noise)
     if family == "exponential":
         x = rng.exponential(0.4, n)
-        return pmdp.release(x, pm.Exponential, epsilon=epsilon, bounds=(0.0, 1.5), rng=rng)
+        return pmdp.release(x, pm.Exponential, bounds=(0.0, 1.5), **noise)
     if family == "poisson":
         x = rng.poisson(6.0, n)
-        return pmdp.release(x, pm.Poisson, epsilon=epsilon, bounds=(0, 15), rng=rng)
+        return pmdp.release(x, pm.Poisson, bounds=(0, 15), **noise)
     x = rng.normal(30.0, 7.0, n)
-    return pmdp.release(x, pm.Normal, epsilon=epsilon, bounds=(10.0, 50.0), rng=rng)
+    return pmdp.release(x, pm.Normal, bounds=(10.0, 50.0), **noise)
 
 
 def prior(family: str) -> tuple[list[str], Callable[[], tuple]]:
@@ -91,10 +100,12 @@ def build(family: str, rel: pmdp.Release, sampler: str) -> pm.Model:
 
 
 def _hand_written(rel: pmdp.Release, dist) -> None:
-    """What a user writes without the plugin: θ, s ~ CLT normal, y ~ Laplace(s, Δ/ε)."""
+    """What a user writes without the plugin: θ, s ~ CLT normal, y ~ Laplace(s, Δ/ε) (or
+    ~ Normal(s, τ) for a Gaussian release)."""
     fam = rel.get_family()
     theta = fam.theta_of(dist)
     b = rel.scale
+    noise = pm.Normal if rel.mechanism == "discrete-gaussian" else pm.Laplace
     if fam.needs_bounds:
         mean, cov = fam.joint_clt(theta, rel.n, rel.bounds)
         k = fam.stat_size
@@ -102,16 +113,16 @@ def _hand_written(rel: pmdp.Release, dist) -> None:
             s = pm.Normal("s", mean[0], sigma=pm.math.sqrt(cov[0, 0]))
         else:
             s = pm.MvNormal("s", mean[:k], cov=cov[:k, :k] + 1e-9 * np.eye(k))
-        pm.Laplace("y", s, b, observed=rel.value)
+        noise("y", s, b, observed=rel.value)
     elif fam.stat_shape == ():
         mu, var = fam.moments(theta)
         s = pm.Normal("s", rel.n * mu, sigma=pm.math.sqrt(rel.n * var))
-        pm.Laplace("y", s, b, observed=rel.value)
+        noise("y", s, b, observed=rel.value)
     else:
         mu, cov = fam.moments(theta)
         free = pm.MvNormal("s", rel.n * mu[:-1], cov=rel.n * cov[:-1, :-1])
         s = pm.math.concatenate([free, (rel.n - free.sum())[None]])
-        pm.Laplace("y", s, b, observed=rel.value)
+        noise("y", s, b, observed=rel.value)
 
 
 def run(family: str, rel: pmdp.Release, sampler: str, *, draws: int, tune: int, seed: int):
@@ -153,6 +164,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "mixing chain overstates its ESS, which only favours the baseline",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mechanism", choices=("laplace", "gaussian"), default="laplace")
     parser.add_argument("--quick", action="store_true", help="one small setting per family")
     args = parser.parse_args(argv)
     if args.quick:
@@ -184,11 +196,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for family in args.families:
         for n in args.n:
             for eps in args.epsilon:
-                rel = make_release(family, n, eps, rng)
+                rel = make_release(family, n, eps, rng, args.mechanism)
                 out = {"default": run(family, rel, "default", **settings)}
-                for s in ("nuts", "alg1"):
+                for s in ("nuts", "alg1") if args.mechanism == "laplace" else ("nuts",):
                     out[s] = run(family, rel, s, **baseline)
                 rate = {s: ess / sec for s, (sec, ess) in out.items()}
+                rate.setdefault("alg1", float("nan"))
                 print(
                     f"{family:<12}{n:>9}{eps:>6g}  {rate['default']:>13.1f}{rate['nuts']:>11.1f}"
                     f"{rate['alg1']:>11.1f}  {rate['default'] / rate['nuts']:>7.1f}x"
