@@ -48,7 +48,7 @@ def lattice_error_bound(var: float, scale: float) -> float:
     the density φ_τ. At integer d the density is the pmf times the constant Z(τ), which does not
     depend on θ, so the noise law itself is modelled exactly. What remains is the lattice: by
     Poisson summation, Σ_s N(s; m, v) φ_τ(y - s) = N(y; m, v + τ²) (1 + ε(σ₃)) with
-    σ₃² = v τ²/(v + τ²) and |ε(σ)| ≤ e(σ) = 2 Σ_{j≥1} exp(-2π² j² σ²), and the lattice normal's
+    σ₃² = v τ²/(v + τ²) and abs(ε(σ)) ≤ e(σ) = 2 Σ_{j≥1} exp(-2π² j² σ²), and the lattice normal's
     own mass is 1 + ε(√v). So the log-likelihood of the continuous model is within
 
         -log(1 - e(σ₃)) - log(1 - e(√v))
