@@ -22,6 +22,7 @@ confined to an interval. Two bounds on ``max ||t(v) − t(v')||₁`` over the bo
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -216,16 +217,7 @@ def regression_sensitivity(
     >>> round(regression_sensitivity([(-2, 2)], (-3, 3)), 4)  # the sum of ranges is 35
     24.3333
     """
-    xb = np.asarray(x_bounds, dtype=np.float64).reshape(-1, 2)
-    yb = np.asarray(y_bounds, dtype=np.float64).reshape(2)
-    d = xb.shape[0]
-    if bound is None:
-        bound = default_sensitivity_bound(d)
-    if bound not in SENSITIVITY_BOUNDS:
-        raise ValueError(f"bound must be one of {SENSITIVITY_BOUNDS} (got {bound!r})")
-    lower = np.append(xb[:, 0], yb[0])
-    upper = np.append(xb[:, 1], yb[1])
-    powers = statistic_powers(d)
+    d, bound, powers, lower, upper = _record_box(x_bounds, y_bounds, bound)
     ranges = sum_of_ranges(powers, lower, upper)
     if bound == SUM_OF_RANGES:
         return ranges
@@ -256,16 +248,7 @@ def regression_sensitivity_l2(
     >>> round(regression_sensitivity_l2([(-1, 1)], (-1, 1)), 2)  # 2√2 (the ranges give 3.74)
     2.83
     """
-    xb = np.asarray(x_bounds, dtype=np.float64).reshape(-1, 2)
-    yb = np.asarray(y_bounds, dtype=np.float64).reshape(2)
-    d = xb.shape[0]
-    if bound is None:
-        bound = default_sensitivity_bound(d)
-    if bound not in SENSITIVITY_BOUNDS:
-        raise ValueError(f"bound must be one of {SENSITIVITY_BOUNDS} (got {bound!r})")
-    lower = np.append(xb[:, 0], yb[0])
-    upper = np.append(xb[:, 1], yb[1])
-    powers = statistic_powers(d)
+    d, bound, powers, lower, upper = _record_box(x_bounds, y_bounds, bound)
     ranges = root_sum_of_squared_ranges(powers, lower, upper)
     if bound == SUM_OF_RANGES:
         return ranges
@@ -275,3 +258,17 @@ def regression_sensitivity_l2(
             "bound='sum-of-ranges'"
         )
     return min(exact_l2_sensitivity(powers, lower, upper), ranges)
+
+
+def _record_box(
+    x_bounds: npt.ArrayLike, y_bounds: npt.ArrayLike, bound: str | None
+) -> tuple[int, str, Any, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """d, the checked bound name, the statistic's powers and the box's lower and upper corners."""
+    xb = np.asarray(x_bounds, dtype=np.float64).reshape(-1, 2)
+    yb = np.asarray(y_bounds, dtype=np.float64).reshape(2)
+    d = xb.shape[0]
+    if bound is None:
+        bound = default_sensitivity_bound(d)
+    if bound not in SENSITIVITY_BOUNDS:
+        raise ValueError(f"bound must be one of {SENSITIVITY_BOUNDS} (got {bound!r})")
+    return d, bound, statistic_powers(d), np.append(xb[:, 0], yb[0]), np.append(xb[:, 1], yb[1])
