@@ -49,6 +49,14 @@ BATCH = 1 << 20
 _BLOCK = 1 << 15
 """Records per block of the fast kernel: 256 kB per array, so a block stays in cache."""
 
+_ROUND = 1.5 * 2.0**52
+"""Adding this to |y| < 2**51 rounds y to the nearest integer, ties to even (``np.rint``): the
+sum lands in [2**52, 2**53), where the float64 spacing is 1."""
+
+_ROUND_BITS = int(np.array(_ROUND).view(np.int64))
+"""The bit pattern of ``_ROUND``: in [2**52, 2**53) the bits of ``_ROUND + m`` are
+``_ROUND_BITS + m``, so the rounded integer is read from the bits without a float conversion."""
+
 _DESCRIBED = re.compile(r"(\d+) record\(s\) \(the first at index (\d+)\)")
 
 
@@ -290,9 +298,11 @@ class FamilyPlan:
         scale = 1.0 / self.quantum
         size = min(_BLOCK, arr.shape[0])
         z, spare = np.empty(size), np.empty(size)
+        outside = np.empty(size, dtype=bool)
         totals = [0] * fam.stat_size
         for start in range(0, arr.shape[0], _BLOCK):
             block = arr[start : start + _BLOCK]
+            k = block.shape[0]
             with np.errstate(invalid="ignore"):
                 low, high = float(block.min()), float(block.max())  # NaN propagates
             if not (math.isfinite(low) and math.isfinite(high)):
@@ -301,27 +311,47 @@ class FamilyPlan:
                 return None
             if positive and low <= 0:
                 return None
-            if whole and not np.array_equal(block, np.rint(block, out=spare[: block.shape[0]])):
+            if whole and not np.array_equal(block, np.rint(block, out=spare[:k])):
                 return None
-            if not (a <= low and high <= b):
-                block = block[(block >= a) & (block <= b)]  # only records in the window count
-            out = z[: block.shape[0]]
-            if positive:
-                np.log(block, out=out)
-                np.multiply(out, scale, out=out)
-            else:
-                np.multiply(block, scale, out=out)
-            # The rounding of fixed_point.quantise: rint of z / q, exact for q a power of two.
-            np.rint(out, out=out)
-            np.clip(out, lo, hi, out=out)
+            out = z[:k]
+            with np.errstate(over="ignore"):  # records far outside the window: dropped below
+                if positive:
+                    np.log(block, out=out)
+                    np.multiply(out, scale, out=out)
+                else:
+                    np.multiply(block, scale, out=out)
+            # The rounding of fixed_point.quantise, rint of z / q (exact for q a power of two),
+            # as one addition: a record in the window is at most 2**42 quanta, far below 2**51.
+            np.add(out, _ROUND, out=out)
+            first, last = max(low, a), min(high, b)
+            if positive or not (lo <= first * scale and last * scale <= hi):
+                # A record in the window rounds past the grid only within q/2 of a window end
+                # that is not a grid point; for logs always clip (a scalar log may differ from
+                # the vector log in the last bit).
+                np.clip(out, lo + _ROUND, hi + _ROUND, out=out)
+            if low < a or high > b:
+                # Only records in the window count: the others become 0 quanta, in place
+                # (cheaper than copying the rest out).
+                mask = outside[:k]
+                if low < a:
+                    np.less(block, a, out=mask)
+                    if high > b:
+                        mask |= block > b
+                else:
+                    np.greater(block, b, out=mask)
+                np.putmask(out, mask, _ROUND)
             if fam.stat_size == 1:
-                # |m| <= 2**42 quanta: a block of 2**16 sums far below 2**62 in int64.
-                totals[0] += int(np.add.reduce(out, dtype=np.int64))
+                # Sum the bit patterns as uint64 (wrapping modulo 2**64, well defined), less
+                # k · _ROUND_BITS: the true total is below 2**57 in absolute value, so its
+                # residue modulo 2**64 gives it back exactly.
+                residue = (int(np.add.reduce(out.view(np.uint64))) - k * _ROUND_BITS) % (1 << 64)
+                totals[0] += residue - (1 << 64) if residue >= 1 << 63 else residue
             else:
-                m = out.astype(np.int64)
-                first, second = limb_total([m, m * m])
-                totals[0] += first
-                totals[1] += second
+                m = out.view(np.int64)
+                np.subtract(m, _ROUND_BITS, out=m)
+                first_total, second_total = limb_total([m, m * m])
+                totals[0] += first_total
+                totals[1] += second_total
         return tuple(totals)
 
     def _fast_counts(self, arr: npt.NDArray) -> tuple[int, ...] | None:

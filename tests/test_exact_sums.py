@@ -20,6 +20,7 @@ N = 3 * _BLOCK + 123  # several blocks and a short one
 
 CASES = [
     ("exponential", pm.Exponential, {}, (0.1, 1.5), lambda n: RNG.exponential(0.6, n)),
+    ("exponential-upper", pm.Exponential, {}, (0.0, 2.0), lambda n: RNG.exponential(0.6, n)),
     ("gamma", pm.Gamma, {"alpha": 2.0}, (0.0, 3.0), lambda n: RNG.gamma(2.0, 0.5, n)),
     ("poisson-int", pm.Poisson, {}, (1, 9), lambda n: RNG.poisson(4.0, n)),
     ("poisson-float", pm.Poisson, {}, (1, 9), lambda n: RNG.poisson(4.0, n).astype(float)),
@@ -57,6 +58,34 @@ def test_block_kernel_equals_the_oracle_bit_for_bit(name, dist, params, window, 
     # Splitting the records into batches changes nothing.
     parts = [plan.batch_totals(p) for p in np.array_split(x, 5)]
     assert combine_totals(parts) == (N, fast.totals)
+
+
+@pytest.mark.parametrize(
+    ("dist", "window"),
+    [
+        (pm.Exponential, (0.3, 0.30001)),  # neither end on the grid
+        (pm.Normal, (-1e-3, 2.5)),
+        (pm.LogNormal, (0.9, 1.1)),
+        (pm.Poisson, (2, 2**50)),  # a coarse grid: q = 2**9
+    ],
+)
+def test_records_at_far_and_next_to_the_window_ends_equal_the_oracle(dist, window):
+    """The block kernel rounds by adding 1.5 · 2**52 and zeroes records outside the window
+    in place: records one ulp outside, on the ends, and far beyond (whose scaled value
+    overflows) must give the oracle's totals."""
+    fam = get_family(dist)
+    plan = FamilyPlan.for_release(fam, window)
+    a, b = map(float, window)
+    x = np.clip(RNG.exponential(1.0, N) * (b - a) + a, a, b)
+    edges = [a, b, np.nextafter(a, -np.inf), np.nextafter(b, np.inf), 1e300, b * 1e200]
+    if getattr(fam, "discrete", False):
+        x, edges = np.rint(x), [a, b, a - 1, b + 1, 2.0**53, b + 2**20]
+    x[_BLOCK - 3 : _BLOCK + 3] = edges  # across a block boundary
+    assert plan._fast_totals(x) is not None  # the block kernel, not the full checks
+    fast = plan.batch_totals(x)
+    assert fast.problem is None
+    assert fast.totals == oracle(fam, window, x, plan.quantum)
+    assert plan.batch_totals(fam.validate_data(x), checked=True).totals == fast.totals
 
 
 @pytest.mark.parametrize(
