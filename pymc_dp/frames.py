@@ -297,10 +297,16 @@ def _to_numpy(batch: Any, columns: list[str]) -> npt.NDArray:
 
 
 def _pandas_numpy(column: Any) -> npt.NDArray:
-    """A pandas column as NumPy without a copy where possible; nulls become NaN."""
+    """A pandas column as NumPy without a copy where possible; nulls become NaN.
+
+    Arrow-backed columns (``dtype_backend="pyarrow"``) take the streamed batches' conversion
+    (:func:`_to_numpy`): a view of the Arrow buffer when there is no null.
+    """
     if isinstance(column.dtype, np.dtype):
         return column.to_numpy()
-    if column.dtype.kind in "biuf":  # nullable extension types: Int64, boolean, Float64, Arrow
+    if getattr(column.dtype, "pyarrow_dtype", None) is not None:
+        return _to_numpy(column.array.__arrow_array__(), [column.name])
+    if column.dtype.kind in "biuf":  # nullable extension types: Int64, boolean, Float64
         if column.hasnans:
             return column.to_numpy(dtype=np.float64, na_value=np.nan)
         return column.to_numpy(dtype=column.dtype.numpy_dtype)

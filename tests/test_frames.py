@@ -366,3 +366,28 @@ def test_grouped_frames_name_bad_keys_and_records_by_position(client):
         pmdp.release_grouped(frame, pm.Poisson, column="x", by=frame["site"].to_numpy(), **base)
     with pytest.raises(ValueError, match="pass column="):
         pmdp.release_grouped(frame, pm.Poisson, by="site", **base)
+
+
+@pytest.mark.parametrize("backend", ["numpy_nullable", "pyarrow"])
+def test_arrow_backed_dask_partitions_give_the_same_totals_and_errors(tmp_path, client, backend):
+    """Partitions read with ``dtype_backend="pyarrow"`` (or pandas' nullable types) take their
+    own conversion: the same totals as the array, and a bad or missing record in a later
+    partition is named by its position in the whole column."""
+    x = RNG.poisson(4.0, N)
+    path = tmp_path / "counts.parquet"
+    pq.write_table(pa.table({"k": x, "w": x.astype(float)}), path, row_group_size=500)
+    frame = dd.read_parquet(path, split_row_groups=True, dtype_backend=backend)
+    assert frame.npartitions > 4 and frame["k"].dtype != np.int64
+    options = dict(epsilon=1.0, bounds=(1, 9), rng=5)
+    reference = pmdp.release(x, pm.Poisson, **options)
+    for column in ("k", "w"):
+        rel = pmdp.release(frame, pm.Poisson, column=column, client=client, **options)
+        assert rel == reference, column
+    for bad, message in ((-3, r"poisson domain"), (None, r"missing")):
+        column = pa.array([*x[:2345].tolist(), bad, *x[2346:].tolist()], type=pa.int64())
+        pq.write_table(pa.table({"k": column}), path, row_group_size=500)
+        frame = dd.read_parquet(path, split_row_groups=True, dtype_backend=backend)
+        with pytest.raises(ValueError, match=message) as info:
+            pmdp.release(frame, pm.Poisson, column="k", client=client, **options)
+        assert "1 record(s) (the first at index 2345)" in str(info.value)
+        assert "-3" not in str(info.value)
