@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from pymc_dp._validation import check_bool, check_finite_array
+from pymc_dp._validation import check_bool, check_finite_array, check_positive
 from pymc_dp.exact_sums import BATCH, combine_totals
 from pymc_dp.frames import exact_totals, is_frame
 from pymc_dp.mechanisms import LAPLACE_FLOAT, laplace_mechanism, noise_scale
@@ -183,7 +183,9 @@ def release_regression(
         # A float32 share would make the parts' ε add up to more than the total.
         moments_share = float(moments_share)
     clamp = check_bool(clamp, "clamp")
-    noise = _Noise(mechanism, generator, budget, label, delta if gaussian else None)
+    # ρ as given (not (√(2ρ))²/2): the record and the accountant hold the budget asked for.
+    zcdp = (check_positive(rho, "rho"), float(delta)) if gaussian else None
+    noise = _Noise(mechanism, generator, budget, label, zcdp)
     if is_frame(x):
         return _release_frame(
             x,
@@ -334,7 +336,7 @@ def _noisy_release(
     :func:`pymc_dp.release.noise_settings` returns it: τ = Δ₂/√(2ρ) plays b = Δ/ε).
     """
     d = xb.shape[0]
-    gaussian = noise.delta is not None
+    gaussian = noise.zcdp is not None
     largest = max(1.0, float(np.max(np.abs(xb))), float(np.max(np.abs(yb))))
     with np.errstate(over="ignore"):
         magnitude = float(np.float64(n) * np.float64(largest) ** 2)
@@ -367,7 +369,7 @@ def _noisy_release(
         noise_scale(sensitivity=moment_delta, epsilon=moments_epsilon, magnitude=moment_magnitude)
     if noise.budget is not None:
         if gaussian:
-            noise.budget.spend(rho=epsilon**2 / 2.0, label=noise.label)
+            noise.budget.spend(rho=noise.zcdp[0], label=noise.label)
         else:  # statistics and moments: ε in all
             noise.budget.spend(epsilon=epsilon, label=noise.label)
     generator = noise.rng
@@ -404,7 +406,7 @@ def _noisy_release(
                 n=n,
                 t_bounds=t_bounds,
                 sensitivity=sensitivity,
-                rho=stat_epsilon**2 / 2.0,
+                rho=noise.zcdp[0],
             )
         else:
             vetted = vetted_laplace_total(
@@ -431,11 +433,11 @@ def _noisy_release(
                 sensitivity=part.sensitivity,
                 quantum=part.quantum,
             )
-    rho = stat_epsilon**2 / 2.0 if gaussian else None
+    rho, delta = noise.zcdp if gaussian else (None, 0.0)
     return RegressionRelease(
         value=noisy,
         n=n,
-        epsilon=zcdp_to_approx_dp(rho, noise.delta) if gaussian else stat_epsilon,
+        epsilon=zcdp_to_approx_dp(rho, delta) if gaussian else stat_epsilon,
         sensitivity=sensitivity,
         x_bounds=tuple(tuple(r) for r in xb.tolist()),
         y_bounds=(float(yb[0]), float(yb[1])),
@@ -448,7 +450,7 @@ def _noisy_release(
         budget=None if noise.budget is None else noise.budget.receipt(),
         sensitivity_bound=bound,
         rho=rho,
-        delta=noise.delta if gaussian else 0.0,
+        delta=delta,
     )
 
 
@@ -470,5 +472,5 @@ class _Noise(NamedTuple):
     rng: np.random.Generator | None
     budget: Any
     label: str
-    delta: float | None = None
-    """δ of a Gaussian release's (ε, δ) statement; ``None`` for the Laplace mechanisms."""
+    zcdp: tuple[float, float] | None = None
+    """(ρ, δ) of a Gaussian release (δ of its (ε, δ) statement); ``None`` for Laplace."""
