@@ -10,16 +10,21 @@ fixed-point rounding included). Then, on one seeded data set (n = 500, the desig
 first slope θ₁ from the default sampler (:func:`~pymc_dp.regression.sample_regression`, NIW
 prior from the box), and the non-private conjugate posterior's sd for reference.
 
+With ``--ratios`` it prints instead, without sampling, the ratio of the two mechanisms' noise
+sds per component, τ/(√2 b), for ε in 0.1, 1, 3, 10 at the same δ (rounding not included).
+
 Usage::
 
     python benchmarks/regression_gaussian.py --n 500 --tune 300 --draws 1000 \
         --output docs/figures/regression/gaussian_gain.json
+    python benchmarks/regression_gaussian.py --ratios
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 
 import numpy as np
@@ -85,6 +90,23 @@ def run(*, n: int, epsilon: float, delta: float, tune: int, draws: int, seed: in
     return rows
 
 
+def ratios(delta: float) -> list[dict]:
+    """τ/(√2 b), the Gaussian over the Laplace noise sd per component, by ε and d."""
+    rows = []
+    for epsilon in (0.1, 1.0, 3.0, 10.0):
+        rho = rho_for_approx_dp(epsilon, delta)
+        row = {"epsilon": epsilon, "rho": rho}
+        for d in (1, 2, 3):
+            x_bounds, y_bounds = [(-X_BOUND, X_BOUND)] * d, (-Y_BOUND, Y_BOUND)
+            tau = regression_sensitivity_l2(x_bounds, y_bounds) / math.sqrt(2.0 * rho)
+            b = regression_sensitivity(x_bounds, y_bounds) / epsilon
+            row[f"d{d}"] = tau / (math.sqrt(2.0) * b)
+        rows.append(row)
+        print(f"eps={epsilon:g} rho={rho:.5f} " + " ".join(
+            f"d={d}: {row[f'd{d}']:.2f}" for d in (1, 2, 3)), flush=True)  # fmt: skip
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison and optionally write the rows as JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -95,7 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=2019)
     parser.add_argument("--output", default=None, help="write the rows as JSON here")
+    parser.add_argument("--ratios", action="store_true", help="noise sd ratios only")
     args = parser.parse_args(argv)
+    if args.ratios:
+        ratios(args.delta)
+        return 0
     rows = run(n=args.n, epsilon=args.epsilon, delta=args.delta, tune=args.tune,
                draws=args.draws, seed=args.seed)  # fmt: skip
     if args.output:
