@@ -155,9 +155,10 @@ def sample_gibbs_ss(
     if (scale is None) == (noise_sd is None):
         raise TypeError("give exactly one of scale (Laplace noise) and noise_sd (Gaussian noise)")
     laplace = scale is not None
-    scale = _batched(scale if laplace else noise_sd, 0, releases, "scale/noise_sd")
+    name = "scale" if laplace else "noise_sd"
+    scale = _batched(scale if laplace else noise_sd, 0, releases, name)
     if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
-        raise ValueError("scale/noise_sd must be finite and > 0")
+        raise ValueError(f"{name} must be finite and > 0")
     prior = check_nig(prior)
     if prior.mean.shape[-1] != p:
         raise ValueError(f"prior.mean must have {p} entries for d={d} (got {prior.mean.shape})")
