@@ -79,10 +79,10 @@ def release_regression(
 
     With ``mechanism="discrete-gaussian"`` (and ``rho`` instead of ``epsilon``, as for
     :func:`pymc_dp.release`) it publishes ``z = s + N_Z(0, τ²)`` instead, OpenDP's discrete
-    Gaussian on the statistic rounded to a public quantum q, with τ = Δ₂/√(2ρ) and Δ₂ the exact
-    L2 sensitivity of the rounded statistic (the L2 sensitivity of ``s`` over the box,
-    :func:`~pymc_dp.regression.sensitivity.regression_sensitivity_l2`, plus √m·q for the
-    rounding of m components). It is ρ-zCDP, hence (ε, ``delta``)-DP with the ε recorded.
+    Gaussian on the statistic rounded to a public quantum q, with τ = Δ₂/√(2ρ) and Δ₂ a bound
+    on the L2 sensitivity of the rounded statistic: the exact L2 sensitivity of ``s`` over the
+    box (:func:`~pymc_dp.regression.sensitivity.regression_sensitivity_l2`) plus √m·q for the
+    rounding of its m components. It is ρ-zCDP, hence (ε, ``delta``)-DP with the ε recorded.
     The moments of x are not released with it (see ``moments_share``).
 
     Parameters
