@@ -25,6 +25,7 @@ __all__ = [
     "check_positive",
     "check_records",
     "check_rng",
+    "check_zcdp_fields",
     "describe_records",
     "json_float",
 ]
@@ -284,3 +285,31 @@ def check_rng(rng: object, name: str = "rng") -> np.random.Generator:
     raise TypeError(
         f"{name} must be an int seed, a numpy.random.Generator or None (got {type(rng).__name__})"
     )
+
+
+def check_zcdp_fields(gaussian: bool, rho: object, delta: object, mechanism: str) -> tuple:
+    """``(rho, delta)`` of a release record, checked against its mechanism.
+
+    A ``"discrete-gaussian"`` release needs ρ > 0 and δ in (0, 1), the δ at which its (ε, δ)
+    guarantee is stated; any other mechanism has ``rho=None`` and ``delta=0``.
+
+    Examples
+    --------
+    >>> check_zcdp_fields(True, 0.5, 1e-9, "discrete-gaussian")
+    (0.5, 1e-09)
+    >>> check_zcdp_fields(False, None, 0, "discrete-laplace")
+    (None, 0.0)
+    """
+    if gaussian:
+        if rho is None:
+            raise ValueError(f"a {mechanism!r} release needs rho, its zCDP budget")
+        rho = check_positive(rho, "rho")
+        delta = check_positive(delta, "delta")
+        if delta >= 1:
+            raise ValueError(f"delta must lie in (0, 1) (got {delta})")
+        return rho, delta
+    if rho is not None:
+        raise ValueError(f"rho applies only to 'discrete-gaussian' (got rho={rho!r})")
+    if delta != 0:
+        raise ValueError(f"delta must be 0 for {mechanism!r} (got {delta!r})")
+    return None, 0.0

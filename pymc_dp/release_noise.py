@@ -36,6 +36,7 @@ __all__ = [
     "check_mechanism",
     "is_integer_statistic",
     "noisy_statistic",
+    "vetted_gaussian_total",
     "vetted_laplace_total",
 ]
 
@@ -228,8 +229,65 @@ def vetted_laplace_total(
     NoisyStatistic
         The noisy sums (shape ``(d,)``), the sensitivity with rounding, the quantum, the library.
     """
-    quantum = choose_quantum(t_bounds=t_bounds, n=max(n, 1), noise_scale=sensitivity / epsilon)
-    units = quantised_sensitivity(sensitivity, quantum, len(total.totals), "l1")
-    noisy = discrete_laplace_mechanism(total.in_quanta(quantum), sensitivity=units, epsilon=epsilon)
+    return _vetted_total(total, t_bounds, n, sensitivity, epsilon=epsilon, rho=None)
+
+
+def vetted_gaussian_total(
+    total: ExactTotal,
+    *,
+    t_bounds: npt.NDArray[np.float64],
+    n: int,
+    sensitivity: float,
+    rho: float,
+) -> NoisyStatistic:
+    """An exact total with discrete Gaussian noise, rounded to a public statistic quantum.
+
+    The Gaussian counterpart of :func:`vetted_laplace_total`: the quantum is chosen from the
+    scale τ = Δ₂/√(2ρ), the rounding adds √d quanta to the L2 sensitivity
+    (:func:`~pymc_dp.fixed_point.quantised_sensitivity`), and OpenDP's discrete Gaussian of
+    scale (Δ₂/q + √d)/√(2ρ) quanta is ρ-zCDP for that sensitivity.
+
+    Parameters
+    ----------
+    total
+        The exact sums (:class:`ExactTotal`), ``d`` components.
+    t_bounds
+        Public range of each component of one record's contribution, shape ``(d, 2)``.
+    n
+        Number of records (public).
+    sensitivity
+        L2 sensitivity Δ₂ of the exact sums.
+    rho
+        zCDP parameter ρ.
+
+    Returns
+    -------
+    NoisyStatistic
+        The noisy sums, the L2 sensitivity with rounding, the quantum, the library.
+    """
+    return _vetted_total(total, t_bounds, n, sensitivity, epsilon=None, rho=rho)
+
+
+def _vetted_total(
+    total: ExactTotal,
+    t_bounds: npt.NDArray[np.float64],
+    n: int,
+    sensitivity: float,
+    *,
+    epsilon: float | None,
+    rho: float | None,
+) -> NoisyStatistic:
+    """Round ``total`` to a public quantum and add OpenDP's noise: Laplace (ε) or Gaussian (ρ)."""
+    gaussian = rho is not None
+    scale = sensitivity / math.sqrt(2.0 * rho) if gaussian else sensitivity / epsilon
+    quantum = choose_quantum(t_bounds=t_bounds, n=max(n, 1), noise_scale=scale)
+    units = quantised_sensitivity(
+        sensitivity, quantum, len(total.totals), "l2" if gaussian else "l1"
+    )
+    counts = total.in_quanta(quantum)
+    if gaussian:
+        noisy = discrete_gaussian_mechanism(counts, sensitivity=units, rho=rho)
+    else:
+        noisy = discrete_laplace_mechanism(counts, sensitivity=units, epsilon=epsilon)
     value = noisy.astype(np.float64) * quantum
     return NoisyStatistic(value, units * quantum, quantum, library_version())

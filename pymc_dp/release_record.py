@@ -24,6 +24,7 @@ from pymc_dp._validation import (
     check_int,
     check_json_numbers,
     check_positive,
+    check_zcdp_fields,
     json_float,
 )
 from pymc_dp.families import ExponentialFamily, get_family
@@ -413,20 +414,9 @@ def _check_noise_fields(rel: Release, gaussian: bool) -> None:
         object.__setattr__(rel, "record_quantum", record_quantum)
     if rel.library is not None and not isinstance(rel.library, str):
         raise TypeError(f"library must be a string (got {rel.library!r})")
-    if gaussian:
-        if rel.rho is None:
-            raise ValueError("a 'discrete-gaussian' release needs rho")
-        object.__setattr__(rel, "rho", check_positive(rel.rho, "rho"))
-        delta = check_positive(rel.delta, "delta")
-        if delta >= 1:
-            raise ValueError(f"delta must lie in (0, 1) (got {delta})")
-        object.__setattr__(rel, "delta", delta)
-    else:
-        if rel.rho is not None:
-            raise ValueError(f"rho applies only to 'discrete-gaussian' (got rho={rel.rho!r})")
-        if rel.delta != 0:
-            raise ValueError(f"delta must be 0 for {rel.mechanism!r} (got {rel.delta!r})")
-        object.__setattr__(rel, "delta", 0.0)
+    rho, delta = check_zcdp_fields(gaussian, rel.rho, rel.delta, rel.mechanism)
+    object.__setattr__(rel, "rho", rho)
+    object.__setattr__(rel, "delta", delta)
     if rel.budget is not None:
         if not isinstance(rel.budget, Mapping):
             raise TypeError(f"budget must be a mapping (got {type(rel.budget).__name__})")

@@ -250,8 +250,8 @@ def test_an_unknown_format_is_refused_by_name():
     from pymc_dp.regression.release import RegressionRelease
 
     doc = _release_d2()[2].to_dict()
-    doc["format_version"] = 4
+    doc["format_version"] = 5
     with pytest.raises(
-        ValueError, match="format_version 4: this version of pymc_dp reads formats 1 to 3"
+        ValueError, match="format_version 5: this version of pymc_dp reads formats 1 to 4"
     ):
         RegressionRelease.from_dict(doc)

@@ -205,7 +205,8 @@ def test_regression_release_is_vetted_by_default():
     assert study.mechanism == "laplace-float" and study.quantum is None
     with pytest.raises(ValueError, match="cannot be seeded"):
         release_regression(x, y, epsilon=1.0, rng=1, mechanism="discrete-laplace", **box)
-    with pytest.raises(ValueError, match="regression"):
+    # The Gaussian mechanism takes rho, as pmdp.release does (tests/test_regression_gaussian.py).
+    with pytest.raises(TypeError, match="takes rho, not epsilon"):
         release_regression(x, y, epsilon=1.0, mechanism="discrete-gaussian", **box)
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "discrete_laplace_mechanism",
     "library_version",
     "noisy_min_index",
+    "rho_for_approx_dp",
     "zcdp_to_approx_dp",
 ]
 
@@ -228,7 +229,39 @@ def zcdp_to_approx_dp(rho: float, delta: float) -> float:
     meas = dp.c.make_zCDP_to_approxDP(
         dp.m.make_gaussian(dp.atom_domain(T="i64"), dp.absolute_distance(T="i64"), scale=sigma)
     )
-    return float(meas.map(1).epsilon(delta))
+    try:
+        return float(meas.map(1).epsilon(delta))
+    except dp.OpenDPException:
+        # OpenDP's conversion overflows exp(ε) for very large ρ (about 10⁵ and up).
+        raise ValueError(
+            f"rho={rho} is too large for OpenDP's conversion to (epsilon, delta)-DP at "
+            f"delta={delta} (the epsilon overflows); choose a smaller rho"
+        ) from None
+
+
+def rho_for_approx_dp(epsilon: float, delta: float) -> float:
+    """The largest ρ whose ρ-zCDP implies (ε, δ)-DP by :func:`zcdp_to_approx_dp`, by bisection.
+
+    For a Gaussian release that must meet an (ε, δ) target: pass the result as ``rho=`` and
+    the same ``delta=``.
+
+    Examples
+    --------
+    >>> rho = rho_for_approx_dp(1.0, 1e-6)
+    >>> round(rho, 4), zcdp_to_approx_dp(rho, 1e-6) <= 1.0
+    (0.0244, True)
+    """
+    epsilon = check_positive(epsilon, "epsilon")
+    low, high = 0.0, max(epsilon, 1.0)
+    while high - low > 1e-12 * high:  # ε(ρ) is increasing in ρ
+        mid = 0.5 * (low + high)
+        if zcdp_to_approx_dp(mid, delta) <= epsilon:
+            low = mid
+        else:
+            high = mid
+    if low == 0.0:  # pragma: no cover - ε(ρ) → 0 as ρ → 0
+        raise ValueError(f"no rho gives epsilon={epsilon} at delta={delta}")
+    return low
 
 
 def _check_units(scale: float) -> float:

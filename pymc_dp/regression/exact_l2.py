@@ -22,6 +22,8 @@ to about ten at d ≤ 3), and the bound reached then is returned, still safe.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import numpy.typing as npt
 
@@ -91,8 +93,23 @@ def exact_l2_sensitivity(
     2.24
     """
     powers = np.asarray(powers, dtype=np.int64)
-    lower = np.asarray(lower, dtype=np.float64)
-    upper = np.asarray(upper, dtype=np.float64)
+    return _exact_l2(
+        tuple(map(tuple, powers.tolist())),
+        tuple(float(v) for v in np.asarray(lower, dtype=np.float64).ravel()),
+        tuple(float(v) for v in np.asarray(upper, dtype=np.float64).ravel()),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _exact_l2(
+    powers_key: tuple[tuple[int, ...], ...],
+    lower_key: tuple[float, ...],
+    upper_key: tuple[float, ...],
+) -> float:
+    """Cached branch and bound (a Gaussian release's validation recomputes the same box)."""
+    powers = np.array(powers_key, dtype=np.int64)
+    lower = np.array(lower_key, dtype=np.float64)
+    upper = np.array(upper_key, dtype=np.float64)
     q = lower.size
     # A box of the pair (v, v'): columns 0..q-1 hold v, q..2q-1 hold v'.
     lo = np.concatenate([lower, lower])[None]

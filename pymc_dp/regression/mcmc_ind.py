@@ -33,6 +33,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from pymc_dp._validation import check_int, check_positive
+from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.regression.conjugate import NIG, check_nig
 from pymc_dp.regression.data_model import NIW, check_niw
 from pymc_dp.regression.release import RegressionRelease
@@ -130,7 +131,10 @@ def mcmc_ind_model(
         w = pt.concatenate([pt.ones((n, 1)), x, y[:, None]], axis=1)
         b_mat = w.T @ w
         s = pm.Deterministic("suffstat", b_mat[rows, cols])
-        pm.Laplace("z", mu=s, b=release.scale, observed=release.value)
+        if release.mechanism == DISCRETE_GAUSSIAN:
+            pm.Normal("z", mu=s, sigma=release.scale, observed=release.value)
+        else:
+            pm.Laplace("z", mu=s, b=release.scale, observed=release.value)
     return model
 
 

@@ -37,6 +37,7 @@ from pymc_dp._compat import ancestors
 from pymc_dp._validation import check_finite_array, check_int, check_positive
 from pymc_dp.distributions import LaplaceNoiseVariance
 from pymc_dp.families.base import rv_op_type
+from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.regression.data_model import NIW, check_niw
 from pymc_dp.regression.default_prior import default_x_prior
 from pymc_dp.regression.distributions import (
@@ -71,7 +72,7 @@ class NoisyRegressionInfo:
     suffstat: str
     """Name of the latent statistic s."""
     noise_variance: str
-    """Name of the Laplace mixing variances."""
+    """Name of the Laplace mixing variances (not in the model when ``noise_sd`` is set)."""
     theta: str
     """Name of the coefficients θ (intercept first)."""
     sigma2: str
@@ -223,7 +224,9 @@ class NoisyRegressionStat:
         coefficients, intercept first, and the regression noise variance.
     release
         A :class:`~pymc_dp.regression.RegressionRelease`. Alternatively give ``n``,
-        ``epsilon``, ``sensitivity`` and ``observed`` (and ``bounds``).
+        ``epsilon``, ``sensitivity`` and ``observed`` (and ``bounds``) of a Laplace release.
+        A ``"discrete-gaussian"`` release is observed as z | s ~ N(s, τ² I) with its
+        τ = :attr:`~pymc_dp.regression.RegressionRelease.scale`, without mixing variances.
     x_prior
         :class:`~pymc_dp.regression.NIW` prior of the covariates' normal model. Default: from
         the release's public box (:func:`~pymc_dp.regression.default_x_prior`).
@@ -269,9 +272,9 @@ class NoisyRegressionStat:
     Gibbs-SS-Update, ``{name}_covariate`` and ``{name}_covariate_bis`` (rows and columns of
     Σ_x).
 
-    ``pm.sample_posterior_predictive(idata)`` redraws the released z | s ~ Laplace(s, Δ/ε) at the
-    trace's s, a check of the noise model. For responses at new covariates use
-    :func:`~pymc_dp.regression.posterior_predictive`.
+    ``pm.sample_posterior_predictive(idata)`` redraws the released z | s ~ Laplace(s, Δ/ε) (or
+    N(s, τ²) for a Gaussian release) at the trace's s, a check of the noise model. For
+    responses at new covariates use :func:`~pymc_dp.regression.posterior_predictive`.
 
     The default model treats the covariates as normal; the box enters only through the
     sensitivity and the default prior (see :mod:`~pymc_dp.regression.default_prior`). Gibbs-SS
@@ -359,7 +362,8 @@ class NoisyRegressionStat:
         if not model.named_vars_to_dims.get(theta.name):
             _add_coord(model, coef_dim, coefficient_labels(covariates))
             model.named_vars_to_dims[theta.name] = (coef_dim,)
-        scale = sensitivity / epsilon
+        gaussian = rel is not None and rel.mechanism == DISCRETE_GAUSSIAN
+        scale = rel.scale if rel is not None else sensitivity / epsilon
         s_name, v_name = f"{name}_s", f"{name}_sigma2"
         names: dict[str, Any] = {}
         # Chains start from prior draws (Algorithm 1), so that R-hat sees slow mixing: the
@@ -392,15 +396,20 @@ class NoisyRegressionStat:
                 s = NormalModelSuffStat(s_name, theta, sigma2, x_loc, x_cov, n, dims=stat_dim)
             else:
                 s = RegressionSuffStat(s_name, theta, sigma2, second, phi, n, dims=stat_dim)
-            z = pm.Laplace(name, mu=s, b=scale, observed=value, dims=stat_dim)
-            noise = LaplaceNoiseVariance(
-                # The released value, not the node z (see NoisySuffStat): no implicit freeze.
-                v_name,
-                released=model.rvs_to_values[z],
-                suffstat=s,
-                scale=scale,
-                dims=stat_dim,
-            )
+            if gaussian:
+                # y | s ~ N(s, τ² I): the noise variance is known, so no mixing variances.
+                z = pm.Normal(name, mu=s, sigma=scale, observed=value, dims=stat_dim)
+                noise = None
+            else:
+                z = pm.Laplace(name, mu=s, b=scale, observed=value, dims=stat_dim)
+                noise = LaplaceNoiseVariance(
+                    # The released value, not the node z (see NoisySuffStat): no implicit freeze.
+                    v_name,
+                    released=model.rvs_to_values[z],
+                    suffstat=s,
+                    scale=scale,
+                    dims=stat_dim,
+                )
         info = NoisyRegressionInfo(
             name=name,
             suffstat=s_name,
@@ -412,9 +421,11 @@ class NoisyRegressionStat:
             epsilon=epsilon,
             sensitivity=sensitivity,
             method=method,
+            noise_sd=scale if gaussian else None,
             **names,
         )
-        for rv in (s, noise, *(model[v] for k, v in names.items() if k != "x_prior")):
+        own = (s, *(() if noise is None else (noise,)))
+        for rv in (*own, *(model[v] for k, v in names.items() if k != "x_prior")):
             setattr(rv.tag, TAG, info)
         for rv in (theta, sigma2):
             setattr(rv.tag, TAG, (*getattr(rv.tag, TAG, ()), info))

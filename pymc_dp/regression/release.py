@@ -1,9 +1,10 @@
-"""Curator side: release the regression statistics (and optionally moments of x) with Laplace noise.
+"""Curator side: release the regression statistics (and optionally moments of x) with noise.
 
-This module never imports inference code. The record it returns,
-:class:`~pymc_dp.regression.release_record.RegressionRelease`, carries everything the analyst
-needs (value, n, ε, Δ, bounds, and the optional noisy moments of the covariates) and nothing
-about individual records.
+The noise is Laplace (ε-DP) by default, or discrete Gaussian (ρ-zCDP) with
+``mechanism="discrete-gaussian"``. This module never imports inference code. The record it
+returns, :class:`~pymc_dp.regression.release_record.RegressionRelease`, carries everything the
+analyst needs (value, n, ε or ρ, Δ, bounds, and the optional noisy moments of the covariates)
+and nothing about individual records.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from pymc_dp._validation import check_bool, check_finite_array, check_positive, check_rng
+from pymc_dp._validation import check_bool, check_finite_array, check_positive
 from pymc_dp.exact_sums import BATCH, combine_totals
 from pymc_dp.frames import exact_totals, is_frame
-from pymc_dp.mechanisms import DISCRETE_GAUSSIAN, LAPLACE_FLOAT, laplace_mechanism, noise_scale
+from pymc_dp.mechanisms import LAPLACE_FLOAT, laplace_mechanism, noise_scale
+from pymc_dp.mechanisms.vetted import zcdp_to_approx_dp
 from pymc_dp.regression.exact import RegressionPlan
 from pymc_dp.regression.release_record import (
     FOURTH_DEGREES,
@@ -30,10 +32,12 @@ from pymc_dp.regression.sensitivity import (
     default_sensitivity_bound,
     monomial_ranges,
     regression_sensitivity,
+    regression_sensitivity_l2,
     sum_of_ranges,
 )
 from pymc_dp.regression.statistics import covariate_powers, statistic_powers
-from pymc_dp.release_noise import ExactTotal, check_mechanism, vetted_laplace_total
+from pymc_dp.release import noise_settings
+from pymc_dp.release_noise import ExactTotal, vetted_gaussian_total, vetted_laplace_total
 
 __all__ = [
     "FOURTH_DEGREES",
@@ -52,17 +56,19 @@ def release_regression(
     client: Any = None,
     x_bounds: Any,
     y_bounds: Any,
-    epsilon: float,
+    epsilon: float | None = None,
     moments_share: float | None = None,
     clamp: bool = False,
     rng: int | np.random.Generator | None = None,
     mechanism: str | None = None,
+    rho: float | None = None,
+    delta: float = 1e-9,
     budget: Any = None,
     label: str = "regression",
 ) -> RegressionRelease:
-    """Release the sufficient statistics of a linear regression under ε-differential privacy.
+    """Release the sufficient statistics of a linear regression under differential privacy.
 
-    Publishes ``z = s + Laplace(0, Δ/ε)`` on every component of
+    Publishes ``z = s + Laplace(0, Δ/ε)`` (ε-DP) on every component of
     ``s = Σ_i t(x_i, y_i)`` (all unique entries of ``[X, y]ᵀ[X, y]`` but ``n``), where ``Δ`` is the
     L1 sensitivity over the box of records (Bernstein & Sheldon 2019, §3.4). With
     ``moments_share`` it also publishes noisy sums of the covariate monomials of degrees 3-4,
@@ -70,6 +76,14 @@ def release_regression(
     moments of ``s``. ``Δ`` is the exact L1 sensitivity for d <= 3 covariates and the sum of
     the components' ranges above (:func:`~pymc_dp.regression.sensitivity.regression_sensitivity`;
     the release records which in ``sensitivity_bound``).
+
+    With ``mechanism="discrete-gaussian"`` (and ``rho`` instead of ``epsilon``, as for
+    :func:`pymc_dp.release`) it publishes ``z = s + N_Z(0, τ²)`` instead, OpenDP's discrete
+    Gaussian on the statistic rounded to a public quantum q, with τ = Δ₂/√(2ρ) and Δ₂ a bound
+    on the L2 sensitivity of the rounded statistic: the exact L2 sensitivity of ``s`` over the
+    box (:func:`~pymc_dp.regression.sensitivity.regression_sensitivity_l2`) plus √m·q for the
+    rounding of its m components. It is ρ-zCDP, hence (ε, ``delta``)-DP with the ε recorded.
+    The moments of x are not released with it (see ``moments_share``).
 
     Parameters
     ----------
@@ -91,10 +105,12 @@ def release_regression(
     y_bounds
         ``(lower, upper)`` of the response, likewise.
     epsilon
-        Total privacy budget ε > 0 of the release.
+        Total privacy budget ε > 0 of the release (Laplace mechanisms).
     moments_share
         If given, the share in (0, 1) of ``epsilon`` spent on the degree 3-4 sums of x (their
-        degree 1-2 sums are in the statistic); the statistics get the rest.
+        degree 1-2 sums are in the statistic); the statistics get the rest. Laplace
+        mechanisms only: only Gibbs-SS-Noisy reads these sums, and it plugs them in as if
+        they were exact; the default sampler and Gibbs-SS-Update need no moments of x.
     clamp
         If ``False`` (the default), a record outside the bounds stops the release. If ``True``,
         every covariate and response is clamped to its bounds and the release records
@@ -104,10 +120,18 @@ def release_regression(
         Seed or generator: a study, with ``"laplace-float"`` noise. ``None`` (the default) is a
         real release with vetted noise (OpenDP discrete Laplace on fixed-point sums).
     mechanism
-        ``"discrete-laplace"`` (the default without ``rng``) or ``"laplace-float"``.
+        ``"discrete-laplace"`` (the default without ``rng``), ``"discrete-gaussian"``
+        (ρ-zCDP, needs ``rho`` instead of ``epsilon``; no ``rng``: OpenDP cannot be seeded) or
+        ``"laplace-float"``.
+    rho
+        zCDP budget ρ > 0 of a ``"discrete-gaussian"`` release.
+    delta
+        δ at which a ``"discrete-gaussian"`` release states its (ε, δ) guarantee (OpenDP's
+        conversion); the release records that ε.
     budget
-        A :class:`~pymc_dp.budget.PrivacyBudget` charged ``epsilon`` before any noise is drawn
-        (refused if it would exceed the total); the release records what was spent.
+        A :class:`~pymc_dp.budget.PrivacyBudget` charged ``epsilon`` (or ``rho``, which only a
+        budget in ρ accepts) before any noise is drawn (refused if it would exceed the total);
+        the release records what was spent.
     label
         Name of this release in the accountant's ledger.
 
@@ -135,8 +159,22 @@ def release_regression(
     ((9,), 0.8, 0.2, 1.0)
     >>> rel.sensitivity_bound, round(rel.sensitivity, 4)  # the sum of ranges would be 24
     ('exact', 15.375)
+
+    The Gaussian mechanism, vetted (OpenDP), with ρ = 0.5:
+
+    >>> rel = release_regression(x, y, x_bounds=[(-1, 1)] * 2, y_bounds=(-2, 2),
+    ...                          mechanism="discrete-gaussian", rho=0.5)
+    >>> rel.mechanism, rel.rho, round(rel.scale, 2)  # τ = Δ₂/√(2ρ), rounding included
+    ('discrete-gaussian', 0.5, 6.94)
     """
-    epsilon = check_positive(epsilon, "epsilon")
+    mechanism, gaussian, epsilon, generator = noise_settings(mechanism, rng, epsilon, rho, delta)
+    if gaussian and moments_share is not None:
+        raise ValueError(
+            "moments_share applies to the Laplace mechanisms only: a 'discrete-gaussian' "
+            "regression release publishes the statistic alone. Drop moments_share (the default "
+            "sampler and Gibbs-SS-Update need no moments of x), or release with "
+            "mechanism='discrete-laplace' and epsilon= for Gibbs-SS-Noisy"
+        )
     if moments_share is not None:
         if isinstance(moments_share, bool) or not isinstance(moments_share, numbers.Real):
             raise TypeError(f"moments_share must be a real number (got {moments_share!r})")
@@ -145,14 +183,9 @@ def release_regression(
         # A float32 share would make the parts' ε add up to more than the total.
         moments_share = float(moments_share)
     clamp = check_bool(clamp, "clamp")
-    mechanism = check_mechanism(mechanism, rng)
-    if mechanism == DISCRETE_GAUSSIAN:
-        raise ValueError(
-            "mechanism must be 'discrete-laplace' or 'laplace-float' for a regression release "
-            "(the Gaussian mechanism is not available here yet)"
-        )
-    generator = check_rng(rng) if mechanism == LAPLACE_FLOAT else None
-    noise = _Noise(mechanism, generator, budget, label)
+    # ρ as given (not (√(2ρ))²/2): the record and the accountant hold the budget asked for.
+    zcdp = (check_positive(rho, "rho"), float(delta)) if gaussian else None
+    noise = _Noise(mechanism, generator, budget, label, zcdp)
     if is_frame(x):
         return _release_frame(
             x,
@@ -298,9 +331,12 @@ def _noisy_release(
 
     The exact sums (``totals``, the same bit for bit from every input) get the float Laplace
     noise of a study, or, for ``"discrete-laplace"``, are rounded as totals to a public
-    statistic quantum and get OpenDP's integer noise (:func:`vetted_laplace_total`).
+    statistic quantum and get OpenDP's integer noise (:func:`vetted_laplace_total`, or
+    :func:`vetted_gaussian_total` for ``"discrete-gaussian"``, where ``epsilon`` is √(2ρ) as
+    :func:`pymc_dp.release.noise_settings` returns it: τ = Δ₂/√(2ρ) plays b = Δ/ε).
     """
     d = xb.shape[0]
+    gaussian = noise.zcdp is not None
     largest = max(1.0, float(np.max(np.abs(xb))), float(np.max(np.abs(yb))))
     with np.errstate(over="ignore"):
         magnitude = float(np.float64(n) * np.float64(largest) ** 2)
@@ -312,7 +348,9 @@ def _noisy_release(
         )
     stat_epsilon, moments_epsilon = _split_epsilon(epsilon, moments_share)
     bound = default_sensitivity_bound(d)
-    sensitivity = regression_sensitivity(xb, yb, bound=bound)
+    sensitivity = (regression_sensitivity_l2 if gaussian else regression_sensitivity)(
+        xb, yb, bound=bound
+    )
     statistic, *sums = plan.sums(totals)
     exact_blocks = plan.blocks(totals)
     # Only the degree 3-4 sums of x: the degree 1-2 ones are entries of the statistic.
@@ -330,7 +368,10 @@ def _noisy_release(
     if moments_epsilon is not None:
         noise_scale(sensitivity=moment_delta, epsilon=moments_epsilon, magnitude=moment_magnitude)
     if noise.budget is not None:
-        noise.budget.spend(epsilon=epsilon, label=noise.label)  # statistics and moments: ε in all
+        if gaussian:
+            noise.budget.spend(rho=noise.zcdp[0], label=noise.label)
+        else:  # statistics and moments: ε in all
+            noise.budget.spend(epsilon=epsilon, label=noise.label)
     generator = noise.rng
     moments = None
     if noise.mechanism == LAPLACE_FLOAT:
@@ -356,15 +397,25 @@ def _noisy_release(
     else:
         # Vetted: each exact total rounded to a public quantum (release_noise.ExactTotal).
         stat_powers = statistic_powers(d)
-        vetted = vetted_laplace_total(
-            ExactTotal(*exact_blocks[0]),
-            n=n,
-            t_bounds=np.column_stack(
-                monomial_ranges(stat_powers, np.append(xb[:, 0], yb[0]), np.append(xb[:, 1], yb[1]))
-            ),
-            sensitivity=sensitivity,
-            epsilon=stat_epsilon,
+        t_bounds = np.column_stack(
+            monomial_ranges(stat_powers, np.append(xb[:, 0], yb[0]), np.append(xb[:, 1], yb[1]))
         )
+        if gaussian:
+            vetted = vetted_gaussian_total(
+                ExactTotal(*exact_blocks[0]),
+                n=n,
+                t_bounds=t_bounds,
+                sensitivity=sensitivity,
+                rho=noise.zcdp[0],
+            )
+        else:
+            vetted = vetted_laplace_total(
+                ExactTotal(*exact_blocks[0]),
+                n=n,
+                t_bounds=t_bounds,
+                sensitivity=sensitivity,
+                epsilon=stat_epsilon,
+            )
         noisy, sensitivity = vetted.value, vetted.sensitivity
         quantum, library = vetted.quantum, vetted.library
         if moments_epsilon is not None:
@@ -382,10 +433,11 @@ def _noisy_release(
                 sensitivity=part.sensitivity,
                 quantum=part.quantum,
             )
+    rho, delta = noise.zcdp if gaussian else (None, 0.0)
     return RegressionRelease(
         value=noisy,
         n=n,
-        epsilon=stat_epsilon,
+        epsilon=zcdp_to_approx_dp(rho, delta) if gaussian else stat_epsilon,
         sensitivity=sensitivity,
         x_bounds=tuple(tuple(r) for r in xb.tolist()),
         y_bounds=(float(yb[0]), float(yb[1])),
@@ -397,6 +449,8 @@ def _noisy_release(
         library=library,
         budget=None if noise.budget is None else noise.budget.receipt(),
         sensitivity_bound=bound,
+        rho=rho,
+        delta=delta,
     )
 
 
@@ -418,3 +472,5 @@ class _Noise(NamedTuple):
     rng: np.random.Generator | None
     budget: Any
     label: str
+    zcdp: tuple[float, float] | None = None
+    """(ρ, δ) of a Gaussian release (δ of its (ε, δ) statement); ``None`` for Laplace."""

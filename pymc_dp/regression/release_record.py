@@ -7,7 +7,10 @@ about individual records. :func:`~pymc_dp.regression.release.release_regression`
 
 File formats
 ------------
-3 (written today)
+4 (written today)
+    Adds ``rho`` and ``delta`` (Gaussian-mechanism releases, ``"discrete-gaussian"``; ``null``
+    and 0 otherwise) to 3.
+3
     ``fourth_moments`` holds the degree 3-4 sums of x with the whole moments share of ε;
     ``second_moments`` is ``null``: the degree 1-2 sums of x are entries of the statistic and
     the analyst reads them there (post-processing, no budget). Adds ``sensitivity_bound``.
@@ -38,12 +41,14 @@ from pymc_dp._validation import (
     check_int,
     check_json_numbers,
     check_positive,
+    check_zcdp_fields,
 )
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN, LAPLACE_FLOAT
 from pymc_dp.regression.sensitivity import (
     SENSITIVITY_BOUNDS,
     check_box,
     regression_sensitivity,
+    regression_sensitivity_l2,
     sum_of_ranges,
 )
 from pymc_dp.regression.statistics import covariate_powers, d_from_released
@@ -65,8 +70,8 @@ FOURTH_DEGREES = (3, 4)
 in the statistic these give every raw moment up to order 4 that the CLT of the statistic
 needs)."""
 
-FORMAT_VERSION = 3
-"""Version written by :meth:`RegressionRelease.to_dict`; versions 1 and 2 are read (see above)."""
+FORMAT_VERSION = 4
+"""Version written by :meth:`RegressionRelease.to_dict`; versions 1 to 3 are read (see above)."""
 _KIND = "regression"
 
 
@@ -155,14 +160,17 @@ class RegressionRelease:
     Attributes
     ----------
     value : numpy.ndarray
-        The released ``z = s + Laplace(0, Δ/ε)`` for ``s`` the statistic of
-        :mod:`pymc_dp.regression.statistics`, shape ``(m,)`` (read-only).
+        The released ``z = s + Laplace(0, Δ/ε)`` (or ``s + N(0, τ²)`` for the Gaussian
+        mechanism) for ``s`` the statistic of :mod:`pymc_dp.regression.statistics`, shape
+        ``(m,)`` (read-only).
     n : int
         Number of records (public; it is the unreleased entry ``B[0, 0]``).
     epsilon : float
-        Privacy budget of the statistics release.
+        Privacy budget of the statistics release; for ``"discrete-gaussian"`` the ε of the
+        (ε, ``delta``)-DP guarantee that ``rho``-zCDP implies (OpenDP's conversion).
     sensitivity : float
-        L1 sensitivity Δ used to scale the noise on ``value``.
+        Sensitivity used to scale the noise on ``value``: L1 (Δ), or L2 (Δ₂) for
+        ``"discrete-gaussian"``, the fixed-point rounding included for a vetted release.
     x_bounds : tuple
         ``((lower, upper), ...)`` of each of the ``d`` covariates.
     y_bounds : tuple
@@ -174,8 +182,8 @@ class RegressionRelease:
         Noisy sums of the covariate monomials of degrees 3-4, released with the moments share
         of the budget, or ``None`` if the moments were not released.
     mechanism : str
-        ``"discrete-laplace"`` (vetted, the default) or ``"laplace-float"`` (seeded studies;
-        ``"laplace"`` in format 1 files).
+        ``"discrete-laplace"`` (vetted, the default), ``"discrete-gaussian"`` (vetted, ρ-zCDP)
+        or ``"laplace-float"`` (seeded studies; ``"laplace"`` in format 1 files).
     clamped : bool
         Whether the curator clamped records to the bounds (``clamp=True``) instead of stopping
         at a record outside them. It says the option was on, not whether a record was clamped.
@@ -197,6 +205,11 @@ class RegressionRelease:
         Which bound on the L1 sensitivity scaled the noise: ``"exact"`` (enumerated over the
         box) or ``"sum-of-ranges"`` (:mod:`pymc_dp.regression.sensitivity`); ``None`` in files
         written before this field existed (they used the sum of ranges).
+    rho : float or None
+        zCDP budget ρ of a ``"discrete-gaussian"`` release (noise sd τ = Δ₂/√(2ρ)), else
+        ``None``.
+    delta : float
+        δ of the (ε, δ) guarantee of a ``"discrete-gaussian"`` release; 0 otherwise.
 
     Examples
     --------
@@ -224,6 +237,8 @@ class RegressionRelease:
     library: str | None = None
     budget: Mapping[str, Any] | None = None
     sensitivity_bound: str | None = None
+    rho: float | None = None
+    delta: float = 0.0
 
     def __post_init__(self) -> None:
         try:
@@ -262,11 +277,21 @@ class RegressionRelease:
             )
         object.__setattr__(self, "x_bounds", tuple(tuple(map(float, r)) for r in xb))
         object.__setattr__(self, "y_bounds", (float(yb[0, 0]), float(yb[0, 1])))
-        needed = regression_sensitivity(xb, yb[0])
+        mechanism = check_mechanism(self.mechanism, None)
+        gaussian = mechanism == DISCRETE_GAUSSIAN
+        if gaussian:
+            needed, norm = regression_sensitivity_l2(xb, yb[0]), "L2"
+        else:
+            needed, norm = regression_sensitivity(xb, yb[0]), "L1"
         if self.sensitivity < needed:
             raise ValueError(
-                f"sensitivity must be >= {needed}, the L1 sensitivity over the bounds (got "
-                f"{self.sensitivity}); with less noise the release is not ε-DP"
+                f"sensitivity must be >= {needed}, the {norm} sensitivity over the bounds (got "
+                f"{self.sensitivity}); with less noise the release is not private"
+            )
+        if gaussian and (self.second_moments is not None or self.fourth_moments is not None):
+            raise ValueError(
+                "a 'discrete-gaussian' regression release has no moments of x (release_regression "
+                "refuses moments_share with the Gaussian mechanism)"
             )
         if self.second_moments is not None and self.fourth_moments is None:
             raise ValueError(
@@ -293,10 +318,10 @@ class RegressionRelease:
                 raise ValueError(f"{name} must hold the degree {degrees} monomials of x in order")
             if mom.sensitivity < sum_of_ranges(expected, xb[:, 0], xb[:, 1]):
                 raise ValueError(f"{name}.sensitivity is below the L1 sensitivity of its sums")
-        mechanism = check_mechanism(self.mechanism, None)
-        if mechanism == DISCRETE_GAUSSIAN:
-            raise ValueError("regression releases support 'discrete-laplace' and 'laplace-float'")
         object.__setattr__(self, "mechanism", mechanism)
+        rho, delta = check_zcdp_fields(gaussian, self.rho, self.delta, mechanism)
+        object.__setattr__(self, "rho", rho)
+        object.__setattr__(self, "delta", delta)
         object.__setattr__(self, "quantum", _check_quantum(self.quantum))
         if (self.quantum is None) != (mechanism == LAPLACE_FLOAT):
             raise ValueError(
@@ -329,7 +354,9 @@ class RegressionRelease:
 
     @property
     def scale(self) -> float:
-        """Laplace scale Δ/ε of the noise on every statistic component."""
+        """Noise scale on every statistic component: Laplace b = Δ/ε, or Gaussian τ = Δ₂/√(2ρ)."""
+        if self.rho is not None:
+            return self.sensitivity / math.sqrt(2.0 * self.rho)
         return self.sensitivity / self.epsilon
 
     @property
@@ -362,6 +389,8 @@ class RegressionRelease:
             "library": self.library,
             "budget": None if self.budget is None else dict(self.budget),
             "sensitivity_bound": self.sensitivity_bound,
+            "rho": self.rho,
+            "delta": self.delta,
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -384,7 +413,7 @@ class RegressionRelease:
             raise TypeError(f"a regression release must be a mapping (got {type(data).__name__})")
         data = dict(data)
         version = data.pop("format_version", FORMAT_VERSION)
-        if isinstance(version, bool) or not isinstance(version, int) or version not in (1, 2, 3):
+        if isinstance(version, bool) or not isinstance(version, int) or version not in (1, 2, 3, 4):
             raise ValueError(
                 f"unsupported regression release format_version {version!r}: this version of "
                 f"pymc_dp reads formats 1 to {FORMAT_VERSION}"
@@ -408,8 +437,9 @@ class RegressionRelease:
             _check_fields(data, lists=("record_quantum",), scalars=())
         if "mechanism" in data and not isinstance(data["mechanism"], str):
             raise TypeError(f"mechanism must be a string (got {data['mechanism']!r})")
-        if data.get("quantum") is not None:
-            check_json_numbers(data["quantum"], "quantum", scalar=True)
+        for key in ("quantum", "rho", "delta"):
+            if data.get(key) is not None:
+                check_json_numbers(data[key], key, scalar=True)
         for key in ("second_moments", "fourth_moments"):
             if data.get(key) is not None:
                 data[key] = MomentRelease.from_dict(data[key])

@@ -40,8 +40,8 @@ class RegressionTrace(NamedTuple):
     """Regression noise variance σ², shape ``(chain, draw, batch)``."""
     suffstat: npt.NDArray[np.float64]
     """Latent statistic s, shape ``(chain, draw, batch, m)``."""
-    noise_variance: npt.NDArray[np.float64]
-    """Laplace mixing variances, shape ``(chain, draw, batch, m)``."""
+    noise_variance: npt.NDArray[np.float64] | None
+    """Laplace mixing variances, shape ``(chain, draw, batch, m)``; ``None`` for Gaussian noise."""
     n_fallback: int
     """Total s updates that used the Gibbs-sweep fallback (no independent proposal valid)."""
     x_loc: npt.NDArray[np.float64] | None = None
@@ -68,7 +68,8 @@ def sample_gibbs_ss(
     *,
     released: npt.ArrayLike,
     n: int,
-    scale: npt.ArrayLike,
+    scale: npt.ArrayLike | None = None,
+    noise_sd: npt.ArrayLike | None = None,
     prior: NIG | tuple,
     x_moments: XMoments | None = None,
     x_prior: NIW | tuple | None = None,
@@ -85,7 +86,8 @@ def sample_gibbs_ss(
     from the conjugate NIW posterior given s and take the next iteration's moments of x from
     ``N(μ_x, Σ_x)`` (:func:`~pymc_dp.regression.data_model.normal_x_moments`); draw every
     ``1/σ²_noise,j`` from its inverse-Gaussian conditional
-    (:func:`pymc_dp.kernels.draw_noise_variance`).
+    (:func:`pymc_dp.kernels.draw_noise_variance`). With Gaussian noise (``noise_sd``) the noise
+    variances are τ², fixed, and that last step is skipped.
 
     Parameters
     ----------
@@ -95,8 +97,10 @@ def sample_gibbs_ss(
         Released z, shape ``(batch, m)``.
     n
         Number of records of every release.
-    scale
-        Laplace scale Δ/ε of each release's statistic, scalar or shape ``(batch,)``.
+    scale, noise_sd
+        Exactly one: the Laplace scale Δ/ε of each release's statistic, or the standard
+        deviation τ of Gaussian noise (a ``"discrete-gaussian"`` release's ``scale``); scalar
+        or shape ``(batch,)``.
     prior
         :class:`~pymc_dp.regression.conjugate.NIG` prior, broadcastable to the batch.
     x_moments
@@ -148,9 +152,13 @@ def sample_gibbs_ss(
     tune = check_int(tune, "tune", minimum=0)
     chains = check_int(chains, "chains", minimum=1)
     releases = z.shape[0]
-    scale = _batched(scale, 0, releases, "scale")
+    if (scale is None) == (noise_sd is None):
+        raise TypeError("give exactly one of scale (Laplace noise) and noise_sd (Gaussian noise)")
+    laplace = scale is not None
+    name = "scale" if laplace else "noise_sd"
+    scale = _batched(scale if laplace else noise_sd, 0, releases, name)
     if not np.all(np.isfinite(scale)) or np.any(scale <= 0):
-        raise ValueError("scale must be finite and > 0")
+        raise ValueError(f"{name} must be finite and > 0")
     prior = check_nig(prior)
     if prior.mean.shape[-1] != p:
         raise ValueError(f"prior.mean must have {p} entries for d={d} (got {prior.mean.shape})")
@@ -192,7 +200,8 @@ def sample_gibbs_ss(
     mean, _ = suffstat_moments(theta, sigma2, mom)
     b0 = project_psd(unpack_statistic(n * mean, n), floor=_START_FLOOR * n)
     s = pack_statistic(b0)
-    noise_var = np.full(z.shape, 1.0) * (2.0 * scale[:, None] ** 2)
+    # Laplace: start the mixing variances at their prior mean 2b²; Gaussian: τ², for good.
+    noise_var = np.full(z.shape, 1.0) * ((2.0 if laplace else 1.0) * scale[:, None] ** 2)
 
     keep = {
         "theta": np.empty((draws, *theta.shape)),
@@ -220,7 +229,8 @@ def sample_gibbs_ss(
         if x_prior is not None:
             x_loc, x_cov = draw_niw(rng, niw_update(x_prior, statistic=s, n=n))
             mom = normal_x_moments(x_loc, x_cov)
-        noise_var = draw_noise_variance(rng, residual=z - s, scale=scale[:, None])
+        if laplace:
+            noise_var = draw_noise_variance(rng, residual=z - s, scale=scale[:, None])
         if it >= tune:
             state = [theta, sigma2, s, noise_var]
             if x_prior is not None:
@@ -232,4 +242,6 @@ def sample_gibbs_ss(
         return np.moveaxis(a.reshape(draws, chains, releases, *a.shape[2:]), 0, 1)
 
     out = {key: by_chain(a) for key, a in keep.items()}
+    if not laplace:
+        out["noise_variance"] = None
     return RegressionTrace(**out, n_fallback=n_fallback)

@@ -5,7 +5,8 @@ sample_gibbs_ss` uses for the same conditional, and writes the draw back (Bernst
 2019, Algorithm 1):
 
 * :class:`RegressionSuffStatStep`: s ~ NormProduct(nμ_t, nΣ_t, z, diag σ²) restricted to PSD
-  ``B(s)`` (:func:`~pymc_dp.regression.draw_regression_suffstat`);
+  ``B(s)`` (:func:`~pymc_dp.regression.draw_regression_suffstat`); for a Gaussian-mechanism
+  release σ² = τ² is fixed (the node has no mixing variances);
 * :class:`RegressionConjugateStep`: (θ, σ²) jointly from the NIG posterior given s
   (:func:`~pymc_dp.regression.nig_update`, :func:`~pymc_dp.regression.draw_nig`);
 * :class:`CovariateModelStep`: Gibbs-SS-Update's (μ_x, Σ_x) from the NIW posterior given s
@@ -23,6 +24,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 
 from pymc_dp._compat import register_step_methods
 from pymc_dp.distributions import NoiseVarianceRV
@@ -102,9 +104,14 @@ class RegressionSuffStatStep(DPGibbsStep):
         for rv in rvs:
             info = _info(rv)
             theta, sigma2, second, phi, _ = rv.owner.op.dist_params(rv.owner)
-            outputs.extend(
-                [theta, sigma2, second, phi, rv, model[info.noise_variance], model[info.name]]
+            z = model[info.name]
+            # Gaussian noise: σ² = τ² is known, read as a constant of z's shape.
+            noise = (
+                model[info.noise_variance]
+                if info.noise_sd is None
+                else pt.full_like(z, info.noise_sd**2, dtype="float64")
             )
+            outputs.extend([theta, sigma2, second, phi, rv, noise, z])
             self._plan.append((info.n, ValueWriter(model, rv, **compile_kwargs)))
         self._read = PointReader(model, outputs, **compile_kwargs)
 
