@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from pymc_dp_cli.messages import InputError, fail, one_line, release_message
+from pymc_dp_cli.parser import ColumnPlan
 from pymc_dp_cli.texts import FAMILY_CLASSES, WINDOWED
 
 __all__ = ["NoisePlan", "dry_run", "noise_plan", "release_command"]
@@ -145,16 +146,33 @@ def noise_plan(
     )  # fmt: skip
 
 
-def dry_run(args: argparse.Namespace, settings: dict[str, Any]) -> int:
-    """Print the noise of a release against its statistic's range; read and spend nothing."""
+def dry_run(args: argparse.Namespace, plans: list[ColumnPlan]) -> int:
+    """Print the noise of a release against its statistic's range; read and spend nothing.
+
+    With several columns, each at its share of ε; with ``--by``, each group at its public size.
+    """
+    mechanism = args.mechanism or ("laplace-float" if args.seed is not None else None)
     try:
-        plan = noise_plan(
-            args.family, settings, n=args.n, epsilon=args.epsilon, rho=args.rho,
-            mechanism=args.mechanism or ("laplace-float" if args.seed is not None else None),
-        )  # fmt: skip
+        if args.by is not None:
+            return _dry_run_grouped(args, plans[0], mechanism)
+        for plan in plans:
+            noise = noise_plan(
+                plan.family, plan.settings, n=args.n, epsilon=plan.epsilon, rho=args.rho,
+                mechanism=mechanism,
+            )  # fmt: skip
+            private = plan.settings.get("bounds") == "private"
+            _print_plan(noise, private, f"{plan.column} " if len(plans) > 1 else "")
     except (InputError, TypeError, ValueError) as err:
         return fail("release", release_message(one_line(err), "RECORDS"))
-    private = settings.get("bounds") == "private"
+    if len(plans) > 1:
+        print(
+            f"in all: epsilon = {math.fsum(p.epsilon for p in plans):g} for the "
+            f"{len(plans)} columns (sequential composition, charged once)"
+        )
+    return 0
+
+
+def _print_plan(plan: NoisePlan, private: bool, what: str) -> None:
     gaussian = plan.mechanism == "discrete-gaussian"
     budget = f"rho = {plan.budget:g}" if gaussian else f"epsilon = {plan.budget:g}"
     window = ""
@@ -162,24 +180,75 @@ def dry_run(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         window = f", window [{plan.window[0]:g}, {plan.window[1]:g}]"
         window += " (the private window's search range)" if private else ""
     print(
-        f"dry run: {plan.family} release of n = {plan.n} records{window}, {budget}"
+        f"dry run: {what}{plan.family} release of n = {plan.n} records{window}, {budget}"
         + (" (after the private window's share)" if private else "")
         + "; no data read, no budget spent\n"
         f"  sensitivity {plan.sensitivity:.4g}, {plan.mechanism} noise scale {plan.scale:.4g}, "
         f"noise sd {plan.noise_sd:.4g}"
     )
+    _print_ranges(plan, "  ")
+
+
+def _print_ranges(plan: NoisePlan, indent: str) -> None:
     for name, width in zip(plan.components, plan.ranges, strict=True):
         ratio = plan.noise_sd / width if width > 0 else math.inf
         print(
-            f"  {name}: plausible range {width:.6g} (n × {width / plan.n:.6g}); "
+            f"{indent}{name}: plausible range {width:.6g} (n × {width / plan.n:.6g}); "
             f"noise sd / range = {ratio:.3g}"
         )
+
+
+def _dry_run_grouped(args: argparse.Namespace, plan: ColumnPlan, mechanism: str | None) -> int:
+    """The noise of each group's release at its public size (parallel composition)."""
+    groups = [g.strip() for g in args.groups.split(",")]
+    sizes = _public_sizes(args.public_sizes)
+    if len(sizes) != len(groups):
+        raise InputError(
+            f"--public-sizes gives {len(sizes)} size(s) for the {len(groups)} --groups"
+        )
+    if min(sizes) < 1:
+        raise InputError(f"--public-sizes must each be >= 1 (got {min(sizes)})")
+    noise = [
+        noise_plan(plan.family, plan.settings, n=n, epsilon=args.epsilon, rho=args.rho,
+                   mechanism=mechanism)
+        for n in sizes
+    ]  # fmt: skip
+    first = noise[0]
+    budget = (
+        f"rho = {first.budget:g}" if first.mechanism == "discrete-gaussian"
+        else f"epsilon = {first.budget:g}"
+    )  # fmt: skip
+    window = (
+        f", window [{first.window[0]:g}, {first.window[1]:g}]" if plan.family in WINDOWED else ""
+    )
+    print(
+        f"dry run: {plan.family} releases of {len(groups)} groups of {args.by!r}{window}, "
+        f"{budget} for the whole set (parallel composition); no data read, no budget spent\n"
+        f"  sensitivity {first.sensitivity:.4g}; {first.mechanism} noise on each group's statistic:"
+    )
+    for key, group in zip(groups, noise, strict=True):
+        print(
+            f"  {key} (n = {group.n}): noise scale {group.scale:.4g}, noise sd {group.noise_sd:.4g}"
+        )
+        _print_ranges(group, "    ")
     return 0
 
 
-def release_command(args: argparse.Namespace, settings: dict[str, Any]) -> int:
-    """Run ``pymc-dp release`` with the checked family ``settings``; return the exit status."""
+def _public_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise InputError(
+            f"--public-sizes takes whole numbers, comma-separated in the order of --groups "
+            f"(got {text!r})"
+        ) from None
+    return sizes
+
+
+def release_command(args: argparse.Namespace, plans: list[ColumnPlan]) -> int:
+    """Run ``pymc-dp release`` with the checked column ``plans``; return the exit status."""
     output = Path(args.output)
+    settings = plans[0].settings
     try:
         if output.exists() and not args.overwrite:
             raise InputError(
@@ -191,6 +260,10 @@ def release_command(args: argparse.Namespace, settings: dict[str, Any]) -> int:
             raise InputError(f"{output} is a directory; --output takes a file name")
         if not output.parent.is_dir():
             raise InputError(f"{output.parent} is not a directory; create it first")
+        if len(plans) > 1 or plans[0].labels is not None:
+            from pymc_dp.cli_columns import release_columns
+
+            return release_columns(args, plans, output)
         import pymc as pm
 
         from pymc_dp._validation import check_positive
@@ -270,16 +343,9 @@ def _release_grouped(
     from pymc_dp.io import read_column, read_keys
 
     groups = [g.strip() for g in args.groups.split(",")]
-    if args.public_sizes == "public":
-        sizes: Any = "public"
-    else:
-        try:
-            sizes = [int(v) for v in args.public_sizes.split(",")]
-        except ValueError:
-            raise InputError(
-                f"--public-sizes takes whole numbers, comma-separated in the order of "
-                f"--groups (got {args.public_sizes!r})"
-            ) from None
+    sizes: Any = "public"
+    if args.public_sizes != "public":
+        sizes = _public_sizes(args.public_sizes)
     options = dict(options)
     options["label"] = f"{Path(args.data).name}:{args.column} by {args.by}"
     settings = dict(groups=groups, sizes=sizes, by_name=args.by, **options)
