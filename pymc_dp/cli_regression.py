@@ -321,8 +321,15 @@ def save_regression_figures(
     predictive_png = out_dir / "predictive.png"
     fig.savefig(predictive_png, dpi=110)
     plt.close(fig)
+    # One row per coefficient: on one axis the intercept's scale would flatten the slopes.
+    rows = post[["sigma2"]]
+    coef = post["theta"].dims[-1]
+    for key in post["theta"][coef].values:
+        rows[f"theta[{key}]"] = post["theta"].sel({coef: key}, drop=True)
     fig = plot_trace(
-        idata, ["theta", "sigma2"], title=f"Noise-aware posterior trace, regression n = {rel.n}"
+        rows,
+        [*(v for v in rows.data_vars if v != "sigma2"), "sigma2"],
+        title=f"Noise-aware posterior trace, regression of {entry.column} (n = {rel.n})",
     )
     trace_png = out_dir / "trace.png"
     fig.savefig(trace_png, dpi=100)

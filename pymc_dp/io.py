@@ -36,6 +36,8 @@ DATA_FORMATS = ("csv", "parquet")
 """Formats :func:`read_column` reads."""
 
 _MAX_LISTED = 5
+_MAX_TRACE_ROWS = 12
+"""Labelled categories up to this many get a trace row each."""
 _MISSING = ("", "na", "nan", "null", "none", "n/a")
 
 
@@ -646,7 +648,21 @@ def save_fit_figures(
     fig.savefig(posterior_png, dpi=110)
     plt.close(fig)
     variables = list(prior_spec(release.get_family()).variables)
-    fig = plot_trace(idata, variables, title=f"Noise-aware posterior trace, {title}")
+    data = idata
+    labelled = [v for v in variables if posterior[v].ndim == 3 and posterior[v].dtype.kind == "f"]
+    if labelled and all(posterior[v].shape[-1] <= _MAX_TRACE_ROWS for v in labelled):
+        # One row per labelled category: colours alone would not say which line is which.
+        data = posterior[[v for v in variables if v not in labelled]]
+        for v in labelled:
+            dim = posterior[v].dims[-1]
+            if posterior[v][dim].dtype.kind not in "OUS":  # codes 0..K-1: compact rows
+                data = idata
+                break
+            for key in posterior[v][dim].values:
+                data[f"{v}[{key}]"] = posterior[v].sel({dim: key}, drop=True)
+        else:
+            variables = list(data.data_vars)
+    fig = plot_trace(data, variables, title=f"Noise-aware posterior trace, {title}")
     trace_png = out_dir / "trace.png"
     fig.savefig(trace_png, dpi=100)
     plt.close(fig)
