@@ -52,11 +52,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pymc_dp import cli_regression
 
             return cli_regression.release_command(args, regression)
-        from pymc_dp import cli_release
-
         if args.dry_run:
-            return cli_release.dry_run(args, plans)
-        return cli_release.release_command(args, plans)
+            from pymc_dp.cli_dry_run import dry_run
+
+            return dry_run(args, plans)
+        from pymc_dp.cli_release import release_command
+
+        return release_command(args, plans)
     if args.command == "fit":
         from pymc_dp.cli_fit import fit_command
 
