@@ -206,3 +206,28 @@ def test_fit_end_to_end_prints_the_coefficients_and_writes_the_plots(csv_path, t
     sd = idata.posterior["theta"].std(("chain", "draw")).values
     # The posterior covers the truth (4 sd: the release is noisy and the chains short).
     assert np.all(np.abs(theta - np.array(THETA)) < 4 * sd + 0.05), (theta, sd)
+
+
+def test_fit_column_needs_a_file_of_named_columns(tmp_path, capsys):
+    import pymc as pm
+
+    import pymc_dp as pmdp
+    from pymc_dp.io import write_release
+
+    path = write_release(
+        pmdp.release([0, 1, 1], pm.Bernoulli, epsilon=1.0, rng=0), tmp_path / "r.json"
+    )
+    assert main(["fit", str(path), "--column", "smoker", "--output-dir", str(tmp_path)]) == 2
+    assert "--column applies to a file of named columns" in capsys.readouterr().err
+
+
+def test_a_bare_regression_release_reads_as_one_unnamed_entry(tmp_path):
+    from pymc_dp.regression import release_regression
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, size=(50, 1))
+    rel = release_regression(x, x[:, 0], x_bounds=[(0, 1)], y_bounds=(0, 1), epsilon=1.0, rng=1)
+    path = tmp_path / "bare.json"
+    path.write_text(rel.to_json())
+    rf = read_release(path, allow_columns=True)
+    assert rf.columns == ("y",) and rf["y"].covariates is None and rf.epsilon == 1.0
