@@ -230,9 +230,9 @@ def fit_regression(args: argparse.Namespace, entry: Any, out: Path, names: list[
     import matplotlib
 
     matplotlib.use("Agg")
-    import arviz as az
 
     from pymc_dp import __version__
+    from pymc_dp._compat import hdi_summary
     from pymc_dp.atomic import StagedOutputs
     from pymc_dp.cli_fit import _run_sampler, format_summary, mixing_note
     from pymc_dp.io import save_posterior
@@ -246,7 +246,7 @@ def fit_regression(args: argparse.Namespace, entry: Any, out: Path, names: list[
          cov.tolist(), "alpha": alpha, "beta": beta}
     )  # fmt: skip
     idata.attrs["pymc_dp_version"] = __version__
-    summary = az.summary(idata, var_names=["theta", "sigma2"])
+    summary = hdi_summary(idata, ["theta", "sigma2"])
     columns = [c for c in summary.columns if c.startswith(("mean", "sd", "hdi", "ess", "r_hat"))]
     with StagedOutputs(out, names) as staged:
         save_posterior(idata, staged.path(names[0]))
