@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pymc_dp_cli.messages import InputError, fail, one_line, release_message
-from pymc_dp_cli.parser import ColumnPlan
+from pymc_dp_cli.plans import ColumnPlan
 from pymc_dp_cli.texts import FAMILY_CLASSES, WINDOWED
 
 __all__ = ["release_columns"]

@@ -12,7 +12,7 @@ import math
 from typing import Any, NamedTuple
 
 from pymc_dp_cli.messages import InputError, fail, one_line, release_message
-from pymc_dp_cli.parser import ColumnPlan
+from pymc_dp_cli.plans import ColumnPlan
 from pymc_dp_cli.texts import FAMILY_CLASSES, WINDOWED
 
 __all__ = ["NoisePlan", "dry_run", "noise_plan"]

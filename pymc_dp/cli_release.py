@@ -19,7 +19,7 @@ from pymc_dp.cli_dry_run import (
     noise_plan,
 )
 from pymc_dp_cli.messages import InputError, fail, one_line, release_message
-from pymc_dp_cli.parser import ColumnPlan
+from pymc_dp_cli.plans import ColumnPlan
 from pymc_dp_cli.texts import FAMILY_CLASSES
 
 __all__ = ["NoisePlan", "dry_run", "noise_plan", "release_command"]

@@ -13,12 +13,8 @@ import sys
 from collections.abc import Sequence
 
 from pymc_dp_cli.messages import InputError, fail
-from pymc_dp_cli.parser import (
-    build_parser,
-    check_release_args,
-    regression_settings,
-    release_plan,
-)
+from pymc_dp_cli.parser import build_parser
+from pymc_dp_cli.plans import check_release_args, regression_settings, release_plan
 
 __all__ = ["main"]
 
