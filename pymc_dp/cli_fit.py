@@ -70,7 +70,8 @@ def _checked_fit(args: argparse.Namespace) -> int:
             entries = _chosen_columns(rel, args.column)
         elif args.column is not None:
             raise InputError(
-                f"--column applies to a file of named columns; {args.release} holds one release"
+                f"--column applies to a file of named columns (several columns, labelled "
+                f"categories or a regression); {args.release} is not one"
             )
         if isinstance(rel, ReleaseSet):  # one release per group: the partially pooled model
             return _grouped_fit(args, rel, prior, out, names)

@@ -133,6 +133,21 @@ def test_a_bad_column_stops_every_release_before_any_noise(
     assert drawn == [] and not out.exists() and not (tmp_path / "ledger.json").exists()
 
 
+def test_several_columns_from_parquet_give_the_same_file(csv_path, tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    parquet = tmp_path / "records.parquet"
+    pd.read_csv(csv_path).to_parquet(parquet)
+    argv = [*SEVERAL[:-2], "--categories", "red,green,blue", "--epsilon", "1"]
+    argv[1], argv[3] = "visits,smoker,age,colour", "poisson,bernoulli,normal,categorical"
+    argv += ["--epsilon-split", "0.25,0.25,0.25,0.25"]
+    assert _release(csv_path, tmp_path / "a.json", *argv) == 0
+    assert _release(parquet, tmp_path / "b.json", *argv) == 0
+    a = read_release(tmp_path / "a.json", allow_columns=True)
+    b = read_release(tmp_path / "b.json", allow_columns=True)
+    assert a == b and a["colour"].labels == tuple(COLOURS)
+
+
 def test_the_ledger_is_charged_once_for_the_whole_call(csv_path, tmp_path):
     ledger = tmp_path / "ledger.json"
     argv = [*SEVERAL, "--epsilon-split", "0.5,0.2,0.3", "--budget", str(ledger)]
