@@ -94,11 +94,15 @@ def _fit_columns(
     from pymc_dp.cli_regression import FIT_FILES, fit_regression
 
     several = len(entries) > 1
-    plans = []
-    for entry in entries:
+    plans, taken = [], set()
+    for i, entry in enumerate(entries):
         files = ["summary.csv", "posterior.png", "trace.png"]
         names = [f"posterior{suffix}", *(FIT_FILES if entry.is_regression else files)]
-        plans.append((entry, out / _directory_name(entry.column) if several else out, names))
+        directory = _directory_name(entry.column)
+        if directory in taken:  # "a b" and "a_b" would share a directory
+            directory = f"{directory}_{i + 1}"
+        taken.add(directory)
+        plans.append((entry, out / directory if several else out, names))
     try:
         if several and prior:
             raise InputError("--prior applies to one column; choose it with --column")

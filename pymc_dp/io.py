@@ -334,8 +334,11 @@ def read_labels(
     text = [
         None if v is None or (isinstance(v, float) and v != v) else str(v).strip() for v in series
     ]
-    missing = np.array([t is None or t.lower() in _MISSING for t in text], dtype=bool)
     index = {label: k for k, label in enumerate(labels)}
+    # A declared label is never missing, even one spelled "none" or "NA".
+    missing = np.array(
+        [t is None or (t.lower() in _MISSING and t not in index) for t in text], dtype=bool
+    )
     codes = np.array([index.get(t, -1) if t is not None else -1 for t in text], dtype=np.int64)
     if missing.any():
         raise InputFileError(
