@@ -275,3 +275,15 @@ def test_fit_puts_the_labels_in_the_posterior_and_fits_each_column(csv_path, tmp
     assert "already holds" in capsys.readouterr().err
     assert main([*fit, "--column", "age"]) == 2
     assert "no release of column 'age'" in capsys.readouterr().err
+
+
+def test_read_labels_names_rows_and_keeps_declared_labels(tmp_path):
+    from pymc_dp.io import read_labels
+
+    path = tmp_path / "labels.csv"
+    path.write_text("answer\nyes\nnone\n yes\nNA\n")
+    assert read_labels(path, "answer", ["yes", "none", "NA"]).tolist() == [0, 1, 0, 2]
+    with pytest.raises(
+        InputFileError, match=r"1 missing value\(s\), at data row 4 \(file line 5\)"
+    ):
+        read_labels(path, "answer", ["yes", "none"])
