@@ -15,6 +15,7 @@ except ImportError:  # pragma: no cover - older PyTensor
 __all__ = [
     "ancestors",
     "graph_inputs",
+    "hdi_summary",
     "posterior_dataset",
     "register_step_methods",
     "set_posterior",
@@ -45,3 +46,16 @@ def set_posterior(idata: Any, variables: dict[str, Any]) -> Any:
     node = idata["posterior"]
     idata["posterior"] = node.to_dataset().assign(variables)
     return idata
+
+
+def hdi_summary(idata: Any, var_names: list[str], prob: float = 0.94) -> Any:
+    """``az.summary`` with the highest-density interval of ``prob``, under either ArviZ.
+
+    ArviZ 0.x names its bounds ``hdi_3%``/``hdi_97%`` (for 0.94); ArviZ 1.x defaults to an
+    equal-tailed interval and names the HDI's bounds ``hdi94_lb``/``hdi94_ub``.
+    """
+    import arviz as az
+
+    if hasattr(az, "plot_trace_dist"):  # ArviZ 1.x
+        return az.summary(idata, var_names=var_names, ci_kind="hdi", ci_prob=prob)
+    return az.summary(idata, var_names=var_names, hdi_prob=prob)

@@ -6,10 +6,13 @@ non-private posterior) and 2 (Gibbs traces), as PNG files with every plotted num
 JSON report. ``--quick`` runs a small grid for CI that still checks every qualitative claim.
 
 ``pymc-dp release`` is the curator's side: it reads one column of a CSV or Parquet file and
-writes the noisy sufficient statistic as a JSON release (:mod:`pymc_dp.cli_release`; with
-``--dry-run`` it reads nothing and prints the noise a release would add). ``pymc-dp fit`` is
-the analyst's: it reads a release and fits the family's conjugate model with its noise-aware
-posterior, writing an ArviZ posterior file, a summary table and plots (:mod:`pymc_dp.cli_fit`).
+writes the noisy sufficient statistic as a JSON release (:mod:`pymc_dp.cli_release`); several
+columns with an explicit split of ε, or a categorical column with public labels, go to one file
+of named columns (:mod:`pymc_dp.cli_columns`), and ``--family regression`` releases a linear
+regression's statistics (:mod:`pymc_dp.cli_regression`). With ``--dry-run`` it reads nothing and
+prints the noise a release would add (:mod:`pymc_dp.cli_dry_run`). ``pymc-dp fit`` is the
+analyst's: it reads a release and fits its model with the noise-aware posterior, writing an
+ArviZ posterior file, a summary table and plots (:mod:`pymc_dp.cli_fit`).
 Bad input ends with exit status 2 and a one-line message; an interrupted fit (Ctrl-C) ends with
 status 130 and writes nothing.
 

@@ -57,7 +57,7 @@ def fit_command(args: argparse.Namespace) -> int:
 
 def _checked_fit(args: argparse.Namespace) -> int:
     from pymc_dp.io import read_release
-    from pymc_dp.models import build_model, prior_hyperparameters, prior_spec
+    from pymc_dp.release_file import ReleaseFile
     from pymc_dp.release_set import ReleaseSet
 
     out = Path(args.output_dir)
@@ -65,10 +65,83 @@ def _checked_fit(args: argparse.Namespace) -> int:
     names = [f"posterior{suffix}", "summary.csv", "posterior.png", "trace.png"]
     try:  # every input is checked before sampling starts
         prior = _parse_prior(args.prior)
-        rel = read_release(args.release, allow_grouped=True)
+        rel = read_release(args.release, allow_grouped=True, allow_columns=True)
+        if isinstance(rel, ReleaseFile):
+            entries = _chosen_columns(rel, args.column)
+        elif args.column is not None:
+            raise InputError(
+                f"--column applies to a file of named columns (several columns, labelled "
+                f"categories or a regression); {args.release} is not one"
+            )
         if isinstance(rel, ReleaseSet):  # one release per group: the partially pooled model
             return _grouped_fit(args, rel, prior, out, names)
-        model = build_model(rel, prior, likelihood=args.likelihood)
+    except (InputError, OSError, TypeError, ValueError) as err:
+        return fail("fit", fit_message(one_line(err)))
+    if isinstance(rel, ReleaseFile):
+        return _fit_columns(args, entries, prior, out, suffix)
+    return _fit_one(args, rel, prior, out, names)
+
+
+def _chosen_columns(rf: Any, column: str | None) -> list[Any]:
+    """The entries to fit: --column's, or all of them."""
+    return list(rf.releases) if column is None else [rf[column]]
+
+
+def _fit_columns(
+    args: argparse.Namespace, entries: list[Any], prior: dict[str, Any], out: Path, suffix: str
+) -> int:
+    """Fit each entry of a file of named columns: in OUTPUT_DIR, or OUTPUT_DIR/COLUMN if several."""
+    from pymc_dp.cli_regression import FIT_FILES, fit_regression
+
+    several = len(entries) > 1
+    plans, taken = [], set()
+    for i, entry in enumerate(entries):
+        files = ["summary.csv", "posterior.png", "trace.png"]
+        names = [f"posterior{suffix}", *(FIT_FILES if entry.is_regression else files)]
+        directory = _directory_name(entry.column)
+        if directory in taken:  # "a b" and "a_b" would share a directory
+            directory = f"{directory}_{i + 1}"
+        taken.add(directory)
+        plans.append((entry, out / directory if several else out, names))
+    try:
+        if several and prior:
+            raise InputError("--prior applies to one column; choose it with --column")
+        for _, where, names in plans:  # every output directory, before any sampling
+            _claim_output_dir(where, names, args.overwrite)
+    except (InputError, OSError) as err:
+        return fail("fit", fit_message(one_line(err)))
+    for entry, where, names in plans:
+        if several:
+            print(f"column {entry.column!r} (in {where}):")
+        if entry.is_regression:
+            status = fit_regression(args, entry, where, names)
+        else:
+            status = _fit_one(args, entry.release, prior, where, names, labels=entry.labels)
+        if status != 0:
+            return status
+    return 0
+
+
+def _directory_name(column: str) -> str:
+    """A column's name as a directory name: characters other than letters, digits, . - _ as _."""
+    import re
+
+    name = re.sub(r"[^\w.-]", "_", column)
+    return "_" + name if name in ("", ".", "..") else name
+
+
+def _fit_one(
+    args: argparse.Namespace,
+    rel: Any,
+    prior: dict[str, Any],
+    out: Path,
+    names: list[str],
+    labels: Sequence[str] | None = None,
+) -> int:
+    from pymc_dp.models import build_model, prior_hyperparameters, prior_spec
+
+    try:
+        model = build_model(rel, prior, likelihood=args.likelihood, labels=labels)
         spec = prior_spec(rel.get_family())
         values = prior_hyperparameters(rel, prior)
         _claim_output_dir(out, names, args.overwrite)

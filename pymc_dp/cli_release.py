@@ -1,4 +1,4 @@
-"""``pymc-dp release``: the curator's command, and its ``--dry-run`` that reads no data.
+"""``pymc-dp release``: the curator's command (its ``--dry-run`` is :mod:`pymc_dp.cli_dry_run`).
 
 The arguments are parsed and the family options checked by :mod:`pymc_dp_cli` before this module
 (and PyMC with it) is imported.
@@ -7,179 +7,28 @@ The arguments are parsed and the family options checked by :mod:`pymc_dp_cli` be
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+# The dry run lives in its own module; its names stay importable from here.
+from pymc_dp.cli_dry_run import (
+    NoisePlan,
+    _discrete_laplace_sd,  # noqa: F401
+    _public_sizes,
+    dry_run,
+    noise_plan,
+)
 from pymc_dp_cli.messages import InputError, fail, one_line, release_message
-from pymc_dp_cli.texts import FAMILY_CLASSES, WINDOWED
+from pymc_dp_cli.plans import ColumnPlan
+from pymc_dp_cli.texts import FAMILY_CLASSES
 
 __all__ = ["NoisePlan", "dry_run", "noise_plan", "release_command"]
 
 
-class NoisePlan(NamedTuple):
-    """What a release would add, from public values only (see :func:`noise_plan`)."""
-
-    family: str
-    n: int
-    budget: float  # ε of the statistic, or ρ for the discrete Gaussian (after a window's share)
-    mechanism: str
-    sensitivity: float
-    scale: float
-    noise_sd: float
-    window: tuple[float, float]
-    ranges: tuple[float, ...]
-    components: tuple[str, ...]
-
-
-def _discrete_laplace_sd(scale: float) -> float:
-    """Standard deviation of the discrete Laplace on the integers, P(k) ∝ exp(-|k| / scale)."""
-    r = math.exp(-1.0 / scale)
-    return math.sqrt(2.0 * r) / (1.0 - r)
-
-
-def noise_plan(
-    family: str,
-    settings: dict[str, Any],
-    *,
-    n: int,
-    epsilon: float | None,
-    rho: float | None = None,
-    mechanism: str | None = None,
-) -> NoisePlan:
-    """The noise a release would add and the range of its statistic, from public values only.
-
-    Parameters
-    ----------
-    family
-        Family name, e.g. ``"poisson"``.
-    settings
-        The family's settings and window as :func:`pymc_dp.release` takes them (``trials``,
-        ``categories``, ``alpha``, ``sigma``, ``bounds`` or ``bounds="private"`` with
-        ``bounds_range`` and ``bounds_share``).
-    n
-        The public number of records.
-    epsilon, rho
-        The budget of the whole release: ε, or ρ for ``mechanism="discrete-gaussian"``.
-    mechanism
-        ``"discrete-laplace"`` (default), ``"discrete-gaussian"`` or ``"laplace-float"``.
-
-    Returns
-    -------
-    NoisePlan
-        The sensitivity Δ, the noise scale (Δ/ε for Laplace, Δ₂/√(2ρ) for the Gaussian), its
-        standard deviation (√2·Δ/ε for ``laplace-float``; that of the discrete Laplace on the
-        statistic's public quantum for the default) and, for each component of the statistic,
-        its plausible range: n·(b − a) over a window [a, b] (t(x) over it), n·trials for
-        Binomial, n for counts. With a private window the public search range stands for the
-        window, and ε is what is left after the window's share.
-
-    Raises
-    ------
-    ValueError
-        If a value breaks the family's rules (as :func:`pymc_dp.release` would say).
-
-    Examples
-    --------
-    >>> plan = noise_plan("poisson", {"bounds": (0, 40)}, n=1000, epsilon=0.5,
-    ...                   mechanism="laplace-float")
-    >>> plan.sensitivity, plan.scale, round(plan.noise_sd, 2), plan.ranges
-    (40.0, 80.0, 113.14, (40000.0,))
-    """
-    import numpy as np
-
-    from pymc_dp._validation import check_positive
-    from pymc_dp.families import get_family
-    from pymc_dp.fixed_point import choose_quantum, quantised_sensitivity
-    from pymc_dp.release_noise import is_integer_statistic
-
-    mechanism = mechanism or "discrete-laplace"
-    gaussian = mechanism == "discrete-gaussian"
-    budget = check_positive(rho if gaussian else epsilon, "rho" if gaussian else "epsilon")
-    params = {k: v for k, v in settings.items() if k in ("trials", "categories", "alpha", "sigma")}
-    fam = get_family(FAMILY_CLASSES[family].lower(), **params)
-    if fam.needs_bounds:
-        if settings.get("bounds") == "private":
-            window = fam.check_bounds(settings["bounds_range"])
-            share = settings["bounds_share"]
-            budget *= 1.0 - share  # as pymc_dp.release splits ε (or ρ) with the window
-        else:
-            window = fam.check_bounds(settings["bounds"])
-        sensitivity = (
-            fam.release_sensitivity_l2(window) if gaussian else fam.release_sensitivity(window)
-        )
-        tmin, tmax = fam.statistic_range(*fam.latent_window(window))
-        lower = np.minimum(np.atleast_1d(np.asarray(tmin, dtype=float)), 0.0)
-        upper = np.maximum(np.atleast_1d(np.asarray(tmax, dtype=float)), 0.0)
-    else:
-        window = tuple(float(v) for v in fam.domain)
-        sensitivity = fam.sensitivity_l2 if gaussian else fam.sensitivity
-        lo, hi = fam.valid_region(1)
-        lower, upper = np.atleast_1d(lo), np.atleast_1d(hi)
-    ranges = tuple(float(n * (u - lo_)) for lo_, u in zip(lower, upper, strict=True))
-    # The noise's denominator: ε for the Laplace mechanisms, √(2ρ) for the Gaussian.
-    per = math.sqrt(2.0 * budget) if gaussian else budget
-    if mechanism == "laplace-float":
-        scale = sensitivity / per
-        sd = math.sqrt(2.0) * scale
-    else:  # discrete noise on the statistic in units of its public quantum (release_noise)
-        quantum, units = 1.0, sensitivity
-        if not is_integer_statistic(fam):
-            t_bounds = np.stack([lower, upper], axis=-1)
-            quantum = choose_quantum(t_bounds=t_bounds, n=n, noise_scale=sensitivity / per)
-            norm = "l2" if gaussian else "l1"
-            units = quantised_sensitivity(sensitivity, quantum, len(ranges), norm)
-        scale = units * quantum / per
-        # The discrete Gaussian's sd is at most its sigma and close to it at these scales.
-        sd = scale if gaussian else _discrete_laplace_sd(units / per) * quantum
-    components = (
-        ("sum x", "sum x^2") if len(ranges) == 2 and family in ("normal", "lognormal") else ()
-    )
-    if family == "categorical":
-        components = tuple(f"count {k}" for k in range(len(ranges)))
-    if family == "lognormal":
-        components = ("sum log x", "sum (log x)^2")[: len(ranges)]
-    return NoisePlan(
-        family, n, budget, mechanism, float(sensitivity), float(scale), float(sd),
-        (float(window[0]), float(window[1])), ranges, components or ("statistic",),
-    )  # fmt: skip
-
-
-def dry_run(args: argparse.Namespace, settings: dict[str, Any]) -> int:
-    """Print the noise of a release against its statistic's range; read and spend nothing."""
-    try:
-        plan = noise_plan(
-            args.family, settings, n=args.n, epsilon=args.epsilon, rho=args.rho,
-            mechanism=args.mechanism or ("laplace-float" if args.seed is not None else None),
-        )  # fmt: skip
-    except (InputError, TypeError, ValueError) as err:
-        return fail("release", release_message(one_line(err), "RECORDS"))
-    private = settings.get("bounds") == "private"
-    gaussian = plan.mechanism == "discrete-gaussian"
-    budget = f"rho = {plan.budget:g}" if gaussian else f"epsilon = {plan.budget:g}"
-    window = ""
-    if plan.family in WINDOWED:
-        window = f", window [{plan.window[0]:g}, {plan.window[1]:g}]"
-        window += " (the private window's search range)" if private else ""
-    print(
-        f"dry run: {plan.family} release of n = {plan.n} records{window}, {budget}"
-        + (" (after the private window's share)" if private else "")
-        + "; no data read, no budget spent\n"
-        f"  sensitivity {plan.sensitivity:.4g}, {plan.mechanism} noise scale {plan.scale:.4g}, "
-        f"noise sd {plan.noise_sd:.4g}"
-    )
-    for name, width in zip(plan.components, plan.ranges, strict=True):
-        ratio = plan.noise_sd / width if width > 0 else math.inf
-        print(
-            f"  {name}: plausible range {width:.6g} (n × {width / plan.n:.6g}); "
-            f"noise sd / range = {ratio:.3g}"
-        )
-    return 0
-
-
-def release_command(args: argparse.Namespace, settings: dict[str, Any]) -> int:
-    """Run ``pymc-dp release`` with the checked family ``settings``; return the exit status."""
+def release_command(args: argparse.Namespace, plans: list[ColumnPlan]) -> int:
+    """Run ``pymc-dp release`` with the checked column ``plans``; return the exit status."""
     output = Path(args.output)
+    settings = plans[0].settings
     try:
         if output.exists() and not args.overwrite:
             raise InputError(
@@ -191,6 +40,10 @@ def release_command(args: argparse.Namespace, settings: dict[str, Any]) -> int:
             raise InputError(f"{output} is a directory; --output takes a file name")
         if not output.parent.is_dir():
             raise InputError(f"{output.parent} is not a directory; create it first")
+        if len(plans) > 1 or plans[0].labels is not None:
+            from pymc_dp.cli_columns import release_columns
+
+            return release_columns(args, plans, output)
         import pymc as pm
 
         from pymc_dp._validation import check_positive
@@ -270,16 +123,9 @@ def _release_grouped(
     from pymc_dp.io import read_column, read_keys
 
     groups = [g.strip() for g in args.groups.split(",")]
-    if args.public_sizes == "public":
-        sizes: Any = "public"
-    else:
-        try:
-            sizes = [int(v) for v in args.public_sizes.split(",")]
-        except ValueError:
-            raise InputError(
-                f"--public-sizes takes whole numbers, comma-separated in the order of "
-                f"--groups (got {args.public_sizes!r})"
-            ) from None
+    sizes: Any = "public"
+    if args.public_sizes != "public":
+        sizes = _public_sizes(args.public_sizes)
     options = dict(options)
     options["label"] = f"{Path(args.data).name}:{args.column} by {args.by}"
     settings = dict(groups=groups, sizes=sizes, by_name=args.by, **options)

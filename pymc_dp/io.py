@@ -11,7 +11,7 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ __all__ = [
     "InputFileError",
     "check_posterior_path",
     "read_column",
+    "read_labels",
     "read_release",
     "save_fit_figures",
     "save_posterior",
@@ -35,6 +36,8 @@ DATA_FORMATS = ("csv", "parquet")
 """Formats :func:`read_column` reads."""
 
 _MAX_LISTED = 5
+_MAX_TRACE_ROWS = 12
+"""Labelled categories up to this many get a trace row each."""
 _MISSING = ("", "na", "nan", "null", "none", "n/a")
 
 
@@ -299,6 +302,58 @@ def read_keys(path: str | Path, column: str, *, file_format: str | None = None) 
     return np.array([text(v) for v in series], dtype=object)
 
 
+def read_labels(
+    path: str | Path, column: str, labels: Sequence[str], *, file_format: str | None = None
+) -> npt.NDArray[np.int64]:
+    r"""Read a column of category labels as the codes 0..K-1 of the public list ``labels``.
+
+    Lines are checked as :func:`read_column` checks them; a label is compared as text, its
+    surrounding spaces removed. A missing value or a label not in ``labels`` stops the reading,
+    naming the data rows but never the value (the list is public, a record is not).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "data.csv"
+    >>> _ = path.write_text("colour\nred\n blue\nred\n")
+    >>> read_labels(path, "colour", ["red", "green", "blue"]).tolist()
+    [0, 2, 0]
+    >>> read_labels(path, "colour", ["red", "green"])
+    Traceback (most recent call last):
+    ...
+    pymc_dp.io.InputFileError: ...data.csv: column 'colour' has 1 value(s) not among the public ...
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    file_format = _data_format(path, file_format)
+    series, lines = _read_table_column(path, column, file_format)
+    lines = lines if file_format == "csv" else None
+    if len(series) == 0:
+        raise InputFileError(f"{path}: column {column!r} has no records")
+    text = [
+        None if v is None or (isinstance(v, float) and v != v) else str(v).strip() for v in series
+    ]
+    index = {label: k for k, label in enumerate(labels)}
+    # A declared label is never missing, even one spelled "none" or "NA".
+    missing = np.array(
+        [t is None or (t.lower() in _MISSING and t not in index) for t in text], dtype=bool
+    )
+    codes = np.array([index.get(t, -1) if t is not None else -1 for t in text], dtype=np.int64)
+    if missing.any():
+        raise InputFileError(
+            f"{path}: column {column!r} has {int(missing.sum())} missing value(s), "
+            f"at {_where(lines, missing)}; {_STOPPED}"
+        )
+    unknown = codes < 0
+    if unknown.any():
+        raise InputFileError(
+            f"{path}: column {column!r} has {int(unknown.sum())} value(s) not among the public "
+            f"categories {', '.join(labels)}, at {_where(lines, unknown)}; {_STOPPED}"
+        )
+    return codes
+
+
 # A plain decimal number: no thousands separators, underscores, hexadecimal or units.
 _NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?inf(?:inity)?"
 
@@ -334,8 +389,9 @@ def write_release(release: Any, path: str | Path, *, overwrite: bool = True) -> 
     Parameters
     ----------
     release
-        The release to write: a :class:`~pymc_dp.Release`, or a
-        :class:`~pymc_dp.ReleaseSet` (every group in one file).
+        The release to write: a :class:`~pymc_dp.Release`, a :class:`~pymc_dp.ReleaseSet`
+        (every group in one file) or a :class:`~pymc_dp.release_file.ReleaseFile` (several
+        columns, with their names).
     path
         The JSON file.
     overwrite
@@ -348,11 +404,13 @@ def write_release(release: Any, path: str | Path, *, overwrite: bool = True) -> 
     InputFileError
         If ``path`` exists and ``overwrite`` is ``False``.
     """
+    from pymc_dp.release_file import ReleaseFile
     from pymc_dp.release_set import ReleaseSet
 
-    if not isinstance(release, Release | ReleaseSet):
+    if not isinstance(release, Release | ReleaseSet | ReleaseFile):
         raise TypeError(
-            f"release must be a pymc_dp.Release or ReleaseSet (got {type(release).__name__})"
+            "release must be a pymc_dp.Release, ReleaseSet or ReleaseFile (got "
+            f"{type(release).__name__})"
         )
     path = Path(path)
     text = release.to_json(indent=2) + "\n"
@@ -388,11 +446,16 @@ def write_release(release: Any, path: str | Path, *, overwrite: bool = True) -> 
     return path
 
 
-def read_release(path: str | Path, *, allow_grouped: bool = False) -> Any:
+def read_release(
+    path: str | Path, *, allow_grouped: bool = False, allow_columns: bool = False
+) -> Any:
     """Read and check a release written by :func:`write_release` or ``pymc-dp release``.
 
     With ``allow_grouped=True`` a grouped release file gives a :class:`~pymc_dp.ReleaseSet`;
-    otherwise only a single :class:`~pymc_dp.Release` is accepted.
+    with ``allow_columns=True`` a file of several columns (or of a regression, or of labelled
+    categories) gives a :class:`~pymc_dp.release_file.ReleaseFile`, and so does a bare
+    regression release (its covariates unnamed); otherwise only a single
+    :class:`~pymc_dp.Release` is accepted.
 
     Raises
     ------
@@ -425,8 +488,26 @@ def read_release(path: str | Path, *, allow_grouped: bool = False) -> Any:
         raise InputFileError(
             f"{path}: expected a JSON object with the release's fields (got {type(data).__name__})"
         )
+    from pymc_dp.release_file import ColumnRelease, ReleaseFile, is_release_file
     from pymc_dp.release_set import ReleaseSet, is_grouped_record
 
+    regression = data.get("kind") == "regression"
+    if is_release_file(data) or regression:
+        if not allow_columns:
+            what = "regression release" if regression else "release file of named columns"
+            raise InputFileError(
+                f"{path}: a {what}; read it with pymc_dp.io.read_release(path, allow_columns=True)"
+            )
+        try:
+            if regression:
+                from pymc_dp.regression.release_record import RegressionRelease
+
+                rel = RegressionRelease.from_dict(data)
+                return ReleaseFile((ColumnRelease("y", rel),), epsilon=rel.total_epsilon)
+            return ReleaseFile.from_dict(data)
+        except (TypeError, ValueError) as err:
+            kind = "regression release" if regression else "release file"
+            raise InputFileError(f"{path}: not a valid pymc_dp {kind}: {err}") from None
     grouped = is_grouped_record(data)
     if grouped and not allow_grouped:
         raise InputFileError(
@@ -542,9 +623,14 @@ def save_fit_figures(
     )
     for ax, (label, dist) in zip(axes.ravel(), naive.items(), strict=False):
         name, _, index = label.partition("[")
+        shown = label
         draws = posterior[name].values
         if index:
-            draws = draws[..., int(index.rstrip("]"))]
+            k = int(index.rstrip("]"))
+            draws = draws[..., k]
+            # The category's coordinate: its public label when the fit was given labels.
+            (dim,) = (d for d in posterior[name].dims if d not in ("chain", "draw"))
+            shown = f"{name}[{posterior[name][dim].values[k]}]"
         draws = draws.ravel()
         # One range for both curves: the naive posterior may sit away from the DP one.
         lo = min(np.quantile(draws, 0.001), float(dist.ppf(0.001)))
@@ -554,7 +640,7 @@ def save_fit_figures(
         ax.plot(grid, stats.gaussian_kde(draws)(grid), color="#0072B2", lw=2, label="noise-aware")
         ax.plot(grid, dist.pdf(grid), color="#D55E00", ls="--", lw=2, label="naive")
         ax.plot(grid, priors[label].pdf(grid), color="#555555", ls=":", lw=1.5, label="prior")
-        ax.set_xlabel(label)
+        ax.set_xlabel(shown)
         ax.set_ylim(bottom=0)
     for ax in axes.ravel()[len(naive) :]:
         ax.set_axis_off()
@@ -565,7 +651,21 @@ def save_fit_figures(
     fig.savefig(posterior_png, dpi=110)
     plt.close(fig)
     variables = list(prior_spec(release.get_family()).variables)
-    fig = plot_trace(idata, variables, title=f"Noise-aware posterior trace, {title}")
+    data = idata
+    labelled = [v for v in variables if posterior[v].ndim == 3 and posterior[v].dtype.kind == "f"]
+    if labelled and all(posterior[v].shape[-1] <= _MAX_TRACE_ROWS for v in labelled):
+        # One row per labelled category: colours alone would not say which line is which.
+        data = posterior[[v for v in variables if v not in labelled]]
+        for v in labelled:
+            dim = posterior[v].dims[-1]
+            if posterior[v][dim].dtype.kind not in "OUS":  # codes 0..K-1: compact rows
+                data = idata
+                break
+            for key in posterior[v][dim].values:
+                data[f"{v}[{key}]"] = posterior[v].sel({dim: key}, drop=True)
+        else:
+            variables = list(data.data_vars)
+    fig = plot_trace(data, variables, title=f"Noise-aware posterior trace, {title}")
     trace_png = out_dir / "trace.png"
     fig.savefig(trace_png, dpi=100)
     plt.close(fig)

@@ -11,7 +11,7 @@ result; this module is for the command line, notebooks and quick looks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,9 +56,12 @@ def _beta_record(fam: Any, params: tuple, name: str) -> Any:
 
 
 def _dirichlet_record(fam: Any, params: tuple, name: str) -> Any:
-    # The node names its category dimension {name}_category; the prior shares it.
+    # The node names its category dimension {name}_category; the prior shares it. The model
+    # may hold it already, with the categories' public labels (build_model's labels=).
     dim = f"{name}_category"
-    pm.modelcontext(None).add_coord(dim, list(range(fam.categories)))
+    model = pm.modelcontext(None)
+    if dim not in model.coords:
+        model.add_coord(dim, list(range(fam.categories)))
     return pm.Categorical.dist(p=pm.Dirichlet("p", a=params[0], dims=dim))
 
 
@@ -100,6 +103,7 @@ def build_model(
     name: str = "y",
     method: str = "auto",
     likelihood: str = "auto",
+    labels: Sequence[str] | None = None,
 ) -> pm.Model:
     """The family's conjugate model of a release: θ's prior, the records, a NoisySuffStat node.
 
@@ -120,6 +124,10 @@ def build_model(
         ``"augmented"``).
     likelihood
         Passed to :class:`~pymc_dp.NoisySuffStat` (``"auto"``, ``"clt"``, ``"exact"``).
+    labels
+        A Categorical release's public category labels (e.g. a
+        :class:`~pymc_dp.release_file.ColumnRelease`'s ``labels``): the coordinates of the
+        dimension ``{name}_category`` of ``p`` and the counts, in place of 0..K-1.
 
     Returns
     -------
@@ -149,6 +157,14 @@ def build_model(
     spec = prior_spec(family)
     params = prior_hyperparameters(release, prior)
     with pm.Model() as model:
+        if labels is not None:
+            categories = getattr(family, "categories", None)
+            if categories is None or len(labels) != categories:
+                raise ValueError(
+                    "labels must name each category of a Categorical release "
+                    f"(got {len(labels)} for {family!r})"
+                )
+            model.add_coord(f"{name}_category", [str(v) for v in labels])
         dist = _RECORDS[spec.distribution](family, params, name)
         NoisySuffStat(name, dist, release=release, method=method, likelihood=likelihood)
     return model

@@ -13,7 +13,8 @@ import sys
 from collections.abc import Sequence
 
 from pymc_dp_cli.messages import InputError, fail
-from pymc_dp_cli.parser import build_parser, check_release_args, family_settings
+from pymc_dp_cli.parser import build_parser
+from pymc_dp_cli.plans import check_release_args, regression_settings, release_plan
 
 __all__ = ["main"]
 
@@ -37,14 +38,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "release":
         check_release_args(args.subparser, args)
         try:  # family options and the window are public: checked before anything is imported
-            settings = family_settings(args)
+            if args.family.strip() == "regression":
+                regression = regression_settings(args)
+            else:
+                plans = release_plan(args)
         except InputError as err:
             return fail("release", str(err))
-        from pymc_dp import cli_release
+        if args.family.strip() == "regression":
+            from pymc_dp import cli_regression
 
+            return cli_regression.release_command(args, regression)
         if args.dry_run:
-            return cli_release.dry_run(args, settings)
-        return cli_release.release_command(args, settings)
+            from pymc_dp.cli_dry_run import dry_run
+
+            return dry_run(args, plans)
+        from pymc_dp.cli_release import release_command
+
+        return release_command(args, plans)
     if args.command == "fit":
         from pymc_dp.cli_fit import fit_command
 

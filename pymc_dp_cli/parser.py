@@ -9,17 +9,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pymc_dp_cli.messages import InputError
+# The checks of the release's arguments live beside the parser; importable from here too.
+from pymc_dp_cli.plans import check_release_args, family_settings
 from pymc_dp_cli.texts import (
     FAMILY_CLASSES,
-    FAMILY_OPTIONS,
     FIT_DESCRIPTION,
     FIT_EPILOG,
     RELEASE_DESCRIPTION,
     RELEASE_EPILOG,
     REPRODUCE_DESCRIPTION,
     REPRODUCE_EPILOG,
-    WINDOWED,
     plain_text,
 )
 
@@ -83,20 +82,29 @@ def _add_release_parser(sub: Any) -> None:
         "glob such as 'data/*.parquet' (streamed, never read whole); not with --dry-run",
     )
     rel.add_argument(
-        "--column", help="name of the column holding the records (required without --dry-run)"
+        "--column",
+        metavar="COLUMN[,COLUMN...]",
+        help="name of the column holding the records (required without --dry-run); several, "
+        "comma-separated, release each with its share of --epsilon-split in one file",
     )
     rel.add_argument(
         "--family",
         required=True,
-        choices=list(FAMILY_CLASSES),
-        metavar="FAMILY",
-        help="distribution of one record: " + ", ".join(FAMILY_CLASSES),
+        metavar="FAMILY[,FAMILY...]",
+        help="distribution of one record: " + ", ".join(FAMILY_CLASSES) + "; one per "
+        "--column, comma-separated; or regression (with --x and --y)",
     )
     rel.add_argument(
         "--epsilon",
         type=_number,
         help="privacy budget epsilon > 0 of the whole release (private bounds included); "
         "required except with --mechanism discrete-gaussian",
+    )
+    rel.add_argument(
+        "--epsilon-split",
+        metavar="E1,E2,...",
+        help="with several --column: each column's epsilon, in their order, summing to "
+        "--epsilon (never split silently; sequential composition, charged once)",
     )
     rel.add_argument(
         "--mechanism",
@@ -166,9 +174,15 @@ def _add_release_parser(sub: Any) -> None:
         metavar="N",
         help="with --dry-run: the (public) number of records",
     )
-    fam = rel.add_argument_group("family options")
+    fam = rel.add_argument_group("family options (shared by the columns of that family)")
     fam.add_argument("--trials", type=_positive_int, help="binomial: trials per record")
-    fam.add_argument("--categories", type=_positive_int, help="categorical: number K >= 2")
+    fam.add_argument(
+        "--categories",
+        metavar="K|LABELS",
+        help="categorical: the number K >= 2 of codes 0..K-1, or the public labels, "
+        "comma-separated (e.g. red,green,blue), never read from the data; labels are written "
+        "to the release and become the posterior's coordinates",
+    )
     fam.add_argument("--shape", type=_number, help="gamma: the known shape alpha of every record")
     fam.add_argument(
         "--sigma",
@@ -184,8 +198,10 @@ def _add_release_parser(sub: Any) -> None:
         "--bounds",
         nargs=2,
         type=_number,
+        action="append",
         metavar=("A", "B"),
-        help="public window [A, B], chosen without looking at the data",
+        help="public window [A, B], chosen without looking at the data; with several "
+        "--column, once per windowed column, in their order",
     )
     how.add_argument(
         "--private-bounds",
@@ -207,6 +223,25 @@ def _add_release_parser(sub: Any) -> None:
         metavar=("QLO", "QHI"),
         help="with --private-bounds: quantiles of the data the window estimates "
         "(default: 0.025 0.975)",
+    )
+    reg = rel.add_argument_group(
+        "regression (--family regression: the sufficient statistics of y on x, 2019 paper)"
+    )
+    reg.add_argument("--x", metavar="COL1,COL2,...", help="the covariate columns, comma-separated")
+    reg.add_argument("--y", metavar="COLUMN", help="the response column")
+    reg.add_argument(
+        "--x-bounds",
+        nargs="+",
+        type=_number,
+        metavar="LO HI",
+        help="public box of the covariates: LO HI for each --x column, in order",
+    )
+    reg.add_argument(
+        "--y-bounds",
+        nargs=2,
+        type=_number,
+        metavar=("LO", "HI"),
+        help="public range of the response",
     )
     rel.add_argument(
         "--clamp",
@@ -253,6 +288,12 @@ def _add_fit_parser(sub: Any) -> None:
         metavar="NAME=VALUE",
         help="prior hyperparameters after RELEASE, e.g. --prior alpha=3 beta=5 (names and "
         "defaults below)",
+    )
+    fit.add_argument(
+        "--column",
+        metavar="COLUMN",
+        help="with a file of several columns: fit this column only (default: each, in "
+        "OUTPUT_DIR/COLUMN)",
     )
     fit.add_argument(
         "--output-dir",
@@ -349,117 +390,3 @@ def _add_reproduce_parser(sub: Any) -> None:
     rep.add_argument(
         "--check", action="store_true", help="exit with status 1 if any qualitative check fails"
     )
-
-
-def family_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """Keyword arguments of :func:`pymc_dp.release` for the family options given."""
-    settings = {}
-    for option, (allowed, required) in FAMILY_OPTIONS.items():
-        value = getattr(args, option)
-        if value is None:
-            if args.family in required:
-                raise InputError(f"the {args.family} family needs --{option}")
-            continue
-        if args.family not in allowed:
-            raise InputError(
-                f"--{option} applies to {', '.join(sorted(allowed))}, not {args.family}"
-            )
-        settings["alpha" if option == "shape" else option] = value
-    if args.family in WINDOWED:
-        if args.bounds is None and args.private_bounds is None:
-            raise InputError(
-                f"the {args.family} family is released over a window: give --bounds A B "
-                "(chosen without looking at the data) or --private-bounds LO HI"
-            )
-        if args.bounds is not None:
-            given = [
-                f"--{opt.replace('_', '-')}"
-                for opt in ("bounds_share", "bounds_quantiles")
-                if getattr(args, opt) is not None
-            ]
-            if given:
-                raise InputError(f"{' and '.join(given)} apply only with --private-bounds")
-            settings["bounds"] = tuple(args.bounds)
-        else:
-            settings.update(
-                bounds="private",
-                bounds_range=tuple(args.private_bounds),
-                bounds_share=0.1 if args.bounds_share is None else args.bounds_share,
-                bounds_quantiles=(0.025, 0.975)
-                if args.bounds_quantiles is None
-                else tuple(args.bounds_quantiles),
-            )
-    elif args.bounds is not None or args.private_bounds is not None:
-        raise InputError(
-            f"the {args.family} family has bounded records; --bounds and --private-bounds apply "
-            f"only to {', '.join(sorted(WINDOWED))}"
-        )
-    return settings
-
-
-def check_release_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """The release's required arguments, which depend on --dry-run (an argparse error if not)."""
-    grouped = [
-        flag
-        for flag, value in (
-            ("--by", args.by),
-            ("--groups", args.groups),
-            ("--public-sizes", args.public_sizes),
-        )
-        if value is not None
-    ]
-    if grouped and args.by is None:
-        parser.error(f"{' and '.join(grouped)} apply only with --by COLUMN")
-    if args.by is not None:
-        if args.groups is None:
-            parser.error("--by needs --groups A,B,...: the public group keys")
-        if args.public_sizes is None:
-            parser.error(
-                "--by needs --public-sizes: each group's size is published exactly, so it "
-                "must be public (a record moving between groups would change two sizes)"
-            )
-        if args.dry_run or args.private_bounds is not None:
-            parser.error(
-                "--by does not combine with --dry-run or --private-bounds; give public "
-                "--bounds for a windowed family"
-            )
-    if args.dry_run:
-        given = [
-            flag
-            for flag, value in (
-                ("DATA", args.data),
-                ("--column", args.column),
-                ("--output", args.output),
-                ("--budget", args.budget),
-                ("--budget-total", args.budget_total),
-                ("--scheduler", args.scheduler),
-                ("--format", args.format),
-                ("--clamp", args.clamp or None),
-                ("--overwrite", args.overwrite or None),
-            )
-            if value is not None
-        ]
-        if given:
-            parser.error(
-                f"--dry-run reads no data and writes nothing; drop {', '.join(given)} "
-                "(give the number of records with --n)"
-            )
-        if args.n is None:
-            parser.error("--dry-run needs --n N, the public number of records")
-        return
-    if args.n is not None:
-        parser.error("--n applies only with --dry-run (otherwise n is the file's record count)")
-    missing = [
-        flag
-        for flag, value in (
-            ("DATA", args.data),
-            ("--column", args.column),
-            ("--output", args.output),
-        )
-        if value is None
-    ]
-    if missing:
-        parser.error(
-            f"the following arguments are required: {', '.join(missing)} (or --dry-run --n N "
-            "to see the noise of a release without reading data)"
-        )

@@ -44,8 +44,9 @@ most naive's. With --check the exit status is 1 if any check fails.
 
 
 RELEASE_DESCRIPTION = """\
-Curator: release the sufficient statistic of one column of a CSV file or of Parquet files under
-epsilon-differential privacy, as a JSON release for pymc-dp fit (or pymc_dp.Release.from_json).
+Curator: release the sufficient statistic of a column of a CSV file or of Parquet files (or of
+several columns, or of a regression of one column on others) under epsilon-differential privacy,
+as a JSON release for pymc-dp fit (or pymc_dp.io.read_release).
 The statistic is computed exactly in integers (the same records give the same statistic in any
 order or partitioning); Parquet files, directories and globs are streamed in batches, or summed on
 a Dask cluster with --scheduler. OpenDP's discrete Laplace noise with scale sensitivity/epsilon is
@@ -103,12 +104,37 @@ grouped release (--by COLUMN --groups A,B,C --public-sizes):
   --dry-run are not available with --by. Parquet data are streamed (or summed on --scheduler) in
   one pass over the records and their keys.
 
+several columns in one call (--column a,b --family f1,f2 --epsilon-split E1,E2):
+  Each column is released with its own family and its part of --epsilon; the parts must be
+  given (never split silently) and sum to --epsilon (sequential composition). --bounds is given
+  once per windowed column, in the order of --column; the other family options are shared by the
+  columns of their family. Every column is read and checked before any noise is drawn for any,
+  and a --budget ledger is charged once, --epsilon, for the whole call. One file holds every
+  column's release with its name; pymc-dp fit fits each (or --column NAME). Not with --by,
+  --private-bounds or the Gaussian mechanism.
+
+category labels (--categories red,green,blue):
+  The public list of a categorical column's labels, in the order of their codes, never read from
+  the data. Records are matched as text (surrounding spaces removed); a missing value or a label
+  not in the list stops the release, naming data rows, never the value. The labels are written
+  beside the release and become the coordinates of the fit's posterior, summary and plots.
+  --categories K keeps codes 0..K-1.
+
+regression (--family regression --x COL1,COL2 --y COL --x-bounds LO HI LO HI --y-bounds LO HI):
+  Releases the sufficient statistics of the linear regression of y on x (every entry of
+  [X, y]^T [X, y] but n) with noise at the exact L1 sensitivity over the public box (Bernstein &
+  Sheldon 2019; pymc_dp.release_regression). The box is public: a record outside it stops the
+  release unless --clamp. Takes --epsilon (discrete-laplace, or laplace-float with --seed),
+  --budget, --clamp and --format; the file names the response and the covariates for pymc-dp fit.
+
 planning a release (--dry-run):
   From public values only -- --n, --epsilon (or --rho), the family and its window -- print the
   sensitivity, the noise scale and standard deviation (sqrt(2)*sensitivity/epsilon for Laplace;
   the discrete Laplace's on the statistic's quantum for the default), and each component's
   plausible range (n*(B-A) over a window [A, B], n*T for binomial, n for counts) with the ratio
-  noise sd / range. No DATA is read, no noise is drawn and no budget is spent.
+  noise sd / range. No DATA is read, no noise is drawn and no budget is spent. With several
+  --column, each at its part of --epsilon-split; with --by, each group at its size from
+  --public-sizes N1,N2,... (which stand for --n).
 
 examples:
   pymc-dp release --dry-run --n 1000 --family poisson --bounds 0 40 --epsilon 0.5
@@ -120,6 +146,11 @@ examples:
       --private-bounds 0 600 --bounds-share 0.1 --epsilon 1 --output waits_release.json
   pymc-dp release sites.csv --column success --family bernoulli --epsilon 1 \\
       --by site --groups a,b,c --public-sizes --output sites_release.json
+  pymc-dp release survey.csv --column age,visits,colour --family normal,poisson,categorical \\
+      --bounds 0 100 --bounds 0 40 --categories red,green,blue --epsilon 1 \\
+      --epsilon-split 0.4,0.3,0.3 --output survey_release.json
+  pymc-dp release survey.csv --family regression --x age,dose --y spend \\
+      --x-bounds 0 100 0 10 --y-bounds 0 500 --epsilon 1 --output spend_release.json
 """
 
 FIT_DESCRIPTION = """\
@@ -140,6 +171,20 @@ and 1 for poisson), tau_sd = 1. It prints a per-group table; posterior.png shows
 interval against its naive estimate, trace.png the traces of mu and tau. The same model in
 Python: pymc_dp.hierarchical.build_grouped_model.
 
+A regression release (pymc-dp release --family regression) is fitted with the default model of
+pymc_dp.regression.NoisyRegressionStat (the covariates normal, with a prior from their box; the
+exact law of the statistic), under a Normal-Inverse-Gamma prior from the public box alone:
+sigma2 ~ InverseGamma(2, (w_y/8)^2) and, given sigma2, the line's value at the box's centre
+~ Normal(m_y, sigma2 (w_y/s0)^2) and each slope ~ Normal(0, sigma2 (2 w_y/(w_j s0))^2), with
+s0 = w_y/8, m_y and w_y the response's centre and width, w_j each covariate's width (--prior
+does not apply). It prints the coefficients (intercept and the covariates by name) and writes
+predictive.png in place of posterior.png: against the first covariate over its box (the others
+at their posterior mean), the posterior mean line, its 90% band and the 90% predictive band.
+
+A file of several columns (pymc-dp release --column a,b) is fitted column by column, each into
+OUTPUT_DIR/COLUMN, or only --column NAME into OUTPUT_DIR. Categorical labels (--categories
+red,green,blue at release) are the coordinates of p, its summary rows (p[red]) and plots.
+
 files written to OUTPUT_DIR:
   posterior.nc (or .zarr)  posterior, sample_stats, observed_data, constant_data; attrs hold the
                            release JSON (pymc_dp_release_y) and the prior (pymc_dp_prior)
@@ -156,6 +201,8 @@ ESS falls below 100 per chain.
 examples:
   pymc-dp fit visits_release.json --prior alpha=2 beta=0.5 --output-dir visits_fit
   pymc-dp fit answer_release.json --prior alpha=1,1,1,1 --draws 10000 --chains 2 --seed 7
+  pymc-dp fit survey_release.json --column colour --output-dir colour_fit
+  pymc-dp fit spend_release.json --output-dir spend_fit
 """
 
 FAMILY_CLASSES = {

@@ -1,0 +1,234 @@
+"""``pymc-dp release --family regression`` then ``pymc-dp fit`` on the regression release.
+
+The release and the error paths run in-process through :func:`pymc_dp.cli.main`; one end-to-end
+fit runs ``python -m pymc_dp`` as a subprocess, as a user would (marked slow: it samples).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pymc_dp.budget import PrivacyBudget
+from pymc_dp.cli import main
+from pymc_dp.cli_regression import default_nig_prior
+from pymc_dp.io import read_release
+from pymc_dp.regression import RegressionRelease
+from pymc_dp.release_file import ReleaseFile
+
+ROOT = Path(__file__).resolve().parents[1]
+N = 400
+THETA = (1.0, 0.5, -0.3)  # intercept, age (in decades), dose
+
+
+@pytest.fixture(scope="module")
+def csv_path(tmp_path_factory):
+    rng = np.random.default_rng(8)
+    age = np.round(rng.uniform(2, 8, size=N), 2)
+    dose = np.round(rng.uniform(0, 4, size=N), 2)
+    spend = np.clip(THETA[0] + THETA[1] * age + THETA[2] * dose + rng.normal(0, 0.3, N), -2, 6)
+    rows = ["id,age,dose,spend,site"] + [
+        f"{i},{a},{d},{s:.3f},s{i % 3}"
+        for i, (a, d, s) in enumerate(zip(age, dose, spend, strict=True))
+    ]
+    path = tmp_path_factory.mktemp("regression") / "records.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+REGRESSION = [
+    "--family", "regression", "--x", "age,dose", "--y", "spend",
+    "--x-bounds", "0", "10", "0", "4", "--y-bounds", "-2", "6",
+]  # fmt: skip
+
+
+def _release(csv_path, out, *args):
+    return main(["release", str(csv_path), "--output", str(out), *args])
+
+
+def test_release_writes_a_regression_with_its_column_names(csv_path, tmp_path, capsys):
+    out = tmp_path / "reg.json"
+    assert _release(csv_path, out, *REGRESSION, "--epsilon", "2", "--seed", "1") == 0
+    rf = read_release(out, allow_columns=True)
+    assert isinstance(rf, ReleaseFile) and rf.epsilon == 2.0
+    (entry,) = rf.releases
+    assert entry.is_regression and entry.column == "spend" and entry.covariates == ("age", "dose")
+    rel = entry.release
+    assert isinstance(rel, RegressionRelease)
+    assert (rel.n, rel.d, rel.epsilon, rel.mechanism) == (N, 2, 2.0, "laplace-float")
+    assert rel.x_bounds == ((0.0, 10.0), (0.0, 4.0)) and rel.y_bounds == (-2.0, 6.0)
+    printed = capsys.readouterr().out
+    assert "regression release of 'spend' on age, dose, n = 400, epsilon = 2" in printed
+
+
+def test_release_without_seed_uses_the_vetted_noise(csv_path, tmp_path):
+    out = tmp_path / "vetted.json"
+    assert _release(csv_path, out, *REGRESSION, "--epsilon", "1") == 0
+    rel = read_release(out, allow_columns=True)["spend"].release
+    assert rel.mechanism == "discrete-laplace" and rel.quantum is not None
+
+
+def test_release_from_parquet_gives_the_same_release(csv_path, tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    parquet = tmp_path / "records.parquet"
+    pd.read_csv(csv_path).to_parquet(parquet)
+    args = [*REGRESSION, "--epsilon", "1", "--seed", "3"]
+    assert _release(csv_path, tmp_path / "a.json", *args) == 0
+    assert _release(parquet, tmp_path / "b.json", *args) == 0
+    a = read_release(tmp_path / "a.json", allow_columns=True)
+    b = read_release(tmp_path / "b.json", allow_columns=True)
+    assert a.to_json() == b.to_json()
+
+
+def test_release_charges_the_ledger(csv_path, tmp_path):
+    ledger = tmp_path / "ledger.json"
+    args = [*REGRESSION, "--epsilon", "1", "--seed", "3", "--budget", str(ledger)]
+    assert _release(csv_path, tmp_path / "a.json", *args, "--budget-total", "1.5") == 0
+    assert PrivacyBudget.load(ledger).spent == 1.0
+    assert _release(csv_path, tmp_path / "b.json", *args) == 2
+    assert not (tmp_path / "b.json").exists() and PrivacyBudget.load(ledger).spent == 1.0
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"--x-bounds": ["0", "5", "0", "4"]},
+         "record(s) outside --x-bounds [[0.0, 5.0], [0.0, 4.0]], the first at data row "),
+        ({"--y-bounds": ["2", "6"]}, "--y spend has"),
+        ({"--x-bounds": ["0", "10"]},
+         "--x-bounds takes LO HI for each of the 2 --x column(s) (age, dose): 4 numbers (got 2)"),
+        ({"--x-bounds": ["0", "10", "4", "0"]},
+         "--x-bounds of 'dose' must be finite with LO < HI (got 4 0)"),
+        ({"--x": ["age,site"]}, "column 'site' must hold plain numbers"),
+        ({"--x": ["age,weight"]}, "no column 'weight'; the columns are 'id', 'age'"),
+        ({"--x": ["age,spend"]}, "--x and --y must name distinct columns"),
+        ({"--epsilon": ["0"]}, "--epsilon must be a finite number > 0 (got 0.0)"),
+    ],
+)  # fmt: skip
+def test_release_refusals_name_the_flag(csv_path, tmp_path, capsys, change, message):
+    args = [*REGRESSION, "--epsilon", "1", "--seed", "1"]
+    for flag, values in change.items():
+        i = args.index(flag)
+        width = {"--x-bounds": 4, "--y-bounds": 2}.get(flag, 1)
+        args[i + 1 : i + 1 + width] = values
+    out = tmp_path / "bad.json"
+    assert _release(csv_path, out, *args) == 2
+    err = capsys.readouterr().err
+    assert message in err and not out.exists()
+    assert "6.5" not in err  # no record's value
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--column", "age"], "--column do(es) not apply to it"),
+        (["--bounds", "0", "1"], "--bounds do(es) not apply to it"),
+        (["--mechanism", "discrete-gaussian"], "the Gaussian mechanism is not available"),
+    ],
+)
+def test_release_regression_refuses_other_flags(csv_path, tmp_path, capsys, extra, message):
+    with pytest.raises(SystemExit):
+        _release(csv_path, tmp_path / "x.json", *REGRESSION, "--epsilon", "1", *extra)
+    assert message in capsys.readouterr().err
+
+
+def test_regression_flags_need_the_regression_family(csv_path, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        _release(csv_path, tmp_path / "x.json", "--column", "age", "--family", "poisson",
+                 "--bounds", "0", "10", "--epsilon", "1", "--y", "spend")  # fmt: skip
+    assert "--y apply only with --family regression" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        _release(csv_path, tmp_path / "x.json", "--family", "regression", "--x", "age",
+                 "--epsilon", "1")  # fmt: skip
+    assert "--family regression needs --y, --x-bounds, --y-bounds" in capsys.readouterr().err
+
+
+def test_default_prior_is_on_the_scale_of_the_box():
+    mu, cov, alpha, beta = default_nig_prior([(0.0, 10.0), (0.0, 4.0)], (-2.0, 6.0))
+    assert mu.tolist() == [2.0, 0.0, 0.0] and alpha == 2.0 and beta == 1.0  # s0 = 8 / 8
+    sd = np.sqrt(np.diag(cov) * beta)  # at σ = s0
+    assert sd[1:] == pytest.approx([2 * 8 / 10, 2 * 8 / 4])  # a slope across the range twice
+    # The line at the box's centre (5, 2) has sd w_y = 8, whatever the slopes.
+    centre = np.array([1.0, 5.0, 2.0])
+    assert np.sqrt(centre @ cov @ centre * beta) == pytest.approx(8.0)
+    np.linalg.cholesky(cov)
+
+
+def test_fit_refuses_a_prior_for_a_regression(csv_path, tmp_path, capsys):
+    out = tmp_path / "reg.json"
+    assert _release(csv_path, out, *REGRESSION, "--epsilon", "2", "--seed", "1") == 0
+    code = main(["fit", str(out), "--prior", "alpha=2", "--output-dir", str(tmp_path / "f")])
+    assert code == 2
+    assert "--prior does not apply to a regression release" in capsys.readouterr().err
+    code = main(["fit", str(out), "--likelihood", "clt", "--output-dir", str(tmp_path / "f")])
+    assert code == 2 and "--likelihood does not apply" in capsys.readouterr().err
+    assert not (tmp_path / "f" / "posterior.nc").exists()
+
+
+@pytest.mark.slow
+def test_fit_end_to_end_prints_the_coefficients_and_writes_the_plots(csv_path, tmp_path):
+    """``python -m pymc_dp`` release then fit (ε = 20 on n = 400; 2 chains × 300 draws)."""
+    import arviz as az
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    run = [sys.executable, "-m", "pymc_dp"]
+    out = tmp_path / "reg.json"
+    proc = subprocess.run(
+        [*run, "release", str(csv_path), *REGRESSION, "--epsilon", "20", "--seed", "2",
+         "--output", str(out)],
+        capture_output=True, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    fit_dir = tmp_path / "fit"
+    proc = subprocess.run(
+        [*run, "fit", str(out), "--draws", "300", "--tune", "300", "--chains", "2",
+         "--seed", "4", "--no-progress", "--output-dir", str(fit_dir)],
+        capture_output=True, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for name in ("theta[intercept]", "theta[age]", "theta[dose]", "sigma2", "ess_bulk", "r_hat"):
+        assert name in proc.stdout
+    assert "hdi_3%" in proc.stdout or "hdi94_lb" in proc.stdout  # ArviZ 0.x or 1.x
+    assert sorted(p.name for p in fit_dir.iterdir()) == [
+        "posterior.nc", "predictive.png", "summary.csv", "trace.png",
+    ]  # fmt: skip
+    idata = az.from_netcdf(fit_dir / "posterior.nc")
+    assert idata.posterior["theta"].coords["z_coef"].values.tolist() == ["intercept", "age", "dose"]
+    assert json.loads(idata.attrs["pymc_dp_release_z"])["covariates"] == ["age", "dose"]
+    theta = idata.posterior["theta"].mean(("chain", "draw")).values
+    sd = idata.posterior["theta"].std(("chain", "draw")).values
+    # The posterior covers the truth (4 sd: the release is noisy and the chains short).
+    assert np.all(np.abs(theta - np.array(THETA)) < 4 * sd + 0.05), (theta, sd)
+
+
+def test_fit_column_needs_a_file_of_named_columns(tmp_path, capsys):
+    import pymc as pm
+
+    import pymc_dp as pmdp
+    from pymc_dp.io import write_release
+
+    path = write_release(
+        pmdp.release([0, 1, 1], pm.Bernoulli, epsilon=1.0, rng=0), tmp_path / "r.json"
+    )
+    assert main(["fit", str(path), "--column", "smoker", "--output-dir", str(tmp_path)]) == 2
+    assert "--column applies to a file of named columns (" in capsys.readouterr().err
+
+
+def test_a_bare_regression_release_reads_as_one_unnamed_entry(tmp_path):
+    from pymc_dp.regression import release_regression
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, size=(50, 1))
+    rel = release_regression(x, x[:, 0], x_bounds=[(0, 1)], y_bounds=(0, 1), epsilon=1.0, rng=1)
+    path = tmp_path / "bare.json"
+    path.write_text(rel.to_json())
+    rf = read_release(path, allow_columns=True)
+    assert rf.columns == ("y",) and rf["y"].covariates is None and rf.epsilon == 1.0
