@@ -73,12 +73,17 @@ def release_command(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         from pymc_dp.regression import release_regression
         from pymc_dp.release_file import ColumnRelease, ReleaseFile
 
-        check_positive(args.epsilon, "--epsilon")
-        budget = _open_budget(args, "epsilon")
+        gaussian = args.mechanism == "discrete-gaussian"
+        if gaussian:
+            check_positive(args.rho, "--rho")
+        else:
+            check_positive(args.epsilon, "--epsilon")
+        budget = _open_budget(args, "rho" if gaussian else "epsilon")
         options = dict(
             x_bounds=settings["x_bounds"],
             y_bounds=settings["y_bounds"],
             epsilon=args.epsilon,
+            rho=args.rho,
             clamp=args.clamp,
             rng=args.seed,
             mechanism=args.mechanism,
@@ -114,7 +119,9 @@ def release_command(args: argparse.Namespace, settings: dict[str, Any]) -> int:
         return fail("release", _regression_message(one_line(err), settings))
     print(
         f"wrote {output}: regression release of {response!r} on {', '.join(covariates)}, "
-        f"n = {rel.n}, epsilon = {rel.epsilon:g}, sensitivity = {rel.sensitivity:.6g} "
+        f"n = {rel.n}, epsilon = {rel.epsilon:g}"
+        + (f" (rho = {rel.rho:g}, delta = {rel.delta:g})" if rel.rho is not None else "")
+        + f", sensitivity = {rel.sensitivity:.6g} "
         f"({rel.sensitivity_bound}), {rel.mechanism} scale = {rel.scale:.6g}"
         + (f", quantum = {rel.quantum:g}" if rel.quantum is not None else "")
         + (", records clamped to the box" if rel.clamped else "")

@@ -280,11 +280,13 @@ def _check_regression_args(parser: argparse.ArgumentParser, args: argparse.Names
             f"--family regression takes --x COLS --y COL --x-bounds ... --y-bounds LO HI; "
             f"{', '.join(refused)} do(es) not apply to it"
         )
-    if args.mechanism == "discrete-gaussian" or args.rho is not None:
+    gaussian = args.mechanism == "discrete-gaussian"
+    if gaussian and (args.rho is None or args.epsilon is not None):
         parser.error(
-            "--family regression takes --epsilon (discrete-laplace, or laplace-float with "
-            "--seed); the Gaussian mechanism is not available for regression"
+            "--family regression with --mechanism discrete-gaussian takes --rho, not --epsilon"
         )
+    if not gaussian and args.rho is not None:
+        parser.error("--rho is only for --mechanism discrete-gaussian")
     missing = _missing(
         [
             ("DATA", args.data),
@@ -292,7 +294,7 @@ def _check_regression_args(parser: argparse.ArgumentParser, args: argparse.Names
             ("--y", args.y),
             ("--x-bounds", args.x_bounds),
             ("--y-bounds", args.y_bounds),
-            ("--epsilon", args.epsilon),
+            ("--rho" if gaussian else "--epsilon", args.rho if gaussian else args.epsilon),
             ("--output", args.output),
         ]
     )

@@ -124,8 +124,10 @@ regression (--family regression --x COL1,COL2 --y COL --x-bounds LO HI LO HI --y
   Releases the sufficient statistics of the linear regression of y on x (every entry of
   [X, y]^T [X, y] but n) with noise at the exact L1 sensitivity over the public box (Bernstein &
   Sheldon 2019; pymc_dp.release_regression). The box is public: a record outside it stops the
-  release unless --clamp. Takes --epsilon (discrete-laplace, or laplace-float with --seed),
-  --budget, --clamp and --format; the file names the response and the covariates for pymc-dp fit.
+  release unless --clamp. Takes --epsilon (discrete-laplace, or laplace-float with --seed), or
+  --mechanism discrete-gaussian --rho RHO (exact L2 sensitivity; at d <= 3 it is wider than Laplace
+  for one release, see docs/regression.md), --budget, --clamp and --format; the file names the
+  response and the covariates for pymc-dp fit.
 
 planning a release (--dry-run):
   From public values only -- --n, --epsilon (or --rho), the family and its window -- print the

@@ -123,12 +123,35 @@ def test_release_refusals_name_the_flag(csv_path, tmp_path, capsys, change, mess
     assert "6.5" not in err  # no record's value
 
 
+def test_release_with_the_gaussian_mechanism_takes_rho_and_charges_it(csv_path, tmp_path, capsys):
+    ledger = tmp_path / "ledger.json"
+    out = tmp_path / "gauss.json"
+    args = [
+        *REGRESSION,
+        "--mechanism",
+        "discrete-gaussian",
+        "--rho",
+        "0.5",
+        "--budget",
+        str(ledger),
+    ]
+    assert _release(csv_path, out, *args, "--budget-total", "0.8") == 0
+    rel = read_release(out, allow_columns=True)["spend"].release
+    assert rel.mechanism == "discrete-gaussian" and rel.rho == 0.5 and rel.quantum is not None
+    budget = PrivacyBudget.load(ledger)
+    assert budget.unit == "rho" and budget.spent == 0.5
+    assert "rho = 0.5" in capsys.readouterr().out
+    assert _release(csv_path, tmp_path / "again.json", *args) == 2  # 0.5 + 0.5 > 0.8
+    assert not (tmp_path / "again.json").exists() and PrivacyBudget.load(ledger).spent == 0.5
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
         (["--column", "age"], "--column do(es) not apply to it"),
         (["--bounds", "0", "1"], "--bounds do(es) not apply to it"),
-        (["--mechanism", "discrete-gaussian"], "the Gaussian mechanism is not available"),
+        (["--mechanism", "discrete-gaussian"], "discrete-gaussian takes --rho, not --epsilon"),
+        (["--rho", "0.5"], "--rho is only for --mechanism discrete-gaussian"),
     ],
 )
 def test_release_regression_refuses_other_flags(csv_path, tmp_path, capsys, extra, message):
