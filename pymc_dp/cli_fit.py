@@ -254,7 +254,13 @@ def _grouped_fit(
 
     from pymc_dp import __version__
     from pymc_dp.atomic import StagedOutputs
-    from pymc_dp.hierarchical import group_summary, save_grouped_figures, theta_name
+    from pymc_dp.hierarchical import (
+        group_summary,
+        group_variables,
+        link_description,
+        population_variables,
+        save_grouped_figures,
+    )
     from pymc_dp.io import save_posterior
     from pymc_dp.noisy_suffstat import release_attrs
 
@@ -262,25 +268,23 @@ def _grouped_fit(
     idata.attrs.update(release_attrs(model))
     idata.attrs["pymc_dp_prior"] = json.dumps({"model": "partially pooled", **used})
     idata.attrs["pymc_dp_version"] = __version__
-    theta = theta_name(rel)
+    population, per_group = list(population_variables(rel)), list(group_variables(rel))
     with StagedOutputs(out, names) as staged:
         save_posterior(idata, staged.path(names[0]))
-        summary = az.summary(idata, var_names=["mu", "tau", theta])
+        summary = az.summary(idata, var_names=population + per_group)
         summary.to_csv(staged.path("summary.csv"))
         save_grouped_figures(idata, rel, staged.directory)
         staged.commit()
-    link = "log lam_g" if theta == "lam" else "logit p_g"
     print(
         f"Partially pooled noise-aware posterior from the grouped {rel.family} release "
         f"({len(rel)} groups, n = {int(rel.n.sum())}, epsilon = {rel.epsilon:g} for the whole "
-        f"set, {idata.attrs['pymc_dp_likelihood_y']} likelihood); {link} = mu + tau z_g, "
-        f"mu ~ Normal({used['mu_mean']:.3g}, {used['mu_sd']:g}), "
-        f"tau ~ HalfNormal({used['tau_sd']:g}):"
+        f"set, {idata.attrs['pymc_dp_likelihood_y']} likelihood); "
+        f"{link_description(rel, used)}:"
     )
-    print(format_summary(summary.loc[["mu", "tau"]]))
-    print(f"per group ({theta}; naive = released value taken as exact):")
+    print(format_summary(summary.loc[[i for i in summary.index if i.split("[")[0] in population]]))
+    print(f"per group ({', '.join(per_group)}; naive = released value taken as exact):")
     print(format_summary(group_summary(idata, rel)))
-    note = mixing_note(idata, ["mu", "tau", theta], args.chains)
+    note = mixing_note(idata, population + per_group, args.chains)
     if note:
         print(note)
     print(f"wrote {', '.join(names)} to {out}")

@@ -1,4 +1,4 @@
-"""The observed node of a grouped release: one released scalar statistic per group.
+"""The observed node of a grouped release: one released statistic per group.
 
 :class:`~pymc_dp.NoisySuffStat` hands a :class:`~pymc_dp.ReleaseSet` to :func:`grouped_node`.
 θ has a leading group dimension (a hierarchical ``p = invlogit(mu + tau * z)``, or a scalar
@@ -7,8 +7,10 @@ likelihood is collapsed as for one release: the normal–Laplace convolution per
 (:class:`~pymc_dp.distributions.CollapsedLaplace`, batched; the normal product
 :class:`~pymc_dp.distributions.CollapsedGaussian` for a Gaussian-mechanism release), or the
 exact sum over each s_g
-(:mod:`pymc_dp.distributions.grouped`). The groups are independent given θ, so the node's log
-density is the sum of the per-group ones, each with its own n_g.
+(:mod:`pymc_dp.distributions.grouped`). Vector statistics (Categorical counts, a window's
+(Σz, Σz²)) get y of shape ``(G, k)`` from :mod:`pymc_dp.grouped_vector`. The groups are
+independent given θ, so the node's log density is the sum of the per-group ones, each with its
+own n_g.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pymc_dp.distributions import CollapsedGaussian, CollapsedLaplace
 from pymc_dp.distributions.grouped import GroupedExactCount, GroupedExactWindowSum
 from pymc_dp.families import ExponentialFamily
 from pymc_dp.families.record_laws import continuous_window
+from pymc_dp.grouped_vector import check_vector_likelihood, group_theta, vector_grouped_y
 from pymc_dp.kernels.exact_counts import NoiseLaw
 from pymc_dp.likelihood import (
     CltWarning,
@@ -105,19 +108,18 @@ def grouped_node(
     dims: str,
     method: str,
     likelihood: str,
+    stat_dim: str | None = None,
 ) -> pt.TensorVariable:
-    """Add the observed y of shape ``(G,)`` for a grouped release; return it."""
+    """Add the observed y for a grouped release; return it.
+
+    y has shape ``(G,)``, or ``(G, k)`` for a vector statistic, whose dimension ``stat_dim``
+    (``{name}_category`` or ``{name}_stat``) the caller has added to the model.
+    """
     rel = release.first
     if rel.get_family() != family:
         raise ValueError(
             f"dist is {family!r} but the release is for {rel.get_family()!r}; model the "
             "records with the family they were released for"
-        )
-    if family.stat_shape not in ((), (1,)):
-        raise ValueError(
-            f"grouped releases of {family!r} are not supported yet: NoisySuffStat models grouped "
-            "releases of one-number statistics (Bernoulli, Binomial, and windowed families with "
-            "one statistic); add one NoisySuffStat per group instead"
         )
     if method == "augmented":
         raise ValueError(
@@ -128,23 +130,40 @@ def grouped_node(
     groups = list(release.groups)
     size = len(groups)
     _group_coords(model, dims, groups)
-    theta = pt.as_tensor_variable(family.theta_of(dist))
-    if theta.type.ndim > 1 or (theta.type.ndim == 1 and theta.type.shape[0] not in (None, size)):
-        raise ValueError(
-            f"θ of a grouped release must be a scalar or have one entry per group ({size}), "
-            f"got static shape {theta.type.shape}; give it dims={dims!r}"
-        )
-    theta_g = pt.broadcast_to(theta, (size,))
+    vector = family.stat_shape not in ((), (1,))
+    if vector:
+        theta_g = group_theta(family, dist, size)
+    else:
+        theta = pt.as_tensor_variable(family.theta_of(dist))
+        if theta.type.ndim > 1 or (
+            theta.type.ndim == 1 and theta.type.shape[0] not in (None, size)
+        ):
+            raise ValueError(
+                f"θ of a grouped release must be a scalar or have one entry per group ({size}), "
+                f"got static shape {theta.type.shape}; give it dims={dims!r}"
+            )
+        theta_g = pt.broadcast_to(theta, (size,))
     bounds = _window(family, rel)
     gaussian = rel.mechanism == DISCRETE_GAUSSIAN
     choice = grouped_likelihood(family, release, likelihood)
     if gaussian and choice == "exact" and likelihood == "auto" and continuous_window(family):
         choice = "clt"  # the exact likelihood of continuous records models Laplace noise only
-    value = np.asarray(release.value, dtype=np.float64).reshape(size)
+    if vector:
+        check_vector_likelihood(family, release, choice, likelihood)
+    value = None if vector else np.asarray(release.value, dtype=np.float64).reshape(size)
     sizes = release.n
     noise = None
     with model:
-        if choice == "exact":
+        if vector:
+            y, noise = vector_grouped_y(
+                name,
+                family=family,
+                theta=theta_g,
+                release=release,
+                choice=choice,
+                dims=(dims, stat_dim),
+            )
+        elif choice == "exact":
             noise = noise_law(rel.mechanism, rel.scale, rel.quantum)
             if windowed_counts(family):
                 y = GroupedExactWindowSum(
@@ -203,7 +222,7 @@ def grouped_node(
     setattr(y.tag, TAG, info)
     setattr(y.tag, THETA_TAG, theta_g)
     # Only a θ shared by every group can be a GridStep variable; a hierarchical θ goes to NUTS.
-    if grid_ready(model, theta):
+    if not vector and grid_ready(model, theta):
         setattr(theta.tag, GRID_TAG, True)
     return y
 

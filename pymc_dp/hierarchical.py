@@ -3,18 +3,28 @@
 One release per group, one parameter per group, drawn from a common population on the link
 scale, non-centred so that NUTS mixes when the groups are alike (small τ):
 
-=====================  ==========================================================
+=====================  ==============================================================
 family                 model
-=====================  ==========================================================
+=====================  ==============================================================
 bernoulli, binomial    logit p_g = μ + τ z_g,   z_g ~ N(0, 1)
 poisson                log λ_g = μ + τ z_g,     z_g ~ N(0, 1)
-=====================  ==========================================================
+categorical            p_g = softmax(μ + τ z_g), μ and each z_g zero-sum normal vectors
+normal, lognormal      μ_g = μ + τ z_g,  log σ_g = ν + τ_σ w_g,  z_g, w_g ~ N(0, 1)
+=====================  ==============================================================
 
-with μ ~ N(``mu_mean``, ``mu_sd``) and τ ~ HalfNormal(``tau_sd``). The defaults come from
-public values only, as :mod:`pymc_dp.priors` does: μ centred at logit ½ (sd 1.5, flat over
-p on the probability scale) for counts of successes, and at log m for a Poisson window
-[a, b] of centre m (sd 1, a factor e either way); τ ~ HalfNormal(1), groups differing by a
-factor of up to about e on the link scale.
+with μ ~ N(``mu_mean``, ``mu_sd``) and τ ~ HalfNormal(``tau_sd``) (and, for the Normal,
+ν ~ N(``log_sigma_mean``, ``log_sigma_sd``), τ_σ ~ HalfNormal(``tau_sigma_sd``)). The
+defaults come from public values only, as :mod:`pymc_dp.priors` does: μ centred at logit ½
+(sd 1.5, flat over p on the probability scale) for counts of successes, and at log m for a
+Poisson window [a, b] of centre m (sd 1, a factor e either way); τ ~ HalfNormal(1), groups
+differing by a factor of up to about e on the link scale. Categorical log-odds have no
+reference category: μ ~ ZeroSumNormal(``mu_sd`` = 1) over the K categories (p near uniform, a
+factor of a few either way), τ ~ HalfNormal(1). A Normal window (a, b) of centre m and width w
+(on log x for LogNormal) gives μ ~ N(m, w/2) and τ ~ HalfNormal(w/4), the population mean
+anywhere in the window and the groups' means up to about half a window apart, and
+ν ~ N(log(w/4), 1), τ_σ ~ HalfNormal(0.5): σ of the window's default scale w/4
+(:mod:`pymc_dp.priors`' Inverse-Gamma has E σ² = (w/4)²) within a factor e either way, the
+groups' σ within a factor of about 2 of each other.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 
 from pymc_dp.noisy_suffstat import NoisySuffStat
 from pymc_dp.release_set import ReleaseSet
@@ -34,21 +45,61 @@ __all__ = [
     "HIERARCHICAL_FAMILIES",
     "build_grouped_model",
     "group_summary",
+    "group_variables",
     "grouped_prior_hyperparameters",
+    "link_description",
+    "population_variables",
     "save_grouped_figures",
     "theta_name",
 ]
 
-HIERARCHICAL_FAMILIES = ("bernoulli", "binomial", "poisson")
+HIERARCHICAL_FAMILIES = ("bernoulli", "binomial", "poisson", "categorical", "normal", "lognormal")
 """Families with a ready-made partially pooled model."""
 
-_PRIOR_NAMES = ("mu_mean", "mu_sd", "tau_sd")
+_WINDOWED_NORMAL = ("normal", "lognormal")
+_SCALE_NAMES = ("log_sigma_mean", "log_sigma_sd", "tau_sigma_sd")
+
+
+def _prior_names(family_name: str) -> tuple[str, ...]:
+    if family_name == "categorical":
+        return ("mu_sd", "tau_sd")
+    if family_name in _WINDOWED_NORMAL:
+        return ("mu_mean", "mu_sd", "tau_sd", *_SCALE_NAMES)
+    return ("mu_mean", "mu_sd", "tau_sd")
+
+
+def _default_hyperparameters(family: Any, release: ReleaseSet) -> dict[str, float]:
+    """The public defaults of the module's table (window, categories; never the data)."""
+    if family.name == "poisson":
+        from pymc_dp.priors import window_scale
+
+        centre, _ = window_scale(family, release.first.bounds)
+        return {"mu_mean": math.log(centre), "mu_sd": 1.0, "tau_sd": 1.0}
+    if family.name == "categorical":
+        return {"mu_sd": 1.0, "tau_sd": 1.0}
+    if family.name in _WINDOWED_NORMAL:
+        from pymc_dp.priors import window_scale
+
+        centre, width = window_scale(family, release.first.bounds)
+        return {
+            "mu_mean": centre,
+            "mu_sd": width / 2.0,
+            "tau_sd": width / 4.0,
+            "log_sigma_mean": math.log(width / 4.0),
+            "log_sigma_sd": 1.0,
+            "tau_sigma_sd": 0.5,
+        }
+    return {"mu_mean": 0.0, "mu_sd": 1.5, "tau_sd": 1.0}
 
 
 def grouped_prior_hyperparameters(
     release: ReleaseSet, prior: Mapping[str, Any] | None = None
 ) -> dict[str, float]:
-    """The hyperparameters ``mu_mean``, ``mu_sd`` and ``tau_sd``: defaults, then ``prior``.
+    """The population prior's hyperparameters: public defaults, then ``prior``.
+
+    The names are ``mu_mean``, ``mu_sd`` and ``tau_sd`` (Categorical: ``mu_sd`` and
+    ``tau_sd``; Normal and LogNormal also ``log_sigma_mean``, ``log_sigma_sd`` and
+    ``tau_sigma_sd``); see :mod:`pymc_dp.hierarchical` for the defaults.
 
     Raises
     ------
@@ -64,23 +115,18 @@ def grouped_prior_hyperparameters(
     {'mu_mean': 2.303, 'mu_sd': 1.0, 'tau_sd': 1.0}
     """
     family = _check_family(release)
-    if family.name == "poisson":
-        from pymc_dp.priors import window_scale
-
-        centre, _ = window_scale(family, release.first.bounds)
-        values = {"mu_mean": math.log(centre), "mu_sd": 1.0, "tau_sd": 1.0}
-    else:
-        values = {"mu_mean": 0.0, "mu_sd": 1.5, "tau_sd": 1.0}
+    values = _default_hyperparameters(family, release)
+    names = _prior_names(family.name)
     for key, value in dict(prior or {}).items():
-        if key not in _PRIOR_NAMES:
+        if key not in names:
             raise ValueError(
                 f"unknown prior parameter {key!r} for a grouped {family.name} release; the "
-                f"names are {', '.join(_PRIOR_NAMES)}"
+                f"names are {', '.join(names)}"
             )
         number = isinstance(value, int | float) and not isinstance(value, bool)
         if not number or not math.isfinite(value):
             raise ValueError(f"prior {key} must be a finite number (got {value!r})")
-        if key != "mu_mean" and value <= 0:
+        if not key.endswith("_mean") and value <= 0:
             raise ValueError(f"prior {key} must be > 0 (got {value!r})")
         values[key] = float(value)
     return values
@@ -98,9 +144,45 @@ def _check_family(release: Any) -> Any:
     return family
 
 
+def group_variables(release: ReleaseSet) -> tuple[str, ...]:
+    """Names of the per-group parameters: ``("p",)``, ``("lam",)`` or ``("mu_g", "sigma_g")``."""
+    if release.family in _WINDOWED_NORMAL:
+        return ("mu_g", "sigma_g")
+    return ("lam",) if release.family == "poisson" else ("p",)
+
+
+def population_variables(release: ReleaseSet) -> tuple[str, ...]:
+    """Names of the population parameters: ``("mu", "tau")``, and ν, τ_σ for the Normal."""
+    if release.family in _WINDOWED_NORMAL:
+        return ("mu", "tau", "log_sigma", "tau_sigma")
+    return ("mu", "tau")
+
+
 def theta_name(release: ReleaseSet) -> str:
-    """Name of the per-group parameter: ``"p"`` or ``"lam"``."""
-    return "lam" if release.family == "poisson" else "p"
+    """Name of the (first) per-group parameter: ``"p"``, ``"lam"`` or ``"mu_g"``."""
+    return group_variables(release)[0]
+
+
+def link_description(release: ReleaseSet, values: Mapping[str, float]) -> str:
+    """One line: the model's link and population prior, with its hyperparameters."""
+    if release.family == "categorical":
+        return (
+            f"p_g = softmax(mu + tau z_g), mu ~ ZeroSumNormal({values['mu_sd']:g}), "
+            f"z_g ~ ZeroSumNormal(1), tau ~ HalfNormal({values['tau_sd']:g})"
+        )
+    if release.family in _WINDOWED_NORMAL:
+        return (
+            f"mu_g = mu + tau z_g, log sigma_g = log_sigma + tau_sigma w_g, "
+            f"mu ~ Normal({values['mu_mean']:.4g}, {values['mu_sd']:.4g}), "
+            f"tau ~ HalfNormal({values['tau_sd']:.4g}), "
+            f"log_sigma ~ Normal({values['log_sigma_mean']:.4g}, {values['log_sigma_sd']:g}), "
+            f"tau_sigma ~ HalfNormal({values['tau_sigma_sd']:g})"
+        )
+    link = "log lam_g" if release.family == "poisson" else "logit p_g"
+    return (
+        f"{link} = mu + tau z_g, mu ~ Normal({values['mu_mean']:.3g}, {values['mu_sd']:g}), "
+        f"tau ~ HalfNormal({values['tau_sd']:g})"
+    )
 
 
 def build_grouped_model(
@@ -116,10 +198,11 @@ def build_grouped_model(
     Parameters
     ----------
     release
-        A :class:`~pymc_dp.ReleaseSet` of Bernoulli, Binomial or windowed Poisson releases.
+        A :class:`~pymc_dp.ReleaseSet` of Bernoulli, Binomial, Categorical or windowed
+        Poisson, Normal or LogNormal releases.
     prior
-        ``mu_mean``, ``mu_sd``, ``tau_sd`` by name; missing ones take the public defaults
-        (:func:`grouped_prior_hyperparameters`).
+        The hyperparameters by name (:func:`grouped_prior_hyperparameters`); missing ones take
+        the public defaults.
     name
         Name of the NoisySuffStat node.
     dims
@@ -130,8 +213,9 @@ def build_grouped_model(
     Returns
     -------
     pymc.Model
-        Free variables ``mu``, ``tau``, ``z`` (dims ``group``); deterministic ``p`` or ``lam``
-        per group.
+        Free variables ``mu``, ``tau``, ``z`` (dims ``group``; Categorical: ``mu`` and ``z``
+        also along ``{name}_category``; Normal: also ``log_sigma``, ``tau_sigma`` and
+        ``z_sigma``); deterministic ``p``, ``lam``, or ``mu_g`` and ``sigma_g`` per group.
 
     Examples
     --------
@@ -144,28 +228,81 @@ def build_grouped_model(
     """
     family = _check_family(release)
     values = grouped_prior_hyperparameters(release, prior)
+    size = len(release)
     with pm.Model(coords=release.coords(dims)) as model:
-        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"])
-        tau = pm.HalfNormal("tau", values["tau_sd"])
-        z = pm.Normal("z", 0.0, 1.0, dims=dims)
-        if family.name == "poisson":
-            lam = pm.Deterministic("lam", pm.math.exp(mu + tau * z), dims=dims)
-            dist = pm.Poisson.dist(mu=lam)
-        else:
-            p = pm.Deterministic("p", pm.math.invlogit(mu + tau * z), dims=dims)
-            dist = (
-                pm.Bernoulli.dist(p=p)
-                if family.name == "bernoulli"
-                else pm.Binomial.dist(n=family.trials, p=p)
+        if family.name == "categorical":
+            k = family.categories
+            cat = f"{name}_category"
+            model.add_coord(cat, list(range(k)))
+            mu = pm.ZeroSumNormal("mu", sigma=values["mu_sd"], dims=cat)
+            tau = pm.HalfNormal("tau", values["tau_sd"])
+            z = pm.ZeroSumNormal("z", sigma=1.0, dims=(dims, cat))
+            # Static (G, K): the Categorical family reads K from p's shape.
+            logits = pt.specify_shape(mu + tau * z, (size, k))
+            p = pm.Deterministic("p", pm.math.softmax(logits, axis=-1), dims=(dims, cat))
+            dist = pm.Categorical.dist(p=p)
+        elif family.name in _WINDOWED_NORMAL:
+            mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"])
+            tau = pm.HalfNormal("tau", values["tau_sd"])
+            z = pm.Normal("z", 0.0, 1.0, dims=dims)
+            log_sigma = pm.Normal("log_sigma", values["log_sigma_mean"], values["log_sigma_sd"])
+            tau_sigma = pm.HalfNormal("tau_sigma", values["tau_sigma_sd"])
+            z_sigma = pm.Normal("z_sigma", 0.0, 1.0, dims=dims)
+            mu_g = pm.Deterministic("mu_g", mu + tau * z, dims=dims)
+            sigma_g = pm.Deterministic(
+                "sigma_g", pm.math.exp(log_sigma + tau_sigma * z_sigma), dims=dims
             )
+            records = pm.Normal if family.name == "normal" else pm.LogNormal
+            dist = records.dist(mu=mu_g, sigma=sigma_g)
+        else:
+            mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"])
+            tau = pm.HalfNormal("tau", values["tau_sd"])
+            z = pm.Normal("z", 0.0, 1.0, dims=dims)
+            if family.name == "poisson":
+                lam = pm.Deterministic("lam", pm.math.exp(mu + tau * z), dims=dims)
+                dist = pm.Poisson.dist(mu=lam)
+            else:
+                p = pm.Deterministic("p", pm.math.invlogit(mu + tau * z), dims=dims)
+                dist = (
+                    pm.Bernoulli.dist(p=p)
+                    if family.name == "bernoulli"
+                    else pm.Binomial.dist(n=family.trials, p=p)
+                )
         NoisySuffStat(name, dist, release=release, dims=dims, likelihood=likelihood)
     return model
 
 
-def _naive(release: ReleaseSet) -> np.ndarray:
-    """Each group's naive estimate, the released value taken as exact: y_g / (n_g · trials)."""
+def _components(
+    idata: Any, release: ReleaseSet
+) -> list[tuple[str | None, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per component of θ_g: (label, draws ``(S, G)``, released ``(G,)``, naive ``(G,)``).
+
+    The naive estimate takes the released value as exact: y_g / (n_g · trials) for counts of
+    successes, each category's share y_gk / n_g, and for a Normal window the moments
+    (Σz/n, √(Σz²/n − (Σz/n)²)) of the window's records. A scalar θ has one component, label
+    ``None``.
+    """
+    from pymc_dp._compat import posterior_dataset
+
+    post = posterior_dataset(idata)
+    size, n = len(release), release.n.astype(np.float64)
+    value = release.value.reshape(size, -1)
+    if release.family == "categorical":
+        draws = post["p"].values.reshape(-1, size, value.shape[1])
+        return [
+            (str(k), draws[..., k], value[:, k], value[:, k] / n) for k in range(value.shape[1])
+        ]
+    if release.family in _WINDOWED_NORMAL:
+        mean = value[:, 0] / n
+        spread = np.sqrt(np.maximum(value[:, 1] / n - mean**2, 0.0))
+        return [
+            ("mu", post["mu_g"].values.reshape(-1, size), value[:, 0], mean),
+            ("sigma", post["sigma_g"].values.reshape(-1, size), value[:, 1], spread),
+        ]
     trials = release.first.family_params.get("trials", 1)
-    return release.value.reshape(-1) / (release.n * trials)
+    name = theta_name(release)
+    draws = post[name].values.reshape(-1, size)
+    return [(None, draws, value[:, 0], value[:, 0] / (n * trials))]
 
 
 def group_summary(idata: Any, release: ReleaseSet) -> Any:
@@ -174,30 +311,36 @@ def group_summary(idata: Any, release: ReleaseSet) -> Any:
     Returns
     -------
     pandas.DataFrame
-        One row per group, indexed by the group keys.
+        One row per group, indexed by the group keys; for a vector θ_g one row per group and
+        component (category, or ``mu`` and ``sigma``), indexed by both.
     """
     import pandas as pd
 
-    from pymc_dp._compat import posterior_dataset
-
-    name = theta_name(release)
-    draws = posterior_dataset(idata)[name].values.reshape(-1, len(release))
-    return pd.DataFrame(
-        {
-            "n": release.n,
-            "released": release.value.reshape(-1),
-            "naive": _naive(release),
-            "mean": draws.mean(axis=0),
-            "sd": draws.std(axis=0, ddof=1),
-            "q3%": np.quantile(draws, 0.03, axis=0),
-            "q97%": np.quantile(draws, 0.97, axis=0),
-        },
-        index=pd.Index([str(g) for g in release.groups], name=release.by or "group"),
-    )
+    groups = [str(g) for g in release.groups]
+    tables = []
+    for label, draws, released, naive in _components(idata, release):
+        table = pd.DataFrame(
+            {
+                "n": release.n,
+                "released": released,
+                "naive": naive,
+                "mean": draws.mean(axis=0),
+                "sd": draws.std(axis=0, ddof=1),
+                "q3%": np.quantile(draws, 0.03, axis=0),
+                "q97%": np.quantile(draws, 0.97, axis=0),
+            },
+            index=pd.Index(groups, name=release.by or "group"),
+        )
+        if label is None:
+            return table
+        tables.append(table.assign(component=label).set_index("component", append=True))
+    return pd.concat(tables).sort_index(level=0, sort_remaining=False).loc[groups]
 
 
 def save_grouped_figures(idata: Any, release: ReleaseSet, out_dir: str | Path) -> tuple[Path, Path]:
     """Write ``posterior.png`` (per-group intervals against the naive estimates) and ``trace.png``.
+
+    A vector θ_g gets one panel per component (category, or μ_g and σ_g).
 
     Returns
     -------
@@ -209,24 +352,40 @@ def save_grouped_figures(idata: Any, release: ReleaseSet, out_dir: str | Path) -
     from pymc_dp.plots import plot_trace
 
     out_dir = Path(out_dir)
-    table = group_summary(idata, release)
+    parts = _components(idata, release)
+    groups = [str(g) for g in release.groups]
+    rows = np.arange(len(groups))[::-1]
+    fig, axes = plt.subplots(
+        1,
+        len(parts),
+        figsize=(1.0 + 5.5 * min(len(parts), 3), 1.2 + 0.4 * len(groups)),
+        layout="constrained",
+        squeeze=False,
+    )
     name = theta_name(release)
-    rows = np.arange(len(table))[::-1]
-    fig, ax = plt.subplots(figsize=(6.5, 1.2 + 0.4 * len(table)), layout="constrained")
-    ax.hlines(rows, table["q3%"], table["q97%"], color="#0072B2", lw=2, label="DP posterior 94 %")
-    ax.plot(table["mean"], rows, "o", color="#0072B2")
-    ax.plot(table["naive"], rows, "x", color="#D55E00", label="naive (noisy value as exact)")
-    ax.set_yticks(rows, table.index)
-    ax.set_xlabel(f"{name} per group")
-    ax.legend(frameon=False, loc="best")
-    ax.set_title(
+    for ax, (label, draws, _, naive) in zip(axes[0], parts, strict=True):
+        lo, hi = np.quantile(draws, [0.03, 0.97], axis=0)
+        ax.hlines(rows, lo, hi, color="#0072B2", lw=2, label="DP posterior 94 %")
+        ax.plot(draws.mean(axis=0), rows, "o", color="#0072B2")
+        ax.plot(naive, rows, "x", color="#D55E00", label="naive (noisy value as exact)")
+        ax.set_yticks(rows, groups)
+        if label is None:
+            ax.set_xlabel(f"{name} per group")
+        elif release.family == "categorical":
+            ax.set_xlabel(f"p of category {label} per group")
+        else:
+            ax.set_xlabel(f"{label} per group")
+    axes[0][0].legend(frameon=False, loc="best")
+    fig.suptitle(
         f"Partially pooled fit of a grouped {release.family} release, "
         f"ε = {release.epsilon:g}, {len(release)} groups"
     )
     posterior_png = out_dir / "posterior.png"
     fig.savefig(posterior_png, dpi=110)
     plt.close(fig)
-    fig = plot_trace(idata, ["mu", "tau"], title="Population parameters (link scale)")
+    fig = plot_trace(
+        idata, list(population_variables(release)), title="Population parameters (link scale)"
+    )
     trace_png = out_dir / "trace.png"
     fig.savefig(trace_png, dpi=110)
     plt.close(fig)

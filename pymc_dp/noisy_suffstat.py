@@ -199,8 +199,14 @@ class NoisySuffStat:
     CLT, chosen once for the node: exact if every group's sum is affordable) is that of one
     release per group. A hierarchical θ (``p = pm.math.invlogit(mu + tau * z)`` with ``z`` of
     dims ``"group"``) is sampled by NUTS; a scalar θ shared by the groups with a fixed prior by
-    :class:`~pymc_dp.GridStep`. Vector statistics (Categorical, Normal) are not supported for
-    grouped releases yet, and :func:`~pymc_dp.sample_latent` skips grouped nodes.
+    :class:`~pymc_dp.GridStep`. A vector statistic gives y of shape ``(G, k)`` (dimensions
+    ``dims`` and ``{name}_category`` or ``{name}_stat``) with θ_g as row g of a ``(G, K)`` p
+    (e.g. ``pm.math.softmax(mu + tau * z, axis=-1)``), or μ and σ with one entry per group:
+    Categorical counts take the exact sum per group (refused with Laplace noise where a group
+    is too large for it: the CLT node of one Categorical release needs Gibbs steps that do not
+    run per group), a window's (Σz, Σz²) the collapsed bivariate normal–Laplace likelihood per
+    group (:mod:`pymc_dp.grouped_vector`); NUTS samples θ.
+    :func:`~pymc_dp.sample_latent` skips grouped nodes.
 
     Examples
     --------
@@ -268,6 +274,7 @@ class NoisySuffStat:
                 dims="group" if dims is None else dims,
                 method=method,
                 likelihood=likelihood,
+                stat_dim=_stat_dim(model, name, family),
             )
         if dims is not None:
             raise TypeError(

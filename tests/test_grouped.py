@@ -90,14 +90,6 @@ def test_bad_grouped_inputs_are_refused(grouped):
             pmdp.NoisySuffStat("y", pm.Binomial.dist(n=TRIALS, p=np.full(4, 0.3)), release=grouped)
         with pytest.raises(ValueError, match="release is for"):
             pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=0.3), release=grouped)
-    x = np.random.default_rng(0).integers(0, 3, size=60)
-    cats = pmdp.release_grouped(
-        x, pm.Categorical, categories=3, epsilon=1.0, by=np.repeat(["a", "b"], 30),
-        groups=["a", "b"], sizes="public", rng=0,
-    )  # fmt: skip
-    with pm.Model():
-        with pytest.raises(ValueError, match="not supported yet"):
-            pmdp.NoisySuffStat("y", pm.Categorical.dist(p=np.ones(3) / 3), release=cats)
 
 
 # ---- the likelihood is the sum of the per-group ones --------------------------------------

@@ -30,10 +30,10 @@ __all__ = ["CollapsedLaplacePair", "PairLogLikelihood", "pair_logp"]
 class PairLogLikelihood(Op):
     """log p(y | m, V) of a released pair, with d/dm and d/dV as two more outputs.
 
-    Inputs ``y (..., 2)``, ``m (..., 2)``, ``V (..., 2, 2)`` and the Laplace scales ``b (2,)``,
-    with any leading batch dimensions; outputs log p ``(...)`` and its gradients. The gradient
-    outputs are what the Op's own gradient uses, so a logp-and-gradient graph evaluates the
-    quadrature once.
+    Inputs ``y (..., 2)``, ``m (..., 2)``, ``V (..., 2, 2)`` and the Laplace scales
+    ``b (..., 2)`` (a grouped release's node broadcasts b to every group), with any leading
+    batch dimensions; outputs log p ``(...)`` and its gradients. The gradient outputs are what
+    the Op's own gradient uses, so a logp-and-gradient graph evaluates the quadrature once.
     """
 
     __props__ = ()
@@ -42,9 +42,11 @@ class PairLogLikelihood(Op):
         value, mean, cov, scale = (
             pt.as_tensor_variable(x).astype("float64") for x in (value, mean, cov, scale)
         )
-        if value.type.ndim < 1 or mean.type.ndim < 1 or cov.type.ndim < 2 or scale.type.ndim != 1:
-            raise TypeError("PairLogLikelihood takes y (..., 2), m (..., 2), V (..., 2, 2), b (2,)")
-        batch = max(value.type.ndim - 1, mean.type.ndim - 1, cov.type.ndim - 2)
+        if value.type.ndim < 1 or mean.type.ndim < 1 or cov.type.ndim < 2 or scale.type.ndim < 1:
+            raise TypeError(
+                "PairLogLikelihood takes y (..., 2), m (..., 2), V (..., 2, 2), b (..., 2)"
+            )
+        batch = max(value.type.ndim - 1, mean.type.ndim - 1, cov.type.ndim - 2, scale.type.ndim - 1)
         outputs = [
             pt.TensorType("float64", shape=(None,) * batch)(),
             pt.TensorType("float64", shape=(None,) * batch + (2,))(),

@@ -1,4 +1,4 @@
-"""Exact likelihoods of grouped releases: one released count per group, each its own n_g.
+"""Exact likelihoods of grouped releases: one released count (or K counts) per group.
 
 The per-group terms are those of :mod:`pymc_dp.distributions.exact` and
 :mod:`pymc_dp.distributions.exact_windows` (the same functions, called once per group), stacked
@@ -16,12 +16,12 @@ import pymc as pm
 import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 
-from pymc_dp.distributions.exact import binomial_exact_logp, draw_noise
+from pymc_dp.distributions.exact import binomial_exact_logp, draw_noise, multinomial_exact_logp
 from pymc_dp.distributions.exact_windows import WindowSumLogLikelihood, window_log_q
 from pymc_dp.families.truncated import TruncatedFamily
 from pymc_dp.kernels.exact_counts import NoiseLaw
 
-__all__ = ["GroupedExactCount", "GroupedExactWindowSum"]
+__all__ = ["GroupedExactCount", "GroupedExactCounts", "GroupedExactWindowSum"]
 
 
 def GroupedExactCount(
@@ -60,6 +60,52 @@ def GroupedExactCount(
 
     return pm.CustomDist(
         name, theta, logp=logp, random=random, signature="()->()", dtype="float64", **kwargs
+    )
+
+
+def GroupedExactCounts(
+    name: str,
+    theta: Any,
+    *,
+    n: npt.ArrayLike,
+    categories: int,
+    noise: NoiseLaw,
+    **kwargs: Any,
+) -> TensorVariable:
+    """Released Categorical counts of G groups, each group's multinomial s summed out exactly.
+
+    Parameters
+    ----------
+    name
+        Variable name.
+    theta
+        Category probabilities of each group, shape ``(G, K)``.
+    n
+        Records per group n_g, shape ``(G,)``.
+    categories
+        K.
+    noise
+        The releases' noise law.
+    **kwargs
+        Passed to :class:`pymc.CustomDist` (``observed``, ``dims`` of the group and the
+        category).
+    """
+    sizes = [int(v) for v in np.asarray(n).reshape(-1)]
+
+    def logp(value, p):
+        return pt.stack(
+            [
+                multinomial_exact_logp(value[g], p[g], n_g, noise, categories)
+                for g, n_g in enumerate(sizes)
+            ]
+        )
+
+    def random(p, rng=None, size=None):
+        s = rng.multinomial(np.asarray(sizes), p, size=size)
+        return s + draw_noise(rng, noise, np.shape(s))
+
+    return pm.CustomDist(
+        name, theta, logp=logp, random=random, signature="(k)->(k)", dtype="float64", **kwargs
     )
 
 

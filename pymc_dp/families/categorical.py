@@ -106,7 +106,8 @@ class Categorical(ExponentialFamily):
         if node is None or not isinstance(node.op, _categorical_op()):
             return None
         (p,) = node.op.dist_params(node)
-        k = p.type.shape[-1] if p.type.ndim == 1 else None
+        # p of shape (G, K) is one θ per group of a grouped release (NoisySuffStat checks that).
+        k = p.type.shape[-1] if p.type.ndim >= 1 else None
         if k is None:
             raise ValueError(
                 "dist's p must be a vector with a fixed number of categories, e.g. "
