@@ -27,18 +27,6 @@ FIT_FILES = ("summary.csv", "predictive.png", "trace.png")
 """The files of a regression fit beside the posterior file."""
 
 
-def _check_output(output: Path, overwrite: bool) -> None:
-    if output.exists() and not overwrite:
-        raise InputError(
-            f"{output} exists; pass --overwrite to replace it (a new release of the same "
-            "data spends epsilon again)"
-        )
-    if output.is_dir():
-        raise InputError(f"{output} is a directory; --output takes a file name")
-    if not output.parent.is_dir():
-        raise InputError(f"{output.parent} is not a directory; create it first")
-
-
 def _regression_message(text: str, settings: dict[str, Any]) -> str:
     """A message of :func:`~pymc_dp.release_regression` in the terms of ``pymc-dp release``.
 
@@ -66,9 +54,10 @@ def release_command(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     output = Path(args.output)
     covariates, response = settings["covariates"], settings["response"]
     try:
-        _check_output(output, args.overwrite)
         from pymc_dp._validation import check_positive
-        from pymc_dp.cli_release import _is_parquet, _open_budget
+        from pymc_dp.cli_release import _is_parquet, _open_budget, check_output
+
+        check_output(output, args.overwrite)
         from pymc_dp.io import read_column, write_release
         from pymc_dp.regression import release_regression
         from pymc_dp.release_file import ColumnRelease, ReleaseFile

@@ -25,21 +25,25 @@ from pymc_dp_cli.texts import FAMILY_CLASSES
 __all__ = ["NoisePlan", "dry_run", "noise_plan", "release_command"]
 
 
+def check_output(output: Path, overwrite: bool) -> None:
+    """Refuse an output path that would fail, before any noise is drawn (no budget wasted)."""
+    if output.exists() and not overwrite:
+        raise InputError(
+            f"{output} exists; pass --overwrite to replace it (a new release of the same "
+            "data spends epsilon again)"
+        )
+    if output.is_dir():
+        raise InputError(f"{output} is a directory; --output takes a file name")
+    if not output.parent.is_dir():
+        raise InputError(f"{output.parent} is not a directory; create it first")
+
+
 def release_command(args: argparse.Namespace, plans: list[ColumnPlan]) -> int:
     """Run ``pymc-dp release`` with the checked column ``plans``; return the exit status."""
     output = Path(args.output)
     settings = plans[0].settings
     try:
-        if output.exists() and not args.overwrite:
-            raise InputError(
-                f"{output} exists; pass --overwrite to replace it (a new release of the same "
-                "data spends epsilon again)"
-            )
-        # Checked before any noise is drawn, so that a bad path wastes no privacy budget.
-        if output.is_dir():
-            raise InputError(f"{output} is a directory; --output takes a file name")
-        if not output.parent.is_dir():
-            raise InputError(f"{output.parent} is not a directory; create it first")
+        check_output(output, args.overwrite)
         if len(plans) > 1 or plans[0].labels is not None:
             from pymc_dp.cli_columns import release_columns
 
