@@ -19,6 +19,7 @@ from pymc_dp.regression import (
 )
 from pymc_dp.regression.adaptation import RandomWalkAdaptation
 from pymc_dp.regression.collapsed import (
+    MoveState,
     collapsed_target,
     evaluate,
     pack_parameters,
@@ -27,7 +28,13 @@ from pymc_dp.regression.collapsed import (
     unpack_parameters,
 )
 from pymc_dp.regression.collapsed_sampler import collapsed_sweep, initial_step_sd
-from pymc_dp.regression.moment_move import moment_prior, parameters_from_moments
+from pymc_dp.regression.moment_move import (
+    _t_draw,
+    _t_log_density,
+    moment_move,
+    moment_prior,
+    parameters_from_moments,
+)
 from pymc_dp.regression.normal_model import draw_statistic, record_moments, statistic_logpdf
 
 PRIOR = NIG(np.zeros(2), 0.5 * np.eye(2), np.array(20.0), np.array(1.9))
@@ -38,6 +45,22 @@ def _batch(prior, x_prior, rows):
     p = NIG(*(np.broadcast_to(np.asarray(a, float), (rows, *np.shape(a))) for a in prior))
     x = NIW(*(np.broadcast_to(np.asarray(a, float), (rows, 1, *np.shape(a))) for a in x_prior))
     return p, x
+
+
+def _assert_prior_distributed(rng, u):
+    """Geweke's check: θ₀, θ₁, σ², μ_x, σ_x² of ``u`` against 6000 prior draws (KS, α = 0.001/5)."""
+    par = unpack_parameters(u, 1)
+    ref_theta, ref_sigma2 = draw_nig(rng, PRIOR, size=(6000,))
+    ref_loc, ref_cov = draw_niw(rng, X_PRIOR, size=(6000,))
+    pairs = [
+        (par.theta[:, 0], ref_theta[:, 0]),
+        (par.theta[:, 1], ref_theta[:, 1]),
+        (par.sigma2, ref_sigma2),
+        (par.x_loc[:, 0, 0], ref_loc[:, 0]),
+        (par.x_cov[:, 0, 0, 0], ref_cov[:, 0, 0]),
+    ]
+    for ours, ref in pairs:
+        assert stats.ks_2samp(ours, ref).pvalue > 1e-3 / 5
 
 
 def test_parameter_round_trip_and_jacobian_d2():
@@ -137,18 +160,52 @@ def test_sweep_leaves_the_joint_posterior_invariant(n, epsilon, rows):
                                    moves=2, tries=8, tune=False)  # fmt: skip
         u, s = state.params, state.suffstat
     assert np.mean(np.any(u != start, axis=-1)) > 0.5
-    par = unpack_parameters(u, 1)
-    ref_theta, ref_sigma2 = draw_nig(rng, PRIOR, size=(6000,))
-    ref_loc, ref_cov = draw_niw(rng, X_PRIOR, size=(6000,))
-    pairs = [
-        (par.theta[:, 0], ref_theta[:, 0]),
-        (par.theta[:, 1], ref_theta[:, 1]),
-        (par.sigma2, ref_sigma2),
-        (par.x_loc[:, 0, 0], ref_loc[:, 0]),
-        (par.x_cov[:, 0, 0, 0], ref_cov[:, 0, 0]),
-    ]
-    for ours, ref in pairs:
-        assert stats.ks_2samp(ours, ref).pvalue > 1e-3 / 5
+    _assert_prior_distributed(rng, u)
+
+
+def test_t_component_of_the_moment_move_is_a_normalised_multivariate_t():
+    """The mixture weights need the t's density normalised: against SciPy's, and its draws."""
+    rng = np.random.default_rng(11)
+    centre, chol = np.array([0.3, -1.0, 2.0]), np.array([[1.0, 0, 0], [0.5, 0.7, 0], [0, 0.2, 2]])
+    u = rng.normal(size=(5, 3))
+    ref = stats.multivariate_t(centre, chol @ chol.T, df=5).logpdf(u)
+    np.testing.assert_allclose(_t_log_density(u, centre, chol), ref, rtol=1e-12)
+    draws = _t_draw(rng, centre[None], chol[None], 4000)[:, 0]
+    for j in range(3):
+        ref_j = stats.t(5, loc=centre[j], scale=np.sqrt((chol @ chol.T)[j, j]))
+        assert stats.kstest(draws[:, j], ref_j.cdf).pvalue > 1e-3
+
+
+def test_moment_move_with_the_t_component_leaves_the_joint_posterior_invariant():
+    """Geweke's test of the multiple-try move alone, candidates from the mixture of the normal
+    in η and the t in u: (φ, s, z) from the model, then four rounds of (w | s, z exact; one
+    moment move) with a fixed anchor and spread. φ must still follow the prior (2000 members,
+    KS against 6000 prior draws at α = 0.001 / 5 for θ₀, θ₁, σ², μ_x, σ_x²), and most members
+    must have moved."""
+    rows, n, scale = 2000, 20, 24.33
+    rng = np.random.default_rng(29)
+    prior, x_prior = _batch(PRIOR, X_PRIOR, rows)
+    theta, sigma2 = draw_nig(rng, prior)
+    loc, cov = draw_niw(rng, x_prior)
+    s = draw_statistic(rng, theta=theta[:, None], sigma2=sigma2[:, None], x_loc=loc, x_cov=cov,
+                       n=n)  # fmt: skip
+    z = s + rng.laplace(0.0, scale, size=s.shape)
+    u = pack_parameters(theta, sigma2, loc, cov)
+    start = u.copy()
+    centre = np.broadcast_to(u.mean(axis=0), u.shape)
+    spread = np.broadcast_to(np.cov(u.T), (rows, u.shape[-1], u.shape[-1]))
+    target = collapsed_target(z, np.ones_like(z), [n], prior, x_prior)
+    fit = moment_prior(np.random.default_rng(0), prior, NIW(*(a[:, 0] for a in x_prior)))
+    for _ in range(4):
+        target = target._replace(noise_variance=draw_noise_variance(rng, residual=z - s,
+                                                                    scale=scale))  # fmt: skip
+        ev = evaluate(u, target)
+        state = MoveState(u, s, ev.surrogate, statistic_correction(s, ev, target))
+        state, _ = moment_move(rng, state, current=ev, anchor=evaluate(centre, target),
+                               target=target, fit=fit, tries=8, spread=spread)  # fmt: skip
+        u, s = state.params, state.suffstat
+    assert np.mean(np.any(u != start, axis=-1)) > 0.5
+    _assert_prior_distributed(rng, u)
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,7 @@ just before the core dimensions of the per-node arrays.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -151,6 +152,16 @@ def collapsed_target(
     )
 
 
+@functools.cache
+def _lower(d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lower-triangle rows and columns of a d × d matrix, and its diagonal's indices.
+
+    Cached: ``np.tril_indices`` costs more than the rest of an unpacking.
+    """
+    rows, cols = np.tril_indices(d)
+    return rows, cols, np.arange(d)
+
+
 def n_parameters(d: int, nodes: int = 1) -> int:
     """Length ``k = (d + 2) + J (d + d(d + 1)/2)`` of the unconstrained parameter vector.
 
@@ -185,8 +196,7 @@ def pack_parameters(
     x_loc = np.asarray(x_loc, dtype=np.float64)
     chol = np.linalg.cholesky(np.asarray(x_cov, dtype=np.float64))
     d = x_loc.shape[-1]
-    rows, cols = np.tril_indices(d)
-    diag = np.arange(d)
+    rows, cols, diag = _lower(d)
     chol[..., diag, diag] = np.log(chol[..., diag, diag])
     per_node = np.concatenate([np.broadcast_to(x_loc, chol.shape[:-1]), chol[..., rows, cols]], -1)
     batch = np.broadcast_shapes(theta.shape[:-1], sigma2.shape, per_node.shape[:-2])
@@ -231,8 +241,7 @@ def unpack_parameters(u: npt.ArrayLike, d: int, nodes: int = 1) -> Parameters:
     per = d + d * (d + 1) // 2
     batch = u.shape[:-1]
     node = u[..., p + 1 :].reshape(*batch, nodes, per)
-    rows, cols = np.tril_indices(d)
-    diag = np.arange(d)
+    rows, cols, diag = _lower(d)
     chol = np.zeros((*batch, nodes, d, d))
     chol[..., rows, cols] = node[..., d:]
     log_diag = chol[..., diag, diag].copy()

@@ -31,6 +31,7 @@ from pymc_dp.regression.collapsed import (
     collapsed_move,
     collapsed_target,
     evaluate,
+    n_parameters,
     pack_parameters,
     redraw_statistic,
     refresh_statistic,
@@ -142,12 +143,22 @@ class SweepStats(NamedTuple):
 
 
 def default_moves(d: int, nodes: int) -> int:
-    """Random-walk moves per iteration by default: the dimension of the unconstrained vector.
+    """Random-walk moves per iteration by default.
 
-    θ (d + 1), log σ², and per node μ_x (d) and the log-Cholesky factor of Σ_x (d(d+1)/2). An
-    adaptive random walk moves each direction about once per that many steps, and a move is
-    cheap beside the conjugate draws, the redraw of s and the moment move of each iteration.
+    One node has the multiple-try moment move, whose candidates (from the normal proposal in η
+    and the t in u with the tuned posterior covariance) carry most of the mixing, so one
+    random-walk move adds local exploration. Several nodes have no moment move: then one move
+    per coordinate of the unconstrained vector, θ (d + 1), log σ², and per node μ_x (d) and the
+    log-Cholesky factor of Σ_x (d(d+1)/2), since an adaptive random walk moves each direction
+    about once per that many steps.
+
+    Examples
+    --------
+    >>> default_moves(2, 1), default_moves(2, 2)
+    (1, 14)
     """
+    if nodes == 1:
+        return 1
     return d + 2 + nodes * (d + d * (d + 1) // 2)
 
 
@@ -180,8 +191,9 @@ def collapsed_sweep(
     if fit is not None:
         anchor = evaluate(adaptation.center, target)
         state, moment = moment_move(
-            rng, state, current=ev, anchor=anchor, target=target, fit=fit, tries=tries
-        )
+            rng, state, current=ev, anchor=anchor, target=target, fit=fit, tries=tries,
+            spread=adaptation.cov,
+        )  # fmt: skip
     factor = adaptation.factor()
     moved = np.zeros(u.shape[:-1])
     for _ in range(moves):
@@ -209,7 +221,7 @@ def sample_regression(
     chains: int = 2,
     moves: int | None = None,
     moment_moves: bool = True,
-    tries: int = 32,
+    tries: int = 16,
 ) -> CollapsedTrace:
     """Sample the posterior of a batch of regression releases with the default sampler.
 
@@ -233,9 +245,12 @@ def sample_regression(
     chains
         Chains per release, each from its own prior draw.
     moves
-        Random-walk moves per iteration; by default one per unconstrained parameter (9 for
-        d = 2), which costs little beside the iteration's other work and multiplies the ESS
-        (README example: 58 → 275 bulk ESS of 4000 from 1 move to 8).
+        Random-walk moves per iteration; by default :func:`default_moves` (one, beside the
+        moment move), or one per unconstrained parameter without ``moment_moves``.
+    moment_moves
+        Whether each iteration makes the multiple-try moment move.
+    tries
+        Its candidates per iteration.
 
     Returns
     -------
@@ -263,7 +278,9 @@ def sample_regression(
     draws = check_int(draws, "draws", minimum=1)
     tune = check_int(tune, "tune", minimum=0)
     chains = check_int(chains, "chains", minimum=1)
-    moves = default_moves(d, 1) if moves is None else check_int(moves, "moves", minimum=0)
+    if moves is None:
+        moves = default_moves(d, 1) if moment_moves else n_parameters(d)
+    moves = check_int(moves, "moves", minimum=0)
     if (scale is None) == (noise_sd is None):
         raise TypeError("give exactly one of scale (Laplace noise) and noise_sd (Gaussian noise)")
     laplace = scale is not None

@@ -23,7 +23,7 @@ from pymc.step_methods.state import dataclass_state
 from pymc_dp._compat import register_step_methods
 from pymc_dp.regression.adaptation import RandomWalkAdaptation
 from pymc_dp.regression.collapsed import collapsed_target, pack_parameters, unpack_parameters
-from pymc_dp.regression.collapsed_sampler import collapsed_sweep, initial_step_sd
+from pymc_dp.regression.collapsed_sampler import collapsed_sweep, default_moves, initial_step_sd
 from pymc_dp.regression.conjugate import NIG, draw_nig, nig_update
 from pymc_dp.regression.data_model import NIW, draw_niw, niw_update
 from pymc_dp.regression.distributions import NormalModelSuffStatRV
@@ -60,7 +60,8 @@ class RegressionCollapsedStep(DPGibbsStep):
     rng
         Seed or generator (``pm.sample`` passes one per chain).
     moves
-        Collapsed random-walk moves per step; by default one per unconstrained parameter
+        Collapsed random-walk moves per step; by default one beside the moment move of a single
+        node, one per unconstrained parameter with several nodes
         (:func:`~pymc_dp.regression.collapsed_sampler.default_moves`).
     tries
         Candidates of the multiple-try moment move (single nodes).
@@ -95,7 +96,7 @@ class RegressionCollapsedStep(DPGibbsStep):
     _state_class = CollapsedStepState
 
     def __init__(
-        self, vars: Any = None, *, moves: int | None = None, tries: int = 32, **kwargs: Any
+        self, vars: Any = None, *, moves: int | None = None, tries: int = 16, **kwargs: Any
     ):
         self.moves = None if moves is None else int(moves)
         self.tries = int(tries)
@@ -219,10 +220,10 @@ class RegressionCollapsedStep(DPGibbsStep):
                     fit = self._fits[k] = moment_prior(
                         np.random.default_rng(0), batch_prior, NIW(*(a[:, 0] for a in batch_x))
                     )
+            moves = default_moves(loc.shape[-1], len(links)) if self.moves is None else self.moves
             state, sweep = collapsed_sweep(
                 self.rng, u, s[None], target=target, adaptation=adaptation, fit=fit,
-                moves=u.shape[-1] if self.moves is None else self.moves,
-                tries=self.tries, tune=self.tune,
+                moves=moves, tries=self.tries, tune=self.tune,
             )  # fmt: skip
             accepted += float(sweep.moved[0])
             moment = moment or bool(sweep.moment[0])

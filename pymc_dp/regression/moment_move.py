@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import log_ndtr, ndtr, ndtri
+from scipy.special import gammaln, log_ndtr, ndtr, ndtri
 
 from pymc_dp.regression.collapsed import (
     CollapsedTarget,
@@ -207,6 +207,33 @@ def _log_proposal(u_eta: np.ndarray, ev: Evaluation, prop: _Proposal, d: int) ->
     )
 
 
+_LOG_2PI = float(np.log(2.0 * np.pi))
+_T_DOF = 5.0  # degrees of freedom of the u-space component: tails heavier than the posterior's
+_T_INFLATE = 1.2**2  # its covariance over the tuned one: an independence proposal a bit wider
+
+
+def _t_draw(
+    rng: np.random.Generator, centre: np.ndarray, chol: np.ndarray, tries: int
+) -> np.ndarray:
+    """``tries`` draws of a multivariate t (leading axis) with location ``centre``, scale L Lᵀ."""
+    white = rng.standard_normal((tries, *centre.shape))
+    mix = np.sqrt(_T_DOF / rng.chisquare(_T_DOF, size=(tries, *centre.shape[:-1])))
+    return centre + mix[..., None] * (chol @ white[..., None])[..., 0]
+
+
+def _t_log_density(u: np.ndarray, centre: np.ndarray, chol: np.ndarray) -> np.ndarray:
+    """Normalised log density of :func:`_t_draw`'s t at ``u``."""
+    k = centre.shape[-1]
+    white = np.linalg.solve(chol, (u - centre)[..., None])[..., 0]
+    diag = chol.reshape(*chol.shape[:-2], k * k)[..., :: k + 1]
+    const = gammaln(0.5 * (_T_DOF + k)) - gammaln(0.5 * _T_DOF) - 0.5 * k * np.log(_T_DOF * np.pi)
+    return (
+        const
+        - np.sum(np.log(diag), axis=-1)
+        - 0.5 * (_T_DOF + k) * np.log1p(np.sum(white**2, axis=-1) / _T_DOF)
+    )
+
+
 def moment_move(
     rng: np.random.Generator,
     state: MoveState,
@@ -216,14 +243,17 @@ def moment_move(
     target: CollapsedTarget,
     fit: MomentPrior,
     tries: int = 8,
+    spread: npt.ArrayLike | None = None,
 ) -> tuple[MoveState, npt.NDArray[np.bool_]]:
-    """Multiple-try independence move of (φ, s), with φ proposed through η.
+    """Multiple-try independence move of (φ, s), with φ proposed through η or in u.
 
     The proposal for η is the normal of the module docstring with S taken at a fixed anchor φ̂
-    (not the current state, so that it is an independence proposal given w); s' comes from
-    q(s | φ', z, w). ``tries`` candidates are drawn and weighed by target over proposal,
-    w = π(φ') m(φ') r(s', φ') / q(φ'), one is picked in proportion to w and accepted with
-    probability min(1, Σ w / (Σ w − w_picked + w_current)) (Liu, Liang & Wong 2000).
+    (not the current state, so that it is an independence proposal given w); with ``spread``,
+    each candidate comes from it or, with probability 1/2, from a multivariate t in u centred
+    at the anchor (module docstring). s' comes from q(s | φ', z, w). ``tries`` candidates are
+    drawn and weighed by target over proposal, w = π(φ') m(φ') r(s', φ') / q(φ'), one is
+    picked in proportion to w and accepted with probability
+    min(1, Σ w / (Σ w − w_picked + w_current)) (Liu, Liang & Wong 2000).
 
     Parameters
     ----------
@@ -242,6 +272,10 @@ def moment_move(
         Normal approximation of the prior of η (:func:`moment_prior`).
     tries
         Candidates per move, evaluated in one batched pass.
+    spread
+        Covariance ``(..., k, k)`` of the posterior of u (the random walk's tuned one), for
+        the t component centred at ``anchor``; like the anchor, it must not depend on the
+        current state. ``None``: every candidate from the proposal in η.
 
     Returns
     -------
@@ -255,19 +289,39 @@ def moment_move(
     sampling", *JASA* 95, 121–134.
     """
     d = target.x_prior.loc.shape[-1]
+    n = target.n[0]
     prop = _proposal(anchor, target, fit)
     batch = state.params.shape[:-1]
     eta, drawn = _draw(rng, prop, d, tries)  # (tries, ...)
     proposal, valid = parameters_from_moments(eta, d)
     valid &= drawn
+    if spread is not None:
+        centre = pack_parameters(
+            anchor.params.theta, anchor.params.sigma2, anchor.params.x_loc, anchor.params.x_cov
+        )
+        chol = np.linalg.cholesky(np.asarray(spread, dtype=np.float64) * _T_INFLATE)
+        from_t = rng.uniform(size=valid.shape) < 0.5
+        proposal = np.where(from_t[..., None], _t_draw(rng, centre, chol, tries), proposal)
+        valid |= from_t
+
+        def log_q(eta_u: np.ndarray, ev_u: Evaluation, u: np.ndarray) -> np.ndarray:
+            # The mixture needs both densities normalised: _log_density omits (2π)^(−m/2).
+            in_eta = _log_proposal(eta_u, ev_u, prop, d) - 0.5 * eta_u.shape[-1] * _LOG_2PI
+            return np.logaddexp(in_eta, _t_log_density(u, centre, chol))
+    else:
+
+        def log_q(eta_u: np.ndarray, ev_u: Evaluation, u: np.ndarray) -> np.ndarray:
+            return _log_proposal(eta_u, ev_u, prop, d)
+
     ev = evaluate(proposal, target)
     s_new = propose_statistic(rng, ev, target)
     correction = statistic_correction(s_new, ev, target)
-    with np.errstate(invalid="ignore", over="ignore"):
-        log_w = ev.surrogate + correction - _log_proposal(eta, ev, prop, d)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        eta_new = eta if spread is None else ev.clt_mean[..., 0, :] / n
+        log_w = ev.surrogate + correction - log_q(eta_new, ev, proposal)
         log_w = np.where(valid & np.isfinite(log_w), log_w, -np.inf)
-        eta_now = current.clt_mean[..., 0, :] / target.n[0]
-        log_w_now = state.surrogate + state.correction - _log_proposal(eta_now, current, prop, d)
+        eta_now = current.clt_mean[..., 0, :] / n
+        log_w_now = state.surrogate + state.correction - log_q(eta_now, current, state.params)
     top = np.max(log_w, axis=0)
     any_ok = np.isfinite(top)
     shift = np.where(any_ok, top, 0.0)

@@ -101,7 +101,7 @@ class RegressionSettings:
     mcmc_tune: int = 300
     mcmc_draws: int = 300
     default_tries: int = 8
-    """Candidates of the default sampler's multiple-try move (its own default is 32; fewer
+    """Candidates of the default sampler's multiple-try move (its own default is 16; fewer
     keep the batched study fast: the cost of a try grows with the batch, not per call)."""
 
 
