@@ -60,9 +60,13 @@ def test_the_vetted_window_finds_the_quantiles():
 
 
 def test_log_candidates_for_a_range_that_spans_decades():
+    """The log grid keeps the window near the data. OpenDP's noise is not seeded, so ε is set
+    where the far candidates cannot win: at ε = 10 (0.5 per quantile) each candidate above the
+    data has weight at most about e⁻³¹ against the ones at the 97.5 % quantile.
+    At ε = 2 the upper end landed above 2000 in 12 of 300 releases (measured 2026-11-27)."""
     x = RNG.exponential(50.0, 5000)
     rel = pmdp.release(
-        x, pm.Exponential, epsilon=2.0, bounds="private", bounds_range=(0.0, 10_000.0)
+        x, pm.Exponential, epsilon=10.0, bounds="private", bounds_range=(0.0, 10_000.0)
     )
     assert rel.bounds_mechanism == "log-opendp"
     assert set(rel.bounds) <= set(log_candidates(0.0, 10_000.0).tolist())
