@@ -317,8 +317,7 @@ def moment_move(
     s_new = propose_statistic(rng, ev, target)
     correction = statistic_correction(s_new, ev, target)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        eta_new = eta if spread is None else ev.clt_mean[..., 0, :] / n
-        log_w = ev.surrogate + correction - log_q(eta_new, ev, proposal)
+        log_w = ev.surrogate + correction - log_q(ev.clt_mean[..., 0, :] / n, ev, proposal)
         log_w = np.where(valid & np.isfinite(log_w), log_w, -np.inf)
         eta_now = current.clt_mean[..., 0, :] / n
         log_w_now = state.surrogate + state.correction - log_q(eta_now, current, state.params)
