@@ -33,6 +33,7 @@ from pymc_dp.regression.moment_move import (
     _t_log_density,
     moment_move,
     moment_prior,
+    moment_proposal,
     parameters_from_moments,
 )
 from pymc_dp.regression.normal_model import draw_statistic, record_moments, statistic_logpdf
@@ -201,8 +202,9 @@ def test_moment_move_with_the_t_component_leaves_the_joint_posterior_invariant()
                                                                     scale=scale))  # fmt: skip
         ev = evaluate(u, target)
         state = MoveState(u, s, ev.surrogate, statistic_correction(s, ev, target))
-        state, _ = moment_move(rng, state, current=ev, anchor=evaluate(centre, target),
-                               target=target, fit=fit, tries=8, spread=spread)  # fmt: skip
+        proposal = moment_proposal(evaluate(centre, target), target, fit, spread)
+        state, _ = moment_move(rng, state, current=ev, proposal=proposal, target=target,
+                               tries=8)  # fmt: skip
         u, s = state.params, state.suffstat
     assert np.mean(np.any(u != start, axis=-1)) > 0.5
     _assert_prior_distributed(rng, u)

@@ -22,7 +22,12 @@ from pymc.step_methods.state import dataclass_state
 
 from pymc_dp._compat import register_step_methods
 from pymc_dp.regression.adaptation import RandomWalkAdaptation
-from pymc_dp.regression.collapsed import collapsed_target, pack_parameters, unpack_parameters
+from pymc_dp.regression.collapsed import (
+    CollapsedTarget,
+    collapsed_target,
+    pack_parameters,
+    unpack_parameters,
+)
 from pymc_dp.regression.collapsed_sampler import collapsed_sweep, default_moves, initial_step_sd
 from pymc_dp.regression.conjugate import NIG, draw_nig, nig_update
 from pymc_dp.regression.data_model import NIW, draw_niw, niw_update
@@ -60,9 +65,9 @@ class RegressionCollapsedStep(DPGibbsStep):
     rng
         Seed or generator (``pm.sample`` passes one per chain).
     moves
-        Collapsed random-walk moves per step; by default one beside the moment move of a single
-        node, one per unconstrained parameter with several nodes
-        (:func:`~pymc_dp.regression.collapsed_sampler.default_moves`).
+        Collapsed random-walk moves per step; by default, beside the moment move of a single
+        node, one while tuning and none after; one per unconstrained parameter with several
+        nodes (:func:`~pymc_dp.regression.collapsed_sampler.default_moves`).
     tries
         Candidates of the multiple-try moment move (single nodes).
     initial_point, compile_kwargs, blocked
@@ -70,7 +75,8 @@ class RegressionCollapsedStep(DPGibbsStep):
 
     Notes
     -----
-    Sampler stats: ``accept`` (fraction of this step's random-walk moves accepted) and
+    Sampler stats: ``accept`` (fraction of this step's random-walk moves accepted; NaN in
+    a step that made none, the default after tuning beside the moment move) and
     ``moment_accept`` (whether the moment move was accepted; always ``False`` with several
     nodes, which have none). Each step is one iteration of
     :func:`~pymc_dp.regression.collapsed_sampler.collapsed_sweep` after the conjugate draws.
@@ -169,6 +175,22 @@ class RegressionCollapsedStep(DPGibbsStep):
             self._plan.append((start, links, x_prior, writers))
         self._read = PointReader(model, outputs, **compile_kwargs)
         self._fits: dict[int, Any] = {}
+        self._targets: dict[int, tuple] = {}
+
+    def _target(
+        self, k: int, released: np.ndarray, n: np.ndarray, prior: NIG, x_prior: NIW
+    ) -> CollapsedTarget:
+        """Block k's target, rebuilt only when its released values or priors change.
+
+        Its constants cost more than the rest of a step's set-up.
+        """
+        key = (released, *prior)
+        cached = self._targets.get(k)
+        if cached is not None and all(np.array_equal(a, b) for a, b in zip(cached[0], key)):
+            return cached[1]
+        target = collapsed_target(released, np.ones_like(released), n, prior, x_prior)
+        self._targets[k] = (key, target)
+        return target
 
     def step(self, point: dict) -> tuple[dict, list[dict]]:
         """One iteration of the collapsed sampler for every (θ, σ²) block."""
@@ -205,8 +227,8 @@ class RegressionCollapsedStep(DPGibbsStep):
             u = pack_parameters(theta, sigma2, loc, cov)[None]
             batch_prior = NIG(*(np.asarray(a)[None] for a in prior))
             batch_x = NIW(*(np.asarray(a)[None] for a in x_prior))
-            target = collapsed_target(np.stack(z)[None], np.stack(noise)[None], n,
-                                      batch_prior, batch_x)  # fmt: skip
+            target = self._target(k, np.stack(z)[None], n, batch_prior, batch_x)
+            target = target._replace(noise_variance=np.stack(noise)[None])
             adaptation = self.adaptation.get(k)
             if adaptation is None:
                 adaptation = self.adaptation[k] = RandomWalkAdaptation(
@@ -220,7 +242,9 @@ class RegressionCollapsedStep(DPGibbsStep):
                     fit = self._fits[k] = moment_prior(
                         np.random.default_rng(0), batch_prior, NIW(*(a[:, 0] for a in batch_x))
                     )
-            moves = default_moves(loc.shape[-1], len(links)) if self.moves is None else self.moves
+            moves = self.moves
+            if moves is None:
+                moves = default_moves(loc.shape[-1], len(links), tune=self.tune)
             state, sweep = collapsed_sweep(
                 self.rng, u, s[None], target=target, adaptation=adaptation, fit=fit,
                 moves=moves, tries=self.tries, tune=self.tune,

@@ -32,19 +32,28 @@ from pymc_dp.regression.collapsed import (
     CollapsedTarget,
     Evaluation,
     MoveState,
+    Parameters,
     evaluate,
     pack_parameters,
     parameter_log_jacobian,
     propose_statistic,
     replace_where,
     statistic_correction,
+    unpack_parameters,
 )
 from pymc_dp.regression.conjugate import NIG, draw_nig
 from pymc_dp.regression.data_model import NIW, draw_niw
 from pymc_dp.regression.normal_model import record_moments
 from pymc_dp.regression.statistics import unpack_statistic
 
-__all__ = ["MomentPrior", "moment_move", "moment_prior", "parameters_from_moments"]
+__all__ = [
+    "MomentPrior",
+    "MomentProposal",
+    "moment_move",
+    "moment_prior",
+    "moment_proposal",
+    "parameters_from_moments",
+]
 
 
 class MomentPrior(NamedTuple):
@@ -198,12 +207,12 @@ def _log_density(eta: np.ndarray, prop: _Proposal, d: int) -> np.ndarray:
     return np.where(ok & (eta[..., -1] > bound), out, -np.inf)
 
 
-def _log_proposal(u_eta: np.ndarray, ev: Evaluation, prop: _Proposal, d: int) -> np.ndarray:
+def _log_proposal(eta: np.ndarray, par: Parameters, prop: _Proposal, d: int) -> np.ndarray:
     """Log q_u(u) = log q_η(η) + log|∂φ/∂u| + log det Σ_x (Jacobians of u ↦ φ ↦ η)."""
     return (
-        _log_density(u_eta, prop, d)
-        + parameter_log_jacobian(ev.params)
-        + 2.0 * np.sum(ev.params.x_log_diag, axis=(-2, -1))
+        _log_density(eta, prop, d)
+        + parameter_log_jacobian(par)
+        + 2.0 * np.sum(par.x_log_diag, axis=(-2, -1))
     )
 
 
@@ -234,24 +243,78 @@ def _t_log_density(u: np.ndarray, centre: np.ndarray, chol: np.ndarray) -> np.nd
     )
 
 
+class MomentProposal(NamedTuple):
+    """The candidates' law of :func:`moment_move`, fixed given the anchor.
+
+    Build it with :func:`moment_proposal`.
+    """
+
+    eta: _Proposal
+    """The normal in η, with S at the anchor."""
+    centre: np.ndarray | None
+    """Centre of the t in u (the anchor's u); ``None``: no t component."""
+    chol: np.ndarray | None
+    """Cholesky factor of the t's scale matrix."""
+
+
+def moment_proposal(
+    anchor: Evaluation,
+    target: CollapsedTarget,
+    fit: MomentPrior,
+    spread: npt.ArrayLike | None = None,
+) -> MomentProposal:
+    """The proposal of :func:`moment_move` at a fixed anchor φ̂.
+
+    Parameters
+    ----------
+    anchor
+        :func:`~pymc_dp.regression.collapsed.evaluate` at the anchor φ̂ under ``target``; it
+        must not depend on the chain's current state (after tuning: a fixed point).
+    target
+        Released values, noise variances, sizes and priors.
+    fit
+        Normal approximation of the prior of η (:func:`moment_prior`).
+    spread
+        Covariance ``(..., k, k)`` of the posterior of u (the random walk's tuned one) for the
+        t component centred at the anchor; like the anchor, it must not depend on the current
+        state. ``None``: every candidate from the proposal in η.
+    """
+    eta = _proposal(anchor, target, fit)
+    if spread is None:
+        return MomentProposal(eta, None, None)
+    par = anchor.params
+    centre = pack_parameters(par.theta, par.sigma2, par.x_loc, par.x_cov)
+    chol = np.linalg.cholesky(np.asarray(spread, dtype=np.float64) * _T_INFLATE)
+    return MomentProposal(eta, centre, chol)
+
+
+def _log_q(u: np.ndarray, eta: np.ndarray, proposal: MomentProposal, d: int) -> np.ndarray:
+    """Log density of the candidates' law at u (with η its moments)."""
+    par = unpack_parameters(u, d)
+    in_eta = _log_proposal(eta, par, proposal.eta, d)
+    if proposal.centre is None:
+        return in_eta
+    # The mixture needs both densities normalised: _log_density omits (2π)^(−m/2).
+    in_eta = in_eta - 0.5 * eta.shape[-1] * _LOG_2PI
+    return np.logaddexp(in_eta, _t_log_density(u, proposal.centre, proposal.chol))
+
+
 def moment_move(
     rng: np.random.Generator,
     state: MoveState,
     *,
     current: Evaluation,
-    anchor: Evaluation,
+    proposal: MomentProposal,
     target: CollapsedTarget,
-    fit: MomentPrior,
     tries: int = 8,
-    spread: npt.ArrayLike | None = None,
 ) -> tuple[MoveState, npt.NDArray[np.bool_]]:
     """Multiple-try independence move of (φ, s), with φ proposed through η or in u.
 
     The proposal for η is the normal of the module docstring with S taken at a fixed anchor φ̂
-    (not the current state, so that it is an independence proposal given w); with ``spread``,
-    each candidate comes from it or, with probability 1/2, from a multivariate t in u centred
-    at the anchor (module docstring). s' comes from q(s | φ', z, w). ``tries`` candidates are
-    drawn and weighed by target over proposal, w = π(φ') m(φ') r(s', φ') / q(φ'), one is
+    (not the current state, so that it is an independence proposal); with a t component, each
+    candidate comes from it or, with probability 1/2, from a multivariate t in u centred at
+    the anchor (:func:`moment_proposal`). s' comes from q(s | φ', z, w). ``tries`` candidates
+    are drawn and weighed by target over proposal, w = π(φ') m(φ') r(s', φ') / q(φ'), one is
     picked in proportion to w and accepted with probability
     min(1, Σ w / (Σ w − w_picked + w_current)) (Liu, Liang & Wong 2000).
 
@@ -263,19 +326,12 @@ def moment_move(
         Current :class:`~pymc_dp.regression.collapsed.MoveState` of a single node (J = 1).
     current
         :func:`~pymc_dp.regression.collapsed.evaluate` at ``state.params`` under ``target``.
-    anchor
-        :func:`~pymc_dp.regression.collapsed.evaluate` at the anchor φ̂ under ``target``; it
-        must not depend on the current state (after tuning: a fixed point).
+    proposal
+        The candidates' law (:func:`moment_proposal`).
     target
         Released values, noise variances, sizes and priors.
-    fit
-        Normal approximation of the prior of η (:func:`moment_prior`).
     tries
         Candidates per move, evaluated in one batched pass.
-    spread
-        Covariance ``(..., k, k)`` of the posterior of u (the random walk's tuned one), for
-        the t component centred at ``anchor``; like the anchor, it must not depend on the
-        current state. ``None``: every candidate from the proposal in η.
 
     Returns
     -------
@@ -290,37 +346,27 @@ def moment_move(
     """
     d = target.x_prior.loc.shape[-1]
     n = target.n[0]
-    prop = _proposal(anchor, target, fit)
     batch = state.params.shape[:-1]
-    eta, drawn = _draw(rng, prop, d, tries)  # (tries, ...)
-    proposal, valid = parameters_from_moments(eta, d)
+    eta, drawn = _draw(rng, proposal.eta, d, tries)  # (tries, ...)
+    candidates, valid = parameters_from_moments(eta, d)
     valid &= drawn
-    if spread is not None:
-        centre = pack_parameters(
-            anchor.params.theta, anchor.params.sigma2, anchor.params.x_loc, anchor.params.x_cov
-        )
-        chol = np.linalg.cholesky(np.asarray(spread, dtype=np.float64) * _T_INFLATE)
+    if proposal.centre is not None:
         from_t = rng.uniform(size=valid.shape) < 0.5
-        proposal = np.where(from_t[..., None], _t_draw(rng, centre, chol, tries), proposal)
+        drawn_t = _t_draw(rng, proposal.centre, proposal.chol, tries)
+        candidates = np.where(from_t[..., None], drawn_t, candidates)
         valid |= from_t
-
-        def log_q(eta_u: np.ndarray, ev_u: Evaluation, u: np.ndarray) -> np.ndarray:
-            # The mixture needs both densities normalised: _log_density omits (2π)^(−m/2).
-            in_eta = _log_proposal(eta_u, ev_u, prop, d) - 0.5 * eta_u.shape[-1] * _LOG_2PI
-            return np.logaddexp(in_eta, _t_log_density(u, centre, chol))
-    else:
-
-        def log_q(eta_u: np.ndarray, ev_u: Evaluation, u: np.ndarray) -> np.ndarray:
-            return _log_proposal(eta_u, ev_u, prop, d)
-
-    ev = evaluate(proposal, target)
+    ev = evaluate(candidates, target)
     s_new = propose_statistic(rng, ev, target)
     correction = statistic_correction(s_new, ev, target)
+    # The candidates' and the current state's proposal densities in one pass; each at the
+    # moments of its own parameters (for those drawn in η, η itself up to round-off).
+    every_u = np.concatenate([candidates, state.params[None]])
+    every_eta = np.concatenate([ev.clt_mean, current.clt_mean[None]])[..., 0, :] / n
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        log_w = ev.surrogate + correction - log_q(ev.clt_mean[..., 0, :] / n, ev, proposal)
+        log_q = _log_q(every_u, every_eta, proposal, d)
+        log_w = ev.surrogate + correction - log_q[:-1]
         log_w = np.where(valid & np.isfinite(log_w), log_w, -np.inf)
-        eta_now = current.clt_mean[..., 0, :] / n
-        log_w_now = state.surrogate + state.correction - log_q(eta_now, current, state.params)
+        log_w_now = state.surrogate + state.correction - log_q[-1]
     top = np.max(log_w, axis=0)
     any_ok = np.isfinite(top)
     shift = np.where(any_ok, top, 0.0)
@@ -340,5 +386,5 @@ def moment_move(
         index = pick.reshape(1, *batch, *(1,) * (a.ndim - 1 - len(batch)))
         return np.take_along_axis(a, index, axis=0)[0]
 
-    new = MoveState(take(proposal), take(s_new), take(ev.surrogate), take(correction))
+    new = MoveState(take(candidates), take(s_new), take(ev.surrogate), take(correction))
     return replace_where(accept, new, state), accept
