@@ -311,11 +311,11 @@ def moment_move(
     """Multiple-try independence move of (φ, s), with φ proposed through η or in u.
 
     The proposal for η is the normal of the module docstring with S taken at a fixed anchor φ̂
-    (not the current state, so that it is an independence proposal); with a t component, each
-    candidate comes from it or, with probability 1/2, from a multivariate t in u centred at
-    the anchor (:func:`moment_proposal`). s' comes from q(s | φ', z, w). ``tries`` candidates
-    are drawn and weighed by target over proposal, w = π(φ') m(φ') r(s', φ') / q(φ'), one is
-    picked in proportion to w and accepted with probability
+    (not the current state, so that it is an independence proposal given w); with a t
+    component, each candidate comes from it or, with probability 1/2, from a multivariate t in
+    u centred at the anchor (:func:`moment_proposal`). s' comes from q(s | φ', z, w). ``tries``
+    candidates are drawn and weighed by target over proposal, w = π(φ') m(φ') r(s', φ') / q(φ'),
+    one is picked in proportion to w and accepted with probability
     min(1, Σ w / (Σ w − w_picked + w_current)) (Liu, Liang & Wong 2000).
 
     Parameters
