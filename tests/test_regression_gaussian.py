@@ -222,7 +222,11 @@ def _huge_rho_case():
     rel = release_regression(x, y, x_bounds=[(-2, 2)], y_bounds=(-4, 4), mechanism=GAUSSIAN,
                              rho=1e4)  # fmt: skip
     prior = NIG(np.zeros(2), 0.5 * np.eye(2), np.array(3.0), np.array(0.2))
-    post = nig_update(prior, statistic=regression_statistic(x, y), n=n)
+    # The reference conditions on the released value, not on s: OpenDP's noise cannot be
+    # seeded, and τ = 0.13 moves the conjugate posterior's mean by about 0.09 sd from
+    # release to release (0.18 sd at worst in 40), which alone failed the 0.2 sd test once.
+    # Given the release, the noise-aware mean differs from it by far less.
+    post = nig_update(prior, statistic=rel.value, n=n)
     ex_theta, ex_sigma2 = draw_nig(rng, post, size=(8000,))
     return rel, prior, np.column_stack([ex_theta, ex_sigma2])
 
@@ -240,8 +244,8 @@ def _agrees(ours, exact):
 )
 def test_pm_sample_at_huge_rho_is_the_non_private_posterior(method, draws, tune):
     """ρ = 10⁴ (τ = 0.13: the release pins s far inside its spread given θ, n = 300, d = 1):
-    ``pm.sample`` on a Gaussian NoisyRegressionStat matches iid draws of the non-private
-    conjugate posterior of (θ₀, θ₁, σ²): means within 0.2 sd, sds within 15 %. The default
+    ``pm.sample`` on a Gaussian NoisyRegressionStat matches iid draws of the conjugate
+    posterior of (θ₀, θ₁, σ²) given the released statistic: means within 0.2 sd, sds within 15 %. The default
     (collapsed) sampler, 2 × 500 draws after 300 (2 × 200 after 100 missed 0.2 sd by 0.03 sd
     once, on PyMC 6); Gibbs-SS-Update (``slow``), 2 × 1000
     draws, as it mixes more slowly (2 × 300 draws missed 0.2 sd in one run of four). The node
