@@ -79,20 +79,29 @@ def test_standard_pymc_workflows_run(kind, binomial_release, categorical_release
 
 
 @pytest.mark.parametrize("method", ["gibbs-ss", "collapsed"])
-def test_regression_chains_start_from_prior_draws(method):
-    """The regression step draws σ² from its InverseGamma(2, 1) prior at each chain's first step
-    (KS p > 0.01 over 300 chains), and given the statistic afterwards (KS p < 1e-6 against the
-    prior)."""
+def test_regression_chains_start_from_prior_draws(method, monkeypatch):
+    """The regression step's conjugate draw of σ² is from its InverseGamma(2, 1) prior at each
+    chain's first step (KS p > 0.01 over 300 chains), and given the statistic afterwards (KS
+    p < 1e-6 against the prior). The collapsed step's moves after that draw are switched off:
+    they move σ² towards the posterior even at the first step."""
     from scipy import stats
 
-    from pymc_dp.regression.collapsed_step import RegressionCollapsedStep
+    import pymc_dp.regression.collapsed_step as collapsed_step
+    from pymc_dp.regression.collapsed import MoveState
+    from pymc_dp.regression.collapsed_sampler import SweepStats
     from pymc_dp.regression.steps import RegressionConjugateStep
 
+    def no_moves(rng, u, suffstat, **kwargs):
+        none = np.zeros(u.shape[:-1])
+        return MoveState(u, suffstat, none, none), SweepStats(none + np.nan, none > 0)
+
+    monkeypatch.setattr(collapsed_step, "collapsed_sweep", no_moves)
     model, *_ = _regression(method)
     with model:
-        # No random-walk moves: the collapsed step's draw is then its conjugate draw.
         step = (
-            RegressionConjugateStep() if method == "gibbs-ss" else RegressionCollapsedStep(moves=0)
+            RegressionConjugateStep()
+            if method == "gibbs-ss"
+            else collapsed_step.RegressionCollapsedStep()
         )
     point = model.initial_point()
     starts, later = [], []

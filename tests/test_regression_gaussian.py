@@ -245,10 +245,10 @@ def _agrees(ours, exact):
 def test_pm_sample_at_huge_rho_is_the_non_private_posterior(method, draws, tune):
     """ρ = 10⁴ (τ = 0.13: the release pins s far inside its spread given θ, n = 300, d = 1):
     ``pm.sample`` on a Gaussian NoisyRegressionStat matches iid draws of the conjugate
-    posterior of (θ₀, θ₁, σ²) given the released statistic: means within 0.2 sd, sds within 15 %. The default
-    (collapsed) sampler, 2 × 500 draws after 300 (2 × 200 after 100 missed 0.2 sd by 0.03 sd
-    once, on PyMC 6); Gibbs-SS-Update (``slow``), 2 × 1000
-    draws, as it mixes more slowly (2 × 300 draws missed 0.2 sd in one run of four). The node
+    posterior of (θ₀, θ₁, σ²) given the released statistic: means within 0.2 sd, sds within
+    15 %. The default (collapsed) sampler, 2 × 500 draws after 300 (2 × 200 after 100 missed
+    0.2 sd by 0.03 sd once, on PyMC 6); Gibbs-SS-Update (``slow``), 2 × 1000 draws, as it
+    mixes more slowly (2 × 300 draws missed 0.2 sd in one run of four). The node
     is z ~ N(s, τ) with no mixing variances, and passes τ to the step methods."""
     rel, prior, exact = _huge_rho_case()
     kw = {} if method == "auto" else {"method": method, "x_prior": default_x_prior(rel.x_bounds)}

@@ -2,17 +2,20 @@
 
 :func:`sample_regression` runs, per iteration and for every release and chain of a batch:
 
-1. ``moves`` collapsed Metropolis–Hastings moves of (θ, σ², μ_x, Σ_x, s) jointly
-   (:func:`~pymc_dp.regression.collapsed.collapsed_move`), with a random walk tuned during
-   ``tune`` (:class:`~pymc_dp.regression.adaptation.RandomWalkAdaptation`);
-2. one move of s alone (the same move with no step in the parameters);
-3. exact Gibbs draws of (θ, σ²) | s (NIG) and (μ_x, Σ_x) | s (NIW), valid under the exact model
+1. exact Gibbs draws of (θ, σ²) | s (NIG) and (μ_x, Σ_x) | s (NIW), valid under the exact model
    because s is sufficient for both;
-4. for Laplace noise, the mixing variances | s, z (:func:`pymc_dp.kernels.draw_noise_variance`).
+2. for Laplace noise, the mixing variances | s, z (:func:`pymc_dp.kernels.draw_noise_variance`);
+3. :func:`collapsed_sweep`: two moves of s alone (proposals from its exact law and from the CLT
+   normal times the noise); for one node, the multiple-try moment move of (θ, σ², μ_x, Σ_x, s)
+   jointly (:func:`~pymc_dp.regression.moment_move.moment_move`, which makes the moves of s in
+   the same batched pass); then ``moves`` collapsed random-walk moves
+   (:func:`~pymc_dp.regression.collapsed.collapsed_move`), tuned during ``tune``
+   (:class:`~pymc_dp.regression.adaptation.RandomWalkAdaptation`).
 
 Every step leaves the same distribution invariant, the posterior of the normal model of x with the
 exact law of s (:mod:`pymc_dp.regression.normal_model`); no CLT approximation is made. The PyMC
-step methods (:mod:`pymc_dp.regression.steps`) call the same kernels for one release.
+step method (:class:`~pymc_dp.regression.collapsed_step.RegressionCollapsedStep`) runs the same
+sweep for one release.
 """
 
 from __future__ import annotations
@@ -27,9 +30,7 @@ from pymc_dp.kernels import draw_noise_variance
 from pymc_dp.regression.adaptation import RandomWalkAdaptation
 from pymc_dp.regression.collapsed import (
     CollapsedTarget,
-    Evaluation,
     MoveState,
-    Parameters,
     collapsed_move,
     collapsed_target,
     evaluate,
@@ -174,11 +175,6 @@ def default_moves(d: int, nodes: int, *, tune: bool) -> int:
     return d + 2 + nodes * (d + d * (d + 1) // 2)
 
 
-def _member(ev: Evaluation, i: int) -> Evaluation:
-    """Member ``i`` along the leading axis of a batched :class:`Evaluation`."""
-    return Evaluation(Parameters(*(a[i] for a in ev.params)), *(a[i] for a in ev[1:]))
-
-
 def collapsed_sweep(
     rng: np.random.Generator,
     u: npt.ArrayLike,
@@ -195,25 +191,21 @@ def collapsed_sweep(
 
     s alone (its exact law, then the CLT proposal, as proposals); for a single node the
     multiple-try moment move (:func:`~pymc_dp.regression.moment_move.moment_move`, anchored at
-    the adaptation's centre); ``moves`` random-walk moves of (φ, s). While ``tune``, the walk
-    adapts. The engine and the PyMC step both run it.
+    the adaptation's centre, which makes the two moves of s in the same batched pass); then
+    ``moves`` random-walk moves of (φ, s). While ``tune``, the walk adapts. The engine and the
+    PyMC step both run it.
     """
     u = np.asarray(u, dtype=np.float64)
     s = np.asarray(suffstat, dtype=np.float64)
     if fit is None:
         ev = evaluate(u, target)
-    else:  # the state and the moment move's anchor in one pass
-        both = evaluate(np.stack([u, np.broadcast_to(adaptation.center, u.shape)]), target)
-        ev, anchor = _member(both, 0), _member(both, 1)
-    state = MoveState(u, s, ev.surrogate, statistic_correction(s, ev, target))
-    state, _ = redraw_statistic(rng, state, target=target, evaluation=ev)
-    state, _ = refresh_statistic(rng, state, target=target, evaluation=ev)
-    moment = np.zeros(u.shape[:-1], dtype=bool)
-    if fit is not None:
-        proposal = moment_proposal(anchor, target, fit, adaptation.cov)
-        state, moment = moment_move(
-            rng, state, current=ev, proposal=proposal, target=target, tries=tries
-        )
+        state = MoveState(u, s, ev.surrogate, statistic_correction(s, ev, target))
+        state, _ = redraw_statistic(rng, state, target=target, evaluation=ev)
+        state, _ = refresh_statistic(rng, state, target=target, evaluation=ev)
+        moment = np.zeros(u.shape[:-1], dtype=bool)
+    else:
+        proposal = moment_proposal(adaptation.center, target, fit, adaptation.cov)
+        state, moment = moment_move(rng, u, s, proposal=proposal, target=target, tries=tries)
     factor = adaptation.factor()
     moved = np.zeros(u.shape[:-1])
     for _ in range(moves):

@@ -22,6 +22,7 @@ Jacobian of η ↦ φ is 1 / det Σ_x (the map is triangular: μ_x and Σ_x from
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -37,13 +38,12 @@ from pymc_dp.regression.collapsed import (
     pack_parameters,
     parameter_log_jacobian,
     propose_statistic,
-    replace_where,
     statistic_correction,
     unpack_parameters,
 )
 from pymc_dp.regression.conjugate import NIG, draw_nig
 from pymc_dp.regression.data_model import NIW, draw_niw
-from pymc_dp.regression.normal_model import record_moments
+from pymc_dp.regression.normal_model import draw_statistic, record_moments
 from pymc_dp.regression.statistics import unpack_statistic
 
 __all__ = [
@@ -110,24 +110,49 @@ def parameters_from_moments(
     (True, True)
     """
     eta = np.asarray(eta, dtype=np.float64)
+    split = _split(eta[..., :-1], d)
+    return _pack(split, eta[..., -1] - split.bound, split.ok & np.all(np.isfinite(eta), axis=-1))
+
+
+class _Split(NamedTuple):
+    """η without its last entry E y², read as moments of x and x̃y."""
+
+    bound: np.ndarray  # least E y² with σ² > 0: P_x̃yᵀ P_x̃x̃⁻¹ P_x̃y = P_x̃yᵀ θ
+    ok: np.ndarray  # whether Σ_x ≻ 0 (else the other fields are arbitrary and finite)
+    theta: np.ndarray
+    loc: np.ndarray
+    cov: np.ndarray
+
+
+def _split(rest: np.ndarray, d: int) -> _Split:
+    """θ, μ_x and Σ_x from the entries of η but E y², and the least E y² they allow."""
     p = d + 1
-    second = unpack_statistic(eta, 1.0)
+    full = np.concatenate([rest, np.zeros((*rest.shape[:-1], 1))], axis=-1)
+    second = unpack_statistic(full, 1.0)
     gram = second[..., :p, :p]
     loc = gram[..., 0, 1:]
     cov = gram[..., 1:, 1:] - loc[..., :, None] * loc[..., None, :]
-    ok = np.all(np.isfinite(second), axis=(-2, -1))
-    safe_cov = np.where(ok[..., None, None], cov, np.eye(d))
-    eig = np.linalg.eigvalsh(safe_cov)[..., 0]
-    ok &= eig > 0
-    safe_cov = np.where(ok[..., None, None], safe_cov, np.eye(d))
-    safe_gram = np.where(ok[..., None, None], gram, np.eye(p))
-    theta = np.linalg.solve(safe_gram, second[..., :p, p][..., None])[..., 0]
-    sigma2 = second[..., p, p] - np.sum(second[..., :p, p] * theta, axis=-1)
-    ok &= sigma2 > 0
-    theta = np.where(ok[..., None], theta, 0.0)
+    ok = np.all(np.isfinite(cov), axis=(-2, -1))
+    ok &= np.linalg.eigvalsh(np.where(ok[..., None, None], cov, np.eye(d)))[..., 0] > 0
+    xy = second[..., :p, p]
+    theta = np.linalg.solve(np.where(ok[..., None, None], gram, np.eye(p)), xy[..., None])[..., 0]
+    return _Split(
+        np.sum(xy * theta, axis=-1),
+        ok,
+        theta,
+        np.where(ok[..., None], loc, 0.0),
+        np.where(ok[..., None, None], cov, np.eye(d)),
+    )
+
+
+def _pack(split: _Split, sigma2: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unconstrained u from a :class:`_Split` and σ², and which members are valid."""
+    ok = ok & (sigma2 > 0)
+    theta = np.where(ok[..., None], split.theta, 0.0)
     sigma2 = np.where(ok, sigma2, 1.0)
-    loc = np.where(ok[..., None], loc, 0.0)
-    return pack_parameters(theta, sigma2, loc[..., None, :], safe_cov[..., None, :, :]), ok
+    loc = np.where(ok[..., None], split.loc, 0.0)
+    cov = np.where(ok[..., None, None], split.cov, np.eye(split.cov.shape[-1]))
+    return pack_parameters(theta, sigma2, loc[..., None, :], cov[..., None, :, :]), ok
 
 
 class _Proposal(NamedTuple):
@@ -139,11 +164,21 @@ class _Proposal(NamedTuple):
     last_sd: np.ndarray  # conditional sd of the last entry
 
 
-def _proposal(ev: Evaluation, target: CollapsedTarget, fit: MomentPrior) -> _Proposal:
-    """The normal proposal for η at ``ev`` (module docstring), split for the truncation."""
+@functools.lru_cache(maxsize=16)
+def _record_cov(anchor: bytes, shape: tuple[int, ...], d: int) -> np.ndarray:
+    """Σ_t at the anchor u (given as bytes: after tuning the anchor is fixed, so this is cached)."""
+    par = unpack_parameters(np.frombuffer(anchor).reshape(shape), d)
+    cov = record_moments(par.theta, par.sigma2, par.x_loc[..., 0, :], par.x_cov[..., 0, :, :])[1]
+    cov.flags.writeable = False
+    return cov
+
+
+def _proposal(anchor: np.ndarray, target: CollapsedTarget, fit: MomentPrior) -> _Proposal:
+    """The normal proposal for η, S at the anchor's u (module docstring), split to truncate."""
     n = target.n[0]
-    s_inv_half = ev.marginal_chol_inv[..., 0, :, :]  # S = M Mᵀ: S⁻¹ = M⁻ᵀ M⁻¹
-    s_inv = np.swapaxes(s_inv_half, -1, -2) @ s_inv_half
+    clt_cov = _record_cov(anchor.tobytes(), anchor.shape, target.x_prior.loc.shape[-1])
+    w = target.noise_variance[..., 0, :]
+    s_inv = np.linalg.inv(n * clt_cov + w[..., :, None] * np.eye(w.shape[-1]))
     cov = np.linalg.inv(fit.precision + n * n * s_inv)
     cov = 0.5 * (cov + np.swapaxes(cov, -1, -2))
     rhs = (fit.precision @ fit.mean[..., None])[..., 0] + n * (
@@ -156,61 +191,47 @@ def _proposal(ev: Evaluation, target: CollapsedTarget, fit: MomentPrior) -> _Pro
     return _Proposal(mean, rest_chol, gain, np.sqrt(np.maximum(last_var, 1e-300)))
 
 
-def _last_bound(rest: np.ndarray, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """The least E y² with σ² > 0 given the other entries of η, and whether Σ_x ≻ 0."""
-    p = d + 1
-    full = np.concatenate([rest, np.zeros((*rest.shape[:-1], 1))], axis=-1)
-    second = unpack_statistic(full, 1.0)
-    gram = second[..., :p, :p]
-    loc = gram[..., 0, 1:]
-    cov = gram[..., 1:, 1:] - loc[..., :, None] * loc[..., None, :]
-    ok = np.all(np.isfinite(cov), axis=(-2, -1))
-    ok &= np.linalg.eigvalsh(np.where(ok[..., None, None], cov, np.eye(d)))[..., 0] > 0
-    safe = np.where(ok[..., None, None], gram, np.eye(p))
-    xy = second[..., :p, p]
-    bound = np.sum(xy * np.linalg.solve(safe, xy[..., None])[..., 0], axis=-1)
-    return bound, ok
-
-
 def _draw(
     rng: np.random.Generator, prop: _Proposal, d: int, tries: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``tries`` draws of η (leading axis): the other entries, then E y² truncated to σ² > 0."""
+    """``tries`` draws of η (leading axis): the other entries, then E y² truncated to σ² > 0.
+
+    Returns them as parameters u, and which are valid.
+    """
     mean = prop.mean
     white = rng.standard_normal((tries, *mean.shape[:-1], mean.shape[-1] - 1))
     rest = mean[..., :-1] + (prop.rest_chol @ white[..., None])[..., 0]
     centre = mean[..., -1] + np.sum(prop.gain * white, axis=-1)
-    bound, ok = _last_bound(rest, d)
-    low = (bound - centre) / prop.last_sd
+    split = _split(rest, d)
+    low = (split.bound - centre) / prop.last_sd
     # X | X > low for a standard normal X, by inversion of the upper tail (exact in the tails).
     last = centre - prop.last_sd * ndtri(rng.uniform(size=centre.shape) * ndtr(-low))
-    return np.concatenate([rest, last[..., None]], axis=-1), ok & np.isfinite(last)
+    return _pack(split, last - split.bound, split.ok & np.isfinite(last))
 
 
-def _log_density(eta: np.ndarray, prop: _Proposal, d: int) -> np.ndarray:
-    """Log q(η) up to a constant (−∞ where E y² is below its bound or Σ_x is invalid)."""
+def _log_density(eta: np.ndarray, sigma2: np.ndarray, prop: _Proposal) -> np.ndarray:
+    """Log q(η) up to a constant at the moments η of valid parameters with variance σ²."""
     k = prop.rest_chol.shape[-1]
     diag = prop.rest_chol.reshape(*prop.rest_chol.shape[:-2], k * k)[..., :: k + 1]
     white = np.linalg.solve(prop.rest_chol, (eta[..., :-1] - prop.mean[..., :-1])[..., None])
     white = white[..., 0]
     centre = prop.mean[..., -1] + np.sum(prop.gain * white, axis=-1)
-    bound, ok = _last_bound(eta[..., :-1], d)
+    # The truncation point E y² − σ² (the least E y² given the other entries), as in _split.
+    bound = eta[..., -1] - sigma2
     z_last = (eta[..., -1] - centre) / prop.last_sd
-    with np.errstate(divide="ignore"):
-        out = (
-            -np.sum(np.log(diag), axis=-1)
-            - 0.5 * np.sum(white**2, axis=-1)
-            - np.log(prop.last_sd)
-            - 0.5 * z_last**2
-            - log_ndtr(-(bound - centre) / prop.last_sd)
-        )
-    return np.where(ok & (eta[..., -1] > bound), out, -np.inf)
+    return (
+        -np.sum(np.log(diag), axis=-1)
+        - 0.5 * np.sum(white**2, axis=-1)
+        - np.log(prop.last_sd)
+        - 0.5 * z_last**2
+        - log_ndtr(-(bound - centre) / prop.last_sd)
+    )
 
 
-def _log_proposal(eta: np.ndarray, par: Parameters, prop: _Proposal, d: int) -> np.ndarray:
+def _log_proposal(eta: np.ndarray, par: Parameters, prop: _Proposal) -> np.ndarray:
     """Log q_u(u) = log q_η(η) + log|∂φ/∂u| + log det Σ_x (Jacobians of u ↦ φ ↦ η)."""
     return (
-        _log_density(eta, prop, d)
+        _log_density(eta, par.sigma2, prop)
         + parameter_log_jacobian(par)
         + 2.0 * np.sum(par.x_log_diag, axis=(-2, -1))
     )
@@ -244,7 +265,7 @@ def _t_log_density(u: np.ndarray, centre: np.ndarray, chol: np.ndarray) -> np.nd
 
 
 class MomentProposal(NamedTuple):
-    """The candidates' law of :func:`moment_move`, fixed given the anchor.
+    """The candidates' law of :func:`moment_move`, fixed given the anchor and w.
 
     Build it with :func:`moment_proposal`.
     """
@@ -252,13 +273,13 @@ class MomentProposal(NamedTuple):
     eta: _Proposal
     """The normal in η, with S at the anchor."""
     centre: np.ndarray | None
-    """Centre of the t in u (the anchor's u); ``None``: no t component."""
+    """Centre of the t in u (the anchor); ``None``: no t component."""
     chol: np.ndarray | None
     """Cholesky factor of the t's scale matrix."""
 
 
 def moment_proposal(
-    anchor: Evaluation,
+    anchor: npt.ArrayLike,
     target: CollapsedTarget,
     fit: MomentPrior,
     spread: npt.ArrayLike | None = None,
@@ -268,8 +289,8 @@ def moment_proposal(
     Parameters
     ----------
     anchor
-        :func:`~pymc_dp.regression.collapsed.evaluate` at the anchor φ̂ under ``target``; it
-        must not depend on the chain's current state (after tuning: a fixed point).
+        The anchor's unconstrained u ``(..., k)``; it must not depend on the chain's current
+        state (after tuning: a fixed point).
     target
         Released values, noise variances, sizes and priors.
     fit
@@ -279,19 +300,17 @@ def moment_proposal(
         t component centred at the anchor; like the anchor, it must not depend on the current
         state. ``None``: every candidate from the proposal in η.
     """
+    anchor = np.asarray(anchor, dtype=np.float64)
     eta = _proposal(anchor, target, fit)
     if spread is None:
         return MomentProposal(eta, None, None)
-    par = anchor.params
-    centre = pack_parameters(par.theta, par.sigma2, par.x_loc, par.x_cov)
     chol = np.linalg.cholesky(np.asarray(spread, dtype=np.float64) * _T_INFLATE)
-    return MomentProposal(eta, centre, chol)
+    return MomentProposal(eta, anchor, chol)
 
 
-def _log_q(u: np.ndarray, eta: np.ndarray, proposal: MomentProposal, d: int) -> np.ndarray:
-    """Log density of the candidates' law at u (with η its moments)."""
-    par = unpack_parameters(u, d)
-    in_eta = _log_proposal(eta, par, proposal.eta, d)
+def _log_q(par: Parameters, u: np.ndarray, eta: np.ndarray, proposal: MomentProposal) -> np.ndarray:
+    """Log density of the candidates' law at u (with ``par`` its parameters, η its moments)."""
+    in_eta = _log_proposal(eta, par, proposal.eta)
     if proposal.centre is None:
         return in_eta
     # The mixture needs both densities normalised: _log_density omits (2π)^(−m/2).
@@ -299,74 +318,120 @@ def _log_q(u: np.ndarray, eta: np.ndarray, proposal: MomentProposal, d: int) -> 
     return np.logaddexp(in_eta, _t_log_density(u, proposal.centre, proposal.chol))
 
 
+def _candidates(
+    rng: np.random.Generator, proposal: MomentProposal, d: int, tries: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``tries`` candidates u from the proposal (leading axis), and which are valid."""
+    candidates, valid = _draw(rng, proposal.eta, d, tries)
+    if proposal.centre is not None:
+        from_t = rng.uniform(size=valid.shape) < 0.5
+        drawn_t = _t_draw(rng, proposal.centre, proposal.chol, tries)
+        candidates = np.where(from_t[..., None], drawn_t, candidates)
+        valid |= from_t
+    return candidates, valid
+
+
+def _rows(ev: Evaluation, index: np.ndarray) -> Evaluation:
+    """The members ``index`` along the leading axis of a batched :class:`Evaluation`."""
+    return Evaluation(Parameters(*(a[index] for a in ev.params)), *(a[index] for a in ev[1:]))
+
+
+def _take(a: np.ndarray, pick: np.ndarray) -> np.ndarray:
+    """``a[pick[b], b, ...]`` for every batch member b (``pick`` has the batch's shape)."""
+    rows = pick.size
+    flat = a.reshape(a.shape[0] * rows, *a.shape[1 + pick.ndim :])
+    return flat[pick.ravel() * rows + np.arange(rows)].reshape(a.shape[1:])
+
+
 def moment_move(
     rng: np.random.Generator,
-    state: MoveState,
+    u: npt.ArrayLike,
+    suffstat: npt.ArrayLike,
     *,
-    current: Evaluation,
     proposal: MomentProposal,
     target: CollapsedTarget,
     tries: int = 8,
 ) -> tuple[MoveState, npt.NDArray[np.bool_]]:
-    """Multiple-try independence move of (φ, s), with φ proposed through η or in u.
+    """Two moves of s alone, then a multiple-try independence move of (φ, s).
 
-    The proposal for η is the normal of the module docstring with S taken at a fixed anchor φ̂
-    (not the current state, so that it is an independence proposal given w); with a t
-    component, each candidate comes from it or, with probability 1/2, from a multivariate t in
-    u centred at the anchor (:func:`moment_proposal`). s' comes from q(s | φ', z, w). ``tries``
-    candidates are drawn and weighed by target over proposal, w = π(φ') m(φ') r(s', φ') / q(φ'),
-    one is picked in proportion to w and accepted with probability
-    min(1, Σ w / (Σ w − w_picked + w_current)) (Liu, Liang & Wong 2000).
+    At the current φ, s is moved first by a proposal from its exact law (as
+    :func:`~pymc_dp.regression.collapsed.redraw_statistic`), then by one from q(s | φ, z, w)
+    (as :func:`~pymc_dp.regression.collapsed.refresh_statistic`). Then ``tries`` candidates φ'
+    are drawn from ``proposal``: from the normal in η with S at a fixed anchor φ̂ (not the
+    current state, so that it is an independence proposal given w) or, with a t component,
+    with probability 1/2 from a multivariate t in u centred at the anchor
+    (:func:`moment_proposal`); each gets s' ~ q(s | φ', z, w). They are weighed by target over
+    proposal, w = π(φ') m(φ') r(s', φ') / q(φ'), one is picked in proportion to w and accepted
+    with probability min(1, Σ w / (Σ w − w_picked + w_current)) (Liu, Liang & Wong 2000).
+
+    The candidates do not depend on the state, so all of them, the current φ and the three
+    statistics at it (the two proposals and the current s) are evaluated in one batched pass
+    before any move is decided: one call per NumPy operation for the whole iteration.
 
     Parameters
     ----------
     rng
         Source of randomness.
-    state
-        Current :class:`~pymc_dp.regression.collapsed.MoveState` of a single node (J = 1).
-    current
-        :func:`~pymc_dp.regression.collapsed.evaluate` at ``state.params`` under ``target``.
+    u, suffstat
+        Current unconstrained φ ``(..., k)`` and s ``(..., 1, m)`` of a single node.
     proposal
         The candidates' law (:func:`moment_proposal`).
     target
         Released values, noise variances, sizes and priors.
     tries
-        Candidates per move, evaluated in one batched pass.
+        Candidates per move.
 
     Returns
     -------
     state : MoveState
     moved : numpy.ndarray
-        Which batch members moved.
+        Which batch members took a candidate.
 
     References
     ----------
     Liu, Liang & Wong (2000), "The multiple-try method and local optimization in Metropolis
     sampling", *JASA* 95, 121–134.
     """
+    u = np.asarray(u, dtype=np.float64)
+    s = np.asarray(suffstat, dtype=np.float64)
     d = target.x_prior.loc.shape[-1]
     n = target.n[0]
-    batch = state.params.shape[:-1]
-    eta, drawn = _draw(rng, proposal.eta, d, tries)  # (tries, ...)
-    candidates, valid = parameters_from_moments(eta, d)
-    valid &= drawn
-    if proposal.centre is not None:
-        from_t = rng.uniform(size=valid.shape) < 0.5
-        drawn_t = _t_draw(rng, proposal.centre, proposal.chol, tries)
-        candidates = np.where(from_t[..., None], drawn_t, candidates)
-        valid |= from_t
-    ev = evaluate(candidates, target)
-    s_new = propose_statistic(rng, ev, target)
-    correction = statistic_correction(s_new, ev, target)
-    # The candidates' and the current state's proposal densities in one pass; each at the
-    # moments of its own parameters (for those drawn in η, η itself up to round-off).
-    every_u = np.concatenate([candidates, state.params[None]])
-    every_eta = np.concatenate([ev.clt_mean, current.clt_mean[None]])[..., 0, :] / n
+    batch = u.shape[:-1]
+    candidates, valid = _candidates(rng, proposal, d, tries)
+    every_u = np.concatenate([candidates, u[None]])  # row `tries`: the current φ
+    ev = evaluate(every_u, target)
+    s_clt = propose_statistic(rng, ev, target)  # the candidates' s' and the refresh proposal
+    par = Parameters(*(a[tries] for a in ev.params))
+    s_exact = draw_statistic(rng, theta=par.theta[..., None, :], sigma2=par.sigma2[..., None],
+                             x_loc=par.x_loc, x_cov=par.x_cov, n=target.n)  # fmt: skip
+    at = np.array([*range(tries + 1), tries, tries])
+    every_s = np.concatenate([s_clt, s_exact[None], s[None]])
+    correction = statistic_correction(every_s, _rows(ev, at), target)
+    every_eta = ev.clt_mean[..., 0, :] / n
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        log_q = _log_q(every_u, every_eta, proposal, d)
-        log_w = ev.surrogate + correction - log_q[:-1]
+        log_q = _log_q(ev.params, every_u, every_eta, proposal)
+    surrogate = ev.surrogate[tries]
+    uniform = rng.uniform(size=(3, *batch))
+
+    # s from its exact law: the ratio is the noise's likelihood ratio.
+    z, w = target.released, target.noise_variance
+    gap = np.sum(((z - s) ** 2 - (z - s_exact) ** 2) / w, axis=(-2, -1))
+    with np.errstate(invalid="ignore"):
+        took = (np.log(uniform[0]) < 0.5 * gap) & np.isfinite(correction[tries + 1])
+    s = np.where(took[..., None, None], s_exact, s)
+    now = np.where(took, correction[tries + 1], correction[tries + 2])
+    # s from q(s | φ, z, w): the ratio is r(s', φ) / r(s, φ).
+    with np.errstate(invalid="ignore"):
+        took = np.log(uniform[1]) < correction[tries] - now
+    took &= np.isfinite(correction[tries])
+    s = np.where(took[..., None, None], s_clt[tries], s)
+    now = np.where(took, correction[tries], now)
+
+    # The multiple-try move.
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        log_w = ev.surrogate[:tries] + correction[:tries] - log_q[:tries]
         log_w = np.where(valid & np.isfinite(log_w), log_w, -np.inf)
-        log_w_now = state.surrogate + state.correction - log_q[-1]
+        log_w_now = surrogate + now - log_q[tries]
     top = np.max(log_w, axis=0)
     any_ok = np.isfinite(top)
     shift = np.where(any_ok, top, 0.0)
@@ -374,17 +439,17 @@ def moment_move(
     total = np.sum(weights, axis=0)
     # Pick one candidate per batch member in proportion to its weight.
     cumulative = np.cumsum(weights, axis=0)
-    pick = np.sum(cumulative < rng.uniform(size=batch) * total, axis=0)
-    pick = np.minimum(pick, tries - 1)
-    chosen = np.take_along_axis(weights, pick[None], axis=0)[0]
+    pick = np.minimum(np.sum(cumulative < rng.uniform(size=batch) * total, axis=0), tries - 1)
+    chosen = _take(weights, pick)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        now = np.where(np.isfinite(log_w_now), np.exp(log_w_now - shift), 0.0)
-        ratio = total / (total - chosen + now)
-        accept = any_ok & (rng.uniform(size=batch) < ratio)
-
-    def take(a: np.ndarray) -> np.ndarray:
-        index = pick.reshape(1, *batch, *(1,) * (a.ndim - 1 - len(batch)))
-        return np.take_along_axis(a, index, axis=0)[0]
-
-    new = MoveState(take(candidates), take(s_new), take(ev.surrogate), take(correction))
-    return replace_where(accept, new, state), accept
+        current = np.where(np.isfinite(log_w_now), np.exp(log_w_now - shift), 0.0)
+        accept = any_ok & (uniform[2] < total / (total - chosen + current))
+    return (
+        MoveState(
+            np.where(accept[..., None], _take(candidates, pick), u),
+            np.where(accept[..., None, None], _take(s_clt[:tries], pick), s),
+            np.where(accept, _take(ev.surrogate[:tries], pick), surrogate),
+            np.where(accept, _take(correction[:tries], pick), now),
+        ),
+        accept,
+    )
