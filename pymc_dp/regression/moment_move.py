@@ -12,12 +12,13 @@ combines it with a normal approximation N(g, Q_g⁻¹) of the prior of η,
 
     η' ~ N(m, Q⁻¹),   Q = Q_g + n² S⁻¹,   m = Q⁻¹ (Q_g g + n S⁻¹ z),
 
-with S evaluated at the current φ, is close to φ | z, w wherever the release is informative. The
-move (:func:`moment_move`) draws η', maps it to φ', and applies the same two-stage ratio as
-:func:`~pymc_dp.regression.collapsed.collapsed_move`, with the proposal densities (forward at the
-current S, reverse at the proposed one) and the Jacobian of η ↦ u in the first stage. The
-Jacobian of η ↦ φ is 1 / det Σ_x (the map is triangular: μ_x and Σ_x from the moments of x,
-θ linear in P_x̃y with matrix P_x̃x̃⁻¹, σ² from P_yy with slope 1).
+with S evaluated at a fixed anchor φ̂ (:func:`moment_proposal`), is close to φ | z, w wherever
+the release is informative. The move (:func:`moment_move`) is a multiple-try independence move:
+its candidates come from this normal, mapped to φ', or from a multivariate t in the unconstrained
+parameters centred at the anchor, and are weighed by the exact target over the mixture's density,
+which includes the Jacobian of η ↦ u. The Jacobian of η ↦ φ is 1 / det Σ_x (the map is
+triangular: μ_x and Σ_x from the moments of x, θ linear in P_x̃y with matrix P_x̃x̃⁻¹, σ² from
+P_yy with slope 1).
 """
 
 from __future__ import annotations
