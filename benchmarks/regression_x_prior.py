@@ -11,6 +11,7 @@ model of x, not from the sampler.
 Usage::
 
     python benchmarks/regression_x_prior.py --n 10 --epsilon 10 --trials 400 --seed 77
+    python benchmarks/regression_x_prior.py --n 300 --epsilon 0.1 --priors design
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epsilon", type=float, default=10.0)
     parser.add_argument("--trials", type=int, default=400)
     parser.add_argument("--seed", type=int, default=77)
+    parser.add_argument(
+        "--priors", nargs="+", choices=("box", "design"), default=["box", "design"],
+        help="priors of x to fit (the same releases)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     design = SyntheticDesign()
@@ -44,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     z = np.stack([r.value for r in rels])
     priors = {"box": default_x_prior(bounds["x_bounds"]), "design": design.x_prior}
-    for label, x_prior in priors.items():
+    for label in args.priors:
+        x_prior = priors[label]
         tr = sample_regression(
             rng, released=z, n=args.n, scale=rels[0].scale, prior=design.prior, x_prior=x_prior,
             tries=8, draws=1000, tune=300,

@@ -263,7 +263,9 @@ def sample_regression(
     moment_moves
         Whether each iteration makes the multiple-try moment move.
     tries
-        Its candidates per iteration.
+        Its candidates per iteration. Fewer than the PyMC step's 32: in a batch of many
+        releases each candidate costs arithmetic in proportion (50 releases at n = 500,
+        ε = 1, d = 2: 32 took 2.2× the time of 16 for 1.2× the ESS).
 
     Returns
     -------
