@@ -4,9 +4,9 @@ On the synthetic design of the Figure 3 study (:class:`pymc_dp.studies.regressio
 ``trials`` data sets are drawn at one (n, ε) and released; the same releases are fitted by
 :func:`pymc_dp.regression.sample_regression` twice: with the prior of x a user gets from the
 public box (:func:`pymc_dp.regression.default_x_prior`), and with the design's own prior of x,
-which generated the data. Printed per fit: the 95 % coverage of θ₀, θ₁, σ² and the KS statistic
-of their calibration quantiles. A gap that appears only with the box's prior comes from the
-model of x, not from the sampler.
+which generated the data (``--priors`` picks one or both). Printed per fit: the 95 % coverage
+of θ₀, θ₁, σ² and the KS statistic of their calibration quantiles. A gap that appears only with
+the box's prior comes from the model of x, not from the sampler.
 
 Usage::
 
