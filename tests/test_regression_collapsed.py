@@ -8,6 +8,7 @@ from pymc_dp.kernels import draw_noise_variance
 from pymc_dp.regression import (
     NIG,
     NIW,
+    collapsed_sampler,
     default_x_prior,
     draw_nig,
     draw_niw,
@@ -172,6 +173,79 @@ def test_sweep_leaves_the_joint_posterior_invariant(n, epsilon, rows):
     _assert_prior_distributed(rng, u)
 
 
+def _joint_draws(rng, rows, n, scale):
+    """``rows`` draws of (φ, s, z) from the model: priors, u, s and z = s + Laplace(scale)."""
+    prior, x_prior = _batch(PRIOR, X_PRIOR, rows)
+    theta, sigma2 = draw_nig(rng, prior)
+    loc, cov = draw_niw(rng, x_prior)
+    s = draw_statistic(rng, theta=theta[:, None], sigma2=sigma2[:, None], x_loc=loc, x_cov=cov,
+                       n=n)  # fmt: skip
+    z = s + rng.laplace(0.0, scale, size=s.shape)
+    return prior, x_prior, pack_parameters(theta, sigma2, loc, cov), s, z
+
+
+def _prior_eta_fit(u, rows):
+    """Mean and covariance of η over the members' states, for every member (a fixed fit)."""
+    par = unpack_parameters(u, 1)
+    eta = record_moments(par.theta, par.sigma2, par.x_loc[:, 0], par.x_cov[:, 0])[0]
+    m = eta.shape[-1]
+    return (np.broadcast_to(eta.mean(axis=0), (rows, m)),
+            np.broadcast_to(np.cov(eta.T), (rows, m, m)))  # fmt: skip
+
+
+@pytest.mark.parametrize("scale", [24.33, 1.0])
+def test_sweep_with_w_integrated_out_leaves_the_joint_posterior_invariant(monkeypatch, scale):
+    """Geweke's test of the sweeps that integrate the Laplace mixing variances out (every sweep
+    here: ``MARGINAL_SHARE`` = 1), as ``sample_regression`` runs them: (φ, s, z) from the
+    model, then three rounds of (w | s, z exact; conjugate draws of φ | s; one sweep with
+    ``laplace_scale``), the fitted proposal from fixed moments of η (those of the members'
+    prior draws). φ and s must still follow the prior and z − s the Laplace noise (1500
+    members, n = 20, KS at α = 0.001 / 15), and most members must have moved. Laplace scale
+    24.33 (ε = 1 for the box of the docs) and 1 (the release pins s)."""
+    monkeypatch.setattr(collapsed_sampler, "MARGINAL_SHARE", 1.0)
+    rows, n = 1500, 20
+    rng = np.random.default_rng(41)
+    prior, x_prior, u, s, z = _joint_draws(rng, rows, n, scale)
+    start = u.copy()
+    target = collapsed_target(z, np.ones_like(z), [n], prior, x_prior)
+    adapt = RandomWalkAdaptation(u, initial_sd=initial_step_sd(prior, x_prior))
+    adapt.center = np.broadcast_to(u.mean(axis=0), u.shape)
+    adapt.cov = np.broadcast_to(np.cov(u.T), (rows, u.shape[-1], u.shape[-1]))
+    adapt.moment_mean, adapt.moment_cov = _prior_eta_fit(u, rows)
+    fit = moment_prior(np.random.default_rng(0), prior, NIW(*(a[:, 0] for a in x_prior)))
+    moved = 0.0
+    for _ in range(3):
+        w = draw_noise_variance(rng, residual=z - s, scale=scale)
+        target = target._replace(noise_variance=w)
+        theta, sigma2 = draw_nig(rng, nig_update(prior, statistic=s[:, 0], n=n))
+        loc, cov = draw_niw(rng, niw_update(x_prior, statistic=s, n=np.array([float(n)])))
+        state, sweep = collapsed_sweep(rng, pack_parameters(theta, sigma2, loc, cov), s,
+                                       target=target, adaptation=adapt, fit=fit, moves=2,
+                                       tries=8, tune=False, laplace_scale=scale)  # fmt: skip
+        assert np.all(np.isnan(sweep.moved))  # no random-walk moves in these sweeps
+        moved += np.mean(sweep.moment) / 3
+        u, s = state.params, state.suffstat
+    assert moved > 0.05  # at scale 1 the prior-wide fit is a poor proposal: ~12 %
+    assert np.mean(np.any(u != start, axis=-1)) > 0.5
+    _assert_prior_distributed(rng, u, s, n, z, scale)
+
+
+def test_adaptation_tracks_the_moments_over_its_windows():
+    """``moment_mean`` and ``moment_cov`` are the last closed window's sample moments."""
+    rng = np.random.default_rng(3)
+    ad = RandomWalkAdaptation(np.zeros((2, 3)), initial_sd=np.ones(3))
+    seen = []
+    for _ in range(80):  # windows of 25 and 50 close at updates 25 and 75
+        eta = rng.normal(size=(2, 4))
+        seen.append(eta)
+        ad.update(rng.normal(size=(2, 3)), eta)
+    window = np.array(seen[25:75])
+    np.testing.assert_allclose(ad.moment_mean, window.mean(axis=0))
+    for b in range(2):
+        np.testing.assert_allclose(ad.moment_cov[b], np.cov(window[:, b].T))
+    assert RandomWalkAdaptation(np.zeros(3), initial_sd=np.ones(3)).moment_cov is None
+
+
 def test_t_component_of_the_moment_move_is_a_normalised_multivariate_t():
     """The mixture weights need the t's density normalised: against SciPy's, and its draws."""
     rng = np.random.default_rng(11)
@@ -197,13 +271,7 @@ def test_moment_move_with_the_t_component_leaves_the_joint_posterior_invariant(s
     tests, smallest p below 1e-5)."""
     rows, n = 2000, 20
     rng = np.random.default_rng(29)
-    prior, x_prior = _batch(PRIOR, X_PRIOR, rows)
-    theta, sigma2 = draw_nig(rng, prior)
-    loc, cov = draw_niw(rng, x_prior)
-    s = draw_statistic(rng, theta=theta[:, None], sigma2=sigma2[:, None], x_loc=loc, x_cov=cov,
-                       n=n)  # fmt: skip
-    z = s + rng.laplace(0.0, scale, size=s.shape)
-    u = pack_parameters(theta, sigma2, loc, cov)
+    prior, x_prior, u, s, z = _joint_draws(rng, rows, n, scale)
     start = u.copy()
     centre = np.broadcast_to(u.mean(axis=0), u.shape)
     spread = np.broadcast_to(np.cov(u.T), (rows, u.shape[-1], u.shape[-1]))

@@ -60,6 +60,10 @@ class RandomWalkAdaptation:
         self.target = float(target)
         self.center = start.copy()
         """Mean of the states of the last closed window."""
+        self.moment_mean: npt.NDArray[np.float64] | None = None
+        """Mean of the ``moments`` given to :meth:`update` over the last closed window."""
+        self.moment_cov: npt.NDArray[np.float64] | None = None
+        """Their covariance over that window (``None`` until one closes with moments)."""
         self.iteration = 0
         self._steps = 0  # Robbins–Monro steps since the covariance last changed
         self._window = _FIRST_WINDOW
@@ -67,8 +71,7 @@ class RandomWalkAdaptation:
 
     def _reset(self) -> None:
         self._count = 0
-        self._mean = np.zeros((*self.batch, self.k))
-        self._m2 = np.zeros((*self.batch, self.k, self.k))
+        self._sums: dict[str, list[np.ndarray]] = {}  # running mean and m2 per tracked vector
 
     def factor(self) -> npt.NDArray[np.float64]:
         """Lower-triangular L with L Lᵀ the current proposal covariance, ``(..., k, k)``."""
@@ -82,17 +85,34 @@ class RandomWalkAdaptation:
         gain = (self._steps + 10.0) ** -0.6
         self.log_scale = self.log_scale + gain * (np.asarray(accepted, float) - self.target)
 
-    def update(self, state: npt.ArrayLike) -> None:
-        """Record the state ``(..., k)`` at the end of one tuning iteration."""
+    def _track(self, key: str, x: np.ndarray) -> None:
+        """Welford's update of the window's mean and m2 of ``x``."""
+        zero = [np.zeros(x.shape), np.zeros((*x.shape, x.shape[-1]))]
+        mean, m2 = self._sums.setdefault(key, zero)
+        delta = x - mean
+        mean = mean + delta / self._count
+        self._sums[key] = [mean, m2 + delta[..., :, None] * (x - mean)[..., None, :]]
+
+    def update(self, state: npt.ArrayLike, moments: npt.ArrayLike | None = None) -> None:
+        """Record the state ``(..., k)`` at the end of one tuning iteration.
+
+        ``moments`` ``(..., m)``, e.g. the state's η, get the same windows' mean and covariance
+        (:attr:`moment_mean`, :attr:`moment_cov`), without shrinkage; give them at every
+        update or never.
+        """
         state = np.asarray(state, dtype=np.float64)
         self.iteration += 1
         self._count += 1
-        delta = state - self._mean
-        self._mean = self._mean + delta / self._count
-        self._m2 = self._m2 + delta[..., :, None] * (state - self._mean)[..., None, :]
+        self._track("state", state)
+        if moments is not None:
+            self._track("moments", np.asarray(moments, dtype=np.float64))
         if self._count >= self._window:
-            self.center = self._mean.copy()
-            sample = self._m2 / (self._count - 1)
+            mean, m2 = self._sums["state"]
+            self.center = mean.copy()
+            sample = m2 / (self._count - 1)
+            if "moments" in self._sums:
+                mean, m2 = self._sums["moments"]
+                self.moment_mean, self.moment_cov = mean, m2 / (self._count - 1)
             weight = self._count / (self._count + _SHRINK)
             self.cov = weight * sample + (1.0 - weight) * _SHRINK_TO * np.eye(self.k)
             self.cov = 0.5 * (self.cov + np.swapaxes(self.cov, -1, -2))

@@ -7,7 +7,11 @@ node they feed, the covariates' (μ_x, Σ_x) and the latent statistic s. Each st
 through the moments of one record (:mod:`~pymc_dp.regression.moment_move`); and collapsed
 random-walk moves of (φ, s) jointly (:mod:`~pymc_dp.regression.collapsed`), whose walk adapts
 while ``pm.sample`` tunes and is fixed afterwards. The Laplace mixing variances keep their own
-step (:class:`~pymc_dp.regression.RegressionNoiseVarianceStep`); Gaussian noise has none.
+step (:class:`~pymc_dp.regression.RegressionNoiseVarianceStep`); Gaussian noise has none. For a
+single node with Laplace noise, most steps after the first tuning window make the moment move
+with the mixing variances integrated out (:mod:`~pymc_dp.regression.collapsed_sampler`), which
+leaves them stale until their step redraws them given the new s, before this step reads them
+again.
 """
 
 from __future__ import annotations
@@ -71,8 +75,10 @@ class RegressionCollapsedStep(DPGibbsStep):
     tries
         Candidates of the multiple-try moment move (single nodes). One chain's step costs
         about one NumPy call per operation whatever the number of candidates, so more of
-        them are nearly free here: 32 gave 1.4× the ESS of 16 at n = 500, ε = 1, d = 2, for
-        about 5 % more time (``benchmarks/regression_ess.py``), and 64 no more ESS per second.
+        them are nearly free here: at n = 500, ε = 1, d = 2 (``benchmarks/regression_ess.py``,
+        chain seeds 1–3, run side by side) 64 gave 1.36× the ESS of 32 in the same time, and
+        128 1.1× the ESS of 64 in 1.2× the time. (Before half the sweeps integrated the mixing
+        variances out, 64 gave no more ESS per second than 32.)
     initial_point, compile_kwargs, blocked
         Accepted for compatibility with ``pm.sample``.
 
@@ -105,7 +111,7 @@ class RegressionCollapsedStep(DPGibbsStep):
     _state_class = CollapsedStepState
 
     def __init__(
-        self, vars: Any = None, *, moves: int | None = None, tries: int = 32, **kwargs: Any
+        self, vars: Any = None, *, moves: int | None = None, tries: int = 64, **kwargs: Any
     ):
         self.moves = None if moves is None else int(moves)
         self.tries = int(tries)
@@ -248,9 +254,12 @@ class RegressionCollapsedStep(DPGibbsStep):
             moves = self.moves
             if moves is None:
                 moves = default_moves(loc.shape[-1], len(links), tune=self.tune)
+            # Laplace noise: some sweeps integrate w out; RegressionNoiseVarianceStep redraws
+            # w given the new s before this step next reads it.
+            b = links[0].laplace_scale if len(links) == 1 else None
             state, sweep = collapsed_sweep(
                 self.rng, u, s[None], target=target, adaptation=adaptation, fit=fit,
-                moves=moves, tries=self.tries, tune=self.tune,
+                moves=moves, tries=self.tries, tune=self.tune, laplace_scale=b,
             )  # fmt: skip
             accepted += float(sweep.moved[0])
             moment = moment or bool(sweep.moment[0])

@@ -91,6 +91,8 @@ class NoisyRegressionInfo:
     """``"collapsed"`` (the default sampler, exact law of s) or ``"gibbs-ss"`` (Algorithm 1)."""
     noise_sd: float | None = None
     """Standard deviation of Gaussian noise; ``None`` for Laplace noise (mixing variances)."""
+    laplace_scale: float | None = None
+    """Scale b of Laplace noise; ``None`` for Gaussian noise."""
 
 
 def coefficient_labels(covariates: Sequence[str]) -> list[str]:
@@ -422,6 +424,7 @@ class NoisyRegressionStat:
             sensitivity=sensitivity,
             method=method,
             noise_sd=scale if gaussian else None,
+            laplace_scale=None if gaussian else scale,
             **names,
         )
         own = (s, *(() if noise is None else (noise,)))
