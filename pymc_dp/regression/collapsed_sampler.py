@@ -312,9 +312,11 @@ def sample_regression(
     moves
         Random-walk moves per iteration; by default :func:`default_moves` (beside the moment
         move: one while tuning, none after), or one per unconstrained parameter without
-        ``moment_moves``.
+        ``moment_moves``. Iterations whose moment move integrates the Laplace mixing variances
+        out (:func:`collapsed_sweep`) make none.
     moment_moves
-        Whether each iteration makes the multiple-try moment move.
+        Whether each iteration makes the multiple-try moment move (for Laplace noise, half
+        the iterations after the first tuning window with the mixing variances integrated out).
     tries
         Its candidates per iteration. Fewer than the PyMC step's 64: in a batch of many
         releases each candidate costs arithmetic in proportion (50 releases at n = 500,

@@ -8,8 +8,8 @@ through the moments of one record (:mod:`~pymc_dp.regression.moment_move`); and 
 random-walk moves of (φ, s) jointly (:mod:`~pymc_dp.regression.collapsed`), whose walk adapts
 while ``pm.sample`` tunes and is fixed afterwards. The Laplace mixing variances keep their own
 step (:class:`~pymc_dp.regression.RegressionNoiseVarianceStep`); Gaussian noise has none. For a
-single node with Laplace noise, most steps after the first tuning window make the moment move
-with the mixing variances integrated out (:mod:`~pymc_dp.regression.collapsed_sampler`), which
+single node with Laplace noise, half the steps after the first tuning window make the moment
+move with the mixing variances integrated out (:mod:`~pymc_dp.regression.collapsed_sampler`), which
 leaves them stale until their step redraws them given the new s, before this step reads them
 again.
 """
@@ -71,13 +71,14 @@ class RegressionCollapsedStep(DPGibbsStep):
     moves
         Collapsed random-walk moves per step; by default, beside the moment move of a single
         node, one while tuning and none after; one per unconstrained parameter with several
-        nodes (:func:`~pymc_dp.regression.collapsed_sampler.default_moves`).
+        nodes (:func:`~pymc_dp.regression.collapsed_sampler.default_moves`). Steps that make
+        the moment move with the mixing variances integrated out make none.
     tries
         Candidates of the multiple-try moment move (single nodes). One chain's step costs
         about one NumPy call per operation whatever the number of candidates, so more of
         them are nearly free here: at n = 500, ε = 1, d = 2 (``benchmarks/regression_ess.py``,
-        chain seeds 1–3, run side by side) 64 gave 1.36× the ESS of 32 in the same time, and
-        128 1.1× the ESS of 64 in 1.2× the time. (Before half the sweeps integrated the mixing
+        chain seeds 1–3, run side by side) 64 gave 1.38× the ESS of 32 in the same time, and
+        128 1.04× the ESS of 64 in 1.2× the time. (Before half the sweeps integrated the mixing
         variances out, 64 gave no more ESS per second than 32.)
     initial_point, compile_kwargs, blocked
         Accepted for compatibility with ``pm.sample``.
