@@ -392,9 +392,13 @@ def sample_regression(
     x_loc, x_cov = draw_niw(rng, x_prior)
     target = collapsed_target(zt, noise_var, sizes, prior, x_prior)
     state = start_statistic(rng, pack_parameters(theta, sigma2, x_loc, x_cov), target)
+
+    def mixing_variances(s: np.ndarray) -> np.ndarray:
+        """Draw the mixing variances given s (after every sweep: some leave w stale)."""
+        return draw_noise_variance(rng, residual=zt - s, scale=spread[:, None, None])
+
     if laplace:
-        noise_var = draw_noise_variance(rng, residual=zt - state.suffstat,
-                                        scale=spread[:, None, None])  # fmt: skip
+        noise_var = mixing_variances(state.suffstat)
     adapt = RandomWalkAdaptation(state.params, initial_sd=initial_step_sd(prior, x_prior))
 
     keep = {
@@ -423,8 +427,7 @@ def sample_regression(
             moves=default_moves(d, 1, tune=it < tune) if moves is None else moves,
         )  # fmt: skip
         if laplace:
-            noise_var = draw_noise_variance(rng, residual=zt - state.suffstat,
-                                            scale=spread[:, None, None])  # fmt: skip
+            noise_var = mixing_variances(state.suffstat)
         if it >= tune:
             accepted += sweep.moved
             i = it - tune
