@@ -103,6 +103,34 @@ def test_point_scores_every_method_with_valid_numbers():
     assert len(point.to_rows()) == 5 * 3
 
 
+@pytest.mark.parametrize("choice", ["box", "design"])
+def test_default_gets_the_prior_of_x_the_settings_name(monkeypatch, choice):
+    import pymc_dp.studies.regression as study
+
+    seen = []
+    real = study.sample_regression
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["x_prior"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(study, "sample_regression", spy)
+    settings = dataclasses.replace(TINY.settings, trials=4, default_x_prior=choice)
+    run_regression_point(10, 1.0, settings, np.random.default_rng(0))
+    design = SyntheticDesign()
+    expected = design.x_prior if choice == "design" else study.default_x_prior([(-2.0, 2.0)])
+    (got,) = seen
+    assert any(np.any(a != b) for a, b in zip(design.x_prior, study.default_x_prior([(-2.0, 2.0)])))
+    for a, b in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_unknown_prior_of_x_for_the_default_is_refused():
+    settings = dataclasses.replace(TINY.settings, default_x_prior="uniform")
+    with pytest.raises(ValueError, match="default_x_prior must be 'box' or 'design'"):
+        run_regression_point(10, 1.0, settings, np.random.default_rng(0))
+
+
 def test_simulated_trials_respect_the_box_and_the_seed():
     design = SyntheticDesign()
     truth, x, y, _ = simulate_trials(np.random.default_rng(1), design, trials=5, n=50)

@@ -13,7 +13,8 @@ interval coverage and MMD² to the non-private posterior:
   the statistic), with the design's own prior of x;
 - **default**: the package's default sampler (:func:`~pymc_dp.regression.sample_regression`,
   exact law of s under a normal model of x) with the default prior of x from the public box
-  (:func:`~pymc_dp.regression.default_x_prior`), not the design's: what a user gets;
+  (:func:`~pymc_dp.regression.default_x_prior`), not the design's: what a user gets
+  (``RegressionSettings.default_x_prior="design"`` gives it the design's, as Gibbs-SS-Update);
 - **mcmc_ind**: NUTS over the records (PyMC), only at small n and for few trials (it is slow).
 
 The Gibbs methods run every trial of a point in one batched :func:`sample_gibbs_ss` call, the
@@ -103,6 +104,10 @@ class RegressionSettings:
     default_tries: int = 8
     """Candidates of the default sampler's multiple-try move (its own default is 16; fewer
     keep the batched study fast: the cost of a try grows with the batch, not per call)."""
+    default_x_prior: str = "box"
+    """Prior of x the default sampler is given: ``"box"``, from the public box as a user's
+    (:func:`~pymc_dp.regression.default_x_prior`), or ``"design"``, the design's own, which
+    generated the data and which Gibbs-SS-Update is given (a comparison at equal information)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,6 +248,10 @@ def run_regression_point(
     RegressionPoint
     """
     design = design or SyntheticDesign()
+    if settings.default_x_prior not in ("box", "design"):
+        raise ValueError(
+            f"settings.default_x_prior must be 'box' or 'design', got {settings.default_x_prior!r}"
+        )
     trials = settings.trials
     truth, x, y, redrawn = simulate_trials(rng, design, trials=trials, n=n)
     bounds = {
@@ -294,9 +303,13 @@ def run_regression_point(
     seconds["gibbs_update"] = time.perf_counter() - start
 
     start = time.perf_counter()
+    if settings.default_x_prior == "design":
+        x_prior = design.x_prior
+    else:
+        x_prior = default_x_prior(bounds["x_bounds"])
     tr = sample_regression(
         rng, released=np.stack([r.value for r in full]), n=n, scale=full[0].scale,
-        prior=design.prior, x_prior=default_x_prior(bounds["x_bounds"]),
+        prior=design.prior, x_prior=x_prior,
         tries=settings.default_tries, **gibbs,
     )  # fmt: skip
     draws["default"] = _stack(tr.theta, tr.sigma2)
