@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -104,7 +104,7 @@ class RegressionSettings:
     default_tries: int = 8
     """Candidates of the default sampler's multiple-try move (its own default is 16; fewer
     keep the batched study fast: the cost of a try grows with the batch, not per call)."""
-    default_x_prior: str = "box"
+    default_x_prior: Literal["box", "design"] = "box"
     """Prior of x the default sampler is given: ``"box"``, from the public box as a user's
     (:func:`~pymc_dp.regression.default_x_prior`), or ``"design"``, the design's own, which
     generated the data and which Gibbs-SS-Update is given (a comparison at equal information)."""
@@ -246,6 +246,11 @@ def run_regression_point(
     Returns
     -------
     RegressionPoint
+
+    Raises
+    ------
+    ValueError
+        If ``settings.default_x_prior`` is neither ``"box"`` nor ``"design"``.
     """
     design = design or SyntheticDesign()
     if settings.default_x_prior not in ("box", "design"):
