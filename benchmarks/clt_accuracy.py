@@ -4,17 +4,17 @@ For a Binomial count s ~ Binomial(N, θ) released as y = s + Laplace(b), the exa
 Σ_s Binomial(s) · Laplace(y - s); the CLT law replaces Binomial(s) by N(Nθ, Nθ(1-θ)) truncated
 to [0, N] (what ``likelihood="clt"`` assumes). This script tabulates sup_y |F_clt - F_exact|
 over the smallest expected count m = N · min(θ, 1 - θ) and the noise-to-spread ratio
-r = b / sd(s), the two numbers :func:`pymc_dp.likelihood.clt_trust` reads. Run:
+r = b / sd(s), the two numbers :func:`pymc_dp.likelihoods.choice.clt_trust` reads. Run:
 
     python benchmarks/clt_accuracy.py [--total 20000]
 
-With ``--windows`` it measures window sums instead, with :func:`pymc_dp.window_trust.clt_ks`:
-for each family, window, θ, n and r = β/sd(ŝ), the exact law of ŝ (the n-fold convolution of
-one record's windowed statistic, on a lattice of 64 cells across the window; the integers for
-counts) and the CLT normal of the same mean and variance, truncated to the range of ŝ as
-``likelihood="clt"`` does, both convolved with the Laplace noise. Beside each distance it prints
-the Edgeworth expansion's prediction (skewness and kurtosis of ŝ, smoothed by the noise, plus
-Esseen's lattice term for counts), which explains most of it:
+With ``--windows`` it measures window sums instead, with
+:func:`pymc_dp.likelihoods.window_trust.clt_ks`: for each family, window, θ, n and r = β/sd(ŝ), the
+exact law of ŝ (the n-fold convolution of one record's windowed statistic, on a lattice of 64 cells
+across the window; the integers for counts) and the CLT normal of the same mean and variance,
+truncated to the range of ŝ as ``likelihood="clt"`` does, both convolved with the Laplace noise.
+Beside each distance it prints the Edgeworth expansion's prediction (skewness and kurtosis of ŝ,
+smoothed by the noise, plus Esseen's lattice term for counts), which explains most of it:
 
     python benchmarks/clt_accuracy.py --windows
 """
@@ -29,7 +29,7 @@ import numpy as np
 from scipy import signal, stats
 
 from pymc_dp.families import Exponential, Gamma, Normal, NormalKnownSigma, Poisson
-from pymc_dp.window_trust import WINDOW_KS_LEVEL, clt_ks, window_sum_law
+from pymc_dp.likelihoods.window_trust import WINDOW_KS_LEVEL, clt_ks, window_sum_law
 
 COUNTS = (1, 3, 10, 30, 100, 300, 1000)
 RATIOS = (0.0, 0.1, 0.3, 1.0, 3.0, 10.0)

@@ -11,7 +11,7 @@ Time is the wall time of building the model and the whole ``pm.sample`` call (2 
 process, compile included); ESS is ArviZ's bulk ESS, the smallest over θ's components.
 
 With ``--mixing`` it instead compares, per iteration, the record-level sampler with and without
-its ancillary step (``pymc_dp.record_sampling.sample_records(ancillary=...)``; without it, the
+its ancillary step (``pymc_dp.engine.records.sample_records(ancillary=...)``; without it, the
 plain data augmentation whose mixing the paper's Algorithm 1 shares): ESS per 1000 iterations.
 
     python benchmarks/exact_windows_ess.py [--n 10 30 100] [--epsilon 0.1 1.0]
@@ -30,8 +30,8 @@ import numpy as np
 import pymc as pm
 
 import pymc_dp as pmdp
+from pymc_dp.engine.records import sample_records
 from pymc_dp.families import Exponential, Normal
-from pymc_dp.record_sampling import sample_records
 
 NIG = (30.0, 0.1, 3.0, 100.0)
 """Normal–Inverse-Gamma prior (m, κ, α, β) on (μ, σ²)."""

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from pymc_dp.evaluation import ks_band
+from pymc_dp.evaluation.measures import ks_band
 from pymc_dp.studies.regression import PARAMETERS, RegressionSettings, run_regression_point
 from pymc_dp.studies.regression_predictive import PredictiveSettings, run_predictive_study
 

@@ -29,12 +29,12 @@ import time
 
 import numpy as np
 
+from pymc_dp.curator.regression.sensitivity import regression_sensitivity, regression_sensitivity_l2
+from pymc_dp.curator.regression.statistics import regression_statistic
 from pymc_dp.mechanisms.vetted import rho_for_approx_dp
 from pymc_dp.regression import release_regression, sample_regression
-from pymc_dp.regression.conjugate import NIG, draw_nig, nig_update
-from pymc_dp.regression.default_prior import default_x_prior
-from pymc_dp.regression.sensitivity import regression_sensitivity, regression_sensitivity_l2
-from pymc_dp.regression.statistics import regression_statistic
+from pymc_dp.regression.kernels.conjugate import NIG, draw_nig, nig_update
+from pymc_dp.regression.model.default_prior import default_x_prior
 
 X_BOUND, Y_BOUND = 2.0, 3.0
 

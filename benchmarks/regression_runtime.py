@@ -57,7 +57,7 @@ def _gradient_seconds(model, evaluations=200, repeats=3):
 
 
 def run(n_values, mcmc_max_n, tune, draws, epsilon, seed, repeats=3):
-    from pymc_dp.regression.mcmc_ind import mcmc_ind_model, sample_mcmc_ind
+    from pymc_dp.regression.model.mcmc_ind import mcmc_ind_model, sample_mcmc_ind
 
     logging.getLogger("pymc").setLevel(logging.ERROR)
     design = SyntheticDesign()

@@ -22,11 +22,11 @@ import time
 
 import numpy as np
 
+from pymc_dp.curator.regression.sensitivity import regression_sensitivity
+from pymc_dp.curator.regression.statistics import regression_statistic
 from pymc_dp.regression import sample_gibbs_ss
-from pymc_dp.regression.conjugate import NIG, nig_update
-from pymc_dp.regression.data_model import NIW
-from pymc_dp.regression.sensitivity import regression_sensitivity
-from pymc_dp.regression.statistics import regression_statistic
+from pymc_dp.regression.kernels.conjugate import NIG, nig_update
+from pymc_dp.regression.kernels.data_model import NIW
 
 BOXES = {"unit": (1.0, 1.0), "docs": (2.0, 3.0)}
 

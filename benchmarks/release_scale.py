@@ -68,7 +68,7 @@ elif method in ("dask_read", "dask_sum"):
 else:
     import pymc as pm
     import pymc_dp as pmdp
-    from pymc_dp.frames import parquet_source
+    from pymc_dp.curator.frames import parquet_source
     import polars as pl
     import dask.dataframe as dd
     from distributed import Client, LocalCluster
@@ -163,7 +163,7 @@ def analyst_cost(draws: int = 2000) -> dict:
     import pymc as pm
 
     import pymc_dp as pmdp
-    from pymc_dp.models import build_model
+    from pymc_dp.model.ready_made import build_model
 
     out = {}
     for n, likelihood in ((10**2, "auto"), (10**2, "clt"), (10**4, "clt"), (10**8, "clt")):

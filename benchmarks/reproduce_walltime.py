@@ -34,7 +34,7 @@ import numpy as np
 import pymc as pm
 
 import pymc_dp as pmdp
-from pymc_dp.engine import sample_gibbs
+from pymc_dp.engine.gibbs import sample_gibbs
 from pymc_dp.studies import DESIGNS, PAPER, QUICK, reproduce
 
 

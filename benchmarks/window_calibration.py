@@ -3,9 +3,9 @@
 Each trial draws θ from its prior, n records, and releases their window sum with Laplace noise of
 scale Δ/ε. The batched engine then samples θ | y twice, with ``likelihood="clt"`` and
 ``likelihood="exact"``, and also reports what ``likelihood="auto"`` chose
-(:func:`pymc_dp.window_trust.window_clt_trust`). A calibrated posterior puts the true θ at a
-uniform quantile: the script prints the KS distance of those quantiles from uniform, its p-value
-and the coverage of the central 90% interval, per setting. Designs:
+(:func:`pymc_dp.likelihoods.window_trust.window_clt_trust`). A calibrated posterior puts the true θ
+at a uniform quantile: the script prints the KS distance of those quantiles from uniform, its
+p-value and the coverage of the central 90% interval, per setting. Designs:
 
 * ``poisson``: λ ~ Gamma(2, 0.5), window [0, 10] (exact: the n-fold convolution);
 * ``exponential``: the paper's Figure 1 design, λ ~ Gamma(8, 2), window the central 95% of the
@@ -26,7 +26,7 @@ import time
 import numpy as np
 from scipy import stats
 
-from pymc_dp.engine import _engine_likelihood, sample_gibbs
+from pymc_dp.engine.gibbs import _engine_likelihood, sample_gibbs
 from pymc_dp.families import Normal, Poisson
 from pymc_dp.studies.designs import DESIGNS
 

@@ -17,8 +17,8 @@ from scipy import stats
 
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
-from pymc_dp.models import build_model
-from pymc_dp.noisy_suffstat import release_attrs, releases_from_attrs
+from pymc_dp.model.noisy_suffstat import release_attrs, releases_from_attrs
+from pymc_dp.model.ready_made import build_model
 from tests.conftest import sample
 
 ALPHA = 0.001

@@ -18,9 +18,9 @@ import pymc as pm
 import pytest
 
 import pymc_dp as pmdp
-from pymc_dp.atomic import InterruptGuard, StagedOutputs
 from pymc_dp.cli import main
-from pymc_dp.io import read_release, write_release
+from pymc_dp.curator.atomic import InterruptGuard, StagedOutputs
+from pymc_dp.curator.release_file import read_release, write_release
 
 ROOT = Path(pmdp.__file__).resolve().parents[1]
 OUTPUTS = ("posterior.nc", "summary.csv", "posterior.png", "trace.png")

@@ -36,7 +36,7 @@ def test_releases_compose_and_record_what_was_spent():
 def test_an_overspend_is_refused_before_any_noise(monkeypatch):
     budget = PrivacyBudget(epsilon=1.0)
     pmdp.release(X > 1, pm.Bernoulli, epsilon=0.7, budget=budget)
-    import pymc_dp.release_noise as release_noise
+    import pymc_dp.curator.noise as release_noise
 
     def fail(*args, **kwargs):
         raise AssertionError("noise drawn after a refused charge")
@@ -135,7 +135,7 @@ def test_cli_budget_refuses_the_release_that_would_overspend(tmp_path):
 
 
 def test_regression_release_is_charged_to_the_same_budget():
-    from pymc_dp.regression.release import RegressionRelease, release_regression
+    from pymc_dp.curator.regression.release import RegressionRelease, release_regression
 
     rng = np.random.default_rng(6)
     x = rng.uniform(0, 1, size=(100, 1))

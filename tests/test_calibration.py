@@ -8,7 +8,7 @@ Gibbs draws are autocorrelated, and the fraction of correlated draws below θ is
 for a correct sampler (a sticky chain pushes it to 0 or 1). As in simulation-based calibration
 (Talts et al. 2018), each trial's draws are thinned to about their effective sample size and the
 quantile is the randomised rank of θ among the thinned draws
-(:func:`pymc_dp.evaluation.calibration_quantiles`).
+(:func:`pymc_dp.evaluation.measures.calibration_quantiles`).
 
 The default study runs the step methods' kernels for all trials at once (batched engine); the
 slow study runs the same design through ``pm.sample``.
@@ -21,8 +21,8 @@ from scipy import stats
 
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
-from pymc_dp.engine import sample_gibbs
-from pymc_dp.evaluation import calibration_quantiles
+from pymc_dp.engine.gibbs import sample_gibbs
+from pymc_dp.evaluation.measures import calibration_quantiles
 from pymc_dp.families import Binomial, Categorical
 from tests.conftest import sample
 

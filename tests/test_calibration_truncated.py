@@ -3,8 +3,9 @@
 Per trial: θ ~ prior, n records ~ p(x | θ), release over a window fixed *before* θ is drawn
 (the central 95% of the prior predictive, as in the paper's Exponential experiment), then the
 DP Gibbs sampler of Algorithm 2 on the release. The true θ's randomised rank among the draws,
-thinned to about their effective sample size (``pymc_dp.evaluation.calibration_quantiles``),
-must be uniform: KS p-value > 0.01 over 200 trials.
+thinned to about their effective sample size
+(``pymc_dp.evaluation.measures.calibration_quantiles``), must be uniform: KS p-value > 0.01 over 200
+trials.
 
 The default run covers n = 100, ε = 0.1 for each family; the full grid n ∈ {100, 1000},
 ε ∈ {0.1, 1} is ``slow``. All trials of a setting run at once in the batched engine, with the
@@ -17,8 +18,8 @@ import pytest
 from scipy import stats
 
 import pymc_dp as pmdp
-from pymc_dp.engine import sample_gibbs
-from pymc_dp.evaluation import calibration_quantiles
+from pymc_dp.engine.gibbs import sample_gibbs
+from pymc_dp.evaluation.measures import calibration_quantiles
 from pymc_dp.families import Exponential, Normal
 
 TRIALS = 200

@@ -10,10 +10,10 @@ import json
 import numpy as np
 import pytest
 
-from pymc_dp.budget import PrivacyBudget
 from pymc_dp.cli import main
-from pymc_dp.io import InputFileError, read_release
-from pymc_dp.release_file import ColumnRelease, ReleaseFile
+from pymc_dp.curator.budget import PrivacyBudget
+from pymc_dp.curator.data_files import InputFileError
+from pymc_dp.curator.release_file import ColumnRelease, ReleaseFile, read_release
 
 COLOURS = ["red", "green", "blue"]
 N = 300
@@ -115,7 +115,9 @@ def test_a_bad_column_stops_every_release_before_any_noise(
 ):
     """The third column's records are wrong: no noise is drawn for the first two."""
     drawn = []
-    release_module = importlib.import_module("pymc_dp.release")  # the module, not the function
+    release_module = importlib.import_module(
+        "pymc_dp.curator.single"
+    )  # the module, not the function
     original = release_module.release_from_totals
     monkeypatch.setattr(
         release_module,
@@ -278,7 +280,7 @@ def test_fit_puts_the_labels_in_the_posterior_and_fits_each_column(csv_path, tmp
 
 
 def test_read_labels_names_rows_and_keeps_declared_labels(tmp_path):
-    from pymc_dp.io import read_labels
+    from pymc_dp.curator.data_files import read_labels
 
     path = tmp_path / "labels.csv"
     path.write_text("answer\nyes\nnone\n yes\nNA\n")

@@ -8,7 +8,7 @@ import pytest
 
 import pymc_dp as pmdp
 from pymc_dp.cli import main
-from pymc_dp.cli_release import _discrete_laplace_sd, noise_plan
+from pymc_dp.cli.dry_run import discrete_laplace_sd, noise_plan
 
 
 def _dry(capsys, *extra: str) -> str:
@@ -19,14 +19,14 @@ def _dry(capsys, *extra: str) -> str:
 @pytest.fixture
 def no_reading(monkeypatch, tmp_path):
     """Fail on any attempt to read data; run in an empty directory."""
-    import pymc_dp.frames
-    import pymc_dp.io
+    import pymc_dp.curator.data_files
+    import pymc_dp.curator.frames
 
     def refuse(*args, **kwargs):
         raise AssertionError("--dry-run read data")
 
-    monkeypatch.setattr(pymc_dp.io, "read_column", refuse)
-    monkeypatch.setattr(pymc_dp.frames, "parquet_source", refuse)
+    monkeypatch.setattr(pymc_dp.curator.data_files, "read_column", refuse)
+    monkeypatch.setattr(pymc_dp.curator.frames, "parquet_source", refuse)
     monkeypatch.setattr(pmdp.PrivacyBudget, "spend", refuse)
     monkeypatch.chdir(tmp_path)
     return tmp_path
@@ -87,7 +87,7 @@ def test_discrete_laplace_sd_matches_its_distribution():
         k = np.arange(-4000, 4001)
         p = np.exp(-np.abs(k) / scale)
         p /= p.sum()
-        assert _discrete_laplace_sd(scale) == pytest.approx(math.sqrt((p * k**2).sum()), rel=1e-9)
+        assert discrete_laplace_sd(scale) == pytest.approx(math.sqrt((p * k**2).sum()), rel=1e-9)
 
 
 def test_private_window_uses_the_search_range_and_the_rest_of_epsilon(capsys, no_reading):

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from pymc_dp.cli import main
-from pymc_dp.io import read_release
-from pymc_dp.release_set import ReleaseSet
+from pymc_dp.curator.release_file import read_release
+from pymc_dp.curator.release_set import ReleaseSet
 
 SITES = ["north", "south", "east"]
 P_SITE = {"north": 0.15, "south": 0.5, "east": 0.8}

@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 
 from pymc_dp.cli import main
-from pymc_dp.cli_fit import format_summary, mixing_note
-from pymc_dp_cli.messages import one_line, release_message
+from pymc_dp.cli.messages import one_line, release_message
+from pymc_dp.cli.sampling import format_summary, mixing_note
 
 
 def _error(capsys, argv) -> str:

@@ -13,12 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pymc_dp.budget import PrivacyBudget
 from pymc_dp.cli import main
-from pymc_dp.cli_regression import default_nig_prior
-from pymc_dp.io import read_release
+from pymc_dp.cli.regression import default_nig_prior
+from pymc_dp.curator.budget import PrivacyBudget
+from pymc_dp.curator.release_file import ReleaseFile, read_release
 from pymc_dp.regression import RegressionRelease
-from pymc_dp.release_file import ReleaseFile
 
 ROOT = Path(__file__).resolve().parents[1]
 N = 400
@@ -236,7 +235,7 @@ def test_fit_column_needs_a_file_of_named_columns(tmp_path, capsys):
     import pymc as pm
 
     import pymc_dp as pmdp
-    from pymc_dp.io import write_release
+    from pymc_dp.curator.release_file import write_release
 
     path = write_release(
         pmdp.release([0, 1, 1], pm.Bernoulli, epsilon=1.0, rng=0), tmp_path / "r.json"

@@ -16,9 +16,9 @@ import pytest
 
 import pymc_dp as pmdp
 from pymc_dp.cli import main
-from pymc_dp.io import read_release
-from pymc_dp.models import PRIORS
-from pymc_dp.noisy_suffstat import releases_from_attrs
+from pymc_dp.curator.release_file import read_release
+from pymc_dp.model.noisy_suffstat import releases_from_attrs
+from pymc_dp.model.ready_made import PRIORS
 
 TRIALS, TRUE_P, N = 5, 0.3, 2000
 

@@ -1,4 +1,4 @@
-"""``pymc-dp --help`` and argument errors import neither PyMC nor NumPy nor :mod:`pymc_dp`.
+"""``pymc-dp --help`` and argument errors import neither PyMC nor NumPy nor pymc_dp's inference.
 
 Start-up is measured, not asserted (a timed test is flaky on a shared machine): the test checks
 what start-up imports, which is what makes it slow (PyMC and PyTensor take seconds).
@@ -13,21 +13,32 @@ from pathlib import Path
 
 import pytest
 
-from pymc_dp.models import PRIORS
-from pymc_dp_cli.texts import FIT_EPILOG, FIT_PRIORS, describe_prior, plain_text
+from pymc_dp.cli.texts import FIT_EPILOG, FIT_PRIORS, describe_prior, plain_text
+from pymc_dp.model.ready_made import PRIORS
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("pymc", "pytensor", "arviz", "numpy", "pandas", "pymc_dp")
+HEAVY = ("pymc", "pytensor", "arviz", "numpy", "pandas")
+# What the parser may load of pymc_dp: the lazy package and the light modules of its CLI.
+LIGHT = {
+    "pymc_dp",
+    "pymc_dp._legacy",
+    "pymc_dp.cli",
+    "pymc_dp.cli.messages",
+    "pymc_dp.cli.parser",
+    "pymc_dp.cli.plans",
+    "pymc_dp.cli.texts",
+}
 
 _PROBE = """
 import json, sys
-from pymc_dp_cli import main
+from pymc_dp.cli import main
 try:
     status = main(sys.argv[1:])
 except SystemExit as exit:
     status = exit.code
 heavy = sorted({m.split(".")[0] for m in sys.modules} & set(json.loads(sys.stdin.read())))
-print(json.dumps({"status": status, "heavy": heavy}))
+ours = sorted(m for m in sys.modules if m == "pymc_dp" or m.startswith("pymc_dp."))
+print(json.dumps({"status": status, "heavy": heavy, "ours": ours}))
 """
 
 
@@ -75,13 +86,14 @@ def test_help_and_argument_errors_import_nothing_heavy(argv):
     result = _probe(*argv)
     assert result["status"] in (0, 2)
     assert result["heavy"] == [], f"{' '.join(argv)} imported {result['heavy']}"
+    assert set(result["ours"]) <= LIGHT, f"{' '.join(argv)} imported {result['ours']}"
 
 
 def test_the_console_script_is_the_light_entry_point():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["pymc-dp"] == "pymc_dp_cli:main"
+    assert scripts["pymc-dp"] == "pymc_dp.cli:main"
     packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert any(Path("pymc_dp_cli").match(p) for p in packages["packages"]["find"]["include"])
+    assert any(Path("pymc_dp.cli").match(p) for p in packages["packages"]["find"]["include"])
 
 
 def test_the_help_prior_table_is_the_one_build_model_uses():
@@ -96,7 +108,7 @@ def test_the_help_prior_table_is_the_one_build_model_uses():
 
 
 def test_reproduce_help_shows_no_restructured_text(capsys):
-    from pymc_dp_cli import main
+    from pymc_dp.cli import main
 
     with pytest.raises(SystemExit):
         main(["reproduce", "--help"])

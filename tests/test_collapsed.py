@@ -11,13 +11,13 @@ from scipy.special import logsumexp
 
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
-from pymc_dp.collapsed import posterior_grid
-from pymc_dp.distributions.collapsed import normal_laplace_logp
-from pymc_dp.engine import sample_gibbs
-from pymc_dp.exact import exact_posterior
+from pymc_dp.engine.collapsed import posterior_grid
+from pymc_dp.engine.gibbs import sample_gibbs
+from pymc_dp.evaluation.exact import exact_posterior
 from pymc_dp.families import Poisson
 from pymc_dp.kernels import draw_from_grid, grid_density
 from pymc_dp.kernels.collapsed import collapsed_piece_log_masses, draw_collapsed_suffstat
+from pymc_dp.likelihoods.collapsed import normal_laplace_logp
 from tests.conftest import binomial_model, sample
 
 _Y, _M, _V, _L, _U, _B = (pt.dscalar(n) for n in ("y", "m", "v", "lo", "hi", "b"))

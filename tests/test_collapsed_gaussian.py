@@ -17,13 +17,13 @@ from scipy.special import logsumexp
 
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
-from pymc_dp.distributions.collapsed_gaussian import lattice_error_bound, normal_normal_logp
-from pymc_dp.engine import sample_gibbs
+from pymc_dp.engine.gibbs import sample_gibbs
 from pymc_dp.families import Binomial, Categorical, Exponential
-from pymc_dp.gaussian_nodes import gaussian_collapsed_node  # noqa: F401 (public module)
 from pymc_dp.kernels.collapsed_gaussian import draw_gaussian_pair_suffstat, draw_gaussian_suffstat
-from pymc_dp.likelihood import CltWarning
-from pymc_dp.node_info import TAG
+from pymc_dp.likelihoods.choice import CltWarning
+from pymc_dp.likelihoods.collapsed_gaussian import lattice_error_bound, normal_normal_logp
+from pymc_dp.model.nodes.gaussian import gaussian_collapsed_node  # noqa: F401 (public module)
+from pymc_dp.model.nodes.info import TAG
 from tests.conftest import sample
 
 _ARGS = [pt.dscalar(n) for n in ("y", "m", "v", "lo", "hi", "t")]
@@ -441,7 +441,7 @@ def test_engine_calibration_categorical_1000_trials():
 def test_grouped_gaussian_release_gets_the_normal_product_per_group():
     """A ReleaseSet made with the Gaussian mechanism: under the CLT, one CollapsedGaussian of
     shape (G,), its log density the sum of the per-group normal products (to 1e-10)."""
-    from pymc_dp.grouped_release import release_grouped
+    from pymc_dp.curator.grouped import release_grouped
 
     groups = ["a", "b", "c"]
     rng = np.random.default_rng(30)

@@ -13,10 +13,7 @@ from scipy import integrate, stats
 
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
-from pymc_dp.collapsed_nodes import fixed_prior_block
-from pymc_dp.distributions.collapsed import normal_laplace_logp
-from pymc_dp.distributions.collapsed_pair import pair_logp
-from pymc_dp.engine import _batched_moments
+from pymc_dp.engine.moments import batched_moments
 from pymc_dp.kernels import collapsed_pair as cp
 from pymc_dp.kernels.collapsed_pair import (
     draw_pair_suffstat,
@@ -24,8 +21,11 @@ from pymc_dp.kernels.collapsed_pair import (
     pair_log_likelihood,
 )
 from pymc_dp.kernels.plane_grid import draw_plane_grid, fit_plane_grid, plane_grid_logpdf
-from pymc_dp.node_info import INDEPENDENCE_TAG
-from pymc_dp.step_methods._model_access import QUICK_MODE, conditional_logp
+from pymc_dp.likelihoods.collapsed import normal_laplace_logp
+from pymc_dp.likelihoods.collapsed_pair import pair_logp
+from pymc_dp.model.model_access import QUICK_MODE, conditional_logp
+from pymc_dp.model.nodes.collapsed import fixed_prior_block
+from pymc_dp.model.nodes.info import INDEPENDENCE_TAG
 
 
 def _cov(sd1, sd2, rho):
@@ -277,7 +277,7 @@ def test_quick_mode_leaves_no_elementwise_python_loop():
 def _grid_reference(rel, post, kappa=0.1, points=600):
     """Marginal CDFs of μ and log σ² on a dense grid of the collapsed posterior."""
     family = rel.get_family()
-    moments = _batched_moments(family, rel.n, rel.bounds)
+    moments = batched_moments(family, rel.n, rel.bounds)
     draws = {"mu": post["mu"].values.ravel(), "log_sigma2": np.log(post["sigma2"].values.ravel())}
     axes = {}
     for name, d in draws.items():
@@ -363,7 +363,7 @@ def test_sample_latent_draws_the_window_statistic_and_mixing_variances():
     assert np.all(rel.n * s[..., 3] >= s[..., 2] ** 2)  # the records' valid region
     # ŝ's draws centre where the kernel's posterior moments put them (per θ draw).
     theta = np.stack([post["mu"].values, post["sigma2"].values], -1).reshape(-1, 2)
-    mean, cov = _batched_moments(rel.get_family(), rel.n, rel.bounds)(theta)
+    mean, cov = batched_moments(rel.get_family(), rel.n, rel.bounds)(theta)
     out = pair_log_likelihood(
         released=rel.value, mean=mean[:, :2], cov=cov[:, :2, :2], scale=rel.scale
     )
@@ -383,7 +383,7 @@ def _thinned(draws):
 def test_engine_collapsed_pair_agrees_with_pm_sample():
     """sample_gibbs(method="collapsed") and pm.sample() defaults on one release: two-sample KS
     of μ and σ² (each thinned to about its ESS) at α = 0.001."""
-    from pymc_dp.engine import sample_gibbs
+    from pymc_dp.engine.gibbs import sample_gibbs
     from pymc_dp.families import Normal
 
     rel = _window_release(1000, 0.1, seed=5)
@@ -414,8 +414,8 @@ def test_engine_collapsed_pair_calibrated_100_trials():
     the noise is as wide as the posterior: 100 trials with (μ, σ²) from the NIG prior, records
     released over a window fixed before θ is drawn, 1000 draws each; the true θ's randomised
     rank among the draws must be uniform (KS p > 0.01 for μ and σ²)."""
-    from pymc_dp.engine import sample_gibbs
-    from pymc_dp.evaluation import calibration_quantiles
+    from pymc_dp.engine.gibbs import sample_gibbs
+    from pymc_dp.evaluation.measures import calibration_quantiles
     from pymc_dp.families import Normal
 
     trials, n, epsilon = 100, 1000, 0.1

@@ -2,9 +2,9 @@
 
 The issue reported ~1 100 lines of ``ERROR (pytensor.graph.rewriting.basic): Rewrite failure``
 while a model with a known-σ Normal or LogNormal record compiled. Each test builds the family's
-model (:func:`pymc_dp.models.build_model`), lets ``pm.sample`` compile its step methods and take
-a few draws, and checks both the log records (any logger, ERROR and above) and what reached the
-terminal. The known-σ Normal and LogNormal models and the cheap bounded ones run in the default
+model (:func:`pymc_dp.model.ready_made.build_model`), lets ``pm.sample`` compile its step methods
+and take a few draws, and checks both the log records (any logger, ERROR and above) and what reached
+the terminal. The known-σ Normal and LogNormal models and the cheap bounded ones run in the default
 suite; every family under both methods runs in the slow one (about 5 minutes measured).
 """
 
@@ -15,7 +15,7 @@ import pymc as pm
 import pytest
 
 import pymc_dp as pmdp
-from pymc_dp.models import build_model
+from pymc_dp.model.ready_made import build_model
 
 _RNG = np.random.default_rng(3)
 _Z = _RNG.normal(1.0, 0.8, size=300)

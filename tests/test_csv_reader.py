@@ -12,7 +12,7 @@ import io
 import numpy as np
 import pytest
 
-from pymc_dp.io import InputFileError, read_column
+from pymc_dp.curator.data_files import InputFileError, read_column
 
 
 def _write(tmp_path, body, name="data.csv"):

@@ -1,4 +1,4 @@
-"""Default priors from public information only (:mod:`pymc_dp.priors`).
+"""Default priors from public information only (:mod:`pymc_dp.model.priors`).
 
 Fast tests check the rules, their invariance under rescaling the window, where they put their
 mass and how flat they are over the window, and that ``--prior`` overrides each default. The
@@ -29,14 +29,14 @@ from pymc_dp.families import (
     NormalKnownSigma,
     Poisson,
 )
-from pymc_dp.models import build_model
-from pymc_dp.priors import (
+from pymc_dp.model.priors import (
     PRIORS,
     default_prior_hyperparameters,
     prior_hyperparameters,
     prior_summary,
     window_scale,
 )
+from pymc_dp.model.ready_made import build_model
 
 WINDOWS = [(0.0, 4.0), (0.0, 400.0), (10.0, 50.0), (100.0, 200.0), (1.0, 1e4)]
 """Windows of the positive families: unit scale, the diabetes target's, the diabetes bmi's,
@@ -344,8 +344,8 @@ def test_prior_marginals_are_the_prior_fit_plots(dist, kwargs, labels, tmp_path)
     import matplotlib
 
     matplotlib.use("Agg")
-    from pymc_dp.io import save_fit_figures
-    from pymc_dp.models import build_model, naive_marginals, prior_marginals
+    from pymc_dp.cli.outputs import save_fit_figures
+    from pymc_dp.model.ready_made import build_model, naive_marginals, prior_marginals
 
     rng = np.random.default_rng(4)
     x = {

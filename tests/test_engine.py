@@ -8,7 +8,7 @@ from scipy import stats
 
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
-from pymc_dp.engine import sample_gibbs
+from pymc_dp.engine.gibbs import sample_gibbs
 from tests.conftest import binomial_model, categorical_model, sample
 
 

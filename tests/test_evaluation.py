@@ -1,4 +1,4 @@
-"""Tests of the calibration and utility measures in :mod:`pymc_dp.evaluation`.
+"""Tests of the calibration and utility measures in :mod:`pymc_dp.evaluation.measures`.
 
 Statistical tests state their size and threshold in the docstring; every one is seeded.
 """
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from pymc_dp.evaluation import (
+from pymc_dp.evaluation.measures import (
     KSBand,
     KSResult,
     calibration_quantiles,

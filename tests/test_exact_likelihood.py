@@ -14,9 +14,8 @@ import pytest
 from scipy import stats
 
 import pymc_dp as pmdp
-from pymc_dp.distributions.exact import binomial_exact_logp, multinomial_exact_logp
-from pymc_dp.engine import sample_gibbs
-from pymc_dp.exact import exact_posterior
+from pymc_dp.engine.gibbs import sample_gibbs
+from pymc_dp.evaluation.exact import exact_posterior
 from pymc_dp.families import Bernoulli, Binomial, Categorical
 from pymc_dp.kernels.exact_counts import (
     NOISE_KINDS,
@@ -27,8 +26,9 @@ from pymc_dp.kernels.exact_counts import (
     draw_multinomial_suffstat,
     multinomial_log_likelihood,
 )
-from pymc_dp.likelihood import CltWarning, choose_likelihood, clt_trust
-from pymc_dp.noisy_suffstat import release_attrs
+from pymc_dp.likelihoods.choice import CltWarning, choose_likelihood, clt_trust
+from pymc_dp.likelihoods.exact import binomial_exact_logp, multinomial_exact_logp
+from pymc_dp.model.noisy_suffstat import release_attrs
 
 
 def _noise_pdf(d, kind, b):
@@ -347,8 +347,8 @@ def test_trace_attrs_round_trip_the_likelihood(tmp_path):
 
 @pytest.mark.parametrize("likelihood", ["auto", "clt"])
 def test_cli_fit_takes_the_likelihood_and_integer_noise(tmp_path, capsys, likelihood):
-    from pymc_dp.io import write_release
-    from pymc_dp_cli import main
+    from pymc_dp.cli import main
+    from pymc_dp.curator.release_file import write_release
 
     x = np.random.default_rng(2).binomial(1, 0.3, size=40)
     rel = pmdp.release(x, pm.Bernoulli, epsilon=1.0)  # OpenDP's integer noise

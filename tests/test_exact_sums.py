@@ -3,17 +3,17 @@
 :meth:`FamilyPlan.batch_totals` checks and sums clean batches of windowed families block by
 block (``_fast_totals``); anything unclean goes through the full checks. Both must give the
 totals of an independent oracle (each record in the window rounded to the grid with
-:func:`pymc_dp.fixed_point.quantise`, summed as Python integers), bit for bit, and a bad batch
-the same error as the full checks.
+:func:`pymc_dp.curator.fixed_point.quantise`, summed as Python integers), bit for bit, and a bad
+batch the same error as the full checks.
 """
 
 import numpy as np
 import pymc as pm
 import pytest
 
-from pymc_dp.exact_sums import _BLOCK, FamilyPlan, combine_totals
+from pymc_dp.curator.exact_sums import _BLOCK, FamilyPlan, combine_totals
+from pymc_dp.curator.fixed_point import quantise
 from pymc_dp.families import get_family
-from pymc_dp.fixed_point import quantise
 
 RNG = np.random.default_rng(20261126)
 N = 3 * _BLOCK + 123  # several blocks and a short one

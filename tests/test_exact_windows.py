@@ -12,8 +12,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 import pymc_dp as pmdp
-from pymc_dp.distributions.exact_windows import WindowSumLogLikelihood, window_log_q
-from pymc_dp.engine import sample_gibbs
+from pymc_dp.engine.gibbs import sample_gibbs
 from pymc_dp.families import Geometric, Poisson
 from pymc_dp.kernels.exact_counts import NOISE_KINDS, NoiseLaw
 from pymc_dp.kernels.exact_windows import (
@@ -21,8 +20,9 @@ from pymc_dp.kernels.exact_windows import (
     window_record_log_pmf,
     window_sum_log_likelihood,
 )
-from pymc_dp.likelihood import choose_likelihood, exact_cost
-from pymc_dp.noisy_suffstat import release_attrs
+from pymc_dp.likelihoods.choice import choose_likelihood, exact_cost
+from pymc_dp.likelihoods.exact_windows import WindowSumLogLikelihood, window_log_q
+from pymc_dp.model.noisy_suffstat import release_attrs
 
 
 def _brute_window_sum_log_pmf(dist, window, n):

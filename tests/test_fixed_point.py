@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from pymc_dp.fixed_point import (
+from pymc_dp.curator.fixed_point import (
     MAX_TOTAL,
     choose_quantum,
     exact_total,

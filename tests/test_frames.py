@@ -11,9 +11,9 @@ import pymc as pm
 import pytest
 
 import pymc_dp as pmdp
-from pymc_dp.exact_sums import FamilyPlan
+from pymc_dp.curator.exact_sums import FamilyPlan
+from pymc_dp.curator.frames import exact_totals, parquet_source
 from pymc_dp.families import get_family
-from pymc_dp.frames import exact_totals, parquet_source
 
 pd = pytest.importorskip("pandas")
 pa = pytest.importorskip("pyarrow")
@@ -189,7 +189,7 @@ def test_private_bounds_from_an_eager_frame_match_the_array():
 def test_private_window_counts_are_the_same_from_every_engine(tables, client, name, search, kind):
     """The private window's candidate counts run on every engine (lazy and Dask included), so a
     seeded study's window and release agree bit for bit with the array's."""
-    from pymc_dp.private_window import count_below
+    from pymc_dp.curator.private_window import count_below
 
     frame, path = tables
     _, dist, x, options = next(case for case in FAMILIES if case[0] == name)
@@ -256,7 +256,7 @@ def test_vetted_noise_gets_the_same_rounded_total_from_every_engine(
     name, dist, x, options, tables, client, monkeypatch
 ):
     """The integer total that OpenDP's noise is added to is the same from every input."""
-    import pymc_dp.release_noise as release_noise
+    import pymc_dp.curator.noise as release_noise
 
     seen = []
     monkeypatch.setattr(
@@ -275,7 +275,7 @@ def test_vetted_noise_gets_the_same_rounded_total_from_every_engine(
 
 def test_cli_streams_parquet_files_directories_and_globs_and_uses_a_scheduler(tmp_path, client):
     from pymc_dp.cli import main
-    from pymc_dp.io import read_release
+    from pymc_dp.curator.release_file import read_release
 
     x = RNG.poisson(3.0, N)
     folder = tmp_path / "parts"

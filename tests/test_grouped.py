@@ -8,7 +8,7 @@ import pymc as pm
 import pytest
 
 import pymc_dp as pmdp
-from pymc_dp.noisy_suffstat import node_infos, release_attrs, releases_from_attrs
+from pymc_dp.model.noisy_suffstat import node_infos, release_attrs, releases_from_attrs
 
 TRIALS = 3
 

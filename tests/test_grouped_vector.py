@@ -8,13 +8,13 @@ import pymc as pm
 import pytest
 
 import pymc_dp as pmdp
-from pymc_dp.hierarchical import (
+from pymc_dp.likelihoods.choice import CltWarning
+from pymc_dp.model.hierarchical import (
     build_grouped_model,
     group_summary,
     grouped_prior_hyperparameters,
 )
-from pymc_dp.likelihood import CltWarning
-from pymc_dp.noisy_suffstat import release_attrs
+from pymc_dp.model.noisy_suffstat import release_attrs
 
 KEYS = ["a", "b", "c"]
 
@@ -99,7 +99,7 @@ def _normal_node(release, mu, sigma, dims=None, likelihood="auto"):
     return _logp_of_y(model, {"m": mu, "s_log__": np.log(sigma)}), model
 
 
-@pytest.mark.filterwarnings("ignore::pymc_dp.likelihood.CltWarning")
+@pytest.mark.filterwarnings("ignore::pymc_dp.likelihoods.choice.CltWarning")
 def test_windowed_normal_logp_is_the_sum_over_groups_of_single_releases():
     rs, _, _ = _normal(3)
     mu, sigma = np.array([8.5, 11.0, 10.5]), np.array([2.2, 2.8, 3.5])
@@ -112,7 +112,7 @@ def test_windowed_normal_logp_is_the_sum_over_groups_of_single_releases():
     np.testing.assert_allclose(got, np.ravel(alone), rtol=1e-10)
 
 
-@pytest.mark.filterwarnings("ignore::pymc_dp.likelihood.CltWarning")
+@pytest.mark.filterwarnings("ignore::pymc_dp.likelihoods.choice.CltWarning")
 def test_windowed_normal_gradient_matches_finite_differences():
     rs, _, _ = _normal(4)
     _, model = _normal_node(rs, np.zeros(3), np.ones(3), dims="group")
@@ -198,7 +198,7 @@ def test_default_hyperparameters_come_from_the_window():
     assert grouped_prior_hyperparameters(cats) == {"mu_sd": 1.0, "tau_sd": 1.0}
 
 
-@pytest.mark.filterwarnings("ignore::pymc_dp.likelihood.CltWarning")
+@pytest.mark.filterwarnings("ignore::pymc_dp.likelihoods.choice.CltWarning")
 def test_hierarchical_models_have_the_documented_variables():
     cats, _, _ = _categorical(13)
     model = build_grouped_model(cats)
@@ -339,7 +339,7 @@ def test_hierarchical_normal_is_calibrated_over_20_prior_draws():
 
 # ---- summaries and the command line ---------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::pymc_dp.likelihood.CltWarning")
+@pytest.mark.filterwarnings("ignore::pymc_dp.likelihoods.choice.CltWarning")
 def test_fit_on_a_grouped_normal_file_writes_the_partially_pooled_fit(tmp_path, capsys):
     """``pymc-dp fit`` on a grouped Normal file (ε = 2, window (−5, 5), 2 chains × 150 draws):
     the four outputs, the model line, a per-group table by (group, component) whose μ_g

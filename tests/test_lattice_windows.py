@@ -12,7 +12,7 @@ import pytest
 from scipy import integrate, special, stats
 
 import pymc_dp as pmdp
-from pymc_dp.distributions.lattice_windows import LatticeWindowLogLikelihood
+from pymc_dp.engine.records import sample_records
 from pymc_dp.families import Exponential, Gamma, LogNormalKnownSigma, NormalKnownSigma
 from pymc_dp.kernels.exact_counts import NoiseLaw
 from pymc_dp.kernels.lattice_windows import (
@@ -24,8 +24,8 @@ from pymc_dp.kernels.lattice_windows import (
     lattice_log_likelihood,
     lattice_record_log_law,
 )
-from pymc_dp.noisy_suffstat import release_attrs
-from pymc_dp.record_sampling import sample_records
+from pymc_dp.likelihoods.lattice_windows import LatticeWindowLogLikelihood
+from pymc_dp.model.noisy_suffstat import release_attrs
 
 CASES = [
     ("gamma", 1.0, 2.0, stats.expon(scale=0.5), (0.0, 1.5)),
@@ -272,8 +272,8 @@ def test_sample_latent_draws_the_window_sum_on_the_lattice():
 def test_cli_fit_with_exact_likelihood_on_vetted_releases(tmp_path, capsys, family):
     """pymc-dp fit --likelihood exact on OpenDP releases of continuous records (discrete
     Laplace on the statistic's quantum, modelled as Laplace within q/(2β))."""
-    from pymc_dp.io import write_release
-    from pymc_dp_cli import main
+    from pymc_dp.cli import main
+    from pymc_dp.curator.release_file import write_release
 
     rng = np.random.default_rng(2)
     x = rng.exponential(0.5, 15) if family is pm.Exponential else rng.normal(1.0, 1.0, 15)

@@ -18,7 +18,7 @@ from pymc_dp.mechanisms import MECHANISM_NAME, discrete_laplace_mechanism, lapla
 
 ALPHA = 1e-3
 # ``pymc_dp.release`` is the function; the module is reached through importlib.
-release_noise = importlib.import_module("pymc_dp.release_noise")
+release_noise = importlib.import_module("pymc_dp.curator.noise")
 
 FAMILY_CASES = [
     (pm.Bernoulli, {}),

@@ -189,7 +189,7 @@ def test_chains_start_from_distinct_prior_draws_unless_theta_has_an_initval(bino
     """The model sets no initval (PyMC's transforms refuse them); ConjugateStep draws θ from
     its Beta(3, 5) prior at each chain's first step: over 400 chains (KS p > 0.01), while later
     steps draw θ | s (sd < 0.01). A θ with an initval keeps its start."""
-    from pymc_dp.step_methods import ConjugateStep
+    from pymc_dp.model.step_methods import ConjugateStep
 
     model = binomial_model(binomial_release, method="augmented")
     assert all(v is None for v in model.rvs_to_initial_values.values())

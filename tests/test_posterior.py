@@ -12,8 +12,8 @@ import pytest
 
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
-from pymc_dp.engine import sample_gibbs
-from pymc_dp.exact import exact_posterior
+from pymc_dp.engine.gibbs import sample_gibbs
+from pymc_dp.evaluation.exact import exact_posterior
 from tests.conftest import binomial_model, sample
 
 PRIOR = (3.0, 5.0)

@@ -27,8 +27,8 @@ import pytest
 from scipy import stats
 
 import pymc_dp as pmdp
+from pymc_dp.curator.fixed_point import exact_total, quantise
 from pymc_dp.families import get_family
-from pymc_dp.fixed_point import exact_total, quantise
 from pymc_dp.mechanisms import (
     discrete_gaussian_mechanism,
     discrete_laplace_mechanism,

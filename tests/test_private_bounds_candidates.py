@@ -101,7 +101,7 @@ def test_noisy_bounds_warning_depends_on_public_values_only():
 
 
 def test_auto_candidates_follow_the_public_range():
-    from pymc_dp.private_window import resolve_candidates
+    from pymc_dp.curator.private_window import resolve_candidates
 
     for study in (True, False):
         assert resolve_candidates("auto", (0.0, 1000.0), study=study) == "log"

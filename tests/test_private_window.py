@@ -13,6 +13,7 @@ import pymc as pm
 import pytest
 
 import pymc_dp as pmdp
+from pymc_dp.curator.private_window import resolve_candidates
 from pymc_dp.mechanisms import vetted
 from pymc_dp.mechanisms.private_quantile import (
     linear_candidates,
@@ -20,7 +21,6 @@ from pymc_dp.mechanisms.private_quantile import (
     quantile_from_counts,
     quantile_scores,
 )
-from pymc_dp.private_window import resolve_candidates
 
 RNG = np.random.default_rng(20261124)
 X = RNG.normal(1.0, 2.0, 20_000)

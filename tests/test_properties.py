@@ -25,8 +25,9 @@ from hypothesis import strategies as st
 
 import pymc_dp as pmdp
 from pymc_dp.cli import main
-from pymc_dp.io import InputFileError, read_column, read_release
-from pymc_dp.release import Release
+from pymc_dp.curator.data_files import InputFileError, read_column
+from pymc_dp.curator.record import Release
+from pymc_dp.curator.release_file import read_release
 
 SETTINGS = settings(
     max_examples=60,

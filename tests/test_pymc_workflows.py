@@ -13,7 +13,7 @@ import pytest
 from pymc.model.transform.optimization import freeze_dims_and_data
 
 import pymc_dp as pmdp
-from pymc_dp.models import build_model
+from pymc_dp.model.ready_made import build_model
 from pymc_dp.regression import NoisyRegressionStat, release_regression, x_moments_from_release
 from tests.conftest import binomial_model, categorical_model, sample
 
@@ -86,10 +86,10 @@ def test_regression_chains_start_from_prior_draws(method, monkeypatch):
     they move σ² towards the posterior even at the first step."""
     from scipy import stats
 
-    import pymc_dp.regression.collapsed_step as collapsed_step
-    from pymc_dp.regression.collapsed import MoveState
-    from pymc_dp.regression.collapsed_sampler import SweepStats
-    from pymc_dp.regression.steps import RegressionConjugateStep
+    import pymc_dp.regression.model.collapsed_step as collapsed_step
+    from pymc_dp.regression.engine.collapsed import SweepStats
+    from pymc_dp.regression.kernels.collapsed import MoveState
+    from pymc_dp.regression.model.steps import RegressionConjugateStep
 
     def no_moves(rng, u, suffstat, **kwargs):
         none = np.zeros(u.shape[:-1])

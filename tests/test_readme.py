@@ -69,7 +69,7 @@ def env(tmp_path_factory) -> dict[str, str]:
     """``pymc-dp`` and ``python`` on PATH as this checkout and interpreter; no display."""
     bin_dir = tmp_path_factory.mktemp("bin")
     for name, command in (
-        ("pymc-dp", f"{sys.executable} -m pymc_dp_cli"),
+        ("pymc-dp", f"{sys.executable} -m pymc_dp.cli"),
         ("python", sys.executable),
     ):
         script = bin_dir / name

@@ -9,7 +9,8 @@ import pytest
 from scipy import stats
 
 import pymc_dp as pmdp
-from pymc_dp.engine import sample_gibbs
+from pymc_dp.engine.gibbs import sample_gibbs
+from pymc_dp.engine.records import sample_records
 from pymc_dp.families import Exponential, LogNormal, Normal
 from pymc_dp.kernels.exact_counts import NoiseLaw
 from pymc_dp.kernels.lattice_windows import (
@@ -19,8 +20,7 @@ from pymc_dp.kernels.lattice_windows import (
     lattice_record_log_law,
 )
 from pymc_dp.kernels.records import slice_sample, sweep_records, window_statistic
-from pymc_dp.noisy_suffstat import release_attrs
-from pymc_dp.record_sampling import sample_records
+from pymc_dp.model.noisy_suffstat import release_attrs
 
 NIG = (1.0, 1.0, 4.0, 3.0)
 """Normal–Inverse-Gamma prior (m, κ, α, β) of the Normal tests."""

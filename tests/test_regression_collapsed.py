@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
+import pymc_dp.regression.engine.collapsed as collapsed_sampler
 from pymc_dp.kernels import draw_noise_variance
 from pymc_dp.regression import (
     NIG,
     NIW,
-    collapsed_sampler,
     default_x_prior,
     draw_nig,
     draw_niw,
@@ -18,8 +18,9 @@ from pymc_dp.regression import (
     release_regression,
     sample_regression,
 )
-from pymc_dp.regression.adaptation import RandomWalkAdaptation
-from pymc_dp.regression.collapsed import (
+from pymc_dp.regression.engine.collapsed import collapsed_sweep, initial_step_sd
+from pymc_dp.regression.kernels.adaptation import RandomWalkAdaptation
+from pymc_dp.regression.kernels.collapsed import (
     collapsed_target,
     evaluate,
     pack_parameters,
@@ -27,8 +28,7 @@ from pymc_dp.regression.collapsed import (
     statistic_correction,
     unpack_parameters,
 )
-from pymc_dp.regression.collapsed_sampler import collapsed_sweep, initial_step_sd
-from pymc_dp.regression.moment_move import (
+from pymc_dp.regression.kernels.moment_move import (
     _t_draw,
     _t_log_density,
     moment_move,
@@ -36,7 +36,7 @@ from pymc_dp.regression.moment_move import (
     moment_proposal,
     parameters_from_moments,
 )
-from pymc_dp.regression.normal_model import draw_statistic, record_moments, statistic_logpdf
+from pymc_dp.regression.kernels.normal_model import draw_statistic, record_moments, statistic_logpdf
 
 PRIOR = NIG(np.zeros(2), 0.5 * np.eye(2), np.array(20.0), np.array(1.9))
 X_PRIOR = NIW(np.zeros(1), np.array(4.0), np.array(20.0), np.array([[1.8]]))

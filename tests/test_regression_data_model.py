@@ -5,7 +5,7 @@ import pytest
 from numpy.polynomial.hermite_e import hermegauss
 from scipy import stats
 
-from pymc_dp.evaluation import calibration_quantiles, ks_statistic
+from pymc_dp.evaluation.measures import calibration_quantiles, ks_statistic
 from pymc_dp.regression import (
     NIG,
     NIW,

@@ -15,17 +15,17 @@ import pytest
 from scipy import stats
 
 from pymc_dp._compat import posterior_dataset
-from pymc_dp.budget import BudgetExceededError, PrivacyBudget
-from pymc_dp.exact_sums import combine_totals
+from pymc_dp.curator.budget import BudgetExceededError, PrivacyBudget
+from pymc_dp.curator.exact_sums import combine_totals
+from pymc_dp.curator.noise import ExactTotal
+from pymc_dp.curator.regression.exact_sums import RegressionPlan
+from pymc_dp.curator.regression.release import RegressionRelease, release_regression
+from pymc_dp.curator.regression.sensitivity import regression_sensitivity_l2
+from pymc_dp.curator.regression.statistics import regression_statistic
 from pymc_dp.mechanisms.vetted import zcdp_to_approx_dp
 from pymc_dp.regression import NoisyRegressionStat, sample_gibbs_ss, sample_regression
-from pymc_dp.regression.conjugate import NIG, draw_nig, nig_update
-from pymc_dp.regression.default_prior import default_x_prior
-from pymc_dp.regression.exact import RegressionPlan
-from pymc_dp.regression.release import RegressionRelease, release_regression
-from pymc_dp.regression.sensitivity import regression_sensitivity_l2
-from pymc_dp.regression.statistics import regression_statistic
-from pymc_dp.release_noise import ExactTotal
+from pymc_dp.regression.kernels.conjugate import NIG, draw_nig, nig_update
+from pymc_dp.regression.model.default_prior import default_x_prior
 
 GAUSSIAN = "discrete-gaussian"
 

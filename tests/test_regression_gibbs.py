@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pymc_dp.evaluation import calibration_quantiles, ks_statistic
+from pymc_dp.evaluation.measures import calibration_quantiles, ks_statistic
 from pymc_dp.regression import XMoments, release_regression, x_moments_from_release
-from pymc_dp.regression.baselines import (
+from pymc_dp.regression.engine.gibbs_ss import sample_gibbs_ss
+from pymc_dp.regression.evaluation.baselines import (
     naive_regression_posterior,
     nonprivate_regression_posterior,
 )
-from pymc_dp.regression.conjugate import NIG, draw_nig
-from pymc_dp.regression.sampler import sample_gibbs_ss
+from pymc_dp.regression.kernels.conjugate import NIG, draw_nig
 
 # d = 1; θ | σ² ~ N(0, σ² · 2 I) (precision 0.5 I), σ² ~ InvGamma(20, 1.9) (mean 0.1).
 PRIOR = NIG(np.zeros(2), 0.5 * np.eye(2), np.array(20.0), np.array(1.9))

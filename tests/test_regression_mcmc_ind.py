@@ -5,8 +5,8 @@ import pytest
 
 from pymc_dp._compat import posterior_dataset
 from pymc_dp.regression import NIG, NIW, regression_statistic, release_regression
-from pymc_dp.regression.mcmc_ind import mcmc_ind_model, sample_mcmc_ind
-from pymc_dp.regression.sampler import sample_gibbs_ss
+from pymc_dp.regression.engine.gibbs_ss import sample_gibbs_ss
+from pymc_dp.regression.model.mcmc_ind import mcmc_ind_model, sample_mcmc_ind
 
 PRIOR = NIG(np.zeros(2), 0.5 * np.eye(2), np.array(20.0), np.array(1.9))
 X_PRIOR = NIW(np.zeros(1), np.array(4.0), np.array(20.0), np.array([[1.8]]))

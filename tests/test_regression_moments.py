@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 
-from pymc_dp.regression.moments import (
+from pymc_dp.curator.regression.statistics import released_pairs
+from pymc_dp.regression.kernels.moments import (
     XMoments,
     empirical_x_moments,
     suffstat_moments,
     x_moments_from_monomial_means,
 )
-from pymc_dp.regression.statistics import released_pairs
 
 
 def _uniform_moments(lo, hi):
@@ -154,7 +154,7 @@ def test_projection_of_noisy_moments_makes_them_valid():
 
 
 def _release_d2(moments_share=0.2, seed=8):
-    from pymc_dp.regression.release import release_regression
+    from pymc_dp.curator.regression.release import release_regression
 
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, size=(400, 2))
@@ -170,7 +170,7 @@ def test_moments_release_holds_degree_3_4_with_the_whole_share():
     """d = 2, box [−1, 1], ε = 1, share 0.2 (issue 17): the degree 3-4 sums get ε 0.2 (Laplace
     scale 15 / 0.2 = 75, was 150 at ε 0.1); no degree 1-2 release (was scale 8 / 0.1 = 80):
     those come from the statistic, scale 9.375 / 0.8 = 11.72 with the exact Δ."""
-    from pymc_dp.regression.statistics import covariate_powers
+    from pymc_dp.curator.regression.statistics import covariate_powers
 
     _, _, rel = _release_d2()
     assert rel.second_moments is None
@@ -186,8 +186,12 @@ def test_moments_from_release_take_degree_1_2_from_the_statistic():
     Σ x_j and Σ x_i x_j are read from the statistic, the rest from the moments release."""
     import dataclasses
 
-    from pymc_dp.regression.moments import x_moments_from_release
-    from pymc_dp.regression.statistics import covariate_powers, monomial_sums, regression_statistic
+    from pymc_dp.curator.regression.statistics import (
+        covariate_powers,
+        monomial_sums,
+        regression_statistic,
+    )
+    from pymc_dp.regression.kernels.moments import x_moments_from_release
 
     x, y, rel = _release_d2()
     fourth = dataclasses.replace(
@@ -204,8 +208,8 @@ def test_moments_from_release_take_degree_1_2_from_the_statistic():
 
 def _format2_doc(rel, second_value):
     """A format 2 file as the previous release code wrote it: degree 1-2 sums at half the share."""
-    from pymc_dp.regression.sensitivity import sum_of_ranges
-    from pymc_dp.regression.statistics import covariate_powers
+    from pymc_dp.curator.regression.sensitivity import sum_of_ranges
+    from pymc_dp.curator.regression.statistics import covariate_powers
 
     doc = rel.to_dict()
     doc["format_version"] = 2
@@ -229,8 +233,8 @@ def test_format_2_files_still_load_and_combine_both_degree_1_2_estimates():
     inverse-variance average of the statistic's entries (scale 18.75) and its own (scale 80)."""
     import json
 
-    from pymc_dp.regression.moments import x_moments_from_release
-    from pymc_dp.regression.release import RegressionRelease
+    from pymc_dp.curator.regression.release import RegressionRelease
+    from pymc_dp.regression.kernels.moments import x_moments_from_release
 
     _, _, rel = _release_d2()
     own = rel.value[[0, 1, 2, 3, 4]] + np.array([40.0, -40.0, 20.0, 10.0, -10.0])
@@ -247,7 +251,7 @@ def test_format_2_files_still_load_and_combine_both_degree_1_2_estimates():
 
 
 def test_an_unknown_format_is_refused_by_name():
-    from pymc_dp.regression.release import RegressionRelease
+    from pymc_dp.curator.regression.release import RegressionRelease
 
     doc = _release_d2()[2].to_dict()
     doc["format_version"] = 5

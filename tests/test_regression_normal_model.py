@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 
 from pymc_dp.regression import normal_x_moments, regression_statistic, suffstat_moments
-from pymc_dp.regression.normal_model import (
+from pymc_dp.regression.kernels.normal_model import (
     draw_statistic,
     record_moments,
     split_statistic,

@@ -40,13 +40,13 @@ from pymc_dp.regression import (
     suffstat_moments,
     x_moments_from_release,
 )
-from pymc_dp.regression.distributions import (
+from pymc_dp.regression.model.distributions import (
     InverseWishart,
     RegressionSuffStat,
     clt_moments_pt,
     normal_x_moments_pt,
 )
-from pymc_dp.regression.noisy_regression import nig_prior_parameters
+from pymc_dp.regression.model.noisy_regression import nig_prior_parameters
 
 OURS = {
     "RegressionConjugateStep",

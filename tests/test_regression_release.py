@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pymc_dp.regression.release import MomentRelease, RegressionRelease, release_regression
-from pymc_dp.regression.sensitivity import (
+from pymc_dp.curator.regression.release import MomentRelease, RegressionRelease, release_regression
+from pymc_dp.curator.regression.sensitivity import (
     monomial_ranges,
     regression_sensitivity,
     regression_sensitivity_l2,
     sum_of_ranges,
 )
-from pymc_dp.regression.statistics import (
+from pymc_dp.curator.regression.statistics import (
     covariate_powers,
     monomial_sums,
     pack_statistic,

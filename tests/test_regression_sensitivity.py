@@ -11,19 +11,19 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from pymc_dp.regression.exact_l1 import (
+from pymc_dp.curator.regression.exact_l1 import (
     MAX_EXACT_COMPONENTS,
     RELATIVE_MARGIN,
     exact_l1_sensitivity,
     quadratic_box_range,
 )
-from pymc_dp.regression.release import RegressionRelease, release_regression
-from pymc_dp.regression.sensitivity import (
+from pymc_dp.curator.regression.release import RegressionRelease, release_regression
+from pymc_dp.curator.regression.sensitivity import (
     default_sensitivity_bound,
     regression_sensitivity,
     sum_of_ranges,
 )
-from pymc_dp.regression.statistics import statistic_powers
+from pymc_dp.curator.regression.statistics import statistic_powers
 
 _DOCS_BOX = (-2.0, 2.0, -3.0, 3.0)  # x in [-2, 2], y in [-3, 3]: docs/regression.md
 _BOXES = {

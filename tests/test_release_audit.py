@@ -19,11 +19,12 @@ import pytest
 import pymc_dp as pmdp
 from pymc_dp import Release
 from pymc_dp.cli import main
+from pymc_dp.curator.data_files import InputFileError
+from pymc_dp.curator.regression.release import RegressionRelease, release_regression
+from pymc_dp.curator.release_file import read_release, write_release
 from pymc_dp.families import LogNormal, Normal, NormalKnownSigma, get_family
 from pymc_dp.families.normal import square_statistic_sensitivity
-from pymc_dp.io import InputFileError, read_release, write_release
 from pymc_dp.mechanisms import laplace_mechanism, noise_scale
-from pymc_dp.regression.release import RegressionRelease, release_regression
 
 # ---- 2. no record values in messages; opt-in clamping ---------------------------------------
 
@@ -470,7 +471,7 @@ def test_private_bounds_check_the_public_range_before_any_noise():
 
 
 def test_a_private_window_between_two_counts_is_widened_not_refused(monkeypatch):
-    release_module = importlib.import_module("pymc_dp.release")
+    release_module = importlib.import_module("pymc_dp.curator.single")
     monkeypatch.setattr(release_module, "choose_window", lambda *a, **k: (3.2, 3.8))
     for rng in (0, None):  # a study and a real release
         rel = pmdp.release(

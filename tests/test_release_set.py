@@ -7,10 +7,11 @@ import pymc as pm
 import pytest
 
 import pymc_dp as pmdp
-from pymc_dp.budget import BudgetExceededError
-from pymc_dp.grouped_release import release_grouped
-from pymc_dp.io import InputFileError, read_release, write_release
-from pymc_dp.release_set import ReleaseSet
+from pymc_dp.curator.budget import BudgetExceededError
+from pymc_dp.curator.data_files import InputFileError
+from pymc_dp.curator.grouped import release_grouped
+from pymc_dp.curator.release_file import read_release, write_release
+from pymc_dp.curator.release_set import ReleaseSet
 
 GROUPS = ["north", "south", "east"]
 

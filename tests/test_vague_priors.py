@@ -11,7 +11,7 @@ import pytest
 from conftest import binomial_model, categorical_model, sample
 
 from pymc_dp.cli import main
-from pymc_dp.io import write_release
+from pymc_dp.curator.release_file import write_release
 from pymc_dp.kernels import draw_beta, draw_dirichlet, draw_gamma, draw_suffstat
 from pymc_dp.kernels.conjugate import open_positive, open_simplex, open_unit_interval
 

@@ -182,9 +182,9 @@ def test_vetted_mechanisms_refuse_scales_that_could_overflow():
 
 
 def test_regression_release_is_vetted_by_default():
-    from pymc_dp.regression.release import RegressionRelease, release_regression
-    from pymc_dp.regression.sensitivity import regression_sensitivity
-    from pymc_dp.regression.statistics import regression_statistic
+    from pymc_dp.curator.regression.release import RegressionRelease, release_regression
+    from pymc_dp.curator.regression.sensitivity import regression_sensitivity
+    from pymc_dp.curator.regression.statistics import regression_statistic
 
     rng = np.random.default_rng(5)
     x = rng.uniform(-1, 1, size=(300, 2))

@@ -10,12 +10,12 @@ import pytest
 from scipy import stats
 
 import pymc_dp as pmdp
-from pymc_dp.engine import _engine_likelihood
+from pymc_dp.engine.gibbs import _engine_likelihood
 from pymc_dp.families import Exponential, Normal, Poisson
-from pymc_dp.likelihood import CltWarning, choose_likelihood, clt_trust
-from pymc_dp.noisy_suffstat import release_attrs
+from pymc_dp.likelihoods.choice import CltWarning, choose_likelihood, clt_trust
+from pymc_dp.likelihoods.window_trust import clt_ks, window_clt_trust, window_sum_law
+from pymc_dp.model.noisy_suffstat import release_attrs
 from pymc_dp.studies.designs import DESIGNS
-from pymc_dp.window_trust import clt_ks, window_clt_trust, window_sum_law
 
 
 def _ks_by_direct_sums(pmf_points, pmf, mean, sd, lower, beta, grid):
@@ -125,7 +125,7 @@ def test_engine_auto_uses_the_rule_on_the_paper_design():
 
 
 def test_exact_cost_of_continuous_records_needs_the_window_and_noise():
-    from pymc_dp.likelihood import exact_cost
+    from pymc_dp.likelihoods.choice import exact_cost
 
     assert exact_cost(Exponential(), 10, (0.0, 1.5), scale=1.5) == 1600  # 10 × 160 points
     assert exact_cost(Normal(), 10, (-3.0, 5.0), scale=30.0) == 10  # records

@@ -6,7 +6,7 @@ mixture of two truncated normals,
 
     s ≤ y: N(m + v/b, v) on [L, min(y, U)],     s ≥ y: N(m - v/b, v) on [max(y, L), U],
 
-weighted by their masses (:func:`~pymc_dp.distributions.collapsed.normal_laplace_logp` is the log
+weighted by their masses (:func:`~pymc_dp.likelihoods.collapsed.normal_laplace_logp` is the log
 of their sum). Drawing s this way after an exact draw of θ | y gives exact joint draws of (θ, s).
 """
 
@@ -19,7 +19,7 @@ from scipy.stats import truncnorm
 
 __all__ = ["collapsed_piece_log_masses", "draw_collapsed_suffstat"]
 
-_FLOOR = 1e-6  # as in pymc_dp.distributions.collapsed: sd floored at 1e-6·b
+_FLOOR = 1e-6  # as in pymc_dp.likelihoods.collapsed: sd floored at 1e-6·b
 
 
 def _log_diff_ndtr(upper: npt.NDArray, lower: npt.NDArray) -> npt.NDArray:

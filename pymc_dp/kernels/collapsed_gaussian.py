@@ -18,7 +18,7 @@ from pymc_dp.kernels.norm_product import norm_product
 
 __all__ = ["draw_gaussian_pair_suffstat", "draw_gaussian_suffstat", "gaussian_suffstat_moments"]
 
-_FLOOR = 1e-6  # as in pymc_dp.distributions.collapsed_gaussian: sd floored at 1e-6·τ
+_FLOOR = 1e-6  # as in pymc_dp.likelihoods.collapsed_gaussian: sd floored at 1e-6·τ
 
 
 def gaussian_suffstat_moments(

@@ -192,7 +192,7 @@ class PSDConstraint(NamedTuple):
     """``B(x) = offset + Σ_r x_r basis_r`` is positive semi-definite (a linear matrix inequality).
 
     E.g. the regression statistic, whose matrix B = [X, y]ᵀ[X, y] must be PSD for any data set
-    to have it (:func:`pymc_dp.regression.kernels.psd_constraint`). Eigenvalues down to
+    to have it (:func:`pymc_dp.regression.kernels.suffstat.psd_constraint`). Eigenvalues down to
     ``−tol·max(1, max_j |B_jj|)`` count as 0, so that matrices made PSD by eigenvalue clipping
     stay inside despite rounding.
 

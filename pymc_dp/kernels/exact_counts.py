@@ -18,7 +18,7 @@ the total, so a forward recursion over categories in log space,
 
 gives log p(y | θ) = log n! + F_K(n) in O(K n²), and the same tables sample s | θ, y exactly
 backwards (category K first). These NumPy kernels batch over leading axes; the PyTensor versions
-for NUTS are in :mod:`pymc_dp.distributions.exact`.
+for NUTS are in :mod:`pymc_dp.likelihoods.exact`.
 """
 
 from __future__ import annotations

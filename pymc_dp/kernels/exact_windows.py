@@ -15,7 +15,7 @@ largest (its saddle point), and q^{∗n}(s) = M(τ)^n e^{-τs} q_τ^{∗n}(s), M
 
 The gradient of log p(y | θ) in log q(j) is n times the posterior probability that one record
 has t̂ = j given y; PyTensor gets it from :func:`window_sum_log_likelihood` (see
-:mod:`pymc_dp.distributions.exact`), so NUTS and the grid sampler use the same kernel.
+:mod:`pymc_dp.likelihoods.exact`), so NUTS and the grid sampler use the same kernel.
 """
 
 from __future__ import annotations

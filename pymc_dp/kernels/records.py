@@ -9,7 +9,7 @@ CLT (Ju, Awan, Gong & Rao 2022). Two kernels:
   e^{-Δ/β} = e^{-ε} for a Laplace release (Ju et al.'s record update).
 * :func:`slice_sample`: a univariate slice sampler (Neal 2003, stepping out and shrinkage) for
   a batch of independent targets, which the ancillary step of the interweaving sampler
-  (:mod:`pymc_dp.record_sampling`) uses to move θ with the standardised records fixed.
+  (:mod:`pymc_dp.engine.records`) uses to move θ with the standardised records fixed.
 
 Both take a generator first and batch over a leading axis.
 """

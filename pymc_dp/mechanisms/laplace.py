@@ -1,7 +1,7 @@
 """The floating-point Laplace mechanism (``"laplace-float"``): studies and tests only.
 
 Real releases draw vetted noise (OpenDP's discrete samplers on fixed-point integers,
-:mod:`pymc_dp.mechanisms.vetted` via :mod:`pymc_dp.release_noise`). This seedable, fast
+:mod:`pymc_dp.mechanisms.vetted` via :mod:`pymc_dp.curator.noise`). This seedable, fast
 sampler serves the studies that simulate many releases, and releases made with a seed.
 """
 

@@ -31,6 +31,7 @@ from pymc_dp._validation import check_finite_array, check_positive, check_rng
 __all__ = [
     "NoisyBoundsWarning",
     "bounds_rank_error",
+    "check_quantile_pair",
     "linear_candidates",
     "log_candidates",
     "private_bounds",
@@ -264,7 +265,7 @@ def private_bounds(
     """
     arr = check_finite_array(x, "x", ndim=1).astype(np.float64)
     epsilon = check_positive(epsilon, "epsilon")
-    q_lo, q_hi = _check_quantile_pair(quantiles)
+    q_lo, q_hi = check_quantile_pair(quantiles)
     lower, upper = _check_range(lower, upper)
     grid = _check_candidates(candidates, lower, upper)
     rng = check_rng(rng)
@@ -311,7 +312,7 @@ def quantile_from_counts(
 
     The utility of candidate c is −|#{x < c} − q·n|; replacing one record moves every count
     by at most 1. The counts are all the mechanism sees, so they can come from any engine
-    (:mod:`pymc_dp.private_window` sums them exactly, batch by batch).
+    (:mod:`pymc_dp.curator.private_window` sums them exactly, batch by batch).
 
     Parameters
     ----------
@@ -412,7 +413,8 @@ def _check_quantile(value: object, name: str) -> float:
     return float(value)
 
 
-def _check_quantile_pair(quantiles: object) -> tuple[float, float]:
+def check_quantile_pair(quantiles: object) -> tuple[float, float]:
+    """Two quantile levels q_lo < q_hi in (0, 1), as floats; TypeError/ValueError otherwise."""
     if isinstance(quantiles, str | bytes) or not isinstance(quantiles, Sequence | np.ndarray):
         raise TypeError(
             f"quantiles must be a pair (q_lo, q_hi) (got {type(quantiles).__name__}: {quantiles!r})"

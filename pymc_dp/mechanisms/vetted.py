@@ -3,7 +3,7 @@
 Floating-point Laplace samples leak the exact statistic through their low-order bits
 (Mironov 2012). The samplers here add noise to integers only, drawn by OpenDP's ``contrib``
 measurements from the operating system's randomness (they cannot be seeded). Float statistics
-reach them through :mod:`pymc_dp.fixed_point`: quantised, summed exactly, and scaled back.
+reach them through :mod:`pymc_dp.curator.fixed_point`: quantised, summed exactly, and scaled back.
 Private windows choose among public candidates by their integer rank scores
 (:func:`noisy_min_index`, OpenDP's report-noisy-max), never by a floating-point draw.
 
@@ -79,7 +79,7 @@ def discrete_laplace_mechanism(
     Parameters
     ----------
     total
-        The exact integer statistic (e.g. :func:`pymc_dp.fixed_point.exact_total`).
+        The exact integer statistic (e.g. :func:`pymc_dp.curator.fixed_point.exact_total`).
     sensitivity
         L1 sensitivity of ``total`` in its integer units (quanta), over all components.
     epsilon

@@ -1,61 +1,64 @@
-"""Private Bayesian linear regression (Bernstein & Sheldon 2019).
+"""Private Bayesian linear regression (Bernstein & Sheldon 2019), laid out by role.
 
-Curator side: :func:`release_regression` publishes the noisy sufficient statistics (and,
-optionally, noisy moments of the covariates) as a :class:`RegressionRelease`; the statistic layout
-is in :mod:`~pymc_dp.regression.statistics` and the sensitivity in
-:mod:`~pymc_dp.regression.sensitivity`. These modules import no inference code.
+The curator's side is :mod:`pymc_dp.curator.regression`: :func:`release_regression` publishes
+the noisy statistic [X, y]ᵀ[X, y] (its layout in :mod:`~pymc_dp.curator.regression.statistics`;
+optionally with noisy moments of the covariates) as a :class:`RegressionRelease`, at the exact
+sensitivity; its names are re-exported here.
 
-Analyst side (pure NumPy): CLT moments of the statistic (:mod:`~pymc_dp.regression.moments`),
-the Normal–Inverse-Gamma conjugate update, the normal–inverse-Wishart data model of x
-(:mod:`~pymc_dp.regression.data_model`, Gibbs-SS-Update), the Gibbs-SS kernels and the batched
-sampler.
-
-PyMC side: :class:`NoisyRegressionStat` puts a release into a PyMC model whose
-Normal–Inverse-Gamma prior is written with ``pm.InverseGamma`` and ``pm.MvNormal``; importing
-this package registers its Gibbs-SS step methods (:mod:`~pymc_dp.regression.steps`) with
-``pm.sample``. :func:`posterior_predictive` gives predictive draws at new covariates.
+This package is the analyst's side: :mod:`~pymc_dp.regression.kernels` (pure NumPy: CLT
+moments, the Normal–Inverse-Gamma and normal–inverse-Wishart updates, the collapsed target and its
+moves), :mod:`~pymc_dp.regression.model` (:class:`NoisyRegressionStat` and the step methods that
+``pm.sample`` assigns to it, registered when it is imported), :mod:`~pymc_dp.regression.engine`
+(batched samplers: Gibbs-SS and the default collapsed sampler) and
+:mod:`~pymc_dp.regression.evaluation` (baselines, posterior predictive checks).
 """
 
-from pymc_dp.regression.baselines import (
+from pymc_dp.curator.regression.release import MomentRelease, RegressionRelease, release_regression
+from pymc_dp.curator.regression.sensitivity import regression_sensitivity
+from pymc_dp.curator.regression.statistics import (
+    pack_statistic,
+    regression_statistic,
+    released_pairs,
+    unpack_statistic,
+)
+from pymc_dp.regression.engine.collapsed import CollapsedTrace, sample_regression
+from pymc_dp.regression.engine.gibbs_ss import RegressionTrace, sample_gibbs_ss
+from pymc_dp.regression.evaluation.baselines import (
     naive_regression_posterior,
     nonprivate_regression_posterior,
 )
-from pymc_dp.regression.collapsed_sampler import CollapsedTrace, sample_regression
-from pymc_dp.regression.collapsed_step import RegressionCollapsedStep
-from pymc_dp.regression.conjugate import NIG, check_nig, draw_nig, nig_update
-from pymc_dp.regression.data_model import NIW, check_niw, draw_niw, niw_update, normal_x_moments
-from pymc_dp.regression.default_prior import default_x_prior
-from pymc_dp.regression.kernels import draw_regression_suffstat, is_valid_statistic
-from pymc_dp.regression.mcmc_ind import mcmc_ind_model, sample_mcmc_ind
-from pymc_dp.regression.moments import (
+from pymc_dp.regression.evaluation.predictive import (
+    posterior_predictive,
+    predictive_coverage,
+    predictive_draws,
+)
+from pymc_dp.regression.kernels.conjugate import NIG, check_nig, draw_nig, nig_update
+from pymc_dp.regression.kernels.data_model import (
+    NIW,
+    check_niw,
+    draw_niw,
+    niw_update,
+    normal_x_moments,
+)
+from pymc_dp.regression.kernels.moments import (
     XMoments,
     empirical_x_moments,
     suffstat_moments,
     x_moments_from_monomial_means,
     x_moments_from_release,
 )
-from pymc_dp.regression.noisy_regression import (
+from pymc_dp.regression.kernels.psd import project_psd
+from pymc_dp.regression.kernels.suffstat import draw_regression_suffstat, is_valid_statistic
+from pymc_dp.regression.model.collapsed_step import RegressionCollapsedStep
+from pymc_dp.regression.model.default_prior import default_x_prior
+from pymc_dp.regression.model.mcmc_ind import mcmc_ind_model, sample_mcmc_ind
+from pymc_dp.regression.model.noisy_regression import (
     NoisyRegressionInfo,
     NoisyRegressionStat,
     nig_prior_parameters,
     statistic_labels,
 )
-from pymc_dp.regression.predictive import (
-    posterior_predictive,
-    predictive_coverage,
-    predictive_draws,
-)
-from pymc_dp.regression.psd import project_psd
-from pymc_dp.regression.release import MomentRelease, RegressionRelease, release_regression
-from pymc_dp.regression.sampler import RegressionTrace, sample_gibbs_ss
-from pymc_dp.regression.sensitivity import regression_sensitivity
-from pymc_dp.regression.statistics import (
-    pack_statistic,
-    regression_statistic,
-    released_pairs,
-    unpack_statistic,
-)
-from pymc_dp.regression.steps import (
+from pymc_dp.regression.model.steps import (
     CovariateModelStep,
     RegressionConjugateStep,
     RegressionNoiseVarianceStep,

@@ -2,7 +2,7 @@
 
 :func:`reproduce` regenerates Figures 1a–c and 2 of Bernstein & Sheldon (2018) (also as
 ``pymc-dp reproduce``); :func:`run_point` scores every method at one grid point. Both build on
-the public evaluation API (:mod:`pymc_dp.evaluation`) and the batched engine.
+the public evaluation API (:mod:`pymc_dp.evaluation.measures`) and the batched engine.
 """
 
 from pymc_dp.studies.calibration import METHODS, MethodScore, PointResult, StudySettings, run_point

@@ -1,7 +1,7 @@
 """One grid point of the paper's §4 study: calibration and utility of every method at (n, ε).
 
 :func:`run_point` simulates all trials of one (model, n, ε) point at once, runs the DP Gibbs
-sampler on every release in one batched call of :func:`pymc_dp.engine.sample_gibbs` (no PyMC
+sampler on every release in one batched call of :func:`pymc_dp.engine.gibbs.sample_gibbs` (no PyMC
 model compile per trial), and scores four methods by the quantile of the true θ in their
 posterior:
 
@@ -20,8 +20,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pymc_dp.engine import sample_gibbs
-from pymc_dp.evaluation import calibration_quantiles, interval_coverage, ks_statistic, mmd2_unbiased
+from pymc_dp.engine.gibbs import sample_gibbs
+from pymc_dp.evaluation.measures import (
+    calibration_quantiles,
+    interval_coverage,
+    ks_statistic,
+    mmd2_unbiased,
+)
 from pymc_dp.mechanisms.one_posterior import one_posterior_sample_from_statistic
 from pymc_dp.studies.designs import Design
 
@@ -52,7 +57,7 @@ class StudySettings:
     mmd_bandwidth
         Gaussian-kernel bandwidth of the MMD (the paper: 1, a "standard normal kernel").
     likelihood
-        The DP sampler's likelihood for s (:func:`pymc_dp.engine.sample_gibbs`): ``"auto"``
+        The DP sampler's likelihood for s (:func:`pymc_dp.engine.gibbs.sample_gibbs`): ``"auto"``
         takes the exact sum where the CLT is outside its safe region, ``"clt"`` is the paper's.
     """
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pymc_dp.evaluation import ecdf
+from pymc_dp.evaluation.measures import ecdf
 
 __all__ = ["plot_ecdf", "plot_ks", "plot_mmd", "plot_traces"]
 
@@ -34,7 +34,7 @@ def _epsilons(rows: Sequence[Mapping[str, Any]]) -> list[float]:
     return sorted({r["epsilon"] for r in rows})
 
 
-def _axes(rows: int, cols: int, width: float, height: float, **kwargs: Any) -> tuple[Any, Any]:
+def axes_grid(rows: int, cols: int, width: float, height: float, **kwargs: Any) -> tuple[Any, Any]:
     """A rows × cols grid of panels of the given size (inches), always as a 2-D array."""
     import matplotlib.pyplot as plt  # deferred so that callers choose the backend first
 
@@ -81,7 +81,7 @@ def plot_ks(
     matplotlib.figure.Figure
     """
     models, epsilons = _models(rows), _epsilons(rows)
-    fig, axes = _axes(len(epsilons), len(models), 3.6, 3.0, sharex=True)
+    fig, axes = axes_grid(len(epsilons), len(models), 3.6, 3.0, sharex=True)
     for i, eps in enumerate(epsilons):
         for j, model in enumerate(models):
             ax = axes[i, j]
@@ -123,7 +123,7 @@ def plot_ecdf(
     -------
     matplotlib.figure.Figure
     """
-    fig, axes = _axes(1, len(quantiles), 3.6, 3.4)
+    fig, axes = axes_grid(1, len(quantiles), 3.6, 3.4)
     for ax, (model, by_method) in zip(axes[0], quantiles.items(), strict=True):
         ax.plot([0, 1], [0, 1], color="0.6", linewidth=0.8)
         for method, style in STYLE.items():
@@ -156,7 +156,7 @@ def plot_mmd(rows: Sequence[Mapping[str, Any]], *, labels: Mapping[str, str] | N
     """
     rows = [r for r in rows if r.get("mmd2") is not None]
     models, epsilons = _models(rows), _epsilons(rows)
-    fig, axes = _axes(len(epsilons), len(models), 3.6, 3.0, sharex=True)
+    fig, axes = axes_grid(len(epsilons), len(models), 3.6, 3.0, sharex=True)
     for i, eps in enumerate(epsilons):
         for j, model in enumerate(models):
             ax = axes[i, j]
@@ -191,7 +191,7 @@ def plot_traces(
     -------
     matplotlib.figure.Figure
     """
-    fig, axes = _axes(1, len(traces), 4.8, 3.2)
+    fig, axes = axes_grid(1, len(traces), 4.8, 3.2)
     for ax, (model, tr) in zip(axes[0], traces.items(), strict=True):
         theta = np.asarray(tr["theta"])
         for c, chain in enumerate(theta):

@@ -31,7 +31,12 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from pymc_dp.evaluation import calibration_quantiles, interval_coverage, ks_statistic, mmd2_unbiased
+from pymc_dp.evaluation.measures import (
+    calibration_quantiles,
+    interval_coverage,
+    ks_statistic,
+    mmd2_unbiased,
+)
 from pymc_dp.regression import (
     NIG,
     NIW,
@@ -201,7 +206,7 @@ def _mcmc_ind_draws(releases, design, settings, seed) -> npt.NDArray[np.float64]
     import logging
 
     from pymc_dp._compat import posterior_dataset
-    from pymc_dp.regression.mcmc_ind import sample_mcmc_ind
+    from pymc_dp.regression.model.mcmc_ind import sample_mcmc_ind
 
     logging.getLogger("pymc").setLevel(logging.ERROR)
     out = []

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from pymc_dp.evaluation import ecdf
-from pymc_dp.studies.figures import _axes
+from pymc_dp.evaluation.measures import ecdf
+from pymc_dp.studies.figures import axes_grid
 from pymc_dp.studies.regression import PARAMETERS
 
 __all__ = ["STYLE", "plot_calibration", "plot_coverage_and_mmd", "plot_predictive",
@@ -60,7 +60,7 @@ def plot_calibration(
     calibration failure.
     """
     rows = [r for r in rows if int(r["trials"]) >= grid.settings.trials]
-    fig, axes = _axes(len(PARAMETERS), 2, 3.8, 2.6, sharey=True)
+    fig, axes = axes_grid(len(PARAMETERS), 2, 3.8, 2.6, sharey=True)
     panels = [
         ("n", lambda r: r["epsilon"] == grid.n_epsilon, f"ε = {grid.n_epsilon:g}", "n"),
         ("epsilon", lambda r: r["n"] == grid.epsilon_n, f"n = {grid.epsilon_n}", "ε"),
@@ -87,7 +87,7 @@ def plot_calibration(
 
 def plot_regression_ecdf(point: Any) -> Any:
     """Figure 3c: ECDF of each method's calibration quantiles at one point, per parameter."""
-    fig, axes = _axes(1, len(PARAMETERS), 3.2, 3.2)
+    fig, axes = axes_grid(1, len(PARAMETERS), 3.2, 3.2)
     for j, par in enumerate(PARAMETERS):
         ax = axes[0, j]
         ax.plot([0, 1], [0, 1], color="0.6", linewidth=0.8)
@@ -106,7 +106,7 @@ def plot_regression_ecdf(point: Any) -> Any:
 
 def plot_coverage_and_mmd(rows: Sequence[Mapping[str, Any]], grid: Any) -> Any:
     """Figure 3d/e: 95 % coverage of θ₁ and MMD² to the non-private posterior vs n."""
-    fig, axes = _axes(1, 2, 4.0, 3.0)
+    fig, axes = axes_grid(1, 2, 4.0, 3.0)
     keep = ("n", lambda r: r["epsilon"] == grid.n_epsilon)
     for method, style in STYLE.items():
         x, y = _series(rows, method, "theta1", "coverage_0.95", keep)
@@ -129,7 +129,7 @@ def plot_coverage_and_mmd(rows: Sequence[Mapping[str, Any]], grid: Any) -> Any:
 def plot_predictive(rows: Sequence[Mapping[str, Any]]) -> Any:
     """Figure 4: coverage of the 50 % and 90 % predictive intervals, one panel per ε."""
     epsilons = sorted({r["epsilon"] for r in rows})
-    fig, axes = _axes(1, len(epsilons), 3.4, 3.0, sharey=True)
+    fig, axes = axes_grid(1, len(epsilons), 3.4, 3.0, sharey=True)
     for ax, eps in zip(axes[0], epsilons, strict=True):
         sub = [r for r in rows if r["epsilon"] == eps]
         methods = [m for m in STYLE if any(r["method"] == m for r in sub)]

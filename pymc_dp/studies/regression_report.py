@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from pymc_dp.evaluation import ks_band
+from pymc_dp.evaluation.measures import ks_band
 from pymc_dp.studies.regression import (
     PARAMETERS,
     RegressionPoint,
@@ -29,14 +29,8 @@ from pymc_dp.studies.regression_predictive import (
     PredictiveSettings,
     run_predictive_study,
 )
-from pymc_dp.studies.reproduce import (
-    Check,
-    _environment,
-    _jsonable,
-    _map,
-    _progress,
-    _write_csv,
-)
+from pymc_dp.studies.reproduce import Check
+from pymc_dp.studies.running import ProgressBar, environment, jsonable, map_tasks, write_csv
 
 __all__ = [
     "FULL",
@@ -326,14 +320,14 @@ def run_regression_study(
     # Most expensive first (MCMC-Ind points), for load balancing.
     pts = sorted(grid.points(), key=lambda p: p[0] > grid.settings.mcmc_max_n)
     tasks: list[Any] = [(n, e, grid.settings, seed) for n, e in pts]
-    with _progress(progress, len(tasks) + 1) as advance:
-        predictive = _map(_predictive_task, [(grid.predictive, seed)], 1, advance)[0]
-        points = _map(_point_task, tasks, jobs, advance)
+    with ProgressBar(progress, len(tasks) + 1) as advance:
+        predictive = map_tasks(_predictive_task, [(grid.predictive, seed)], 1, advance)[0]
+        points = map_tasks(_point_task, tasks, jobs, advance)
     points.sort(key=lambda p: (p.epsilon, p.n))
     rows = [r for p in points for r in p.to_rows()]
     pred_rows = [r for res in predictive for r in res.to_rows()]
-    files = [_write_csv(out / "figure3_synthetic.csv", rows)]
-    files.append(_write_csv(out / "figure4_predictive_coverage.csv", pred_rows))
+    files = [write_csv(out / "figure3_synthetic.csv", rows)]
+    files.append(write_csv(out / "figure4_predictive_coverage.csv", pred_rows))
 
     def save(fig, name):
         fig.savefig(out / name, dpi=150)
@@ -354,11 +348,11 @@ def run_regression_study(
     report = {
         "paper": "Bernstein & Sheldon (2019), Differentially Private Bayesian Linear Regression, "
         "Figures 3 and 4",
-        "grid": _jsonable(dataclasses.asdict(grid)),
+        "grid": jsonable(dataclasses.asdict(grid)),
         "seed": seed,
         "jobs": jobs,
         "wall_seconds": wall,
-        "environment": _environment(),
+        "environment": environment(),
         "checks": [dataclasses.asdict(c) for c in checks],
         "synthetic": [
             {k: v for k, v in dataclasses.asdict(p).items() if k != "quantiles"} for p in points
@@ -366,6 +360,6 @@ def run_regression_study(
         "predictive": [dataclasses.asdict(r) for r in predictive],
     }
     path = out / "report.json"
-    path.write_text(json.dumps(_jsonable(report), indent=1))
+    path.write_text(json.dumps(jsonable(report), indent=1))
     files.append(path)
     return RegressionReport(out, files, checks, wall)

@@ -7,24 +7,21 @@ paper's qualitative claims as named checks with the numbers behind them.
 
 from __future__ import annotations
 
-import concurrent.futures
-import csv
 import dataclasses
 import json
-import multiprocessing
 import os
-import platform
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pymc_dp.engine import sample_gibbs
-from pymc_dp.evaluation import ks_band
+from pymc_dp.engine.gibbs import sample_gibbs
+from pymc_dp.evaluation.measures import ks_band
 from pymc_dp.studies.calibration import PointResult, StudySettings, run_point
 from pymc_dp.studies.designs import DESIGNS
+from pymc_dp.studies.running import ProgressBar, environment, jsonable, map_tasks, write_csv
 
 __all__ = ["PAPER", "QUICK", "Check", "Grid", "Report", "reproduce"]
 
@@ -150,25 +147,6 @@ def _trace_task(task: tuple[str, int, float, int, int, int]) -> dict[str, Any]:
     }
 
 
-def _map(fn: Callable, tasks: list, jobs: int, advance: Callable[[], None]) -> list:
-    """Run ``fn`` over ``tasks`` in ``jobs`` processes (in order of completion)."""
-    if jobs <= 1:
-        out = []
-        for t in tasks:
-            out.append(fn(t))
-            advance()
-        return out
-    # "spawn": PyTensor's compile cache and BLAS threads are not fork-safe.
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
-        futures = [pool.submit(fn, t) for t in tasks]
-        out = []
-        for f in concurrent.futures.as_completed(futures):
-            out.append(f.result())
-            advance()
-        return out
-
-
 def reproduce(
     output_dir: str | os.PathLike,
     grid: Grid = PAPER,
@@ -215,9 +193,10 @@ def reproduce(
         (m, n_tr, e_tr, grid.trace_iterations, grid.trace_chains, seed) for m in trace_models
     ]
 
-    with _progress(progress, len(tasks) + len(trace_tasks)) as advance:
-        results = _map(_run_task, tasks, jobs, advance)
-        traces = dict(zip(trace_models, _map(_trace_task, trace_tasks, 1, advance), strict=True))
+    with ProgressBar(progress, len(tasks) + len(trace_tasks)) as advance:
+        results = map_tasks(_run_task, tasks, jobs, advance)
+        trace_results = map_tasks(_trace_task, trace_tasks, 1, advance)
+        traces = dict(zip(trace_models, trace_results, strict=True))
     results.sort(key=lambda r: (grid.models.index(r.design), r.epsilon, r.n))
     labels = {k: d.label for k, d in DESIGNS.items()}
     rows = [row for r in results for row in r.to_rows()]
@@ -232,7 +211,7 @@ def reproduce(
     trials = grid.settings.trials
     band = ks_band(trials, level=0.95)
     save(figures.plot_ks(rows, band=band, labels=labels), "figure1a_calibration_ks.png")
-    files.append(_write_csv(out / "figure1a_calibration_ks.csv", rows))
+    files.append(write_csv(out / "figure1a_calibration_ks.csv", rows))
 
     n_e, e_e = grid.ecdf_point
     at_ecdf = {r.design: r.quantiles for r in results if (r.n, r.epsilon) == (n_e, e_e)}
@@ -245,11 +224,11 @@ def reproduce(
             for k, u in by.items()
             for i, q in enumerate(u)
         ]
-        files.append(_write_csv(out / "figure1b_ecdf.csv", ecdf_rows))
+        files.append(write_csv(out / "figure1b_ecdf.csv", ecdf_rows))
     mmd_rows = [r for r in rows if r["mmd2"] is not None]
     if mmd_rows:
         save(figures.plot_mmd(mmd_rows, labels=labels), "figure1c_mmd.png")
-        files.append(_write_csv(out / "figure1c_mmd.csv", mmd_rows))
+        files.append(write_csv(out / "figure1c_mmd.csv", mmd_rows))
     if traces:
         save(figures.plot_traces(traces, labels=labels), "figure2_traces.png")
         trace_rows = [
@@ -258,18 +237,18 @@ def reproduce(
             for c, chain in enumerate(tr["theta"])
             for i, v in enumerate(chain)
         ]
-        files.append(_write_csv(out / "figure2_traces.csv", trace_rows))
+        files.append(write_csv(out / "figure2_traces.csv", trace_rows))
 
     checks = evaluate_checks(results, grid)
     wall = time.perf_counter() - start
     report = {
         "paper": "Bernstein & Sheldon (2018), Differentially Private Bayesian Inference for "
         "Exponential Families, §4 and Appendix E",
-        "grid": _jsonable(dataclasses.asdict(grid)),
+        "grid": jsonable(dataclasses.asdict(grid)),
         "seed": seed,
         "jobs": jobs,
         "wall_seconds": wall,
-        "environment": _environment(),
+        "environment": environment(),
         "ks_band_95_if_calibrated": list(band),
         "checks": [dataclasses.asdict(c) for c in checks],
         "points": [
@@ -286,7 +265,7 @@ def reproduce(
         ],
     }
     path = out / "report.json"
-    path.write_text(json.dumps(_jsonable(report), indent=1))
+    path.write_text(json.dumps(jsonable(report), indent=1))
     files.append(path)
     return Report(out, files, checks, wall)
 
@@ -383,75 +362,3 @@ def evaluate_checks(results: Iterable[PointResult], grid: Grid) -> list[Check]:
             mmd,
         ),
     ]
-
-
-class _progress:
-    """A rich progress bar over tasks, or nothing; used as ``with ... as advance``."""
-
-    def __init__(self, enabled: bool, total: int):
-        self.enabled, self.total = enabled, total
-
-    def __enter__(self) -> Callable[[], None]:
-        if not self.enabled:
-            return lambda: None
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self._bar = Progress(
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-        )
-        self._bar.start()
-        task = self._bar.add_task("grid points", total=self.total)
-        return lambda: self._bar.advance(task)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.enabled:
-            self._bar.stop()
-
-
-def _write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None
-    return obj
-
-
-def _environment() -> dict[str, Any]:
-    import arviz
-    import pymc
-    import pytensor
-
-    return {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "pymc": pymc.__version__,
-        "pytensor": pytensor.__version__,
-        "arviz": arviz.__version__,
-        "cpus": os.cpu_count(),
-        "machine": platform.machine(),
-    }

@@ -1,0 +1,60 @@
+"""Checks of ``pymc-dp release``'s inputs that every release command shares, before any noise.
+
+:func:`check_output` refuses an output path that would fail, :func:`is_parquet` tells the data's
+format, :func:`open_budget` opens (or creates) the ``--budget`` ledger.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from pymc_dp.cli.messages import InputError
+
+__all__ = ["check_output", "is_parquet", "open_budget"]
+
+
+def check_output(output: Path, overwrite: bool) -> None:
+    """Refuse an output path that would fail, before any noise is drawn (no budget wasted)."""
+    if output.exists() and not overwrite:
+        raise InputError(
+            f"{output} exists; pass --overwrite to replace it (a new release of the same "
+            "data spends epsilon again)"
+        )
+    if output.is_dir():
+        raise InputError(f"{output} is a directory; --output takes a file name")
+    if not output.parent.is_dir():
+        raise InputError(f"{output.parent} is not a directory; create it first")
+
+
+def is_parquet(args: argparse.Namespace) -> bool:
+    """Whether DATA is Parquet: by --format, or a directory, a glob or a .parquet name."""
+    import glob
+
+    if args.format is not None:
+        return args.format == "parquet"
+    path = Path(args.data)
+    return path.is_dir() or glob.has_magic(args.data) or path.suffix.lower() in (".parquet", ".pq")
+
+
+def open_budget(args: argparse.Namespace, unit: str) -> Any:
+    """The ledger named by --budget (created with --budget-total), or None."""
+    from pymc_dp.curator.budget import PrivacyBudget
+
+    if args.budget is None:
+        if args.budget_total is not None:
+            raise InputError("--budget-total needs --budget LEDGER")
+        return None
+    path = Path(args.budget)
+    if path.exists():
+        if args.budget_total is not None:
+            raise InputError(f"{path} exists: its total is fixed; drop --budget-total")
+        budget = PrivacyBudget.load(path)
+    else:
+        if args.budget_total is None:
+            raise InputError(f"{path} does not exist; create it with --budget-total TOTAL")
+        budget = PrivacyBudget(**{unit: args.budget_total})
+    if budget.unit != unit:
+        raise InputError(f"{path} accounts in {budget.unit}, but this release spends {unit}")
+    return budget

@@ -1,0 +1,134 @@
+"""How the ``fit`` commands sample and report.
+
+``pm.sample`` under an interrupt guard (:func:`run_sampler`), the summary table
+(:func:`format_summary`), and notes on mixing, R-hat and ESS (:func:`mixing_note`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["format_summary", "mixing_note", "run_sampler"]
+
+
+def run_sampler(args: argparse.Namespace, model: Any) -> Any:
+    """``pm.sample`` with the command's settings; ``KeyboardInterrupt`` unless it completed."""
+    import pymc as pm
+
+    from pymc_dp._compat import posterior_dataset
+    from pymc_dp.curator.atomic import InterruptGuard
+
+    with InterruptGuard() as guard, model:
+        try:
+            idata = pm.sample(
+                draws=args.draws,
+                tune=args.tune,
+                chains=args.chains,
+                cores=args.cores,
+                random_seed=args.seed,
+                progressbar=not args.no_progress,
+                compute_convergence_checks=False,  # the summary below reports R-hat and ESS
+            )
+        except Exception:
+            # Interrupted before the first draw, PyMC fails to build a trace of nothing
+            # (ValueError); interrupted inside compiled code, the KeyboardInterrupt surfaces
+            # wrapped (Numba's SystemError). Either way the guard saw the Ctrl-C.
+            if guard.interrupted:
+                raise KeyboardInterrupt from None
+            raise
+    # pm.sample returns the draws made so far when interrupted: such a trace is not a fit.
+    sizes = posterior_dataset(idata).sizes
+    if guard.interrupted or (sizes["chain"], sizes["draw"]) != (args.chains, args.draws):
+        raise KeyboardInterrupt
+    return idata
+
+
+def mixing_note(idata: Any, var_names: Sequence[str], chains: int) -> str:
+    """Notes when chains disagree (R-hat > 1.05) or θ has < 100 effective draws per chain.
+
+    Parameters
+    ----------
+    idata
+        The fit's posterior (InferenceData or DataTree).
+    var_names
+        θ's variables.
+    chains
+        Number of chains.
+
+    Returns
+    -------
+    str
+        One line per problem, or ``""``.
+    """
+    import arviz as az
+
+    from pymc_dp._compat import posterior_dataset
+
+    posterior = posterior_dataset(idata)
+    ess = az.ess(posterior, var_names=list(var_names), method="bulk")
+    lowest, name = min((float(np.min(ess[v].values)), v) for v in var_names)
+    notes = []
+    if chains > 1:
+        rhat = az.rhat(posterior, var_names=list(var_names))
+        worst = max(float(np.max(rhat[name].values)) for name in var_names)
+        if not worst <= 1.05:
+            notes.append(
+                f"warning: R-hat of {', '.join(var_names)} is up to {worst:.2f} (> 1.05): the "
+                "chains disagree. A chain started far from the data (a vague prior) can take "
+                "long to move; raise --tune and --draws, or use a prior that excludes implausible "
+                "values, and look at trace.png."
+            )
+    if lowest < 100 * chains:
+        over = f"over {chains} chains" if chains > 1 else "from 1 chain"
+        notes.append(
+            f"note: the bulk ESS of {name} is {lowest:.0f} {over}, below the {100 * chains} "
+            f"(100 per chain) that ArviZ recommends; raise --draws for reliable estimates."
+        )
+    return "\n".join(notes)
+
+
+def _number(value: float) -> str:
+    """Four significant digits, positional unless the value is tiny or huge."""
+    if not isinstance(value, (int, float, np.number)) or not np.isfinite(value):
+        return str(value)
+    if value != 0 and not 1e-4 <= abs(value) < 1e9:
+        return f"{value:.3e}"
+    return np.format_float_positional(value, precision=4, unique=False, fractional=False, trim="-")
+
+
+def format_summary(summary: Any) -> str:
+    """The ArviZ summary as text, each value formatted alone (no column turns scientific).
+
+    pandas prints a whole column in scientific notation when one value is large; here each value
+    keeps four significant digits, effective sample sizes are whole numbers and R-hat has two
+    decimals.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> table = pd.DataFrame(
+    ...     {"mean": [0.31, 152.4], "ess_bulk": [3612.4, 2e7], "r_hat": [1.0, 1.0]},
+    ...     index=["p", "y_s"],
+    ... )
+    >>> print(format_summary(table))
+         mean ess_bulk r_hat
+    p    0.31     3612  1.00
+    y_s 152.4 20000000  1.00
+    """
+    formatters = {}
+    for column in summary.columns:
+        if column.startswith("ess"):
+            formatters[column] = lambda v: f"{v:.0f}"
+        elif column == "r_hat":
+            formatters[column] = lambda v: f"{v:.2f}"
+        else:
+            formatters[column] = _number
+    import pandas as pd
+
+    # ArviZ 1's summary is a DataFrame subclass that prints pre-formatted strings: format the
+    # numbers underneath, the same way under both ArviZ versions.
+    return pd.DataFrame(summary).to_string(formatters=formatters)

@@ -1,0 +1,313 @@
+"""Help texts and public family tables of ``pymc-dp``, importable without PyMC.
+
+``pymc-dp --help`` and argument errors must answer in well under a second, so nothing here (or in
+the rest of :mod:`pymc_dp.cli`) imports NumPy, PyMC or :mod:`pymc_dp`. The prior table
+:data:`FIT_PRIORS` is a copy of :data:`pymc_dp.model.ready_made.PRIORS` for the help text; a test
+checks that the two agree.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "FAMILY_CLASSES",
+    "FAMILY_OPTIONS",
+    "FIT_DESCRIPTION",
+    "FIT_EPILOG",
+    "FIT_PRIORS",
+    "RELEASE_DESCRIPTION",
+    "RELEASE_EPILOG",
+    "REPRODUCE_DESCRIPTION",
+    "REPRODUCE_EPILOG",
+    "WINDOWED",
+    "describe_prior",
+    "plain_text",
+]
+
+REPRODUCE_EPILOG = """\
+The full grid is the paper's: models Binomial, Multinomial and Exponential; n in
+{10, 30, 100, 300, 1000, 3000}; epsilon in {0.01, 0.1}; 1000 trials per point; 2000 burn-in and
+5000 Gibbs iterations per trial. All trials of a point run at once in the batched engine.
+
+Files written to OUTPUT_DIR:
+  figure1a_calibration_ks.png/.csv  KS statistic of calibration quantiles vs n
+  figure1b_ecdf.png/.csv            ECDFs of calibration quantiles at the ECDF point
+  figure1c_mmd.png/.csv             MMD^2 to the non-private posterior vs n
+  figure2_traces.png/.csv           first Gibbs iterations of several chains
+  report.json                       settings, every score, timings and the checks
+
+Checks (in report.json and printed): Gibbs and non-private within the KS band of a calibrated
+method at every point; naive outside it at small n*epsilon; OPS over-dispersed; Gibbs MMD^2 at
+most naive's. With --check the exit status is 1 if any check fails.
+"""
+
+
+RELEASE_DESCRIPTION = """\
+Curator: release the sufficient statistic of a column of a CSV file or of Parquet files (or of
+several columns, or of a regression of one column on others) under epsilon-differential privacy,
+as a JSON release for pymc-dp fit (or pymc_dp.curator.read_release).
+The statistic is computed exactly in integers (the same records give the same statistic in any
+order or partitioning); Parquet files, directories and globs are streamed in batches, or summed on
+a Dask cluster with --scheduler. OpenDP's discrete Laplace noise with scale sensitivity/epsilon is
+added to it (a float statistic rounded first to a public power-of-two quantum, the rounding added
+to the sensitivity; epsilon less the window's share with --private-bounds), and only the noisy
+value is written, with n, epsilon, the sensitivity, the bounds, the family, the mechanism, the
+quantum, the records' grid step and the library version. The exact statistic is never printed or
+written, and error messages name file lines and rules, never a record's value."""
+
+RELEASE_EPILOG = """\
+families (records; sensitivity, or "window" for a family released over a window):
+  bernoulli     records 0/1 (or true/false)                  sensitivity 1
+  binomial      successes out of --trials T                  sensitivity T
+  categorical   codes 0..K-1 with --categories K             all K counts, sensitivity 2
+  exponential   x >= 0                                       window (--bounds or --private-bounds)
+  gamma         x >= 0 with known --shape ALPHA              window
+  poisson       counts 0, 1, 2, ...                          window
+  geometric     trials to first success 1, 2, ...            window
+  normal        any x: (sum x, sum x^2); sum x with --sigma  window
+  lognormal     x > 0: the same on log x                     window
+Records outside a window [A, B] are left out of the sums; the sensitivity accounts for a record
+that may move in or out of it (Appendix C of Bernstein & Sheldon 2018). Choose the window without
+looking at the data, or let --private-bounds choose it with part of the budget.
+
+records are read exactly (n is public and is the number of lines after the header):
+  a blank line, a line with more or fewer fields than the header (e.g. 1,000 under a one-column
+  header), a missing value or a value that is not a plain number stops the release, naming the
+  data row (the header not counted) and the file line. A record outside the family's range
+  (e.g. 7 successes of 5 trials) stops it too, unless --clamp is given: then such records are
+  clamped to the range, the release says "clamped": true, and the sensitivity is unchanged.
+
+noise and seeds:
+  Without --seed (a real release) the noise is vetted: OpenDP's discrete Laplace (or, with
+  --mechanism discrete-gaussian --rho RHO, discrete Gaussian under rho-zCDP) on the exact integer
+  statistic, drawn from operating-system randomness; it cannot be seeded. --seed makes the run a
+  study: the noise is then the floating-point Laplace sampler ("laplace-float", recorded in the
+  file), reproducible and open to floating-point attacks (Mironov 2012) -- for tests and examples
+  only: anyone who knows the seed can subtract the noise. --seed with a vetted --mechanism is
+  refused. The private window (--private-bounds) is chosen among 1025 public candidates (log-spaced
+  when the range spans decades) by OpenDP's report-noisy-min on exact counts.
+
+privacy budget:
+  --budget LEDGER charges the release to a JSON ledger of one data set before any noise is drawn
+  and refuses it if the total would be exceeded; create the ledger on first use with
+  --budget-total TOTAL (epsilon, or rho for discrete-gaussian). The release records what was
+  spent and what remains. A retry, or --overwrite, is charged again.
+
+grouped release (--by COLUMN --groups A,B,C --public-sizes):
+  One release per group, in one file, at the cost of one (parallel composition: each record is
+  in one group). The group keys are public: listed by --groups, never read from the data; a
+  record with a missing key or another key stops the release. Each group's size is published
+  exactly, so --public-sizes must declare the sizes public (or give them, N1,N2,..., to have
+  them checked): a record moving from one group to another would change two sizes, which no
+  noise covers. All groups share the family, window, epsilon and mechanism; --private-bounds and
+  --dry-run are not available with --by. Parquet data are streamed (or summed on --scheduler) in
+  one pass over the records and their keys.
+
+several columns in one call (--column a,b --family f1,f2 --epsilon-split E1,E2):
+  Each column is released with its own family and its part of --epsilon; the parts must be
+  given (never split silently) and sum to --epsilon (sequential composition). --bounds is given
+  once per windowed column, in the order of --column; the other family options are shared by the
+  columns of their family. Every column is read and checked before any noise is drawn for any,
+  and a --budget ledger is charged once, --epsilon, for the whole call. One file holds every
+  column's release with its name; pymc-dp fit fits each (or --column NAME). Not with --by,
+  --private-bounds or the Gaussian mechanism.
+
+category labels (--categories red,green,blue):
+  The public list of a categorical column's labels, in the order of their codes, never read from
+  the data. Records are matched as text (surrounding spaces removed); a missing value or a label
+  not in the list stops the release, naming data rows, never the value. The labels are written
+  beside the release and become the coordinates of the fit's posterior, summary and plots.
+  --categories K keeps codes 0..K-1.
+
+regression (--family regression --x COL1,COL2 --y COL --x-bounds LO HI LO HI --y-bounds LO HI):
+  Releases the sufficient statistics of the linear regression of y on x (every entry of
+  [X, y]^T [X, y] but n) with noise at the exact L1 sensitivity over the public box (Bernstein &
+  Sheldon 2019; pymc_dp.release_regression). The box is public: a record outside it stops the
+  release unless --clamp. Takes --epsilon (discrete-laplace, or laplace-float with --seed), or
+  --mechanism discrete-gaussian --rho RHO (exact L2 sensitivity; at d <= 3 it is wider than Laplace
+  for one release, see docs/regression.md), --budget, --clamp and --format; the file names the
+  response and the covariates for pymc-dp fit.
+
+planning a release (--dry-run):
+  From public values only -- --n, --epsilon (or --rho), the family and its window -- print the
+  sensitivity, the noise scale and standard deviation (sqrt(2)*sensitivity/epsilon for Laplace;
+  the discrete Laplace's on the statistic's quantum for the default), and each component's
+  plausible range (n*(B-A) over a window [A, B], n*T for binomial, n for counts) with the ratio
+  noise sd / range. No DATA is read, no noise is drawn and no budget is spent. With several
+  --column, each at its part of --epsilon-split; with --by, each group at its size from
+  --public-sizes N1,N2,... (which stand for --n).
+
+examples:
+  pymc-dp release --dry-run --n 1000 --family poisson --bounds 0 40 --epsilon 0.5
+  pymc-dp release visits.csv --column visits --family poisson --bounds 0 40 \\
+      --epsilon 0.5 --output visits_release.json
+  pymc-dp release survey.parquet --column answer --family categorical --categories 4 \\
+      --epsilon 1 --output answer_release.json
+  pymc-dp release waits.csv --column minutes --family exponential \\
+      --private-bounds 0 600 --bounds-share 0.1 --epsilon 1 --output waits_release.json
+  pymc-dp release sites.csv --column success --family bernoulli --epsilon 1 \\
+      --by site --groups a,b,c --public-sizes --output sites_release.json
+  pymc-dp release survey.csv --column age,visits,colour --family normal,poisson,categorical \\
+      --bounds 0 100 --bounds 0 40 --categories red,green,blue --epsilon 1 \\
+      --epsilon-split 0.4,0.3,0.3 --output survey_release.json
+  pymc-dp release survey.csv --family regression --x age,dose --y spend \\
+      --x-bounds 0 100 0 10 --y-bounds 0 500 --epsilon 1 --output spend_release.json
+"""
+
+FIT_DESCRIPTION = """\
+Analyst: fit the conjugate model of a release's family with its noise-aware posterior
+(pm.sample with a NoisySuffStat node: exact draws of a scalar θ, NUTS within the partially
+collapsed Gibbs sampler for a vector statistic) and write, to OUTPUT_DIR, the posterior as an
+ArviZ file
+with the release in its attrs and constant_data, the ArviZ summary (printed and as CSV), a plot of
+the posterior against the naive one that treats the noisy value as exact, and a trace plot."""
+
+_FIT_EPILOG_TAIL = """\
+For lognormal the model is on log x. The same model in Python: pymc_dp.model.ready_made.build_model.
+
+A grouped release (pymc-dp release --by) is fitted partially pooled, non-centred: logit p_g =
+mu + tau z_g (bernoulli, binomial) or log lam_g = mu + tau z_g (poisson), z_g ~ Normal(0, 1),
+mu ~ Normal(mu_mean, mu_sd), tau ~ HalfNormal(tau_sd); defaults mu_mean = 0, mu_sd = 1.5 (log m
+and 1 for poisson), tau_sd = 1. It prints a per-group table; posterior.png shows each group's
+interval against its naive estimate, trace.png the traces of mu and tau. The same model in
+Python: pymc_dp.model.hierarchical.build_grouped_model.
+
+A regression release (pymc-dp release --family regression) is fitted with the default model of
+pymc_dp.regression.NoisyRegressionStat (the covariates normal, with a prior from their box; the
+exact law of the statistic), under a Normal-Inverse-Gamma prior from the public box alone:
+sigma2 ~ InverseGamma(2, (w_y/8)^2) and, given sigma2, the line's value at the box's centre
+~ Normal(m_y, sigma2 (w_y/s0)^2) and each slope ~ Normal(0, sigma2 (2 w_y/(w_j s0))^2), with
+s0 = w_y/8, m_y and w_y the response's centre and width, w_j each covariate's width (--prior
+does not apply). It prints the coefficients (intercept and the covariates by name) and writes
+predictive.png in place of posterior.png: against the first covariate over its box (the others
+at their posterior mean), the posterior mean line, its 90% band and the 90% predictive band.
+
+A file of several columns (pymc-dp release --column a,b) is fitted column by column, each into
+OUTPUT_DIR/COLUMN, or only --column NAME into OUTPUT_DIR. Categorical labels (--categories
+red,green,blue at release) are the coordinates of p, its summary rows (p[red]) and plots.
+
+files written to OUTPUT_DIR:
+  posterior.nc (or .zarr)  posterior, sample_stats, observed_data, constant_data; attrs hold the
+                           release JSON (pymc_dp_release_y) and the prior (pymc_dp_prior)
+  summary.csv              az.summary of θ, the latent statistic y_s and the noise variance
+  posterior.png            DP posterior of each parameter against the naive posterior
+  trace.png                trace plot of θ
+The files are written to a hidden staging directory in OUTPUT_DIR and moved into place together
+once sampling has completed. Ctrl-C during the fit exits with status 130 and writes nothing;
+the outputs of an earlier fit are replaced only with --overwrite.
+
+Check r_hat and ess_bulk in the summary; a note is printed when R-hat exceeds 1.05 or the bulk
+ESS falls below 100 per chain.
+
+examples:
+  pymc-dp fit visits_release.json --prior alpha=2 beta=0.5 --output-dir visits_fit
+  pymc-dp fit answer_release.json --prior alpha=1,1,1,1 --draws 10000 --chains 2 --seed 7
+  pymc-dp fit survey_release.json --column colour --output-dir colour_fit
+  pymc-dp fit spend_release.json --output-dir spend_fit
+"""
+
+FAMILY_CLASSES = {
+    "bernoulli": "Bernoulli",
+    "binomial": "Binomial",
+    "categorical": "Categorical",
+    "exponential": "Exponential",
+    "gamma": "Gamma",
+    "poisson": "Poisson",
+    "geometric": "Geometric",
+    "normal": "Normal",
+    "lognormal": "LogNormal",
+}
+WINDOWED = {"exponential", "gamma", "poisson", "geometric", "normal", "lognormal"}
+# Which family option each family takes, and whether it must be given.
+FAMILY_OPTIONS = {
+    "trials": ({"binomial"}, {"binomial"}),
+    "categories": ({"categorical"}, {"categorical"}),
+    "shape": ({"gamma"}, {"gamma"}),
+    "sigma": ({"normal", "lognormal"}, set()),
+}
+
+
+# (variables, distribution, hyperparameters, default rule) of each family's conjugate prior: the
+# help's copy of pymc_dp.model.priors.PRIORS, which a test keeps in step with it. m and w are the
+# window's centre and width (pymc_dp.model.priors.window_scale).
+_BETA = ("p", "Beta", ("alpha", "beta"), "alpha=1, beta=1")
+_NORMAL_MEAN = ("mu", "Normal", ("mean", "sd"), "mean=m, sd=w/2")
+_NIG = (
+    "mu, sigma2",
+    "NormalInverseGamma",
+    ("mean", "kappa", "alpha", "beta"),
+    "mean=m, kappa=1/8, alpha=2, beta=(w/4)^2",
+)
+FIT_PRIORS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
+    "bernoulli": _BETA,
+    "binomial": _BETA,
+    "geometric": ("p", "Beta", ("alpha", "beta"), "alpha=2, beta=m-1"),
+    "categorical": ("p", "Dirichlet", ("alpha",), "alpha=1"),
+    "exponential": ("lam", "Gamma", ("alpha", "beta"), "alpha=2, beta=m"),
+    "poisson": ("lam", "Gamma", ("alpha", "beta"), "alpha=2, beta=2/m"),
+    "gamma": ("rate", "Gamma", ("alpha", "beta"), "alpha=2, beta=m/k"),
+    "normal": _NIG,
+    "lognormal": _NIG,
+    "normal_known_sigma": _NORMAL_MEAN,
+    "lognormal_known_sigma": _NORMAL_MEAN,
+}
+"""Conjugate prior of each family for ``pymc-dp fit --help``, by family name."""
+
+_PRIOR_NOTES = {
+    "categorical": "   (one value, or K values: alpha=1,2,1)",
+    "exponential": "   (beta is the rate)",
+    "normal": "\n"
+    + " " * 34
+    + "i.e. sigma2 ~ InverseGamma(alpha, beta),\n"
+    + " " * 34
+    + "mu | sigma2 ~ Normal(mean, sd = sqrt(sigma2 / kappa))",
+}
+
+
+def describe_prior(family: str) -> str:
+    """One line, as :meth:`pymc_dp.model.priors.PriorSpec.describe_rule`: ``lam ~ Gamma(...)``."""
+    variables, distribution, _, rule = FIT_PRIORS[family]
+    return f"{variables} ~ {distribution}({rule})"
+
+
+def _prior_table() -> str:
+    groups: dict[str, list[str]] = {}
+    for family in FIT_PRIORS:
+        groups.setdefault(describe_prior(family), []).append(family)
+    lines = []
+    for prior, families in groups.items():
+        label = ", ".join(f.replace("_known_sigma", "") for f in families)
+        if families[0].endswith("_known_sigma"):
+            label += " with sigma"
+        lines.append(f"  {label:<32}{prior}{_PRIOR_NOTES.get(families[0], '')}")
+    return "\n".join(lines)
+
+
+FIT_EPILOG = (
+    "models (θ's conjugate prior, with its hyperparameter names and defaults; m and w are the\n"
+    "centre and width of the release's window, k the Gamma shape):\n"
+    + _prior_table()
+    + "\n"
+    + _FIT_EPILOG_TAIL
+)
+
+REPRODUCE_DESCRIPTION = """\
+Regenerate the experiments of Bernstein & Sheldon (2018), §4 and Appendix E: Figure 1a
+(calibration KS against n), 1b (calibration ECDFs), 1c (MMD to the non-private posterior) and 2
+(Gibbs traces), as PNG files with every plotted number in CSV and a JSON report. --quick runs a
+small grid for CI that still checks every qualitative claim."""
+
+_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`<]*?)(?:\s*<[^>]*>)?`")
+
+
+def plain_text(text: str) -> str:
+    """Strip reStructuredText as a terminal shows it: roles and literals without their markup.
+
+    Examples
+    --------
+    >>> plain_text("See :func:`~pymc_dp.release` and ``--quick``.")
+    'See pymc_dp.release and --quick.'
+    """
+    text = _ROLE.sub(r"\1", text)
+    return text.replace("``", "")

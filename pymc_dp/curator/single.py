@@ -1,0 +1,449 @@
+"""Curator side: compute sufficient statistics and release them with vetted noise.
+
+This module never imports inference code, and nothing in inference touches raw data: a
+:class:`~pymc_dp.curator.record.Release` is the whole interface between the two roles. Noise is
+drawn in :mod:`pymc_dp.curator.noise`: OpenDP's discrete Laplace (the default) or discrete
+Gaussian on exact integer (fixed-point) statistics, or, for seeded studies, floating-point
+Laplace.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pymc_dp._validation import (
+    MAX_CATEGORIES,
+    check_bool,
+    check_positive,
+    check_records,
+    check_rng,
+    json_float,
+)
+from pymc_dp.curator.budget import charge_release
+from pymc_dp.curator.exact_sums import BATCH, FamilyPlan, clamp_records, combine_totals
+from pymc_dp.curator.frames import exact_totals, in_memory_column, is_frame
+from pymc_dp.curator.noise import ExactTotal, check_mechanism, noisy_statistic
+from pymc_dp.curator.private_window import (
+    bounds_mechanism as window_mechanism,
+)
+from pymc_dp.curator.private_window import (
+    choose_window,
+    count_below,
+    resolve_candidates,
+    warn_if_noisy_bounds,
+    widen_to_counts,
+)
+from pymc_dp.curator.record import Release
+from pymc_dp.families import ExponentialFamily, get_family
+from pymc_dp.mechanisms import noise_scale
+from pymc_dp.mechanisms.private_quantile import check_quantile_pair
+from pymc_dp.mechanisms.vetted import DISCRETE_GAUSSIAN, zcdp_to_approx_dp
+
+__all__ = ["release"]
+
+
+def release(
+    x: npt.ArrayLike | Any,
+    family: Any,
+    *,
+    epsilon: float | None = None,
+    column: str | None = None,
+    client: Any = None,
+    bounds: tuple[float, float] | str | None = None,
+    bounds_share: float = 0.1,
+    bounds_range: tuple[float, float] | None = None,
+    bounds_quantiles: tuple[float, float] = (0.025, 0.975),
+    bounds_candidates: str = "auto",
+    clamp: bool = False,
+    rng: int | np.random.Generator | None = None,
+    mechanism: str | None = None,
+    rho: float | None = None,
+    delta: float = 1e-9,
+    budget: Any = None,
+    label: str | None = None,
+    **family_params: Any,
+) -> Release:
+    """Release the sufficient statistics of ``x`` under differential privacy.
+
+    Computes s = Σ t(x_i) for the family, and publishes y = s + noise on every component,
+    scaled to the sensitivity of s under replacing one record (n is public). Families with
+    unbounded statistics are released over a window ``bounds = (a, b)``: only records with
+    a ≤ x ≤ b are summed, and Δ follows Appendix C of Bernstein & Sheldon (2018).
+
+    The statistic is summed exactly (:mod:`pymc_dp.curator.exact_sums`; a windowed record is first
+    put on a fine public grid of step ``record_quantum`` inside the window, which Δ covers
+    unchanged). The default noise is vetted: OpenDP's discrete Laplace on that exact total
+    (counts as they are; a float total rounded to a multiple of a public power-of-two
+    statistic quantum q, with the rounding added to the sensitivity), drawn from the operating
+    system's randomness. Passing ``rng`` makes the call a seeded *study*: the noise is then the
+    floating-point Laplace sampler (``mechanism="laplace-float"``), which is not safe for
+    real data (Mironov 2012), and the release records that name.
+
+    Parameters
+    ----------
+    x
+        The records: a one-dimensional array, or a data frame, series or relation that
+        :mod:`pymc_dp.curator.frames` reads (pandas, Polars eager or lazy, Dask, DuckDB, Parquet
+        files through :func:`pymc_dp.curator.frames.parquet_source`) with ``column=``. Lazy inputs
+        are streamed in batches, Dask input is reduced on its cluster, and never collected whole.
+    family
+        PyMC distribution class of one record: ``pm.Bernoulli``, ``pm.Binomial`` (needs
+        ``trials``), ``pm.Categorical`` (needs ``categories``), or, with ``bounds``,
+        ``pm.Exponential``, ``pm.Gamma`` (needs ``alpha``), ``pm.Poisson``, ``pm.Geometric``,
+        ``pm.Normal`` (releases Σx and Σx²; with ``sigma=`` only Σx), ``pm.LogNormal`` (the
+        same on log x).
+    epsilon
+        Total privacy budget ε > 0 of the release (Laplace mechanisms).
+    column
+        The column of a data frame that holds the records (not for arrays; optional for a
+        series).
+    client
+        A ``dask.distributed.Client`` whose cluster runs the reduction of Dask input (default:
+        Dask's current scheduler). Only the exact integer totals come back; the noise is
+        added here, once.
+    bounds
+        Truncation window ``(a, b)`` for a family with unbounded statistics, chosen without
+        looking at ``x``; or ``"private"`` to choose it from ``x`` with PrivateQuantile (Smith
+        2011), spending ``bounds_share · epsilon`` of the budget on it
+        (:mod:`pymc_dp.curator.private_window`).
+    bounds_share
+        Share of ``epsilon`` spent on private bounds, in (0, 1).
+    bounds_range
+        Public range ``(lower, upper)`` that PrivateQuantile searches (records are clamped to
+        it); required with ``bounds="private"``.
+    bounds_quantiles
+        Quantiles of ``x`` that private bounds estimate.
+    bounds_candidates
+        Outputs private bounds choose from: ``"linear"`` (1025 evenly spaced public
+        candidates), ``"log"`` (1025 log-spaced ones,
+        :func:`~pymc_dp.mechanisms.private_quantile.log_candidates`), ``"gaps"`` (Smith's
+        mechanism over the gaps between records, drawn in floating point: seeded studies and
+        in-memory records only), or ``"auto"`` (the default): ``"log"`` when ``bounds_range``
+        is non-negative and spans decades (it starts at 0, or upper/lower ≥ 100), else
+        ``"linear"`` (``"gaps"`` in a seeded study). Candidates need only the number of
+        records below each, counted exactly in one pass on any engine (lazy and Dask input
+        included); a real release then chooses with OpenDP's report-noisy-min. A
+        :class:`~pymc_dp.mechanisms.private_quantile.NoisyBoundsWarning` is issued, from n, ε
+        and the share alone, when the quantiles' rank error (95 %) exceeds half the records
+        between them (the window could then miss the data).
+    clamp
+        If ``False`` (the default), a record outside the family's domain (e.g. 7 successes of
+        5 trials, a category code ≥ K, a negative waiting time) stops the release. If
+        ``True``, such records are clamped to the domain's nearest end (for LogNormal, whose
+        domain is x > 0, a record ≤ 0 goes to the smallest positive normal float) and the
+        release records ``clamped=True``. The domain is public, so Δ is unchanged and the
+        release stays ε-DP. Records that are not whole numbers where the family needs them
+        are never rounded.
+    rng
+        Seed or :class:`numpy.random.Generator`: a study, with ``"laplace-float"`` noise (a
+        vetted ``mechanism`` with ``rng`` is refused: OpenDP's samplers cannot be seeded).
+        ``None`` (the default) is a real release with vetted noise.
+    mechanism
+        ``"discrete-laplace"`` (ε-DP, the default without ``rng``), ``"discrete-gaussian"``
+        (ρ-zCDP, needs ``rho`` instead of ``epsilon``) or ``"laplace-float"`` (studies).
+    rho
+        zCDP budget ρ > 0 of a ``"discrete-gaussian"`` release, private bounds included (they
+        spend ``bounds_share · rho``, as ε = √(2 · bounds_share · rho)-DP).
+    delta
+        δ at which the Gaussian release states its (ε, δ) guarantee (OpenDP's conversion).
+    budget
+        A :class:`~pymc_dp.curator.budget.PrivacyBudget`: the release is charged to it before any
+        noise is drawn, refused if it would exceed the total, and records what was spent.
+    label
+        Name of this release in the accountant's ledger (default: the family name).
+    **family_params
+        Family settings: ``trials=`` for Binomial, ``categories=`` for Categorical, ``alpha=``
+        for Gamma, ``sigma=`` for Normal or LogNormal with known σ.
+
+    Returns
+    -------
+    Release
+        The noisy statistic with n, ε, Δ, bounds, family, the statistic's ``quantum`` (vetted
+        mechanisms) and the records' grid step ``record_quantum``. The statistic is summed
+        exactly (:mod:`pymc_dp.curator.exact_sums`): the same records give the same statistic bit
+        for bit from any engine, partitioning or order.
+
+    Raises
+    ------
+    TypeError, ValueError
+        If an argument is malformed or a record does not belong to the family (checked before
+        any noise is drawn). Messages never quote a record's value.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm
+    >>> x = np.random.default_rng(0).integers(0, 3, size=200)
+    >>> rel = release(x, pm.Categorical, epsilon=0.5, categories=3, rng=1)
+    >>> rel.value.shape, rel.sensitivity
+    ((3,), 2.0)
+    >>> x = np.random.default_rng(0).exponential(0.5, size=500)
+    >>> rel = release(x, pm.Exponential, epsilon=0.5, bounds=(0.0, 1.5), rng=1)
+    >>> rel.sensitivity, rel.bounds
+    (1.5, (0.0, 1.5))
+    """
+    fam = checked_family(family, family_params)
+    mechanism, gaussian, epsilon, generator = noise_settings(mechanism, rng, epsilon, rho, delta)
+    clamp = check_bool(clamp, "clamp")
+    private = fam.needs_bounds and isinstance(bounds, str) and bounds == "private"
+    kind = (
+        resolve_candidates(bounds_candidates, bounds_range, study=generator is not None)
+        if private
+        else None
+    )
+    frame = is_frame(x)
+    if frame and kind == "gaps":
+        # Smith's gaps sort the records: an eager frame is read whole; lazy input is refused.
+        x, frame = in_memory_column(x, column), False
+    elif not frame and column is not None:
+        raise TypeError(
+            f"column applies to data frames, not to {type(x).__name__}; pass the array alone"
+        )
+    if frame:
+        records, name = None, "x" if column is None else f"column {column!r}"
+    else:
+        x = check_records(x, "x")
+        records = fam.validate_data(clamp_records(fam, x) if clamp else x)
+    bounds_epsilon = 0.0
+    bounds_mechanism = None
+    charged = False
+    if not fam.needs_bounds:
+        if bounds is not None:
+            raise TypeError(f"bounds apply only to families with unbounded statistics, not {fam!r}")
+        window = fam.domain
+    elif isinstance(bounds, str):
+        if not private:
+            raise ValueError(f"bounds must be a pair (a, b) or 'private' (got {bounds!r})")
+        bounds_share = _check_share(bounds_share)
+        if bounds_range is None:
+            raise ValueError(
+                "bounds='private' needs bounds_range=(lower, upper), a public range that "
+                "surely holds the quantiles; records are clamped to it"
+            )
+        # The search range must be a valid window itself, checked before any noise is drawn,
+        # and so must the noise of a window as wide as the range (public values only).
+        search = fam.check_bounds(bounds_range)
+        check_quantile_pair(bounds_quantiles)
+        if gaussian:
+            bounds_epsilon = math.sqrt(bounds_share) * epsilon  # ε²/2 = share · ρ
+            epsilon = math.sqrt(1.0 - bounds_share) * epsilon
+        else:
+            bounds_epsilon = bounds_share * epsilon
+            epsilon -= bounds_epsilon
+        # Candidates need only the number of records below each one: a pass that any engine
+        # runs (and that checks every record) before anything is charged or drawn.
+        counts = None
+        if kind != "gaps":
+            counts = count_below(
+                x, fam, kind, search, records=records, column=column, client=client,
+                clamp=clamp, name=name if frame else "x",
+            )  # fmt: skip
+        n_records = counts[0] if counts is not None else int(np.shape(records)[0])
+        _statistic_magnitude(fam, search, n_records)
+        noise_scale(sensitivity=_sensitivity(fam, search, gaussian), epsilon=epsilon)
+        charge_release(budget, mechanism, epsilon, bounds_epsilon, label or fam.name)
+        charged = True
+        warn_if_noisy_bounds(n_records, bounds_epsilon, bounds_quantiles, kind, search)
+        window = choose_window(
+            kind=kind,
+            search=search,
+            epsilon=bounds_epsilon,
+            quantiles=bounds_quantiles,
+            rng=generator,
+            records=records,
+            counts=counts,
+        )
+        bounds_mechanism = window_mechanism(kind, study=generator is not None)
+        if window[0] >= window[1]:
+            raise ValueError(
+                f"the private bounds collapsed to {window}; widen bounds_quantiles or raise "
+                "bounds_share"
+            )
+        window = fam.check_bounds(widen_to_counts(window, getattr(fam, "discrete", False)))
+    else:
+        window = fam.check_bounds(bounds)
+    # One pipeline for every input: the exact total s (the same bit for bit from arrays and
+    # from every engine), then the noise of the mechanism on s (release_noise).
+    plan = FamilyPlan.for_release(
+        fam, window if fam.needs_bounds else None, clamp=clamp, name="x" if not frame else name
+    )
+    if frame:
+        n, totals = exact_totals(x, plan, [column] if column is not None else [None], client=client)
+        if n == 0:
+            raise ValueError(f"{name} must not be empty")
+    else:
+        n = int(records.shape[0])
+        totals = combine_totals(
+            plan.batch_totals(records[start : start + BATCH], checked=True)
+            for start in range(0, n, BATCH)
+        )[1]
+    check_release_noise(fam, window, n, gaussian=gaussian, epsilon=epsilon)
+    if not charged:
+        charge_release(budget, mechanism, epsilon, bounds_epsilon, label or fam.name)
+    return release_from_totals(
+        fam,
+        plan,
+        window,
+        n,
+        totals,
+        mechanism=mechanism,
+        epsilon=epsilon,
+        delta=delta,
+        rng=generator,
+        bounds_epsilon=bounds_epsilon,
+        bounds_mechanism=bounds_mechanism,
+        budget=budget,
+    )
+
+
+def checked_family(family: Any, family_params: dict[str, Any]) -> ExponentialFamily:
+    """The family of a release, its settings checked to be public numbers a file can hold."""
+    fam = get_family(family, **family_params)
+    for name, setting in fam.params().items():
+        json_float(setting, name)  # e.g. trials=10**400 cannot be a float sensitivity
+    categories = getattr(fam, "categories", None)
+    if categories is not None and categories > MAX_CATEGORIES:
+        raise ValueError(
+            f"categories must be at most {MAX_CATEGORIES} (got {categories}): each category "
+            "is a released count with its own noise; merge rare categories first"
+        )
+    return fam
+
+
+def noise_settings(
+    mechanism: Any, rng: Any, epsilon: Any, rho: Any, delta: Any
+) -> tuple[str, bool, float, np.random.Generator | None]:
+    """(mechanism, gaussian, ε, generator) of a release, its noise arguments checked.
+
+    For the Gaussian mechanism the ε returned is √(2ρ): σ = Δ₂ / √(2ρ) plays b = Δ/ε in the
+    bookkeeping. The generator is ``None`` for a vetted mechanism (OpenDP cannot be seeded).
+    """
+    mechanism = check_mechanism(mechanism, rng)
+    gaussian = mechanism == DISCRETE_GAUSSIAN
+    if gaussian:
+        if epsilon is not None:
+            raise TypeError("a 'discrete-gaussian' release takes rho, not epsilon")
+        if rho is None:
+            raise TypeError("a 'discrete-gaussian' release needs rho=, its zCDP budget")
+        rho = check_positive(rho, "rho")
+        zcdp_to_approx_dp(rho, delta)  # checks delta
+        epsilon = math.sqrt(2.0 * rho)
+    else:
+        if rho is not None:
+            raise TypeError(
+                f"rho applies only to mechanism='discrete-gaussian' (not {mechanism!r})"
+            )
+        if epsilon is None:
+            raise TypeError("release needs epsilon=, its privacy budget")
+        epsilon = check_positive(epsilon, "epsilon")
+    generator = check_rng(rng) if rng is not None or not mechanism.startswith("discrete") else None
+    return mechanism, gaussian, epsilon, generator
+
+
+def check_release_noise(
+    fam: ExponentialFamily, window: tuple[float, float], n: int, *, gaussian: bool, epsilon: float
+) -> None:
+    """Refuse, from public values only, noise that would overflow or fall below float resolution."""
+    magnitude = _statistic_magnitude(fam, window, n)
+    noise_scale(
+        sensitivity=_sensitivity(fam, window, gaussian), epsilon=epsilon, magnitude=magnitude
+    )
+
+
+def release_from_totals(
+    fam: ExponentialFamily,
+    plan: FamilyPlan,
+    window: tuple[float, float],
+    n: int,
+    totals: tuple[int, ...],
+    *,
+    mechanism: str,
+    epsilon: float,
+    delta: float,
+    rng: np.random.Generator | None,
+    bounds_epsilon: float = 0.0,
+    bounds_mechanism: str | None = None,
+    budget: Any = None,
+) -> Release:
+    """The :class:`Release` of exact integer totals: the mechanism's noise added once.
+
+    ``epsilon`` is √(2ρ) for the Gaussian mechanism (:func:`noise_settings`); ``budget`` was
+    charged by the caller and is only recorded here.
+    """
+    gaussian = mechanism == DISCRETE_GAUSSIAN
+    magnitude = _statistic_magnitude(fam, window, n)
+    sensitivity = _sensitivity(fam, window, gaussian)
+    noise_scale(sensitivity=sensitivity, epsilon=epsilon, magnitude=magnitude)
+    noisy = noisy_statistic(
+        fam,
+        ExactTotal(totals, plan.units()),
+        window,
+        n=n,
+        mechanism=mechanism,
+        sensitivity=sensitivity,
+        epsilon=None if gaussian else epsilon,
+        rho=epsilon**2 / 2.0 if gaussian else None,
+        rng=rng,
+        magnitude=magnitude,
+    )
+    return Release(
+        value=noisy.value,
+        n=n,
+        epsilon=zcdp_to_approx_dp(epsilon**2 / 2.0, delta) if gaussian else epsilon,
+        sensitivity=noisy.sensitivity,
+        bounds=window,
+        family=fam.name,
+        family_params=fam.params(),
+        mechanism=mechanism,
+        bounds_epsilon=bounds_epsilon,
+        bounds_mechanism=bounds_mechanism,
+        clamped=plan.clamp,
+        quantum=noisy.quantum,
+        record_quantum=plan.quantum,
+        library=noisy.library,
+        rho=epsilon**2 / 2.0 if gaussian else None,
+        delta=delta if gaussian else 0.0,
+        budget=budget.receipt() if budget is not None else None,
+    )
+
+
+def _sensitivity(fam: ExponentialFamily, window: tuple[float, float], gaussian: bool) -> float:
+    """The exact statistic's sensitivity: L2 for the Gaussian mechanism, else L1."""
+    if gaussian:
+        return fam.release_sensitivity_l2(window) if fam.needs_bounds else fam.sensitivity_l2
+    return fam.release_sensitivity(window) if fam.needs_bounds else fam.sensitivity
+
+
+def _statistic_magnitude(fam: ExponentialFamily, window: tuple[float, float], n: int) -> float:
+    """Largest |s_j| that any n records can give: a public number (n, the window, the family).
+
+    The noise's resolution check uses it instead of the exact statistic, so that refusing a
+    release never depends on the data.
+    """
+    if fam.needs_bounds:
+        tmin, tmax = fam.statistic_range(*fam.latent_window(window))
+        per_record = float(np.max(np.maximum(np.abs(tmin), np.abs(tmax))))
+    else:
+        lower, upper = fam.valid_region(1)
+        per_record = float(np.max(np.maximum(np.abs(lower), np.abs(upper))))
+    with np.errstate(over="ignore"):
+        magnitude = float(np.float64(n) * np.float64(per_record))
+    if not math.isfinite(magnitude):
+        raise ValueError(
+            f"bounds {list(window)} are too wide for n={n} records of the {fam.name} family: "
+            "the sum of the statistic could overflow a float; choose a narrower window"
+        )
+    return magnitude
+
+
+def _check_share(share: Any) -> float:
+    """A budget share strictly between 0 and 1."""
+    share = check_positive(share, "bounds_share")
+    if share >= 1:
+        raise ValueError(
+            f"bounds_share must lie in (0, 1), the share of epsilon spent on bounds (got {share})"
+        )
+    return share

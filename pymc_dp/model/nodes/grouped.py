@@ -1,0 +1,258 @@
+"""The observed node of a grouped release: one released statistic per group.
+
+:class:`~pymc_dp.NoisySuffStat` hands a :class:`~pymc_dp.ReleaseSet` to :func:`grouped_node`.
+θ has a leading group dimension (a hierarchical ``p = invlogit(mu + tau * z)``, or a scalar
+shared by every group), y has shape ``(G,)`` with the set's group keys as coordinates, and the
+likelihood is collapsed as for one release: the normal–Laplace convolution per group
+(:class:`~pymc_dp.model.distributions.CollapsedLaplace`, batched; the normal product
+:class:`~pymc_dp.model.distributions.CollapsedGaussian` for a Gaussian-mechanism release), or the
+exact sum over each s_g
+(:mod:`pymc_dp.likelihoods.grouped`). Vector statistics (Categorical counts, a window's
+(Σz, Σz²)) get y of shape ``(G, k)`` from :mod:`pymc_dp.model.nodes.grouped_vector`. The groups are
+independent given θ, so the node's log density is the sum of the per-group ones, each with its
+own n_g.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+
+from pymc_dp.curator.record import Release
+from pymc_dp.curator.release_set import ReleaseSet
+from pymc_dp.families import ExponentialFamily
+from pymc_dp.families.record_laws import continuous_window
+from pymc_dp.kernels.exact_counts import NoiseLaw
+from pymc_dp.likelihoods.choice import (
+    CltWarning,
+    choose_likelihood,
+    clt_trust,
+    noise_law,
+    windowed_counts,
+)
+from pymc_dp.likelihoods.collapsed import CollapsedLaplace
+from pymc_dp.likelihoods.collapsed_gaussian import CollapsedGaussian
+from pymc_dp.likelihoods.grouped import GroupedExactCount, GroupedExactWindowSum
+from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
+from pymc_dp.model.nodes.collapsed import grid_ready
+from pymc_dp.model.nodes.grouped_vector import (
+    check_vector_likelihood,
+    group_theta,
+    vector_grouped_y,
+)
+from pymc_dp.model.nodes.info import GRID_TAG, TAG, THETA_TAG, NoisySuffStatInfo
+
+__all__ = ["grouped_likelihood", "grouped_node"]
+
+
+def grouped_likelihood(family: ExponentialFamily, release: ReleaseSet, likelihood: str) -> str:
+    """Resolve ``likelihood`` for the whole node: exact only if every group's sum is affordable.
+
+    With ``"auto"``, one group too large for the exact sum makes the node CLT for every group
+    (one likelihood per node, recorded in ``attrs``); a
+    :class:`~pymc_dp.likelihoods.choice.CltWarning` names the groups where the CLT is outside its
+    measured safe region.
+    """
+    rel = release.first
+    bounds = _window(family, rel)
+    if continuous_window(family):
+        # No grouped node sums continuous records exactly yet: the CLT, checked per group.
+        if likelihood == "exact":
+            raise ValueError(
+                f"likelihood='exact' is not available for grouped releases of {family!r} yet; "
+                "use likelihood='clt', or one NoisySuffStat per group"
+            )
+        choices = ["clt"]
+        why = (
+            "no grouped exact likelihood exists for continuous records yet: one NoisySuffStat "
+            "per group can use it"
+        )
+    else:
+        choices = [
+            choose_likelihood(
+                family, int(n_g), value, rel.scale, likelihood, bounds=bounds, warn=False
+            ).likelihood
+            for n_g, value in zip(release.n, release.value, strict=True)
+        ]
+        why = (
+            "the exact likelihood is too large for some group; pass likelihood='exact' to use "
+            "it anyway"
+        )
+    if all(c == "exact" for c in choices):
+        return "exact"
+    if likelihood == "auto":
+        doubtful = [
+            key
+            for key, n_g, value in zip(release.groups, release.n, release.value, strict=True)
+            if not clt_trust(family, int(n_g), value, rel.scale, bounds=bounds)[0]
+        ]
+        if doubtful:
+            warnings.warn(
+                f"the CLT for s may be inaccurate for groups {doubtful!r} (few expected counts "
+                f"or little noise); {why}",
+                CltWarning,
+                stacklevel=4,
+            )
+    return "clt"
+
+
+def _window(family: ExponentialFamily, rel: Release) -> tuple[float, float] | None:
+    return rel.bounds if family.needs_bounds else None
+
+
+def grouped_node(
+    model: pm.Model,
+    name: str,
+    *,
+    family: ExponentialFamily,
+    dist: pt.TensorVariable,
+    release: ReleaseSet,
+    dims: str,
+    method: str,
+    likelihood: str,
+    stat_dim: str | None = None,
+) -> pt.TensorVariable:
+    """Add the observed y for a grouped release; return it.
+
+    y has shape ``(G,)``, or ``(G, k)`` for a vector statistic, whose dimension ``stat_dim``
+    (``{name}_category`` or ``{name}_stat``) the caller has added to the model.
+    """
+    rel = release.first
+    if rel.get_family() != family:
+        raise ValueError(
+            f"dist is {family!r} but the release is for {rel.get_family()!r}; model the "
+            "records with the family they were released for"
+        )
+    if method == "augmented":
+        raise ValueError(
+            "method='augmented' is not available for a grouped release; use method='auto'"
+        )
+    if not isinstance(dims, str) or not dims:
+        raise TypeError(f"dims must name the group dimension, e.g. dims='group' (got {dims!r})")
+    groups = list(release.groups)
+    size = len(groups)
+    _group_coords(model, dims, groups)
+    vector = family.stat_shape not in ((), (1,))
+    if vector:
+        theta_g = group_theta(family, dist, size)
+    else:
+        theta = pt.as_tensor_variable(family.theta_of(dist))
+        if theta.type.ndim > 1 or (
+            theta.type.ndim == 1 and theta.type.shape[0] not in (None, size)
+        ):
+            raise ValueError(
+                f"θ of a grouped release must be a scalar or have one entry per group ({size}), "
+                f"got static shape {theta.type.shape}; give it dims={dims!r}"
+            )
+        theta_g = pt.broadcast_to(theta, (size,))
+    bounds = _window(family, rel)
+    gaussian = rel.mechanism == DISCRETE_GAUSSIAN
+    choice = grouped_likelihood(family, release, likelihood)
+    if gaussian and choice == "exact" and likelihood == "auto" and continuous_window(family):
+        choice = "clt"  # the exact likelihood of continuous records models Laplace noise only
+    if vector:
+        check_vector_likelihood(family, release, choice, likelihood)
+    value = None if vector else np.asarray(release.value, dtype=np.float64).reshape(size)
+    sizes = release.n
+    noise = None
+    with model:
+        if vector:
+            y, noise = vector_grouped_y(
+                name,
+                family=family,
+                theta=theta_g,
+                release=release,
+                choice=choice,
+                dims=(dims, stat_dim),
+            )
+        elif choice == "exact":
+            noise = noise_law(rel.mechanism, rel.scale, rel.quantum)
+            if windowed_counts(family):
+                y = GroupedExactWindowSum(
+                    name,
+                    theta_g,
+                    family=family,
+                    n=sizes,
+                    bounds=bounds,
+                    noise=noise,
+                    observed=value,
+                    dims=dims,
+                )
+            else:
+                y = GroupedExactCount(
+                    name,
+                    theta_g,
+                    totals=sizes * family.trials,
+                    noise=noise,
+                    observed=value,
+                    dims=dims,
+                )
+        else:
+            parts = [
+                family.released_clt(theta_g[g], int(n_g), bounds) for g, n_g in enumerate(sizes)
+            ]
+            # Gaussian noise: the normal product, no mixing variance (pymc_dp.model.nodes.gaussian).
+            if gaussian:
+                noise = NoiseLaw(DISCRETE_GAUSSIAN, float(rel.scale))
+            y = (CollapsedGaussian if gaussian else CollapsedLaplace)(
+                name,
+                mean=pt.stack([p[0] for p in parts]),
+                var=pt.stack([p[1] for p in parts]),
+                lower=np.array([p[2] for p in parts], dtype=np.float64),
+                upper=np.array([p[3] for p in parts], dtype=np.float64),
+                scale=rel.scale,
+                observed=value,
+                dims=dims,
+            )
+        _add_release_data(model, name, release, dims)
+    info = NoisySuffStatInfo(
+        name=name,
+        suffstat=f"{name}_s",
+        noise_variance=f"{name}_sigma2",
+        theta=(),
+        family=family,
+        n=tuple(int(v) for v in sizes),
+        epsilon=rel.epsilon,
+        sensitivity=rel.sensitivity,
+        bounds=bounds,
+        collapsed=True,
+        release_json=json.dumps(release.to_dict()),
+        likelihood=choice,
+        noise=noise,
+        groups=tuple(groups),
+    )
+    setattr(y.tag, TAG, info)
+    setattr(y.tag, THETA_TAG, theta_g)
+    # Only a θ shared by every group can be a GridStep variable; a hierarchical θ goes to NUTS.
+    if not vector and grid_ready(model, theta):
+        setattr(theta.tag, GRID_TAG, True)
+    return y
+
+
+def _group_coords(model: pm.Model, dims: str, groups: list) -> None:
+    """Add the group keys as coordinates, or check those the model already holds."""
+    if dims in model.coords:
+        existing = model.coords[dims]
+        if existing is None or [str(v) for v in existing] != [str(g) for g in groups]:
+            raise ValueError(
+                f"the model's coordinate {dims!r} must be the release's groups {groups!r} in "
+                f"that order (got {existing!r}); use another dims name or fix the coordinates"
+            )
+    else:
+        model.add_coord(dims, groups)
+
+
+def _add_release_data(model: pm.Model, name: str, release: ReleaseSet, dims: str) -> None:
+    """n_g, ε, Δ and the window as ``pm.Data`` (ArviZ ``constant_data``), as for one release."""
+    bound_dim = f"{name}_bound"
+    if bound_dim not in model.coords:
+        model.add_coord(bound_dim, ["lower", "upper"])
+    rel = release.first
+    pm.Data(f"{name}_n", release.n.astype(np.int64), dims=dims)
+    pm.Data(f"{name}_epsilon", np.asarray(rel.epsilon, dtype=np.float64))
+    pm.Data(f"{name}_sensitivity", np.asarray(rel.sensitivity, dtype=np.float64))
+    pm.Data(f"{name}_bounds", np.asarray(rel.bounds, dtype=np.float64), dims=bound_dim)

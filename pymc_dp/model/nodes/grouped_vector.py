@@ -1,0 +1,158 @@
+"""The observed node of a grouped release of a vector statistic: K counts, or a window's pair.
+
+:func:`~pymc_dp.model.nodes.grouped.grouped_node` hands these releases here. θ_g is row g of a
+``(G, …)`` tensor, y has shape ``(G, k)`` (dimensions: the groups, then ``{name}_category`` or
+``{name}_stat``), and each group's likelihood is the one a single release of that family gets,
+evaluated for every group at once:
+
+=====================  =========================  ==================================================
+release                likelihood                 per group, as for one release
+=====================  =========================  ==================================================
+Categorical counts     exact (``"auto"``)         the multinomial sum of
+                                                  :func:`~pymc_dp.likelihoods.exact.multinomial_exact_logp`
+Categorical, Gaussian  CLT                        y_g ~ N(n_g p_g, n_g (diag p_g − p_g p_gᵀ) + τ² I)
+Normal, LogNormal      CLT (collapsed pair)       the bivariate normal–Laplace convolution of
+                                                  :mod:`pymc_dp.likelihoods.collapsed_pair`
+                                                  (batched over the groups), or N(m_g, V_g + τ² I)
+                                                  for a Gaussian-mechanism release
+=====================  =========================  ==================================================
+
+A Categorical release with Laplace noise under the CLT is modelled, for one release, by a
+partially collapsed node whose latent s and σ² are Gibbs steps of their own; those steps do not
+run per group, so a grouped Categorical release needs the exact likelihood (``"auto"`` takes it
+when every group's sum is affordable) and is refused otherwise, with the way out in the message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytensor.tensor as pt
+from pytensor.tensor.variable import TensorVariable
+
+from pymc_dp.curator.release_set import ReleaseSet
+from pymc_dp.families import Categorical, ExponentialFamily
+from pymc_dp.kernels.exact_counts import NoiseLaw
+from pymc_dp.likelihoods.choice import exact_cost, noise_law
+from pymc_dp.likelihoods.collapsed_pair import CollapsedLaplacePair
+from pymc_dp.likelihoods.grouped import GroupedExactCounts
+from pymc_dp.likelihoods.released_normal import ReleasedNormal
+from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
+
+__all__ = ["check_vector_likelihood", "group_theta", "vector_grouped_y"]
+
+
+def group_theta(family: ExponentialFamily, dist: TensorVariable, size: int) -> TensorVariable:
+    """θ of every group, shape ``(G, d)``: row g is θ_g (p_g, or (μ_g, σ²_g)).
+
+    A θ with no group dimension is shared by every group.
+
+    Raises
+    ------
+    ValueError
+        If θ's leading dimension is not the number of groups.
+    """
+    if isinstance(family, Categorical):
+        theta = pt.as_tensor_variable(family.theta_of(dist))
+    else:
+        # The pair families' θ stacks (μ, σ²) first; broadcast μ and σ against each other so
+        # that a per-group μ may share one σ, and put the group dimension first.
+        params = dist.owner.op.dist_params(dist.owner)
+        theta = family.theta_of(family.pymc_distribution.dist(*pt.broadcast_arrays(*params)))
+        theta = pt.moveaxis(theta, 0, -1)
+    if theta.type.ndim > 2 or (theta.type.ndim == 2 and theta.type.shape[0] not in (None, size)):
+        raise ValueError(
+            f"θ of a grouped {family.name} release must have one row per group ({size}) or "
+            f"none (shared by every group), got static shape {theta.type.shape}; give the "
+            "per-group parameters the group dimension first"
+        )
+    return pt.broadcast_to(theta, (size, theta.shape[-1]))
+
+
+def check_vector_likelihood(
+    family: ExponentialFamily, release: ReleaseSet, choice: str, likelihood: str
+) -> None:
+    """Refuse a grouped Categorical release with Laplace noise under the CLT, saying why.
+
+    Called before anything is added to the model.
+    """
+    rel = release.first
+    if not isinstance(family, Categorical) or choice == "exact":
+        return
+    if rel.mechanism == DISCRETE_GAUSSIAN:
+        return
+    largest = int(np.max(release.n))
+    cost = exact_cost(family, largest)
+    asked = (
+        "likelihood='clt' was asked for"
+        if likelihood == "clt"
+        else (
+            f"the largest group (n = {largest}) is too large for likelihood='auto' to take the "
+            f"exact sum ({cost} terms per evaluation)"
+        )
+    )
+    raise ValueError(
+        f"a grouped Categorical release with Laplace noise needs the exact likelihood, and "
+        f"{asked}: the CLT node of a Categorical release samples its latent counts and noise "
+        "variances by Gibbs steps that do not run per group yet. Pass likelihood='exact' "
+        "(slower for large groups), or add one NoisySuffStat per group"
+    )
+
+
+def vector_grouped_y(
+    name: str,
+    *,
+    family: ExponentialFamily,
+    theta: TensorVariable,
+    release: ReleaseSet,
+    choice: str,
+    dims: tuple[str, str],
+) -> tuple[TensorVariable, NoiseLaw | None]:
+    """Add the observed y of shape ``(G, k)`` (inside a model context); return it and its noise.
+
+    ``theta`` is :func:`group_theta`'s ``(G, d)``; ``choice`` is ``"exact"`` or ``"clt"``;
+    ``dims`` names the groups and the statistic's components. The noise law is ``None`` for the
+    collapsed Laplace pair, as for one release.
+    """
+    rel = release.first
+    sizes = release.n
+    value = np.asarray(release.value, dtype=np.float64).reshape(len(release), -1)
+    k = value.shape[1]
+    if choice == "exact":  # Categorical counts: continuous records have no grouped exact node
+        noise = noise_law(rel.mechanism, rel.scale, rel.quantum)
+        y = GroupedExactCounts(
+            name,
+            theta,
+            n=sizes,
+            categories=family.categories,
+            noise=noise,
+            observed=value,
+            dims=dims,
+        )
+        return y, noise
+    mean, cov = _group_clt(family, theta, sizes, rel.bounds)
+    if rel.mechanism == DISCRETE_GAUSSIAN:
+        scale = float(rel.scale)
+        y = ReleasedNormal(name, mean, cov + scale * scale * np.eye(k), observed=value, dims=dims)
+        return y, NoiseLaw(DISCRETE_GAUSSIAN, scale)
+    y = CollapsedLaplacePair(
+        name, mean=mean, cov=cov, scale=np.full(k, rel.scale), observed=value, dims=dims
+    )
+    return y, None
+
+
+def _group_clt(
+    family: ExponentialFamily, theta: TensorVariable, sizes: Any, bounds: Any
+) -> tuple[TensorVariable, TensorVariable]:
+    """CLT mean ``(G, k)`` and covariance ``(G, k, k)`` of each group's released statistic."""
+    if isinstance(family, Categorical):
+        mu, sigma = family.moments(theta)  # batched over the leading group dimension
+        n = np.asarray(sizes, dtype=np.float64)
+        return n[:, None] * mu, n[:, None, None] * sigma
+    k = family.stat_size
+    parts = [family.joint_clt(theta[g], int(n_g), bounds) for g, n_g in enumerate(sizes)]
+    return (
+        pt.stack([mean[:k] for mean, _ in parts]),
+        pt.stack([cov[:k, :k] for _, cov in parts]),
+    )

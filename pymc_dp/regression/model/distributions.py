@@ -1,0 +1,413 @@
+"""PyMC distributions for the latent variables of a :class:`~pymc_dp.NoisyRegressionStat` node.
+
+* :class:`RegressionSuffStat`: the latent regression statistic s, ``N(nμ_t, nΣ_t)`` restricted
+  to the statistics whose ``B = [X, y]ᵀ[X, y]`` is PSD (Bernstein & Sheldon 2019, §3.4), with
+  ``μ_t, Σ_t`` the CLT moments at (θ, σ²) and the moments of x.
+* :class:`NormalModelSuffStat`: the latent statistic with its exact law under the covariates'
+  normal model (:mod:`pymc_dp.regression.kernels.normal_model`), the default sampler's model;
+* :class:`InverseWishart`: ``Σ_x ~ InverseWishart(ν, Ψ)`` of the covariates' normal model
+  (PyMC has no inverse Wishart).
+
+Their log densities are PyTensor translations of :func:`~pymc_dp.regression.suffstat_moments`
+and :func:`~pymc_dp.regression.normal_x_moments` (tested equal), so the model's logp is the
+model's; the Gibbs steps call the NumPy kernels themselves.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+from pymc.distributions.dist_math import check_parameters, multigammaln
+from pymc.distributions.distribution import Continuous
+from pytensor.tensor.random.op import RandomVariable
+
+from pymc_dp.curator.regression.statistics import (
+    n_released,
+    pack_statistic,
+    released_pairs,
+    unpack_statistic,
+)
+from pymc_dp.model.distributions.suffstat import rv_size_is_none
+from pymc_dp.regression.kernels.data_model import NIW, draw_niw
+from pymc_dp.regression.kernels.moments import XMoments, suffstat_moments
+from pymc_dp.regression.kernels.normal_model import draw_statistic
+from pymc_dp.regression.kernels.psd import project_psd
+from pymc_dp.regression.kernels.suffstat import is_valid_statistic
+
+__all__ = [
+    "InverseWishart",
+    "InverseWishartRV",
+    "NormalModelSuffStat",
+    "NormalModelSuffStatRV",
+    "RegressionSuffStat",
+    "RegressionSuffStatRV",
+    "clt_moments_pt",
+    "normal_x_moments_pt",
+]
+
+# Relative jitter on nΣ_t in the log density only: moments of x made valid by eigenvalue
+# clipping can leave Σ_t singular, where the normal has no density on the full space.
+_JITTER = 1e-10
+_PSD_TOL = 1e-12  # as pymc_dp.regression.kernels.suffstat.is_valid_statistic
+_START_FLOOR = 1e-6  # as pymc_dp.regression.engine.gibbs_ss: a start strictly inside the PSD cone
+_PROPOSALS = 32
+
+
+def clt_moments_pt(
+    theta: pt.TensorVariable,
+    sigma2: pt.TensorVariable,
+    second: pt.TensorVariable,
+    fourth_cov: pt.TensorVariable,
+    d: int,
+) -> tuple[pt.TensorVariable, pt.TensorVariable]:
+    """``μ_t`` (m,) and ``Σ_t`` (m, m) of one record's statistic, as PyTensor expressions.
+
+    The same formulas as :func:`~pymc_dp.regression.suffstat_moments` (§3.4.1 of Bernstein &
+    Sheldon 2019), unbatched: θ (p,), σ² (), E[x̃x̃ᵀ] (p, p), Φ (p, p, p, p), p = d + 1.
+    """
+    p = d + 1
+    rows, cols = released_pairs(d)
+    m_mat = pt.concatenate([pt.eye(p), theta[None, :]], axis=0)  # (p + 1, p)
+    s_mat = m_mat @ second @ m_mat.T
+    u = np.zeros(p + 1)
+    u[p] = 1.0
+    ui, uj = u[rows], u[cols]
+    mean = s_mat[rows, cols] + sigma2 * (ui * uj)
+    g = (m_mat[rows, :, None] * m_mat[cols, None, :]).reshape((rows.size, p * p))
+    cov = g @ pt.reshape(fourth_cov, (p * p, p * p)) @ g.T
+    cross = (
+        s_mat[rows[:, None], rows[None, :]] * np.outer(uj, uj)
+        + s_mat[rows[:, None], cols[None, :]] * np.outer(uj, ui)
+        + s_mat[cols[:, None], rows[None, :]] * np.outer(ui, uj)
+        + s_mat[cols[:, None], cols[None, :]] * np.outer(ui, ui)
+    )
+    cov = cov + sigma2 * cross + 2.0 * pt.sqr(sigma2) * np.outer(ui * uj, ui * uj)
+    return mean, 0.5 * (cov + cov.T)
+
+
+def normal_x_moments_pt(
+    loc: pt.TensorVariable, cov: pt.TensorVariable
+) -> tuple[pt.TensorVariable, pt.TensorVariable]:
+    """E[x̃x̃ᵀ] and Φ of x̃ = (1, x) for x ~ N(loc, cov) (Isserlis), as PyTensor expressions.
+
+    The same formulas as :func:`~pymc_dp.regression.normal_x_moments`, unbatched.
+    """
+    mu = pt.concatenate([pt.ones((1,)), loc])
+    size = mu.type.shape[0] if mu.type.shape[0] is not None else mu.shape[0]
+    sig = pt.zeros((size, size))
+    sig = pt.set_subtensor(sig[1:, 1:], cov)
+    mm = pt.outer(mu, mu)
+    second = mm + sig
+    # Axes (a, b, c, e) of Φ = Cov(x̃_a x̃_b, x̃_c x̃_e).
+    phi = (
+        mm[:, None, :, None] * sig[None, :, None, :]
+        + mm[:, None, None, :] * sig[None, :, :, None]
+        + mm[None, :, :, None] * sig[:, None, None, :]
+        + mm[None, :, None, :] * sig[:, None, :, None]
+        + sig[:, None, :, None] * sig[None, :, None, :]
+        + sig[:, None, None, :] * sig[None, :, :, None]
+    )
+    return second, phi
+
+
+def _unpack_pt(value: pt.TensorVariable, n: pt.TensorVariable, d: int) -> pt.TensorVariable:
+    """``B`` (d + 2, d + 2) from the statistic, as :func:`~pymc_dp.regression.unpack_statistic`."""
+    rows, cols = released_pairs(d)
+    b = pt.zeros((d + 2, d + 2))
+    b = pt.set_subtensor(b[rows, cols], value)
+    b = pt.set_subtensor(b[cols, rows], value)
+    return pt.set_subtensor(b[0, 0], n)
+
+
+def _mean_statistic(mean, n, size, d):
+    """``n`` times the mean of one record's t, broadcast to ``size`` (a support point)."""
+    point = n * mean
+    if not rv_size_is_none(size):
+        point = pt.full((*size, n_released(d)), point)
+    return point
+
+
+def _statistic_shape(self, dist_params, param_shapes=None):
+    """Support shape ``(m,)`` of a statistic RV whose first parameter is θ of length p."""
+    shapes = param_shapes or [p.shape for p in dist_params]
+    p = shapes[0][-1]
+    return ((p + 1) * (p + 2) // 2 - 1,)
+
+
+def _d_of(theta: pt.TensorVariable) -> int:
+    p = theta.type.shape[-1]
+    if p is None:
+        raise ValueError("theta must have a static length d + 1 (intercept first)")
+    return int(p) - 1
+
+
+class RegressionSuffStatRV(RandomVariable):
+    """s ~ N(nμ_t, nΣ_t) restricted to PSD ``B(s)``; parameters θ, σ², E[x̃x̃ᵀ], Φ, n."""
+
+    name = "regression_suffstat"
+    signature = "(p),(),(p,p),(p,p,p,p),()->(m)"
+    dtype = "floatX"
+    _print_name = ("RegressionSuffStat", "\\operatorname{RegressionSuffStat}")
+
+    _supp_shape_from_params = _statistic_shape
+
+    @classmethod
+    def rng_fn(cls, rng, theta, sigma2, second, fourth_cov, n, size):
+        """Draw the normal restricted to valid statistics, else project its mean.
+
+        The first valid of 32 proposals; failing that, the projection of the CLT mean, strictly
+        inside the PSD cone (a valid start for the Gibbs chain).
+        """
+        mean, cov = suffstat_moments(theta, sigma2, XMoments(second, fourth_cov))
+        n = float(n)
+        mean, cov = n * mean, n * cov
+        if size is not None:
+            mean = np.broadcast_to(mean, (*size, mean.shape[-1]))
+        lam, vec = np.linalg.eigh(cov)
+        factor = vec * np.sqrt(np.maximum(lam, 0.0))[..., None, :]
+        noise = rng.standard_normal((_PROPOSALS, *mean.shape))
+        cand = mean + np.einsum("...ij,k...j->k...i", factor, noise)
+        valid = is_valid_statistic(cand, n)
+        first = np.argmax(valid, axis=0)
+        picked = np.take_along_axis(cand, first[None, ..., None], axis=0)[0]
+        fallback = pack_statistic(project_psd(unpack_statistic(mean, n), floor=_START_FLOOR * n))
+        return np.where(np.any(valid, axis=0)[..., None], picked, fallback)
+
+
+regression_suffstat = RegressionSuffStatRV()
+
+
+class RegressionSuffStat(Continuous):
+    """Latent regression statistic s of n records (released layout, ``B[0, 0] = n`` left out).
+
+    Parameters
+    ----------
+    theta
+        Coefficients θ, intercept first, shape ``(p,)`` with a static ``p = d + 1``.
+    sigma2
+        Regression noise variance σ².
+    second, fourth_cov
+        Moments of x̃ = (1, x): ``E[x̃x̃ᵀ]`` (p, p) and ``Φ = Cov(x̃_a x̃_b, x̃_c x̃_e)``.
+    n
+        Number of records.
+
+    Notes
+    -----
+    The log density is the CLT normal ``N(s; nμ_t, nΣ_t)`` on the PSD set, not renormalised
+    there (as the Gibbs-SS restricted draw), and −∞ outside it.
+    """
+
+    rv_op = regression_suffstat
+
+    @classmethod
+    def dist(cls, theta, sigma2, second, fourth_cov, n, **kwargs):  # noqa: D102
+        return super().dist([theta, sigma2, second, fourth_cov, n], **kwargs)
+
+    def support_point(rv, size, theta, sigma2, second, fourth_cov, n):  # noqa: D102
+        d = _d_of(theta)
+        mean, _ = clt_moments_pt(theta, sigma2, second, fourth_cov, d)
+        return _mean_statistic(mean, n, size, d)
+
+    def logp(value, theta, sigma2, second, fourth_cov, n):  # noqa: D102
+        d = _d_of(theta)
+        k = n_released(d)
+        diag = np.arange(k)
+        mean, cov = clt_moments_pt(theta, sigma2, second, fourth_cov, d)
+        cov = n * cov
+        jitter = pytensor.gradient.zero_grad(_JITTER * pt.max(cov[diag, diag]))
+        chol = pt.linalg.cholesky(cov + jitter * np.eye(k))
+        # Written out rather than pm.MvNormal's logp: indexing the diagonal with constants keeps
+        # the symbolic gradient (built by pm.sample) small.
+        white = pt.linalg.solve_triangular(chol, value - n * mean, lower=True)
+        logp = (
+            -0.5 * k * np.log(2.0 * np.pi)
+            - pt.sum(pt.log(chol[diag, diag]))
+            - 0.5 * pt.sum(pt.sqr(white))
+        )
+        b = _unpack_pt(value, n, d)
+        edge = b[1:, 0]
+        schur = b[1:, 1:] - pt.outer(edge, edge) / n
+        lowest = pt.linalg.eigh(schur)[0][0]
+        # The tolerance scales with B, as in is_valid_statistic.
+        scale = pt.maximum(n, pt.max(pt.abs(pt.diagonal(b))))
+        return pt.switch(lowest >= -_PSD_TOL * scale, logp, -np.inf)
+
+
+class NormalModelSuffStatRV(RandomVariable):
+    """s with its exact law given θ, σ², μ_x, Σ_x and n (normal covariates)."""
+
+    name = "normal_model_suffstat"
+    signature = "(p),(),(d),(d,d),()->(m)"
+    dtype = "floatX"
+    _print_name = ("NormalModelSuffStat", "\\operatorname{NormalModelSuffStat}")
+
+    _supp_shape_from_params = _statistic_shape
+
+    @classmethod
+    def rng_fn(cls, rng, theta, sigma2, x_loc, x_cov, n, size):  # noqa: D102
+        return draw_statistic(
+            rng, theta=theta, sigma2=sigma2, x_loc=x_loc, x_cov=x_cov, n=int(n),
+            size=() if size is None else tuple(size),
+        )  # fmt: skip
+
+
+normal_model_suffstat = NormalModelSuffStatRV()
+
+
+class NormalModelSuffStat(Continuous):
+    """Latent statistic s of n records whose covariates are N(μ_x, Σ_x), with its exact law.
+
+    Parameters
+    ----------
+    theta, sigma2
+        Coefficients (intercept first, static length d + 1) and noise variance.
+    x_loc, x_cov
+        μ_x (d,) and Σ_x (d, d) of the covariates' normal model.
+    n
+        Number of records.
+
+    Notes
+    -----
+    The log density is :func:`~pymc_dp.regression.kernels.normal_model.statistic_logpdf` in
+    PyTensor: ``x̄ ~ N(μ_x, Σ_x/n)``, ``C ~ Wishart(n − 1, Σ_x)``, ``X̃ᵀy | X̃ᵀX̃ ~ N(Aθ, σ²A)`` and
+    the residual sum of squares ``σ²χ²(n − d − 1)``; −∞ off the valid statistics.
+    """
+
+    rv_op = normal_model_suffstat
+
+    @classmethod
+    def dist(cls, theta, sigma2, x_loc, x_cov, n, **kwargs):  # noqa: D102
+        return super().dist([theta, sigma2, x_loc, x_cov, n], **kwargs)
+
+    def support_point(rv, size, theta, sigma2, x_loc, x_cov, n):  # noqa: D102
+        d = _d_of(theta)
+        mean, _ = _record_mean_pt(theta, sigma2, x_loc, x_cov, d)
+        return _mean_statistic(mean, n, size, d)
+
+    def logp(value, theta, sigma2, x_loc, x_cov, n):  # noqa: D102
+        d = _d_of(theta)
+        p = d + 1
+        diag_p, diag_d = np.arange(p), np.arange(d)
+        b = _unpack_pt(value, n, d)
+        gram = b[:p, :p]
+        xty = b[:p, p]
+        mean = gram[0, 1:] / n
+        scatter = gram[1:, 1:] - n * pt.outer(mean, mean)
+        gram_chol = pt.linalg.cholesky(gram)
+        half_b = pt.linalg.solve_triangular(gram_chol, xty, lower=True)
+        rss = b[p, p] - pt.sum(pt.sqr(half_b))
+        resid = pt.linalg.solve_triangular(gram_chol, xty - gram @ theta, lower=True)
+        cov_chol = pt.linalg.cholesky(x_cov)
+        logdet_cov = 2.0 * pt.sum(pt.log(cov_chol[diag_d, diag_d]))
+        centred = pt.linalg.solve_triangular(cov_chol, mean - x_loc, lower=True)
+        half_c = pt.linalg.solve_triangular(cov_chol, scatter, lower=True)
+        whitened = pt.linalg.solve_triangular(cov_chol, half_c.T, lower=True)
+        trace = pt.sum(whitened[diag_d, diag_d])
+        scatter_chol = pt.linalg.cholesky(scatter)
+        logdet_scatter = 2.0 * pt.sum(pt.log(scatter_chol[diag_d, diag_d]))
+        half = 0.5 * (n - p)
+        logp = (
+            -0.5 * d * (np.log(2.0 * np.pi) + pt.log(n))
+            - 0.5 * logdet_cov
+            - 0.5 * n * pt.sum(pt.sqr(centred))
+            + 0.5 * (n - d - 2) * logdet_scatter
+            - 0.5 * trace
+            - 0.5 * (n - 1) * d * np.log(2.0)
+            - 0.5 * (n - 1) * logdet_cov
+            - multigammaln(0.5 * (n - 1), d)
+            - 0.5 * p * pt.log(2.0 * np.pi * sigma2)
+            - pt.sum(pt.log(gram_chol[diag_p, diag_p]))
+            - 0.5 * pt.sum(pt.sqr(resid)) / sigma2
+            + (half - 1.0) * pt.log(rss)
+            - rss / (2.0 * sigma2)
+            - half * pt.log(2.0 * sigma2)
+            - pt.gammaln(half)
+        )
+        valid = ~pt.any(pt.isnan(scatter_chol)) & ~pt.any(pt.isnan(gram_chol)) & (rss > 0)
+        return pt.switch(valid, logp, -np.inf)
+
+
+def _record_mean_pt(theta, sigma2, x_loc, x_cov, d):
+    """E t of one record under the normal model, as :func:`record_moments`' mean (PyTensor)."""
+    p = d + 1
+    rows, cols = released_pairs(d)
+    mean = pt.concatenate([pt.ones((1,)), x_loc, (theta[0] + pt.dot(theta[1:], x_loc))[None]])
+    second = pt.outer(mean, mean)
+    cov_xy = x_cov @ theta[1:]
+    extra = pt.zeros((p + 1, p + 1))
+    extra = pt.set_subtensor(extra[1:p, 1:p], x_cov)
+    extra = pt.set_subtensor(extra[1:p, p], cov_xy)
+    extra = pt.set_subtensor(extra[p, 1:p], cov_xy)
+    extra = pt.set_subtensor(extra[p, p], pt.dot(theta[1:], cov_xy) + sigma2)
+    second = second + extra
+    return second[rows, cols], second
+
+
+class InverseWishartRV(RandomVariable):
+    """Σ ~ InverseWishart(ν, Ψ): E Σ = Ψ / (ν − d − 1)."""
+
+    name = "inverse_wishart"
+    signature = "(),(d,d)->(d,d)"
+    dtype = "floatX"
+    _print_name = ("InverseWishart", "\\operatorname{InverseWishart}")
+
+    @classmethod
+    def rng_fn(cls, rng, dof, scale, size):  # noqa: D102
+        d = scale.shape[-1]
+        dof = np.asarray(dof, dtype=np.float64)
+        if size is not None:  # PyTensor's size is the whole batch shape, parameters included
+            dof = np.broadcast_to(dof, tuple(size))
+            scale = np.broadcast_to(scale, (*size, d, d))
+        batch = np.broadcast_shapes(dof.shape, scale.shape[:-2])
+        niw = NIW(np.zeros((*batch, d)), np.ones(batch), dof, scale)
+        return draw_niw(rng, niw)[1]
+
+
+inverse_wishart = InverseWishartRV()
+
+
+class InverseWishart(Continuous):
+    """Inverse-Wishart distribution of a d × d covariance matrix.
+
+    Parameters
+    ----------
+    dof
+        Degrees of freedom ν > d − 1.
+    scale
+        Scale matrix Ψ, symmetric positive definite.
+    """
+
+    rv_op = inverse_wishart
+
+    @classmethod
+    def dist(cls, dof, scale, **kwargs):  # noqa: D102
+        return super().dist([dof, scale], **kwargs)
+
+    def support_point(rv, size, dof, scale):  # noqa: D102
+        # The mode Ψ / (ν + d + 1): always defined, unlike the mean.
+        d = scale.shape[-1]
+        point = scale / (dof + d + 1)
+        if not rv_size_is_none(size):
+            point = pt.full((*size, d, d), point)
+        return point
+
+    def logp(value, dof, scale):  # noqa: D102
+        d = value.type.shape[-1]
+        if d is None:
+            raise ValueError("InverseWishart needs a static matrix size")
+        diag = np.arange(d)
+        chol = pt.linalg.cholesky(value)
+        logdet = 2.0 * pt.sum(pt.log(chol[diag, diag]))
+        logdet_scale = 2.0 * pt.sum(pt.log(pt.linalg.cholesky(scale)[diag, diag]))
+        trace = pt.sum(pt.linalg.solve(value, scale)[diag, diag])
+        logp = (
+            0.5 * dof * logdet_scale
+            - 0.5 * dof * d * np.log(2.0)
+            - multigammaln(0.5 * dof, d)
+            - 0.5 * (dof + d + 1) * logdet
+            - 0.5 * trace
+        )
+        symmetric = pt.all(pt.abs(value - value.T) <= 1e-8 * pt.max(pt.abs(value)))
+        logp = pt.switch(symmetric & ~pt.any(pt.isnan(chol)), logp, -np.inf)
+        return check_parameters(logp, dof > d - 1, msg="dof > d - 1")

@@ -1,0 +1,567 @@
+"""The ``NoisyRegressionStat`` observed node: a private regression release inside a PyMC model.
+
+The Normal–Inverse-Gamma prior is written with ordinary PyMC distributions; one call adds the
+release. By default (``method="auto"`` without fixed moments of x):
+
+* ``{name}_x_cov`` ~ InverseWishart(ν, Ψ) and ``{name}_x_loc`` ~ N(m, Σ_x/κ): the covariates'
+  normal model, with a prior from the public box (:func:`~pymc_dp.regression.default_x_prior`)
+  unless ``x_prior`` is given;
+* ``{name}_s``: the latent statistic with its exact law given θ, σ², μ_x, Σ_x
+  (:class:`~pymc_dp.regression.model.distributions.NormalModelSuffStat`, no CLT);
+* ``{name}``: the released z | s ~ Laplace(s, Δ/ε) (or Normal(s, σ) for Gaussian noise),
+  observed;
+* ``{name}_sigma2``: the Laplace mixing variances (one per component; none for Gaussian noise).
+
+``pm.sample()`` assigns :class:`~pymc_dp.regression.RegressionCollapsedStep` to θ, σ², μ_x, Σ_x
+and s, and the mixing-variance step to the rest. ``method="gibbs-ss"`` (or fixed
+``x_moments``) is the paper's Algorithm 1 instead: s | θ, σ² ~ N(nμ_t, nΣ_t) restricted to PSD
+``B = [X, y]ᵀ[X, y]`` (:class:`~pymc_dp.regression.model.distributions.RegressionSuffStat`), sampled
+by the steps of :mod:`pymc_dp.regression.model.steps`. Neither leaves anything to NUTS.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pymc as pm
+import pytensor
+import pytensor.tensor as pt
+from pytensor.scalar import Second
+from pytensor.tensor.elemwise import Elemwise
+
+from pymc_dp._compat import ancestors
+from pymc_dp._validation import check_finite_array, check_int, check_positive
+from pymc_dp.curator.regression.release import RegressionRelease
+from pymc_dp.curator.regression.statistics import d_from_released, released_pairs
+from pymc_dp.families.base import rv_op_type
+from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
+from pymc_dp.model.distributions import LaplaceNoiseVariance
+from pymc_dp.regression.kernels.data_model import NIW, check_niw
+from pymc_dp.regression.kernels.moments import XMoments, check_x_moments, x_moments_from_release
+from pymc_dp.regression.model.default_prior import default_x_prior
+from pymc_dp.regression.model.distributions import (
+    InverseWishart,
+    NormalModelSuffStat,
+    RegressionSuffStat,
+    normal_x_moments_pt,
+)
+
+__all__ = [
+    "NoisyRegressionInfo",
+    "NoisyRegressionStat",
+    "coefficient_labels",
+    "nig_prior_parameters",
+    "statistic_labels",
+]
+
+TAG = "noisy_regression"
+"""Attribute on ``rv.tag`` holding the :class:`NoisyRegressionInfo` of the node's own variables,
+or a tuple of them on θ and σ² (one per node that they feed)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NoisyRegressionInfo:
+    """What the regression step methods need to know about one node (names, so it pickles)."""
+
+    name: str
+    """Name of the observed node z."""
+    suffstat: str
+    """Name of the latent statistic s."""
+    noise_variance: str
+    """Name of the Laplace mixing variances (not in the model when ``noise_sd`` is set)."""
+    theta: str
+    """Name of the coefficients θ (intercept first)."""
+    sigma2: str
+    """Name of the regression noise variance σ²."""
+    n: int
+    d: int
+    epsilon: float
+    sensitivity: float
+    x_loc: str | None = None
+    """Name of μ_x of the covariates' normal model, else ``None`` (fixed moments of x)."""
+    x_cov: str | None = None
+    """Name of Σ_x, else ``None``."""
+    x_prior: NIW | None = None
+    """The NIW prior of (μ_x, Σ_x), else ``None``."""
+    method: str = "gibbs-ss"
+    """``"collapsed"`` (the default sampler, exact law of s) or ``"gibbs-ss"`` (Algorithm 1)."""
+    noise_sd: float | None = None
+    """Standard deviation of Gaussian noise; ``None`` for Laplace noise (mixing variances)."""
+    laplace_scale: float | None = None
+    """Scale b of Laplace noise; ``None`` for Gaussian noise."""
+
+
+def coefficient_labels(covariates: Sequence[str]) -> list[str]:
+    """Labels of θ: ``["intercept", *covariates]``.
+
+    Examples
+    --------
+    >>> coefficient_labels(["x1", "x2"])
+    ['intercept', 'x1', 'x2']
+    """
+    return ["intercept", *covariates]
+
+
+def statistic_labels(covariates: Sequence[str], response: str = "y") -> list[str]:
+    """Labels of the released components, named by their monomials.
+
+    A product of different variables joins their names with ``_``; a square is ``name^2``.
+
+    Examples
+    --------
+    >>> statistic_labels(["x1", "x2"])  # doctest: +NORMALIZE_WHITESPACE
+    ['sum_x1', 'sum_x2', 'sum_x1^2', 'sum_x1_x2', 'sum_x2^2', 'sum_y', 'sum_x1_y', 'sum_x2_y',
+     'sum_y^2']
+    """
+    names = [None, *covariates, response]  # index 0 of B is the intercept
+    rows, cols = released_pairs(len(covariates))
+    labels = []
+    for i, j in zip(rows.tolist(), cols.tolist(), strict=True):
+        if i == 0:
+            labels.append(f"sum_{names[j]}")
+        elif i == j:
+            labels.append(f"sum_{names[i]}^2")
+        else:
+            labels.append(f"sum_{names[i]}_{names[j]}")
+    return labels
+
+
+def nig_prior_parameters(
+    model: pm.Model, theta: pt.TensorVariable, sigma2: pt.TensorVariable
+) -> tuple[pt.TensorVariable, pt.TensorVariable, pt.TensorVariable, pt.TensorVariable]:
+    """(μ, Λ, a, b) of a Normal–Inverse-Gamma prior written with PyMC distributions.
+
+    Recognises ``sigma2 = pm.InverseGamma(name, alpha=a, beta=b)`` with either
+    ``theta = pm.MvNormal(name, mu, cov=sigma2 * V)`` (any of ``cov``/``chol``/``tau``) or
+    ``theta = pm.Normal(name, mu, sigma=pt.sqrt(sigma2 * v), shape=p)`` (diagonal V), where V
+    and v are fixed (they may not depend on any other random variable). Then θ | σ² ~ N(μ, σ² V)
+    and the precision is Λ = V⁻¹. μ may be a fixed vector or any expression of other variables.
+
+    Raises
+    ------
+    TypeError
+        If ``theta`` or ``sigma2`` is not a free random variable of ``model``.
+    ValueError
+        If the prior is not of this form.
+    """
+    for label, rv in (("theta", theta), ("sigma2", sigma2)):
+        if not isinstance(rv, pt.TensorVariable) or rv not in model.free_RVs:
+            raise TypeError(
+                f"{label} must be a free random variable of the model, e.g. "
+                f"{label} = pm.{'MvNormal' if label == 'theta' else 'InverseGamma'}(...) "
+                f"(got {rv!r})"
+            )
+    hint = (
+        "the prior must be Normal–Inverse-Gamma: sigma2 = pm.InverseGamma('sigma2', a, b) and "
+        "theta = pm.MvNormal('theta', mu, cov=sigma2 * V) (or pm.Normal('theta', mu, "
+        "sigma=pt.sqrt(sigma2 * v), shape=d + 1)) with fixed V"
+    )
+    if not isinstance(sigma2.owner.op, rv_op_type(pm.InverseGamma, 1.0, 1.0)):
+        raise ValueError(f"sigma2 is a {type(sigma2.owner.op).__name__}; {hint}")
+    if theta.type.ndim != 1 or theta.type.shape[0] is None:
+        raise ValueError(
+            f"theta must be a vector of static length d + 1 (got type {theta.type}); {hint}"
+        )
+    p = int(theta.type.shape[0])
+    op = theta.owner.op
+    if isinstance(op, rv_op_type(pm.MvNormal, np.zeros(1), np.eye(1))):
+        mu, cov = op.dist_params(theta.owner)
+    elif isinstance(op, rv_op_type(pm.Normal, 0.0, 1.0)):
+        mu, sd = op.dist_params(theta.owner)
+        cov = pt.eye(p) * pt.broadcast_to(pt.sqr(sd), (p,))[None, :]
+    else:
+        raise ValueError(f"theta is a {type(op).__name__}; {hint}")
+    mu = _unbroadcast(mu)
+    rvs = set(model.basic_RVs)
+    if set(ancestors([cov], blockers=model.basic_RVs)) & rvs != {sigma2}:
+        raise ValueError(
+            f"theta's covariance must be sigma2 times a fixed matrix, and depend on no other "
+            f"random variable; {hint}"
+        )
+    if {sigma2, theta} & set(ancestors([mu], blockers=model.basic_RVs)):
+        raise ValueError(f"theta's mean must not depend on sigma2 or theta; {hint}")
+    # Python mode: a probe run twice does not need the C compiler.
+    ratio = pytensor.function([sigma2], cov / sigma2, on_unused_input="ignore", mode="FAST_COMPILE")
+    low, high = (ratio(np.asarray(v, dtype=sigma2.dtype)) for v in (0.37, 2.9))
+    if not (np.all(np.isfinite(low)) and np.allclose(low, high, rtol=1e-6, atol=0.0)):
+        raise ValueError(f"theta's covariance is not proportional to sigma2; {hint}")
+    try:
+        np.linalg.cholesky(low)
+    except np.linalg.LinAlgError:
+        raise ValueError("theta's prior covariance / sigma2 must be positive definite") from None
+    alpha, beta = sigma2.owner.op.dist_params(sigma2.owner)
+    precision = pt.constant(np.linalg.inv(low).astype(np.float64))
+    return pt.broadcast_to(mu, (p,)), precision, alpha, beta
+
+
+def _unbroadcast(mu: pt.TensorVariable) -> pt.TensorVariable:
+    """``mu`` without the ``pt.second(cov, mu)`` that broadcasts MvNormal's mean.
+
+    PyMC broadcasts the mean against the covariance, so the mean's graph contains σ² without
+    depending on it.
+    """
+    while (
+        mu.owner is not None
+        and isinstance(mu.owner.op, Elemwise)
+        and isinstance(mu.owner.op.scalar_op, Second)
+    ):
+        mu = mu.owner.inputs[1]
+    return mu
+
+
+class NoisyRegressionStat:
+    """Released noisy regression statistics, as an observed node of a PyMC model.
+
+    Parameters
+    ----------
+    name
+        Name of the observed node; the other variables are ``{name}_s``, ``{name}_sigma2``
+        and, with a normal model of x, ``{name}_x_loc`` and ``{name}_x_cov``.
+    theta, sigma2
+        Model variables with a Normal–Inverse-Gamma prior (see :func:`nig_prior_parameters`):
+        coefficients, intercept first, and the regression noise variance.
+    release
+        A :class:`~pymc_dp.regression.RegressionRelease`. Alternatively give ``n``,
+        ``epsilon``, ``sensitivity`` and ``observed`` (and ``bounds``) of a Laplace release.
+        A ``"discrete-gaussian"`` release is observed as z | s ~ N(s, τ² I) with its
+        τ = :attr:`~pymc_dp.regression.RegressionRelease.scale`, without mixing variances.
+    x_prior
+        :class:`~pymc_dp.regression.NIW` prior of the covariates' normal model. Default: from
+        the release's public box (:func:`~pymc_dp.regression.default_x_prior`).
+    x_moments
+        Fixed moments of x̃ = (1, x), an :class:`~pymc_dp.regression.XMoments`: Gibbs-SS with
+        these moments plugged in (``method="gibbs-ss"``). With ``method="gibbs-ss"`` and neither
+        ``x_moments`` nor ``x_prior``, they come from the release's noisy moments
+        (Gibbs-SS-Noisy, :func:`~pymc_dp.regression.x_moments_from_release`).
+    method
+        ``"auto"`` (the default): ``"collapsed"`` unless ``x_moments`` is given.
+        ``"collapsed"``: the exact law of s under the normal model of x, sampled by collapsed
+        moves (:class:`~pymc_dp.regression.RegressionCollapsedStep`); calibrated and fast to mix.
+        ``"gibbs-ss"``: the paper's Algorithm 1 (CLT for s, Gibbs steps), as Gibbs-SS-Noisy
+        (release moments or ``x_moments``) or Gibbs-SS-Update (``x_prior``).
+    n, epsilon, sensitivity, observed
+        The release given explicitly: number of records, ε, L1 sensitivity Δ (noise scale
+        Δ/ε), released vector of length (d + 2)(d + 3)/2 − 1.
+    bounds
+        ``(x_bounds, y_bounds)`` of an explicit release: ``sensitivity`` is checked against the
+        one these bounds need, and the default ``x_prior`` comes from ``x_bounds``.
+    covariates
+        Names of the d covariates for the coordinates (default ``x1, ..., xd``).
+    model
+        Model to add to; defaults to the model on the context stack.
+
+    Returns
+    -------
+    TensorVariable
+        The observed node z.
+
+    Raises
+    ------
+    TypeError
+        For a release of the wrong type, missing or conflicting arguments.
+    ValueError
+        If the prior is not Normal–Inverse-Gamma, θ's length is not d + 1, or the moments or
+        NIW prior do not fit d.
+
+    Notes
+    -----
+    Coordinates: ``{name}_stat`` (the statistic's monomials, :func:`statistic_labels`),
+    ``{name}_coef`` (``intercept, x1, ...``; given to θ unless it already has dims) and, for
+    Gibbs-SS-Update, ``{name}_covariate`` and ``{name}_covariate_bis`` (rows and columns of
+    Σ_x).
+
+    ``pm.sample_posterior_predictive(idata)`` redraws the released z | s ~ Laplace(s, Δ/ε) (or
+    N(s, τ²) for a Gaussian release) at the trace's s, a check of the noise model. For
+    responses at new covariates use :func:`~pymc_dp.regression.posterior_predictive`.
+
+    The default model treats the covariates as normal; the box enters only through the
+    sensitivity and the default prior (see :mod:`~pymc_dp.regression.model.default_prior`). Gibbs-SS
+    (``method="gibbs-ss"``) draws s from the CLT normal *restricted* to PSD ``B``
+    (:mod:`pymc_dp.regression.kernels.suffstat`) and can mix slowly when θ | s is much narrower than
+    θ | z (large n with a noisy release); Gibbs-SS-Noisy also treats the noisy moments of x as
+    exact, which makes it over-confident for the slopes where they are mostly noise.
+
+    References
+    ----------
+    Bernstein & Sheldon (2019), "Differentially private Bayesian linear regression",
+    Algorithm 1 and §3.4.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pytensor.tensor as pt, pymc_dp as pmdp
+    >>> from pymc_dp.regression import release_regression
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.uniform(0, 1, size=(300, 1)); y = 0.2 + 0.5 * x[:, 0] + 0.1 * rng.normal(size=300)
+    >>> rel = release_regression(x, np.clip(y, -1, 2), x_bounds=[(0, 1)], y_bounds=(-1, 2),
+    ...                          epsilon=2.0, rng=1)
+    >>> with pm.Model() as model:
+    ...     sigma2 = pm.InverseGamma("sigma2", 2.0, 0.1)
+    ...     theta = pm.MvNormal("theta", np.zeros(2), cov=sigma2 * np.eye(2))
+    ...     z = NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel)
+    >>> [v.name for v in model.free_RVs]
+    ['sigma2', 'theta', 'z_x_cov', 'z_x_loc', 'z_s', 'z_sigma2']
+    >>> model.coords["z_stat"]
+    ('sum_x1', 'sum_x1^2', 'sum_y', 'sum_x1_y', 'sum_y^2')
+    """
+
+    def __new__(
+        cls,
+        name: str,
+        *,
+        theta: pt.TensorVariable,
+        sigma2: pt.TensorVariable,
+        release: RegressionRelease | None = None,
+        x_prior: NIW | tuple | None = None,
+        x_moments: XMoments | None = None,
+        method: str = "auto",
+        n: int | None = None,
+        epsilon: float | None = None,
+        sensitivity: float | None = None,
+        observed: npt.ArrayLike | None = None,
+        bounds: tuple | None = None,
+        covariates: Sequence[str] | None = None,
+        model: pm.Model | None = None,
+    ) -> pt.TensorVariable:
+        """Add the node's variables to the model and return the observed node z."""
+        model = pm.modelcontext(model)
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"name must be a non-empty string (got {name!r})")
+        n, epsilon, sensitivity, value, rel = _release_settings(
+            release,
+            n=n,
+            epsilon=epsilon,
+            sensitivity=sensitivity,
+            observed=observed,
+            bounds=bounds,
+        )
+        d = d_from_released(value.shape[0])
+        p = d + 1
+        nig_prior_parameters(model, theta, sigma2)  # raises unless the prior is NIG
+        if int(theta.type.shape[0]) != p:
+            raise ValueError(
+                f"theta has {theta.type.shape[0]} coefficients but the release is for d={d} "
+                f"covariates: theta needs d + 1 = {p} (intercept first)"
+            )
+        covariates = _covariate_names(covariates, d)
+        method = _method(method, x_moments)
+        if method == "collapsed":
+            x_prior = _default_x_prior(x_prior, rel, bounds, d)
+        else:
+            x_prior = _x_model(x_moments, x_prior, rel, d)
+        for other in getattr(theta.tag, TAG, ()):
+            if other.method != method:
+                raise ValueError(
+                    f"theta already feeds node {other.name!r} with method={other.method!r}; all "
+                    f"nodes of one theta need the same method (got {method!r})"
+                )
+
+        stat_dim, coef_dim = f"{name}_stat", f"{name}_coef"
+        _add_coord(model, stat_dim, statistic_labels(covariates))
+        if not model.named_vars_to_dims.get(theta.name):
+            _add_coord(model, coef_dim, coefficient_labels(covariates))
+            model.named_vars_to_dims[theta.name] = (coef_dim,)
+        gaussian = rel is not None and rel.mechanism == DISCRETE_GAUSSIAN
+        scale = rel.scale if rel is not None else sensitivity / epsilon
+        s_name, v_name = f"{name}_s", f"{name}_sigma2"
+        names: dict[str, Any] = {}
+        # Chains start from prior draws (Algorithm 1), so that R-hat sees slow mixing: the
+        # regression steps draw the parameters from their prior at a chain's first step. No
+        # initval: PyMC's model transforms (pm.do, pm.observe, ...) refuse non-default ones.
+        with model:
+            if isinstance(x_prior, NIW):
+                x_dim = f"{name}_covariate"
+                _add_coord(model, x_dim, covariates)
+                _add_coord(model, f"{x_dim}_bis", covariates)
+                x_cov = InverseWishart(
+                    f"{name}_x_cov",
+                    dof=x_prior.dof,
+                    scale=x_prior.scale,
+                    dims=(x_dim, f"{x_dim}_bis"),
+                )
+                x_loc = pm.MvNormal(
+                    f"{name}_x_loc",
+                    mu=x_prior.loc,
+                    cov=x_cov / x_prior.kappa,
+                    dims=x_dim,
+                )
+                if method != "collapsed":
+                    second, phi = normal_x_moments_pt(x_loc, x_cov)
+                names = {"x_loc": x_loc.name, "x_cov": x_cov.name, "x_prior": x_prior}
+            else:
+                second = pt.constant(np.asarray(x_prior.second, dtype=np.float64))
+                phi = pt.constant(np.asarray(x_prior.fourth_cov, dtype=np.float64))
+            if method == "collapsed":
+                s = NormalModelSuffStat(s_name, theta, sigma2, x_loc, x_cov, n, dims=stat_dim)
+            else:
+                s = RegressionSuffStat(s_name, theta, sigma2, second, phi, n, dims=stat_dim)
+            if gaussian:
+                # y | s ~ N(s, τ² I): the noise variance is known, so no mixing variances.
+                z = pm.Normal(name, mu=s, sigma=scale, observed=value, dims=stat_dim)
+                noise = None
+            else:
+                z = pm.Laplace(name, mu=s, b=scale, observed=value, dims=stat_dim)
+                noise = LaplaceNoiseVariance(
+                    # The released value, not the node z (see NoisySuffStat): no implicit freeze.
+                    v_name,
+                    released=model.rvs_to_values[z],
+                    suffstat=s,
+                    scale=scale,
+                    dims=stat_dim,
+                )
+        info = NoisyRegressionInfo(
+            name=name,
+            suffstat=s_name,
+            noise_variance=v_name,
+            theta=theta.name,
+            sigma2=sigma2.name,
+            n=n,
+            d=d,
+            epsilon=epsilon,
+            sensitivity=sensitivity,
+            method=method,
+            noise_sd=scale if gaussian else None,
+            laplace_scale=None if gaussian else scale,
+            **names,
+        )
+        own = (s, *(() if noise is None else (noise,)))
+        for rv in (*own, *(model[v] for k, v in names.items() if k != "x_prior")):
+            setattr(rv.tag, TAG, info)
+        for rv in (theta, sigma2):
+            setattr(rv.tag, TAG, (*getattr(rv.tag, TAG, ()), info))
+        return z
+
+
+def _add_coord(model: pm.Model, dim: str, labels: Sequence[str]) -> None:
+    """Add a coordinate, or check that an existing one has the same labels."""
+    existing = model.coords.get(dim)
+    if existing is None:
+        model.add_coord(dim, list(labels))
+    elif list(existing) != list(labels):
+        raise ValueError(
+            f"the model already has a coordinate {dim!r} with other labels {list(existing)}; "
+            "choose another node name"
+        )
+
+
+def _covariate_names(covariates: Sequence[str] | None, d: int) -> list[str]:
+    if covariates is None:
+        return [f"x{j + 1}" for j in range(d)]
+    if isinstance(covariates, str) or not all(isinstance(c, str) for c in covariates):
+        raise TypeError(f"covariates must be a sequence of strings (got {covariates!r})")
+    names = list(covariates)
+    if len(names) != d or len(set(names)) != d or "y" in names or "intercept" in names:
+        raise ValueError(
+            f"covariates must be {d} distinct names other than 'y' and 'intercept' (got {names})"
+        )
+    return names
+
+
+METHODS = ("auto", "collapsed", "gibbs-ss")
+
+
+def _method(method: Any, x_moments: Any) -> str:
+    """The sampler a node gets: ``"collapsed"`` or ``"gibbs-ss"``."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS} (got {method!r})")
+    if method == "collapsed" and x_moments is not None:
+        raise TypeError(
+            "method='collapsed' models x as normal, so it takes x_prior=, not fixed x_moments= "
+            "(those need method='gibbs-ss')"
+        )
+    if method == "auto":
+        return "gibbs-ss" if x_moments is not None else "collapsed"
+    return method
+
+
+def _default_x_prior(x_prior: Any, rel: RegressionRelease | None, bounds: Any, d: int) -> NIW:
+    """The given NIW prior, checked for d, or the default one from the public box."""
+    if x_prior is not None:
+        return _x_model(None, x_prior, rel, d)
+    if rel is not None:
+        return default_x_prior(rel.x_bounds)
+    if bounds is None:
+        raise TypeError(
+            "the covariates' normal model needs a prior: give x_prior=NIW(...), or the release's "
+            "bounds=(x_bounds, y_bounds) for the default prior from the box"
+        )
+    return default_x_prior(bounds[0])
+
+
+def _x_model(x_moments: Any, x_prior: Any, rel: RegressionRelease | None, d: int) -> Any:
+    """The fixed XMoments (Gibbs-SS) or the NIW prior (Gibbs-SS-Update), checked for d."""
+    p = d + 1
+    if x_moments is not None and x_prior is not None:
+        raise TypeError("give x_moments (Gibbs-SS) or x_prior (Gibbs-SS-Update), not both")
+    if x_prior is not None:
+        niw = check_niw(x_prior)
+        if niw.batch_shape != () or niw.loc.shape != (d,):
+            raise ValueError(
+                f"x_prior must be an unbatched NIW for d={d} covariates: loc of shape ({d},) "
+                f"and scale ({d}, {d}) (got loc {niw.loc.shape}, scale {niw.scale.shape})"
+            )
+        return niw
+    if x_moments is None:
+        if rel is None or rel.fourth_moments is None:
+            raise TypeError(
+                "the moments of x are needed: give x_moments=XMoments(...), x_prior=NIW(...) "
+                "(Gibbs-SS-Update), or a release made with moments_share= (Gibbs-SS-Noisy)"
+            )
+        return x_moments_from_release(rel)
+    mom = check_x_moments(x_moments, p)
+    if mom.second.shape != (p, p):
+        raise ValueError(
+            f"x_moments must be unbatched for one node: second ({p}, {p}) (got {mom.second.shape})"
+        )
+    return mom
+
+
+def _release_settings(
+    release: Any, *, n: Any, epsilon: Any, sensitivity: Any, observed: Any, bounds: Any
+) -> tuple[int, float, float, npt.NDArray[np.float64], RegressionRelease | None]:
+    """(n, ε, Δ, z, release) from a RegressionRelease or from explicit arguments."""
+    explicit = {"n": n, "epsilon": epsilon, "sensitivity": sensitivity, "observed": observed}
+    if release is not None:
+        if not isinstance(release, RegressionRelease):
+            raise TypeError(
+                "release must be a pymc_dp.regression.RegressionRelease (got "
+                f"{type(release).__name__}); a pymc_dp.Release goes to pmdp.NoisySuffStat"
+            )
+        given = [k for k, v in {**explicit, "bounds": bounds}.items() if v is not None]
+        if given:
+            raise TypeError(f"pass either release= or {given}, not both")
+        return release.n, release.epsilon, release.sensitivity, release.value, release
+    missing = [k for k, v in explicit.items() if v is None]
+    if missing:
+        raise TypeError(
+            "NoisyRegressionStat needs release= or all of n, epsilon, sensitivity, observed; "
+            f"missing {missing}"
+        )
+    value = check_finite_array(observed, "observed", ndim=1).astype(np.float64)
+    try:
+        d = d_from_released(value.shape[0])
+    except ValueError as err:
+        raise ValueError(f"observed: {err}") from None
+    n = check_int(n, "n", minimum=d + 2)
+    epsilon = check_positive(epsilon, "epsilon")
+    sensitivity = check_positive(sensitivity, "sensitivity")
+    if bounds is not None:
+        try:
+            x_bounds, y_bounds = bounds
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"bounds must be a pair (x_bounds, y_bounds) (got {bounds!r})"
+            ) from None
+        # The release class checks the bounds against d and the sensitivity against them.
+        RegressionRelease(
+            value=value,
+            n=n,
+            epsilon=epsilon,
+            sensitivity=sensitivity,
+            x_bounds=x_bounds,
+            y_bounds=y_bounds,
+        )
+    return n, epsilon, sensitivity, value, None
