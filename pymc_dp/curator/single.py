@@ -194,19 +194,7 @@ def release(
         if private
         else None
     )
-    frame = is_frame(x)
-    if frame and kind == "gaps":
-        # Smith's gaps sort the records: an eager frame is read whole; lazy input is refused.
-        x, frame = in_memory_column(x, column), False
-    elif not frame and column is not None:
-        raise TypeError(
-            f"column applies to data frames, not to {type(x).__name__}; pass the array alone"
-        )
-    if frame:
-        records, name = None, "x" if column is None else f"column {column!r}"
-    else:
-        x = check_records(x, "x")
-        records = fam.validate_data(clamp_records(fam, x) if clamp else x)
+    x, records, name = _records_input(x, fam, column=column, clamp=clamp, kind=kind)
     bounds_epsilon = 0.0
     bounds_mechanism = None
     charged = False
@@ -217,69 +205,32 @@ def release(
     elif isinstance(bounds, str):
         if not private:
             raise ValueError(f"bounds must be a pair (a, b) or 'private' (got {bounds!r})")
-        bounds_share = _check_share(bounds_share)
-        if bounds_range is None:
-            raise ValueError(
-                "bounds='private' needs bounds_range=(lower, upper), a public range that "
-                "surely holds the quantiles; records are clamped to it"
-            )
-        # The search range must be a valid window itself, checked before any noise is drawn,
-        # and so must the noise of a window as wide as the range (public values only).
-        search = fam.check_bounds(bounds_range)
-        check_quantile_pair(bounds_quantiles)
-        if gaussian:
-            bounds_epsilon = math.sqrt(bounds_share) * epsilon  # ε²/2 = share · ρ
-            epsilon = math.sqrt(1.0 - bounds_share) * epsilon
-        else:
-            bounds_epsilon = bounds_share * epsilon
-            epsilon -= bounds_epsilon
-        # Candidates need only the number of records below each one: a pass that any engine
-        # runs (and that checks every record) before anything is charged or drawn.
-        counts = None
-        if kind != "gaps":
-            counts = count_below(
-                x, fam, kind, search, records=records, column=column, client=client,
-                clamp=clamp, name=name if frame else "x",
-            )  # fmt: skip
-        n_records = counts[0] if counts is not None else int(np.shape(records)[0])
-        _statistic_magnitude(fam, search, n_records)
-        noise_scale(sensitivity=_sensitivity(fam, search, gaussian), epsilon=epsilon)
-        charge_release(budget, mechanism, epsilon, bounds_epsilon, label or fam.name)
-        charged = True
-        warn_if_noisy_bounds(n_records, bounds_epsilon, bounds_quantiles, kind, search)
-        window = choose_window(
+        window, epsilon, bounds_epsilon, bounds_mechanism = _private_window(
+            x,
+            fam,
             kind=kind,
-            search=search,
-            epsilon=bounds_epsilon,
-            quantiles=bounds_quantiles,
-            rng=generator,
             records=records,
-            counts=counts,
+            name=name,
+            column=column,
+            client=client,
+            clamp=clamp,
+            epsilon=epsilon,
+            gaussian=gaussian,
+            share=bounds_share,
+            search_range=bounds_range,
+            quantiles=bounds_quantiles,
+            charge=lambda eps, bounds_eps: charge_release(
+                budget, mechanism, eps, bounds_eps, label or fam.name
+            ),
+            rng=generator,
         )
-        bounds_mechanism = window_mechanism(kind, study=generator is not None)
-        if window[0] >= window[1]:
-            raise ValueError(
-                f"the private bounds collapsed to {window}; widen bounds_quantiles or raise "
-                "bounds_share"
-            )
-        window = fam.check_bounds(widen_to_counts(window, getattr(fam, "discrete", False)))
+        charged = True
     else:
         window = fam.check_bounds(bounds)
     # One pipeline for every input: the exact total s (the same bit for bit from arrays and
     # from every engine), then the noise of the mechanism on s (release_noise).
-    plan = FamilyPlan.for_release(
-        fam, window if fam.needs_bounds else None, clamp=clamp, name="x" if not frame else name
-    )
-    if frame:
-        n, totals = exact_totals(x, plan, [column] if column is not None else [None], client=client)
-        if n == 0:
-            raise ValueError(f"{name} must not be empty")
-    else:
-        n = int(records.shape[0])
-        totals = combine_totals(
-            plan.batch_totals(records[start : start + BATCH], checked=True)
-            for start in range(0, n, BATCH)
-        )[1]
+    plan = FamilyPlan.for_release(fam, window if fam.needs_bounds else None, clamp=clamp, name=name)
+    n, totals = _exact_totals(x, plan, records=records, name=name, column=column, client=client)
     check_release_noise(fam, window, n, gaussian=gaussian, epsilon=epsilon)
     if not charged:
         charge_release(budget, mechanism, epsilon, bounds_epsilon, label or fam.name)
@@ -297,6 +248,121 @@ def release(
         bounds_mechanism=bounds_mechanism,
         budget=budget,
     )
+
+
+def _records_input(
+    x: Any, fam: ExponentialFamily, *, column: str | None, clamp: bool, kind: str | None
+) -> tuple[Any, npt.NDArray[Any] | None, str]:
+    """``x`` as :func:`release` reads it: (input, validated records or ``None`` for a frame, name).
+
+    Arrays are checked (and clamped) here; a data frame is checked batch by batch as it is
+    summed. Smith's gaps sort the records, so an eager frame is then read whole (lazy input is
+    refused by :func:`~pymc_dp.curator.frames.in_memory_column`).
+    """
+    frame = is_frame(x)
+    if frame and kind == "gaps":
+        x, frame = in_memory_column(x, column), False
+    elif not frame and column is not None:
+        raise TypeError(
+            f"column applies to data frames, not to {type(x).__name__}; pass the array alone"
+        )
+    if frame:
+        return x, None, "x" if column is None else f"column {column!r}"
+    x = check_records(x, "x")
+    return x, fam.validate_data(clamp_records(fam, x) if clamp else x), "x"
+
+
+def _private_window(
+    x: Any,
+    fam: ExponentialFamily,
+    *,
+    kind: str | None,
+    records: npt.NDArray[Any] | None,
+    name: str,
+    column: str | None,
+    client: Any,
+    clamp: bool,
+    epsilon: float,
+    gaussian: bool,
+    share: float,
+    search_range: tuple[float, float] | None,
+    quantiles: tuple[float, float],
+    charge: Any,
+    rng: np.random.Generator | None,
+) -> tuple[tuple[float, float], float, float, str]:
+    """Choose the window of ``bounds="private"``.
+
+    Returns (window, ε left for the statistic, ε of the window, the window's mechanism). Every
+    check of public values comes before ``charge(ε, ε_window)``, and that before any noise.
+    """
+    share = _check_share(share)
+    if search_range is None:
+        raise ValueError(
+            "bounds='private' needs bounds_range=(lower, upper), a public range that "
+            "surely holds the quantiles; records are clamped to it"
+        )
+    # The search range must be a valid window itself, checked before any noise is drawn,
+    # and so must the noise of a window as wide as the range (public values only).
+    search = fam.check_bounds(search_range)
+    check_quantile_pair(quantiles)
+    if gaussian:
+        bounds_epsilon = math.sqrt(share) * epsilon  # ε²/2 = share · ρ
+        epsilon = math.sqrt(1.0 - share) * epsilon
+    else:
+        bounds_epsilon = share * epsilon
+        epsilon -= bounds_epsilon
+    # Candidates need only the number of records below each one: a pass that any engine
+    # runs (and that checks every record) before anything is charged or drawn.
+    counts = None
+    if kind != "gaps":
+        counts = count_below(
+            x, fam, kind, search, records=records, column=column, client=client,
+            clamp=clamp, name=name,
+        )  # fmt: skip
+    n_records = counts[0] if counts is not None else int(np.shape(records)[0])
+    _statistic_magnitude(fam, search, n_records)
+    noise_scale(sensitivity=_sensitivity(fam, search, gaussian), epsilon=epsilon)
+    charge(epsilon, bounds_epsilon)
+    warn_if_noisy_bounds(n_records, bounds_epsilon, quantiles, kind, search)
+    window = choose_window(
+        kind=kind,
+        search=search,
+        epsilon=bounds_epsilon,
+        quantiles=quantiles,
+        rng=rng,
+        records=records,
+        counts=counts,
+    )
+    if window[0] >= window[1]:
+        raise ValueError(
+            f"the private bounds collapsed to {window}; widen bounds_quantiles or raise "
+            "bounds_share"
+        )
+    window = fam.check_bounds(widen_to_counts(window, getattr(fam, "discrete", False)))
+    return window, epsilon, bounds_epsilon, window_mechanism(kind, study=rng is not None)
+
+
+def _exact_totals(
+    x: Any,
+    plan: FamilyPlan,
+    *,
+    records: npt.NDArray[Any] | None,
+    name: str,
+    column: str | None,
+    client: Any,
+) -> tuple[int, Any]:
+    """(n, exact totals of the statistic): over validated records in batches, or a frame."""
+    if records is None:
+        n, totals = exact_totals(x, plan, [column] if column is not None else [None], client=client)
+        if n == 0:
+            raise ValueError(f"{name} must not be empty")
+        return n, totals
+    n = int(records.shape[0])
+    totals = combine_totals(
+        plan.batch_totals(records[start : start + BATCH], checked=True)
+        for start in range(0, n, BATCH)
+    )[1]
+    return n, totals
 
 
 def checked_family(family: Any, family_params: dict[str, Any]) -> ExponentialFamily:
