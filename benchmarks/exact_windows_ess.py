@@ -30,8 +30,10 @@ import numpy as np
 import pymc as pm
 
 import pymc_dp as pmdp
+from pymc_dp.engine.batch import ReleaseBatch
 from pymc_dp.engine.records import sample_records
 from pymc_dp.families import Exponential, Normal
+from pymc_dp.kernels.exact_counts import NoiseLaw
 
 NIG = (30.0, 0.1, 3.0, 100.0)
 """Normal–Inverse-Gamma prior (m, κ, α, β) on (μ, σ²)."""
@@ -107,12 +109,14 @@ def mixing_main(args) -> None:
                 for ancillary in (True, False):
                     theta, _ = sample_records(
                         np.random.default_rng(args.seed),
-                        family=fam,
-                        params=params,
-                        released=y,
-                        n=n,
-                        bounds=rel.bounds,
-                        noise_scale=rel.sensitivity / rel.epsilon,
+                        ReleaseBatch(
+                            fam,
+                            params,
+                            y,
+                            n,
+                            NoiseLaw("laplace", rel.sensitivity / rel.epsilon),
+                            rel.bounds,
+                        ),
                         draws=args.draws,
                         tune=args.tune,
                         ancillary=ancillary,

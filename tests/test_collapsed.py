@@ -11,12 +11,14 @@ from scipy.special import logsumexp
 
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
+from pymc_dp.engine.batch import ReleaseBatch
 from pymc_dp.engine.collapsed import posterior_grid
 from pymc_dp.engine.gibbs import sample_gibbs
 from pymc_dp.evaluation.exact import exact_posterior
 from pymc_dp.families import Poisson
 from pymc_dp.kernels import draw_from_grid, grid_density
 from pymc_dp.kernels.collapsed import collapsed_piece_log_masses, draw_collapsed_suffstat
+from pymc_dp.kernels.exact_counts import NoiseLaw
 from pymc_dp.likelihoods.collapsed import normal_laplace_logp
 from tests.conftest import binomial_model, sample
 
@@ -218,15 +220,15 @@ def test_windowed_poisson_grid_matches_exact_convolution_posterior_with_far_mode
     n, bounds, epsilon = 2000, (0.0, 20.0), 1.0
     x = np.random.default_rng(8).poisson(8.0, size=n)
     rel = pmdp.release(x, pm.Poisson, epsilon=epsilon, bounds=bounds, rng=9)
-    grid = posterior_grid(
-        np.random.default_rng(10),
-        family=fam,
-        params=(np.array([1.0]), np.array([0.05])),
-        released=np.array([float(rel.value)]),
-        n=n,
-        scale=rel.scale,
-        bounds=bounds,
+    batch = ReleaseBatch(
+        fam,
+        (np.array([1.0]), np.array([0.05])),
+        np.array([float(rel.value)]),
+        n,
+        NoiseLaw("laplace", rel.scale),
+        bounds,
     )
+    grid = posterior_grid(np.random.default_rng(10), batch)
     lams = np.linspace(6.0, 30.0, 2401)  # step 0.01: ≥ 6 points per posterior sd
     log_post = _windowed_poisson_exact_log_lik(lams, float(rel.value), n, 20, rel.scale)
     log_post += stats.gamma.logpdf(lams, 1.0, scale=1 / 0.05)

@@ -19,7 +19,8 @@ import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
 from pymc_dp.engine.gibbs import sample_gibbs
 from pymc_dp.families import Binomial, Categorical, Exponential
-from pymc_dp.kernels.collapsed_gaussian import draw_gaussian_pair_suffstat, draw_gaussian_suffstat
+from pymc_dp.kernels.collapsed import draw_collapsed_suffstat
+from pymc_dp.kernels.collapsed_pair import draw_pair_suffstat
 from pymc_dp.likelihoods.choice import CltWarning
 from pymc_dp.likelihoods.collapsed_gaussian import lattice_error_bound, normal_normal_logp
 from pymc_dp.model.nodes.gaussian import gaussian_collapsed_node  # noqa: F401 (public module)
@@ -232,8 +233,8 @@ def test_pm_sample_windowed_exponential_matches_an_independent_grid_posterior():
 def test_scalar_suffstat_draws_follow_the_truncated_normal_product():
     rng = np.random.default_rng(10)
     y, m, v, lo, hi, t = 95.0, 100.0, 16.0, 0.0, 96.0, 3.0  # truncation bites
-    s = draw_gaussian_suffstat(
-        rng, released=np.full(20000, y), mean=m, var=v, lower=lo, upper=hi, scale=t
+    s = draw_collapsed_suffstat(
+        rng, released=np.full(20000, y), mean=m, var=v, lower=lo, upper=hi, scale=t, gaussian=True
     )
     loc, sd = (t * t * m + v * y) / (v + t * t), np.sqrt(v * t * t / (v + t * t))
     law = stats.truncnorm((lo - loc) / sd, (hi - loc) / sd, loc=loc, scale=sd)
@@ -244,8 +245,8 @@ def test_pair_suffstat_draws_have_the_normal_product_moments():
     rng = np.random.default_rng(11)
     mean, cov = np.array([10.0, 50.0]), np.array([[4.0, 3.0], [3.0, 9.0]])
     y, t = np.array([14.0, 40.0]), 2.0
-    s = draw_gaussian_pair_suffstat(
-        rng, released=y, mean=np.broadcast_to(mean, (40000, 2)), cov=cov, scale=t
+    s = draw_pair_suffstat(
+        rng, released=y, mean=np.broadcast_to(mean, (40000, 2)), cov=cov, scale=t, gaussian=True
     )
     prec = np.linalg.inv(cov) + np.eye(2) / t**2
     cov3 = np.linalg.inv(prec)

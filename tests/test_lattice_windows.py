@@ -12,6 +12,7 @@ import pytest
 from scipy import integrate, special, stats
 
 import pymc_dp as pmdp
+from pymc_dp.engine.batch import ReleaseBatch
 from pymc_dp.engine.records import sample_records
 from pymc_dp.families import Exponential, Gamma, LogNormalKnownSigma, NormalKnownSigma
 from pymc_dp.kernels.exact_counts import NoiseLaw
@@ -169,12 +170,14 @@ def test_gridstep_on_exact_exponential_release_matches_record_sampler():
     grid_draws = idata.posterior["lam"].values.ravel()
     theta, _ = sample_records(
         np.random.default_rng(2),
-        family=Exponential(),
-        params=(np.full(8, 8.0), np.full(8, 2.0)),
-        released=np.full(8, float(rel.value)),
-        n=20,
-        bounds=(0.0, 1.5),
-        noise_scale=rel.sensitivity / rel.epsilon,
+        ReleaseBatch(
+            Exponential(),
+            (np.full(8, 8.0), np.full(8, 2.0)),
+            np.full(8, float(rel.value)),
+            20,
+            NoiseLaw("laplace", rel.sensitivity / rel.epsilon),
+            (0.0, 1.5),
+        ),
         draws=2000,
         tune=300,
     )

@@ -9,6 +9,7 @@ import pytest
 from scipy import stats
 
 import pymc_dp as pmdp
+from pymc_dp.engine.batch import ReleaseBatch
 from pymc_dp.engine.gibbs import sample_gibbs
 from pymc_dp.engine.records import sample_records
 from pymc_dp.families import Exponential, LogNormal, Normal
@@ -101,12 +102,14 @@ def test_interweaving_matches_lattice_posterior_and_mixes(n, epsilon, y, ess_sha
     beta = 1.5 / epsilon
     theta, s = sample_records(
         np.random.default_rng(5),
-        family=Exponential(),
-        params=(np.full(8, 8.0), np.full(8, 2.0)),
-        released=np.full(8, y),
-        n=n,
-        bounds=(0.0, 1.5),
-        noise_scale=beta,
+        ReleaseBatch(
+            Exponential(),
+            (np.full(8, 8.0), np.full(8, 2.0)),
+            np.full(8, y),
+            n,
+            NoiseLaw("laplace", beta),
+            (0.0, 1.5),
+        ),
         draws=2000,
         tune=300,
     )
@@ -150,12 +153,14 @@ def _records_and_reference(n, epsilon, y, *, size, draws, seed):
     want = _normal_reference(n, y, beta, window, size=size)
     theta, _ = sample_records(
         np.random.default_rng(seed),
-        family=fam,
-        params=tuple(np.full(8, p) for p in NIG),
-        released=np.tile(y, (8, 1)),
-        n=n,
-        bounds=window,
-        noise_scale=beta,
+        ReleaseBatch(
+            fam,
+            tuple(np.full(8, p) for p in NIG),
+            np.tile(y, (8, 1)),
+            n,
+            NoiseLaw("laplace", beta),
+            window,
+        ),
         draws=draws,
         tune=400,
     )
@@ -216,12 +221,14 @@ def test_record_step_through_pm_sample(family):
     fam = Normal() if family is pm.Normal else LogNormal()
     theta, _ = sample_records(
         np.random.default_rng(6),
-        family=fam,
-        params=tuple(np.full(4, p) for p in NIG),
-        released=np.tile(np.asarray(rel.value), (4, 1)),
-        n=12,
-        bounds=bounds,
-        noise_scale=rel.sensitivity / rel.epsilon,
+        ReleaseBatch(
+            fam,
+            tuple(np.full(4, p) for p in NIG),
+            np.tile(np.asarray(rel.value), (4, 1)),
+            12,
+            NoiseLaw("laplace", rel.sensitivity / rel.epsilon),
+            bounds,
+        ),
         draws=3000,
         tune=300,
     )

@@ -12,7 +12,6 @@ families, and what :class:`~pymc_dp.GridStep` does inside ``pm.sample``.
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -21,22 +20,15 @@ import pytensor
 import pytensor.tensor as pt
 from pytensor.graph.replace import vectorize_graph
 
-from pymc_dp.engine.moments import batched_moments
+from pymc_dp.engine.batch import ReleaseBatch
+from pymc_dp.engine.moments import statistic_of_all_records
 from pymc_dp.families import ExponentialFamily, TruncatedFamily
 from pymc_dp.kernels import GridDensity, draw_from_grid, draw_noise_variance, grid_density
 from pymc_dp.kernels.collapsed import draw_collapsed_suffstat
-from pymc_dp.kernels.collapsed_gaussian import draw_gaussian_suffstat
 from pymc_dp.likelihoods.collapsed import normal_laplace_logp
 from pymc_dp.likelihoods.collapsed_gaussian import normal_normal_logp
 
-__all__ = [
-    "collapsible",
-    "conditional_all_records",
-    "log_posterior",
-    "posterior_grid",
-    "sample_collapsed",
-    "statistic_of_all_records",
-]
+__all__ = ["collapsible", "log_posterior", "posterior_grid", "sample_collapsed"]
 
 
 def collapsible(family: ExponentialFamily) -> bool:
@@ -102,47 +94,30 @@ def _released_moments(family: ExponentialFamily, n: int, bounds: tuple[float, fl
     return pytensor.function([batched], out, mode="FAST_COMPILE"), lower, upper
 
 
-def posterior_grid(
-    rng: np.random.Generator,
-    *,
-    family: ExponentialFamily,
-    params: tuple[npt.NDArray[np.float64], ...],
-    released: npt.NDArray[np.float64],
-    n: int,
-    scale: float,
-    bounds: tuple[float, float] | None = None,
-    gaussian: bool = False,
-) -> GridDensity:
+def posterior_grid(rng: np.random.Generator, batch: ReleaseBatch) -> GridDensity:
     """The collapsed posterior of θ on its unconstrained scale, tabulated for each release.
 
-    Parameters are those of :func:`sample_collapsed`; ``rng`` draws the prior points the grids
-    start from. Returns the :class:`~pymc_dp.kernels.GridDensity` over z (logit p, log λ, or
-    μ itself), batch shape ``(B,)``.
+    ``rng`` draws the prior points the grids start from; ``batch`` is as for
+    :func:`sample_collapsed`. Returns the :class:`~pymc_dp.kernels.GridDensity` over z
+    (logit p, log λ, or μ itself), batch shape ``(B,)``.
     """
-    y = np.asarray(released, dtype=np.float64).reshape(-1)
-    batch = y.shape[0]
-    fn = log_posterior(family, n, bounds, gaussian=gaussian)
-    cols = [y, np.full(batch, float(scale)), *(np.broadcast_to(p, (batch,)) for p in params)]
+    family, params = batch.family, batch.params
+    y = np.asarray(batch.released, dtype=np.float64).reshape(-1)
+    size = y.shape[0]
+    fn = log_posterior(family, batch.n, batch.bounds, gaussian=batch.gaussian)
+    scale = float(batch.noise.scale)
+    cols = [y, np.full(size, scale), *(np.broadcast_to(p, (size,)) for p in params)]
     cols = [np.asarray(c, dtype=np.float64)[:, None] for c in cols]
 
     def log_density(z):
         return fn(np.asarray(z, dtype=np.float64), *cols)
 
-    prior_draw = family.draw_conjugate(rng, tuple(np.broadcast_to(p, (batch,)) for p in params))
+    prior_draw = family.draw_conjugate(rng, tuple(np.broadcast_to(p, (size,)) for p in params))
     return grid_density(log_density, center=family.prior_transform_forward(prior_draw))
 
 
 def sample_collapsed(
-    rng: np.random.Generator,
-    *,
-    family: ExponentialFamily,
-    params: tuple[npt.NDArray[np.float64], ...],
-    released: npt.NDArray[np.float64],
-    n: int,
-    scale: float,
-    draws: int,
-    bounds: tuple[float, float] | None = None,
-    gaussian: bool = False,
+    rng: np.random.Generator, batch: ReleaseBatch, *, draws: int
 ) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray]:
     """Independent draws of (θ, s, σ²) | y for a batch of scalar releases.
 
@@ -150,21 +125,14 @@ def sample_collapsed(
     ----------
     rng
         Source of randomness.
-    family
-        A family with :func:`collapsible` true.
-    params
-        Conjugate prior hyperparameters, each of shape ``(B,)``.
-    released
-        Released values, shape ``(B,)``.
-    n, scale, bounds
-        Records per release, Laplace scale Δ/ε (the Gaussian's σ if ``gaussian``), and a
-        windowed family's window.
+    batch
+        The releases (shape ``(B,)``), of a family with :func:`collapsible` true, with their
+        conjugate priors (each ``(B,)``). Laplace noise (discrete or not) is modelled by the
+        Laplace density; Gaussian noise by the normal of its σ: the likelihood is then the
+        normal product (:func:`~pymc_dp.likelihoods.collapsed_gaussian.normal_normal_logp`),
+        s | θ, y a truncated normal, and σ² is τ² on every draw (no mixing variance).
     draws
         Draws per release.
-    gaussian
-        Whether the releases carry Gaussian noise (Gaussian mechanism): the likelihood is then
-        the normal product (:func:`~pymc_dp.likelihoods.collapsed_gaussian.normal_normal_logp`),
-        s | θ, y a truncated normal, and σ² is τ² on every draw (no mixing variance).
 
     Returns
     -------
@@ -172,25 +140,25 @@ def sample_collapsed(
         Shapes ``(draws, B)``, ``(draws, B, m)`` (m = 1, or 2 for a windowed family's stacked
         (ŝ, s)) and ``(draws, B, 1)``.
     """
-    y = np.asarray(released, dtype=np.float64).reshape(-1)
-    batch = y.shape[0]
-    grid = posterior_grid(
-        rng,
-        family=family,
-        params=params,
-        released=y,
-        n=n,
-        scale=scale,
-        bounds=bounds,
-        gaussian=gaussian,
-    )
+    family, n, bounds = batch.family, batch.n, batch.bounds
+    scale = batch.noise.scale
+    y = np.asarray(batch.released, dtype=np.float64).reshape(-1)
+    grid = posterior_grid(rng, batch)
     z = draw_from_grid(rng, grid, size=draws)  # (draws, B)
     theta = family.prior_transform_backward(z)
     moments, lower, upper = _released_moments(family, n, bounds)
-    mean, var = (np.asarray(a).reshape(draws, batch) for a in moments(theta.reshape(-1)))
-    draw = draw_gaussian_suffstat if gaussian else draw_collapsed_suffstat
-    s_hat = draw(rng, released=y, mean=mean, var=var, lower=lower, upper=upper, scale=scale)
-    if gaussian:
+    mean, var = (np.asarray(a).reshape(draws, y.shape[0]) for a in moments(theta.reshape(-1)))
+    s_hat = draw_collapsed_suffstat(
+        rng,
+        released=y,
+        mean=mean,
+        var=var,
+        lower=lower,
+        upper=upper,
+        scale=scale,
+        gaussian=batch.gaussian,
+    )
+    if batch.gaussian:
         sigma2 = np.full_like(s_hat, float(scale) ** 2)
     else:
         sigma2 = draw_noise_variance(rng, residual=y - s_hat, scale=scale)
@@ -200,37 +168,3 @@ def sample_collapsed(
     else:
         suffstat = s_hat[..., None]
     return theta, suffstat, sigma2[..., None]
-
-
-def statistic_of_all_records(
-    rng: np.random.Generator,
-    family: TruncatedFamily,
-    n: int,
-    bounds: Any,
-    theta: npt.NDArray,
-    s_hat: npt.NDArray,
-) -> npt.NDArray:
-    """S | ŝ, θ from the joint CLT of (ŝ, s), drawn inside s's valid region."""
-    mean, cov = batched_moments(family, n, bounds)(theta.reshape(-1))
-    mean, cov = mean.reshape(*theta.shape, 2), cov.reshape(*theta.shape, 2, 2)
-    return conditional_all_records(rng, family, n, mean, cov, s_hat)
-
-
-def conditional_all_records(
-    rng: np.random.Generator,
-    family: TruncatedFamily,
-    n: int,
-    mean: npt.NDArray,
-    cov: npt.NDArray,
-    s_hat: npt.NDArray,
-) -> npt.NDArray:
-    """Draw s (all records) from N((ŝ, s) joint CLT) conditioned on ŝ, in s's valid region."""
-    from scipy.stats import truncnorm
-
-    c11 = np.maximum(cov[..., 0, 0], 1e-300)
-    cond_mean = mean[..., 1] + cov[..., 0, 1] / c11 * (s_hat - mean[..., 0])
-    cond_sd = np.sqrt(np.maximum(cov[..., 1, 1] - cov[..., 0, 1] ** 2 / c11, 1e-300))
-    lower, upper = (float(v[0]) for v in family.valid_region(n))
-    a, b = (lower - cond_mean) / cond_sd, (upper - cond_mean) / cond_sd
-    s = truncnorm.rvs(a, b, loc=cond_mean, scale=cond_sd, random_state=rng)
-    return np.clip(np.asarray(s, dtype=np.float64), lower, upper)

@@ -25,8 +25,9 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-from pymc_dp.engine.collapsed import log_posterior, statistic_of_all_records
-from pymc_dp.families import Binomial, Categorical, TruncatedFamily
+from pymc_dp.engine.batch import ReleaseBatch
+from pymc_dp.engine.collapsed import log_posterior
+from pymc_dp.engine.moments import statistic_of_all_records
 from pymc_dp.kernels import draw_from_grid, draw_noise_variance, grid_density
 from pymc_dp.kernels.exact_counts import (
     NoiseLaw,
@@ -60,43 +61,19 @@ def _noise_variance(
 
 
 def sample_exact_binomial(
-    rng: np.random.Generator,
-    *,
-    family: Binomial,
-    params: tuple[npt.NDArray[np.float64], ...],
-    released: npt.NDArray[np.float64],
-    n: int,
-    noise: NoiseLaw,
-    draws: int,
+    rng: np.random.Generator, batch: ReleaseBatch, *, draws: int
 ) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray]:
     """Independent draws of (θ, s, σ²) | y for a batch of released Binomial counts.
 
-    Parameters
-    ----------
-    rng
-        Source of randomness.
-    family
-        A Bernoulli or Binomial family.
-    params
-        Beta prior ``(alpha, beta)``, each of shape ``(B,)``.
-    released
-        Released values, shape ``(B,)``.
-    n
-        Records per release.
-    noise
-        The releases' noise law.
-    draws
-        Draws per release.
-
-    Returns
-    -------
-    theta, suffstat, noise_variance
-        Shapes ``(draws, B)``, ``(draws, B, 1)`` and ``(draws, B, 1)`` (σ² is NaN for integer
-        noise, which has no scale mixture).
+    As :func:`~pymc_dp.engine.collapsed.sample_collapsed`, with the exact likelihood: ``batch``
+    holds counts (shape ``(B,)``) of a Bernoulli or Binomial family and their Beta priors
+    ``(alpha, beta)``, each of shape ``(B,)``. σ² is NaN for integer noise, which has no scale
+    mixture.
     """
-    y = np.asarray(released, dtype=np.float64).reshape(-1)
-    alpha, beta = (np.asarray(p, dtype=np.float64).reshape(-1, 1) for p in params)
-    total = n * family.trials
+    noise = batch.noise
+    y = np.asarray(batch.released, dtype=np.float64).reshape(-1)
+    alpha, beta = (np.asarray(p, dtype=np.float64).reshape(-1, 1) for p in batch.params)
+    total = batch.n * batch.family.trials
     theta = np.empty((draws, y.size))
     for rows in _chunks(y.size, 3 * 1024 * (total + 1)):
         y_c, a_c, b_c = y[rows, None], alpha[rows], beta[rows]
@@ -123,26 +100,18 @@ def sample_exact_binomial(
 
 
 def sample_exact_categorical(
-    rng: np.random.Generator,
-    *,
-    family: Categorical,
-    params: tuple[npt.NDArray[np.float64], ...],
-    released: npt.NDArray[np.float64],
-    n: int,
-    noise: NoiseLaw,
-    draws: int,
-    tune: int,
+    rng: np.random.Generator, batch: ReleaseBatch, *, draws: int, tune: int
 ) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray]:
     """Exact Gibbs draws of (θ, s, σ²) | y for a batch of released Categorical counts.
 
     θ | s is the conjugate Dirichlet and s | θ, y the exact multinomial conditional, so the
-    chain targets the exact posterior (no CLT). Parameters as in
-    :func:`sample_exact_binomial`, with ``params = (alpha,)`` of shape ``(B, K)`` and
-    ``released`` of shape ``(B, K)``; ``tune`` iterations are discarded. Returns θ, s and σ²,
-    each of shape ``(draws, B, K)``.
+    chain targets the exact posterior (no CLT). ``batch`` holds the counts ``(B, K)`` and
+    ``params = (alpha,)`` of shape ``(B, K)``; ``draws`` are kept after ``tune`` discarded
+    iterations. Returns θ, s and σ², each of shape ``(draws, B, K)``.
     """
-    y = np.asarray(released, dtype=np.float64)
-    (alpha,) = params
+    family, n, noise = batch.family, batch.n, batch.noise
+    y = np.asarray(batch.released, dtype=np.float64)
+    (alpha,) = batch.params
     alpha = np.broadcast_to(np.asarray(alpha, dtype=np.float64), y.shape)
     theta = family.draw_conjugate(rng, (alpha,))
     keep = [np.empty((draws, *y.shape)) for _ in range(3)]
@@ -161,42 +130,18 @@ def sample_exact_categorical(
 
 
 def sample_exact_window(
-    rng: np.random.Generator,
-    *,
-    family: TruncatedFamily,
-    params: tuple[npt.NDArray[np.float64], ...],
-    released: npt.NDArray[np.float64],
-    n: int,
-    bounds: tuple[float, float],
-    noise: NoiseLaw,
-    draws: int,
+    rng: np.random.Generator, batch: ReleaseBatch, *, draws: int
 ) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray]:
     """Independent draws of (θ, (ŝ, s), σ²) | y for a batch of windowed count releases.
 
-    Parameters
-    ----------
-    rng
-        Source of randomness.
-    family
-        A Poisson or Geometric family.
-    params
-        Conjugate prior parameters, each of shape ``(B,)``.
-    released
-        Released window sums, shape ``(B,)``.
-    n, bounds
-        Records per release and the window.
-    noise
-        The releases' noise law.
-    draws
-        Draws per release.
-
-    Returns
-    -------
-    theta, suffstat, noise_variance
-        Shapes ``(draws, B)``, ``(draws, B, 2)`` (the stacked (ŝ, s)) and ``(draws, B, 1)``
-        (σ² is NaN for integer noise).
+    ``batch`` holds window sums (shape ``(B,)``) of a Poisson or Geometric family, their
+    window and conjugate priors (each ``(B,)``); ``draws`` are per release. Returns θ, the
+    stacked (ŝ, s) and σ², of shapes ``(draws, B)``, ``(draws, B, 2)`` and ``(draws, B, 1)``
+    (σ² is NaN for integer noise).
     """
-    y = np.asarray(released, dtype=np.float64).reshape(-1)
+    family, n, bounds, noise = batch.family, batch.n, batch.bounds, batch.noise
+    y = np.asarray(batch.released, dtype=np.float64).reshape(-1)
+    params = batch.params
     window = tuple(int(v) for v in family.latent_window(bounds))
     log_prior = log_posterior(family, n, bounds, clt=False)
     cols = [y, np.ones_like(y), *(np.broadcast_to(p, y.shape) for p in params)]

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pymc_dp._validation import check_int, check_positive, check_rng
+from pymc_dp.engine.batch import ReleaseBatch
 from pymc_dp.engine.collapsed import collapsible, sample_collapsed
 from pymc_dp.engine.exact import (
     sample_exact_binomial,
@@ -118,66 +119,28 @@ def _sample_exact(
         # The record-level sampler; chains are extra batch rows, chain-major.
         tiled = tuple(np.tile(p, (chains, *(1,) * (np.ndim(p) - 1))) for p in params)
         y_rows = np.tile(y.reshape(releases, -1), (chains, 1))
-        theta, s = sample_records(
-            rng,
-            family=family,
-            params=tiled,
-            released=y_rows,
-            n=n,
-            bounds=bounds,
-            noise_scale=noise.scale,
-            draws=draws,
-            tune=tune,
-        )
+        batch = ReleaseBatch(family, tiled, y_rows, n, noise, bounds)
+        theta, s = sample_records(rng, batch, draws=draws, tune=tune)
         k = family.stat_size
         v = draw_noise_variance(rng, residual=y_rows - s[..., :k], scale=noise.scale)
-
-        def by_chain(a):
-            return np.moveaxis(a.reshape(draws, chains, releases, *a.shape[2:]), 0, 1)
-
-        return GibbsTrace(
-            by_chain(theta), by_chain(s), by_chain(v.reshape(draws, -1, *y.shape[1:])), 0
-        )
-    if windowed_counts(family):
-        theta, s, v = sample_exact_window(
-            rng,
-            family=family,
-            params=params,
-            released=y.reshape(releases),
-            n=n,
-            bounds=bounds,
-            noise=noise,
-            draws=draws * chains,
-        )
-        return GibbsTrace(*(_chain_major(a, chains) for a in (theta, s, v[..., 0])), 0)
+        v = v.reshape(draws, -1, *y.shape[1:])
+        return GibbsTrace(*(_row_major(a, chains) for a in (theta, s, v)), 0)
     if isinstance(family, Categorical):
         # Chains are extra batch rows, chain-major.
         tiled = tuple(np.tile(p, (chains, 1)) for p in params)
-        theta, s, v = sample_exact_categorical(
-            rng,
-            family=family,
-            params=tiled,
-            released=np.tile(y, (chains, 1)),
-            n=n,
-            noise=noise,
-            draws=draws,
-            tune=tune,
-        )
-
-        def by_chain(a):
-            return np.moveaxis(a.reshape(draws, chains, releases, *a.shape[2:]), 0, 1)
-
-        return GibbsTrace(by_chain(theta), by_chain(s), by_chain(v), 0)
-    theta, s, v = sample_exact_binomial(
-        rng,
-        family=family,
-        params=params,
-        released=y.reshape(releases),
-        n=n,
-        noise=noise,
-        draws=draws * chains,
-    )
+        batch = ReleaseBatch(family, tiled, np.tile(y, (chains, 1)), n, noise)
+        theta, s, v = sample_exact_categorical(rng, batch, draws=draws, tune=tune)
+        return GibbsTrace(*(_row_major(a, chains) for a in (theta, s, v)), 0)
+    batch = ReleaseBatch(family, params, y.reshape(releases), n, noise, bounds)
+    sample = sample_exact_window if windowed_counts(family) else sample_exact_binomial
+    theta, s, v = sample(rng, batch, draws=draws * chains)
     return GibbsTrace(*(_chain_major(a, chains) for a in (theta, s, v[..., 0])), 0)
+
+
+def _row_major(a: npt.NDArray, chains: int) -> npt.NDArray:
+    """(draw, chains · releases, ...) -> (chain, draw, releases, ...): chains as batch rows."""
+    draws = a.shape[0]
+    return np.moveaxis(a.reshape(draws, chains, a.shape[1] // chains, *a.shape[2:]), 0, 1)
 
 
 def _chain_major(a: npt.NDArray, chains: int) -> npt.NDArray:
@@ -306,24 +269,15 @@ def sample_gibbs(
                 "noise='discrete-gaussian': use likelihood='auto' (the CLT)"
             )
         likelihood = "clt"
+    law = NoiseLaw(noise, scale)
     if _engine_likelihood(family, n, y, scale, method, likelihood, bounds) == "exact":
-        law = NoiseLaw(noise, scale)
         return _sample_exact(rng, family, prior, y, n, law, draws, tune, chains, bounds)
     if method != "augmented" and collapsible(family):
         params = tuple(
             np.broadcast_to(p, (releases,)) for p in family.check_prior(prior, batched=True)
         )
-        theta, s, v = sample_collapsed(
-            rng,
-            family=family,
-            params=params,
-            released=y.reshape(releases),
-            n=n,
-            scale=scale,
-            draws=draws * chains,
-            bounds=bounds,
-            gaussian=gaussian,
-        )
+        batch = ReleaseBatch(family, params, y.reshape(releases), n, law, bounds)
+        theta, s, v = sample_collapsed(rng, batch, draws=draws * chains)
         return GibbsTrace(*(_chain_major(a, chains) for a in (theta, s, v[..., 0])), 0)
     if method == "collapsed" and pair_collapsible(family):
         if gaussian:
@@ -336,17 +290,8 @@ def sample_gibbs(
         params = tuple(
             np.broadcast_to(p, (releases,)) for p in family.check_prior(prior, batched=True)
         )
-        theta, s, v, _ = sample_collapsed_pair(
-            rng,
-            family=family,
-            params=params,
-            released=y,
-            n=n,
-            scale=scale,
-            draws=draws,
-            bounds=bounds,
-            chains=chains,
-        )
+        batch = ReleaseBatch(family, params, y, n, law, bounds)
+        theta, s, v, _ = sample_collapsed_pair(rng, batch, draws=draws, chains=chains)
         return GibbsTrace(theta, s, v, 0)
     # Chains are extra batch rows, chain-major, so that the output reshapes to (chain, ...).
     y = np.tile(y, (chains, *(1,) * (y.ndim - 1)))
@@ -418,7 +363,4 @@ def sample_gibbs(
             keep_s[it - tune] = s
             keep_v[it - tune] = np.reshape(sigma2, y.shape)
 
-    def by_chain(a):
-        return np.moveaxis(a.reshape(draws, chains, releases, *a.shape[2:]), 0, 1)
-
-    return GibbsTrace(by_chain(keep_theta), by_chain(keep_s), by_chain(keep_v), n_fallback)
+    return GibbsTrace(*(_row_major(a, chains) for a in (keep_theta, keep_s, keep_v)), n_fallback)

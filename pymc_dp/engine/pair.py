@@ -12,19 +12,18 @@ these families, and what :class:`~pymc_dp.IndependenceStep` does inside ``pm.sam
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-from pymc_dp.engine.moments import batched_moments
+from pymc_dp.engine.batch import ReleaseBatch
+from pymc_dp.engine.moments import batched_moments, conditional_all_records
 from pymc_dp.families import ExponentialFamily, TruncatedFamily
 from pymc_dp.kernels import draw_noise_variance
 from pymc_dp.kernels.collapsed_pair import draw_pair_suffstat, pair_log_likelihood
 from pymc_dp.kernels.independence import fit_plane_proposal, independence_chain
 
-__all__ = ["conditional_all_records_pair", "pair_collapsible", "sample_collapsed_pair"]
+__all__ = ["pair_collapsible", "sample_collapsed_pair"]
 
 
 def pair_collapsible(family: ExponentialFamily) -> bool:
@@ -40,16 +39,7 @@ def pair_collapsible(family: ExponentialFamily) -> bool:
 
 
 def sample_collapsed_pair(
-    rng: np.random.Generator,
-    *,
-    family: TruncatedFamily,
-    params: Sequence[npt.NDArray[np.float64]],
-    released: npt.NDArray[np.float64],
-    n: int,
-    scale: float,
-    draws: int,
-    bounds: tuple[float, float],
-    chains: int = 1,
+    rng: np.random.Generator, batch: ReleaseBatch, *, draws: int, chains: int = 1
 ) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray, npt.NDArray]:
     """Draw (θ, (ŝ, s), σ²) | y for a batch of windowed (Σz, Σz²) releases.
 
@@ -57,20 +47,12 @@ def sample_collapsed_pair(
     ----------
     rng
         Source of randomness.
-    family
-        :class:`~pymc_dp.families.Normal` or :class:`~pymc_dp.families.LogNormal`.
-    params
-        Normal–Inverse-Gamma hyperparameters (m, κ, α, β), each of shape ``(B,)``.
-    released
-        The releases y, shape ``(B, 2)``.
-    n
-        Number of records per release.
-    scale
-        Laplace scale Δ/ε of each component.
+    batch
+        Releases y (shape ``(B, 2)``) of :class:`~pymc_dp.families.Normal` or
+        :class:`~pymc_dp.families.LogNormal` records with Laplace noise on each component, their
+        window and Normal–Inverse-Gamma hyperparameters (m, κ, α, β), each of shape ``(B,)``.
     draws
         Draws per chain.
-    bounds
-        The window.
     chains
         Chains per release, each started from its own prior draw; they share the release's
         proposal.
@@ -81,10 +63,11 @@ def sample_collapsed_pair(
         Shapes ``(chains, draws, B, 2)``, ``(chains, draws, B, 4)``, ``(chains, draws, B, 2)``
         and ``(chains, draws, B)``.
     """
-    moments = batched_moments(family, n, bounds)
-    y = np.asarray(released, dtype=np.float64).reshape(-1, 2)
+    family, n, scale = batch.family, batch.n, batch.noise.scale
+    moments = batched_moments(family, n, batch.bounds)
+    y = np.asarray(batch.released, dtype=np.float64).reshape(-1, 2)
     releases = y.shape[0]
-    mean0, kappa, alpha, beta = (np.broadcast_to(p, (releases,)) for p in params)
+    mean0, kappa, alpha, beta = (np.broadcast_to(p, (releases,)) for p in batch.params)
     theta = np.empty((chains, draws, releases, 2))
     accepted = np.empty((chains, draws, releases), dtype=bool)
     for b in range(releases):
@@ -125,7 +108,7 @@ def sample_collapsed_pair(
     s_hat = draw_pair_suffstat(
         rng, released=y_rows, mean=mean[:, :2], cov=cov[:, :2, :2], scale=scale
     )
-    s_all = conditional_all_records_pair(rng, family, n, mean, cov, s_hat)
+    s_all = conditional_all_records(rng, family, n, mean, cov, s_hat)
     sigma2 = draw_noise_variance(rng, residual=y_rows - s_hat, scale=scale)
     shape = theta.shape[:-1]
     return (
@@ -133,72 +116,4 @@ def sample_collapsed_pair(
         np.concatenate([s_hat, s_all], -1).reshape(*shape, 4),
         sigma2.reshape(*shape, 2),
         accepted,
-    )
-
-
-def conditional_all_records_pair(
-    rng: np.random.Generator,
-    family: TruncatedFamily,
-    n: int,
-    mean: npt.NDArray,
-    cov: npt.NDArray,
-    s_hat: npt.NDArray,
-    *,
-    max_rounds: int = 100,
-) -> npt.NDArray:
-    """Draw s = (Σz, Σz²) of all records from the joint CLT of (ŝ, s) conditioned on ŝ.
-
-    The draw is restricted to s's valid region (its box, and n·Σz² ≥ (Σz)²) by rejection, which
-    the CLT normal passes almost surely wherever it is trusted.
-
-    Parameters
-    ----------
-    rng
-        Source of randomness.
-    family
-        The windowed family (t(z) = (z, z²)).
-    n
-        Number of records.
-    mean, cov
-        Joint CLT mean ``(..., 4)`` and covariance ``(..., 4, 4)`` of the stacked (ŝ, s).
-    s_hat
-        The window statistic ŝ, ``(..., 2)``.
-    max_rounds
-        Rounds of rejection before giving up.
-
-    Returns
-    -------
-    numpy.ndarray
-        s, shape ``(..., 2)``.
-
-    Raises
-    ------
-    RuntimeError
-        If some draw stays outside the valid region: the CLT puts almost no mass there, so the
-        release is too small for it.
-    """
-    c11, c21, c22 = cov[..., :2, :2], cov[..., 2:, :2], cov[..., 2:, 2:]
-    gain = np.linalg.solve(c11, np.swapaxes(c21, -1, -2))  # C11⁻¹ C12
-    cond_mean = mean[..., 2:] + np.einsum("...ji,...j->...i", gain, s_hat - mean[..., :2])
-    cond_cov = c22 - np.swapaxes(gain, -1, -2) @ np.swapaxes(c21, -1, -2)
-    cond_cov = 0.5 * (cond_cov + np.swapaxes(cond_cov, -1, -2))
-    values, vectors = np.linalg.eigh(cond_cov)
-    root = vectors * np.sqrt(np.maximum(values, 0.0))[..., None, :]
-    lower, upper = (np.asarray(v, dtype=np.float64) for v in family.valid_region(n))
-    s = np.empty_like(cond_mean)
-    todo = np.ones(cond_mean.shape[:-1], dtype=bool)
-    for _ in range(max_rounds):
-        z = rng.standard_normal(cond_mean[todo].shape)
-        draw = cond_mean[todo] + np.einsum("...ij,...j->...i", root[todo], z)
-        valid = np.all((draw >= lower) & (draw <= upper), axis=-1) & (
-            n * draw[..., 1] >= draw[..., 0] ** 2
-        )
-        where = np.argwhere(todo)[valid]
-        s[tuple(where.T)] = draw[valid]
-        todo[tuple(where.T)] = False
-        if not todo.any():
-            return s
-    raise RuntimeError(
-        "the statistic of all records fell outside its valid region in every draw: the CLT "
-        f"puts almost no mass there, so n = {n} is too small for it"
     )

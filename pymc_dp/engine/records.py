@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from pymc_dp.engine.batch import ReleaseBatch
 from pymc_dp.families import Gamma, NormalKnownSigma, TruncatedFamily
 from pymc_dp.families.record_laws import location_scale, standard_records
 from pymc_dp.kernels.records import slice_sample, sweep_records, window_statistic
@@ -239,13 +240,8 @@ def initial_widths(family: TruncatedFamily, params: tuple[npt.NDArray, ...], row
 
 def sample_records(
     rng: np.random.Generator,
+    batch: ReleaseBatch,
     *,
-    family: TruncatedFamily,
-    params: tuple[npt.NDArray[np.float64], ...],
-    released: npt.NDArray[np.float64],
-    n: int,
-    bounds: tuple[float, float],
-    noise_scale: float,
     draws: int,
     tune: int,
     ancillary: bool = True,
@@ -256,18 +252,9 @@ def sample_records(
     ----------
     rng
         Source of randomness.
-    family
-        A continuous windowed family.
-    params
-        Conjugate prior hyperparameters, each of shape ``(B,)``.
-    released
-        y, shape ``(B, *family.stat_shape)``.
-    n
-        Records per release.
-    bounds
-        The window (data scale).
-    noise_scale
-        Laplace scale β.
+    batch
+        Releases y (shape ``(B, *family.stat_shape)``) of a continuous windowed family with
+        Laplace noise, their window (data scale) and conjugate priors (each ``(B,)``).
     draws, tune
         Iterations kept, and discarded first (during which the slice widths adapt to three
         times the mean ancillary move).
@@ -282,19 +269,20 @@ def sample_records(
     Examples
     --------
     >>> from pymc_dp.families import Exponential
-    >>> th, s = sample_records(np.random.default_rng(0), family=Exponential(),
-    ...                        params=(np.full(2, 8.0), np.full(2, 2.0)),
-    ...                        released=np.array([4.0, 6.0]), n=20, bounds=(0.0, 1.5),
-    ...                        noise_scale=1.5, draws=50, tune=50)
+    >>> from pymc_dp.kernels.exact_counts import NoiseLaw
+    >>> batch = ReleaseBatch(Exponential(), (np.full(2, 8.0), np.full(2, 2.0)),
+    ...                      np.array([4.0, 6.0]), 20, NoiseLaw("laplace", 1.5), (0.0, 1.5))
+    >>> th, s = sample_records(np.random.default_rng(0), batch, draws=50, tune=50)
     >>> th.shape, s.shape
     ((50, 2), (50, 2, 2))
     """
+    family, noise_scale = batch.family, batch.noise.scale
     k = family.stat_size
-    y = np.asarray(released, dtype=np.float64).reshape(-1, k)
+    y = np.asarray(batch.released, dtype=np.float64).reshape(-1, k)
     rows = y.shape[0]
-    params = tuple(np.broadcast_to(np.asarray(p, dtype=np.float64), (rows,)) for p in params)
-    window = family.latent_window(bounds)
-    state = initial_state(rng, family, params, n)
+    params = tuple(np.broadcast_to(np.asarray(p, dtype=np.float64), (rows,)) for p in batch.params)
+    window = family.latent_window(batch.bounds)
+    state = initial_state(rng, family, params, batch.n)
     widths = initial_widths(family, params, rows)
     keep_theta = np.empty((draws, *state.theta.shape))
     keep_s = np.empty((draws, rows, 2 * k))

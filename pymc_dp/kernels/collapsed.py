@@ -7,7 +7,9 @@ mixture of two truncated normals,
     s ≤ y: N(m + v/b, v) on [L, min(y, U)],     s ≥ y: N(m - v/b, v) on [max(y, L), U],
 
 weighted by their masses (:func:`~pymc_dp.likelihoods.collapsed.normal_laplace_logp` is the log
-of their sum). Drawing s this way after an exact draw of θ | y gives exact joint draws of (θ, s).
+of their sum). With Gaussian noise N(0, τ²) instead, s | θ, y is one normal, N(μ₃, σ₃²) on
+[L, U] (:func:`~pymc_dp.kernels.collapsed_gaussian.gaussian_suffstat_moments`). Drawing s this
+way after an exact draw of θ | y gives exact joint draws of (θ, s).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import numpy.typing as npt
 from scipy.special import log_ndtr
 from scipy.stats import truncnorm
 
-__all__ = ["collapsed_piece_log_masses", "draw_collapsed_suffstat"]
+from pymc_dp.kernels.collapsed_gaussian import gaussian_suffstat_moments
+
+__all__ = ["collapsed_piece_log_masses", "draw_collapsed_suffstat", "draw_truncated_piece"]
 
 _FLOOR = 1e-6  # as in pymc_dp.likelihoods.collapsed: sd floored at 1e-6·b
 
@@ -81,8 +85,9 @@ def draw_collapsed_suffstat(
     lower: npt.ArrayLike,
     upper: npt.ArrayLike,
     scale: npt.ArrayLike,
+    gaussian: bool = False,
 ) -> npt.NDArray[np.float64]:
-    """Draw s | θ, y exactly: a mixture of two truncated normals (see the module docstring).
+    """Draw s | θ, y exactly: a truncated normal, or a mixture of two (see the module docstring).
 
     Parameters
     ----------
@@ -95,7 +100,9 @@ def draw_collapsed_suffstat(
     lower, upper
         The valid region of s.
     scale
-        Laplace scale b = Δ/ε.
+        The noise's scale: Laplace b = Δ/ε, or the Gaussian's σ τ.
+    gaussian
+        Whether the noise is Gaussian (the Gaussian mechanism) rather than Laplace.
 
     Returns
     -------
@@ -108,7 +115,18 @@ def draw_collapsed_suffstat(
     ...                             mean=0.0, var=1.0, lower=-50.0, upper=50.0, scale=1.0)
     >>> round(float(s.mean()), 1)   # N(0, 1) · e^{-|3 - s|}: pulled towards y by about 1
     1.0
+    >>> s = draw_collapsed_suffstat(np.random.default_rng(0), released=np.full(20000, 3.0),
+    ...                             mean=0.0, var=1.0, lower=-50.0, upper=50.0, scale=1.0,
+    ...                             gaussian=True)
+    >>> round(float(s.mean()), 1), round(float(s.var()), 1)   # N(1.5, 0.5)
+    (1.5, 0.5)
     """
+    if gaussian:
+        loc, sd = gaussian_suffstat_moments(released=released, mean=mean, var=var, scale=scale)
+        lo, hi = np.broadcast_arrays(
+            *(np.asarray(a, dtype=np.float64) for a in (lower, upper)), loc
+        )[:2]
+        return draw_truncated_piece(rng, loc, sd, lo, hi)
     y, m, v, lo, hi, b = np.broadcast_arrays(
         *(np.asarray(a, dtype=np.float64) for a in (released, mean, var, lower, upper, scale))
     )
@@ -121,5 +139,26 @@ def draw_collapsed_suffstat(
     loc = np.where(take_left, m + v / b, m - v / b)
     a = np.where(take_left, lo, np.maximum(y, lo))
     c = np.where(take_left, np.minimum(y, hi), hi)
-    s = truncnorm.rvs((a - loc) / sd, (c - loc) / sd, loc=loc, scale=sd, random_state=rng)
-    return np.clip(np.asarray(s, dtype=np.float64), a, c)
+    return draw_truncated_piece(rng, loc, sd, a, c)
+
+
+def draw_truncated_piece(
+    rng: np.random.Generator,
+    loc: npt.NDArray[np.float64],
+    sd: npt.NDArray[np.float64],
+    lower: npt.NDArray[np.float64],
+    upper: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
+    """Draws of N(loc, sd²) truncated to [lower, upper], elementwise (scipy's ``truncnorm``).
+
+    Clipped to the interval: in a far tail the inverse CDF can round just outside it.
+
+    Examples
+    --------
+    >>> s = draw_truncated_piece(np.random.default_rng(0), np.zeros(3), np.ones(3),
+    ...                          np.full(3, 1.0), np.full(3, 1.5))
+    >>> bool(np.all((s >= 1.0) & (s <= 1.5)))
+    True
+    """
+    s = truncnorm.rvs((lower - loc) / sd, (upper - loc) / sd, loc=loc, scale=sd, random_state=rng)
+    return np.clip(np.asarray(s, dtype=np.float64), lower, upper)

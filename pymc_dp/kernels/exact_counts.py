@@ -71,17 +71,31 @@ class NoiseLaw(NamedTuple):
     kind: str
     scale: float
 
+    @property
+    def log_constant(self) -> float:
+        """The log density's term free of d: -log 2b, log tanh(1/(2b)) or -log Z(b).
+
+        Raises
+        ------
+        ValueError
+            If ``kind`` is not one of :data:`NOISE_KINDS`.
+        """
+        b = float(self.scale)
+        if self.kind == "laplace":
+            return -math.log(2.0 * b)
+        if self.kind == "discrete-laplace":
+            return log_tanh_half_inverse(b)
+        if self.kind == "discrete-gaussian":
+            return -discrete_gaussian_log_normaliser(b)
+        raise ValueError(f"noise kind must be one of {NOISE_KINDS} (got {self.kind!r})")
+
     def logpdf(self, d: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Log density (or probability, for the integer laws) of the noise at ``d``."""
         d = np.asarray(d, dtype=np.float64)
         b = float(self.scale)
-        if self.kind == "laplace":
-            return -np.abs(d) / b - math.log(2.0 * b)
-        if self.kind == "discrete-laplace":
-            return -np.abs(d) / b + log_tanh_half_inverse(b)
         if self.kind == "discrete-gaussian":
-            return -0.5 * (d / b) ** 2 - discrete_gaussian_log_normaliser(b)
-        raise ValueError(f"noise kind must be one of {NOISE_KINDS} (got {self.kind!r})")
+            return -0.5 * (d / b) ** 2 + self.log_constant
+        return -np.abs(d) / b + self.log_constant
 
 
 def log_tanh_half_inverse(b: float) -> float:

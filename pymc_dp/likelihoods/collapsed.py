@@ -20,6 +20,8 @@ directly, without moving s in small steps.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import pytensor.tensor as pt
 from pymc.distributions.dist_math import check_parameters
@@ -32,6 +34,8 @@ from scipy.stats import truncnorm
 __all__ = [
     "CollapsedLaplace",
     "CollapsedLaplaceRV",
+    "CollapsedNormal",
+    "CollapsedNormalRV",
     "log_diff_normal_cdf",
     "normal_laplace_logp",
 ]
@@ -165,25 +169,34 @@ def truncated_clt_draw(rng, mean, var, lower, upper, size):
     )
 
 
-class CollapsedLaplaceRV(RandomVariable):
-    """y = s + Laplace(0, scale) with s ~ N(mean, var) truncated to [lower, upper]."""
+class CollapsedNormalRV(RandomVariable):
+    """y = s + noise with s ~ N(mean, var) truncated to [lower, upper].
 
-    name = "collapsed_laplace"
+    The law of s is written here once; a subclass names the op and its noise law, by the
+    :class:`numpy.random.Generator` method that draws it with location 0 and ``scale``.
+    """
+
     signature = "(),(),(),(),()->()"
     dtype = "floatX"
-    _print_name = ("CollapsedLaplace", "\\operatorname{CollapsedLaplace}")
+    noise: ClassVar[str]
+    """The generator method drawing the noise: ``"laplace"`` or ``"normal"``."""
 
     @classmethod
     def rng_fn(cls, rng, mean, var, lower, upper, scale, size):  # noqa: D102
         s = truncated_clt_draw(rng, mean, var, lower, upper, size)
-        return s + rng.laplace(0.0, scale, size=np.shape(s))
+        return s + getattr(rng, cls.noise)(0.0, scale, size=np.shape(s))
 
 
-collapsed_laplace = CollapsedLaplaceRV()
+class CollapsedLaplaceRV(CollapsedNormalRV):
+    """y = s + Laplace(0, scale) with s ~ N(mean, var) truncated to [lower, upper]."""
+
+    name = "collapsed_laplace"
+    _print_name = ("CollapsedLaplace", "\\operatorname{CollapsedLaplace}")
+    noise = "laplace"
 
 
-class CollapsedLaplace(Continuous):
-    """A released scalar statistic y with the latent s integrated out (normal–Laplace).
+class CollapsedNormal(Continuous):
+    """A released scalar y = s + noise with the latent s integrated out (base class).
 
     Parameters
     ----------
@@ -191,6 +204,42 @@ class CollapsedLaplace(Continuous):
         CLT mean and variance of s given θ (or the window moments of ŝ for a windowed family).
     lower, upper
         The valid region of s.
+    scale
+        The scale of the release's noise.
+
+    Notes
+    -----
+    A subclass sets ``rv_op`` (a :class:`CollapsedNormalRV`) and writes ``logp`` with its noise
+    law's convolution, checked by :meth:`checked`; it takes ``support_point`` from here
+    (PyMC registers only what a class itself defines).
+    """
+
+    @classmethod
+    def dist(cls, mean, var, lower, upper, scale, **kwargs):  # noqa: D102
+        return super().dist([mean, var, lower, upper, scale], **kwargs)
+
+    @staticmethod
+    def support_point(rv, size, mean, var, lower, upper, scale):  # noqa: D102
+        point = pt.clip(mean, lower, upper)
+        if size is not None and getattr(size.type, "__class__", None).__name__ != "NoneTypeT":
+            point = pt.full(size, point)
+        return point
+
+    @staticmethod
+    def checked(logp, var, lower, upper, scale) -> TensorVariable:
+        """``logp`` where the parameters are valid (PyMC's ``check_parameters``)."""
+        return check_parameters(
+            logp, var >= 0, lower < upper, scale > 0, msg="var >= 0, lower < upper, scale > 0"
+        )
+
+
+class CollapsedLaplace(CollapsedNormal):
+    """A released scalar statistic y with the latent s integrated out (normal–Laplace).
+
+    Parameters
+    ----------
+    mean, var, lower, upper
+        As for :class:`CollapsedNormal`.
     scale
         Laplace scale b = Δ/ε of the release.
 
@@ -202,20 +251,9 @@ class CollapsedLaplace(Continuous):
     normal and add Laplace noise.
     """
 
-    rv_op = collapsed_laplace
-
-    @classmethod
-    def dist(cls, mean, var, lower, upper, scale, **kwargs):  # noqa: D102
-        return super().dist([mean, var, lower, upper, scale], **kwargs)
-
-    def support_point(rv, size, mean, var, lower, upper, scale):  # noqa: D102
-        point = pt.clip(mean, lower, upper)
-        if size is not None and getattr(size.type, "__class__", None).__name__ != "NoneTypeT":
-            point = pt.full(size, point)
-        return point
+    rv_op = CollapsedLaplaceRV()
+    support_point = CollapsedNormal.support_point
 
     def logp(value, mean, var, lower, upper, scale):  # noqa: D102
         logp = normal_laplace_logp(value, mean, var, lower, upper, scale)
-        return check_parameters(
-            logp, var >= 0, lower < upper, scale > 0, msg="var >= 0, lower < upper, scale > 0"
-        )
+        return CollapsedNormal.checked(logp, var, lower, upper, scale)

@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytensor.tensor as pt
-from pymc.distributions.dist_math import check_parameters
-from pymc.distributions.distribution import Continuous
-from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp.likelihoods.collapsed import (
+    CollapsedNormal,
+    CollapsedNormalRV,
     as_float64,
     log_diff_normal_cdf,
-    truncated_clt_draw,
 )
 
 __all__ = [
@@ -143,55 +141,33 @@ def normal_normal_logp(
     return marginal + inside - log_z
 
 
-class CollapsedGaussianRV(RandomVariable):
+class CollapsedGaussianRV(CollapsedNormalRV):
     """y = s + N(0, scale²) with s ~ N(mean, var) truncated to [lower, upper]."""
 
     name = "collapsed_gaussian"
-    signature = "(),(),(),(),()->()"
-    dtype = "floatX"
     _print_name = ("CollapsedGaussian", "\\operatorname{CollapsedGaussian}")
-
-    @classmethod
-    def rng_fn(cls, rng, mean, var, lower, upper, scale, size):  # noqa: D102
-        s = truncated_clt_draw(rng, mean, var, lower, upper, size)
-        return s + rng.normal(0.0, scale, size=np.shape(s))
+    noise = "normal"
 
 
-collapsed_gaussian = CollapsedGaussianRV()
-
-
-class CollapsedGaussian(Continuous):
+class CollapsedGaussian(CollapsedNormal):
     """A released scalar statistic y with Gaussian noise, the latent s integrated out.
 
     Parameters
     ----------
-    mean, var
-        CLT mean and variance of s given θ (or the window moments of ŝ for a windowed family).
-    lower, upper
-        The valid region of s.
+    mean, var, lower, upper
+        As for :class:`~pymc_dp.likelihoods.collapsed.CollapsedNormal`.
     scale
         Standard deviation τ of the release's Gaussian noise.
 
     Notes
     -----
     The log density is :func:`normal_normal_logp`, the exact marginal of y under the CLT model
-    for s; :func:`~pymc_dp.kernels.collapsed_gaussian.draw_gaussian_suffstat` draws s | θ, y.
+    for s; :func:`~pymc_dp.kernels.collapsed.draw_collapsed_suffstat` draws s | θ, y.
     """
 
-    rv_op = collapsed_gaussian
-
-    @classmethod
-    def dist(cls, mean, var, lower, upper, scale, **kwargs):  # noqa: D102
-        return super().dist([mean, var, lower, upper, scale], **kwargs)
-
-    def support_point(rv, size, mean, var, lower, upper, scale):  # noqa: D102
-        point = pt.clip(mean, lower, upper)
-        if size is not None and getattr(size.type, "__class__", None).__name__ != "NoneTypeT":
-            point = pt.full(size, point)
-        return point
+    rv_op = CollapsedGaussianRV()
+    support_point = CollapsedNormal.support_point
 
     def logp(value, mean, var, lower, upper, scale):  # noqa: D102
         logp = normal_normal_logp(value, mean, var, lower, upper, scale)
-        return check_parameters(
-            logp, var >= 0, lower < upper, scale > 0, msg="var >= 0, lower < upper, scale > 0"
-        )
+        return CollapsedNormal.checked(logp, var, lower, upper, scale)

@@ -1,18 +1,22 @@
 """Exact likelihoods of released counts as PyTensor log-probabilities (no CLT), for NUTS.
 
-The same sums as :mod:`pymc_dp.kernels.exact_counts`: a log-sum over every s = 0, …, N for a
-Binomial count, written in PyTensor so that θ's gradient comes from autodiff; and, for
-Multinomial counts, the NumPy forward recursion over categories inside an ``Op`` whose gradient
+A released statistic is y = s + noise: an exact law of s given θ (:class:`StatisticLaw`)
+combined with the mechanism's noise law (:class:`~pymc_dp.kernels.exact_counts.NoiseLaw`,
+:func:`noise_logpdf`, :func:`draw_noise`). :func:`released_statistic` makes the observed node
+of any such pair, for one release or one per group, so a new law of s, or a new noise law,
+is added in one place. The laws here are the counts of :mod:`pymc_dp.kernels.exact_counts`:
+a sum over every s = 0, …, N for a Binomial count (:class:`BinomialCounts`), and for
+Multinomial counts the NumPy forward recursion over categories inside an ``Op`` whose gradient
 is E[s | θ, y] / θ (forward-backward), which keeps the graph small and quick to compile (autodiff
-through the recursion's gathers took seconds to compile and ~0.5 ms per gradient at n = 100).
-:func:`ExactReleasedCount` and
-:func:`ExactReleasedCounts` are the observed nodes that
-:class:`~pymc_dp.NoisySuffStat` adds with ``likelihood="exact"``.
+through the recursion's gathers took seconds to compile and ~0.5 ms per gradient at n = 100)
+(:class:`MultinomialCounts`). :func:`ExactReleasedCount` and :func:`ExactReleasedCounts` are the
+observed nodes that :class:`~pymc_dp.NoisySuffStat` adds with ``likelihood="exact"``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -30,35 +34,37 @@ from pymc_dp.kernels.exact_counts import (
     NoiseLaw,
     binomial_expected_count,
     binomial_log_likelihood,
-    discrete_gaussian_log_normaliser,
-    log_tanh_half_inverse,
     multinomial_expected_counts,
     multinomial_log_likelihood,
 )
 
 __all__ = [
+    "BinomialCounts",
     "BinomialLogLikelihood",
+    "ElementwiseInTheta",
     "ExactLikelihoodOp",
     "ExactReleasedCount",
     "ExactReleasedCounts",
+    "MultinomialCounts",
     "MultinomialLogLikelihood",
+    "StatisticLaw",
     "binomial_exact_logp",
     "draw_noise",
     "multinomial_exact_logp",
     "noise_logpdf",
+    "released_statistic",
 ]
 
 
 def noise_logpdf(d: Any, noise: NoiseLaw) -> TensorVariable:
-    """Log density (probability, for integer laws) of the noise at ``d``, as PyTensor."""
+    """Log density (probability, for integer laws) of the noise at ``d``, as PyTensor.
+
+    :meth:`NoiseLaw.logpdf <pymc_dp.kernels.exact_counts.NoiseLaw.logpdf>` in PyTensor.
+    """
     b = float(noise.scale)
-    if noise.kind == "laplace":
-        return -pt.abs(d) / b - math.log(2.0 * b)
-    if noise.kind == "discrete-laplace":
-        return -pt.abs(d) / b + log_tanh_half_inverse(b)
     if noise.kind == "discrete-gaussian":
-        return -0.5 * pt.sqr(d / b) - discrete_gaussian_log_normaliser(b)
-    raise ValueError(f"unknown noise kind {noise.kind!r}")
+        return -0.5 * pt.sqr(d / b) + noise.log_constant
+    return -pt.abs(d) / b + noise.log_constant
 
 
 def draw_noise(rng: np.random.Generator, noise: NoiseLaw, size: Any) -> np.ndarray:
@@ -140,7 +146,39 @@ class ExactLikelihoodOp(Op):
         return self.pullback(inputs, outputs, output_grads)
 
 
-class BinomialLogLikelihood(ExactLikelihoodOp):
+class ElementwiseInTheta:
+    """Mixin of a likelihood ``Op`` on (y, θ) that is elementwise over their broadcast.
+
+    Its output has the broadcast shape of y and θ, and a batch of inputs is the same Op on the
+    batched arrays, so :class:`~pymc_dp.GridStep`'s vectorised grid evaluates a whole batch of
+    θ in one call.
+    """
+
+    def make_node(self, value: Any, theta: Any) -> Apply:  # noqa: D102
+        value, theta = (pt.as_tensor_variable(x).astype("float64") for x in (value, theta))
+        ndim = max(value.type.ndim, theta.type.ndim)
+        out = pt.TensorType("float64", shape=(None,) * ndim)()
+        return Apply(self, [value, theta], [out])
+
+    def infer_shape(self, *args: Any) -> list:  # noqa: D102
+        # (fgraph, node, shapes) in PyTensor 2, (node, shapes) in PyTensor 3
+        value, theta = args[-1]
+        return [broadcast_shape(value, theta, arrays_are_shapes=True)]
+
+    @staticmethod
+    def sum_to_theta(d_theta: TensorVariable, theta: TensorVariable) -> TensorVariable:
+        """A gradient in θ summed over the batch dimensions θ was broadcast along."""
+        extra = d_theta.type.ndim - theta.type.ndim
+        return pt.sum(d_theta, axis=tuple(range(extra))) if extra > 0 else d_theta
+
+
+@_vectorize_node.register(ElementwiseInTheta)
+def _vectorize_elementwise(op: ElementwiseInTheta, node: Apply, *batched_inputs: Any) -> Any:
+    # Elementwise: a batch is the same Op on the batched arrays.
+    return op.make_node(*batched_inputs).outputs
+
+
+class BinomialLogLikelihood(ElementwiseInTheta, ExactLikelihoodOp):
     """log p(y | θ) of released Binomial counts out of ``n`` trials, elementwise over y and θ.
 
     With ``gradient=True`` the output is instead ∂ log p / ∂θ = E[s]/θ - (n - E[s])/(1 - θ).
@@ -151,16 +189,6 @@ class BinomialLogLikelihood(ExactLikelihoodOp):
     ndims = (0, 0)
     signatures = ("(),()->()", "(),()->()")
     wrt = 1
-
-    def make_node(self, value: Any, theta: Any) -> Apply:  # noqa: D102
-        value, theta = (pt.as_tensor_variable(x).astype("float64") for x in (value, theta))
-        ndim = max(value.type.ndim, theta.type.ndim)
-        out = pt.TensorType("float64", shape=(None,) * ndim)()
-        return Apply(self, [value, theta], [out])
-
-    def infer_shape(self, *args: Any) -> list:  # noqa: D102
-        value, theta = args[-1]
-        return [broadcast_shape(value, theta, arrays_are_shapes=True)]
 
     def perform(self, node, inputs, outputs) -> None:  # noqa: D102
         value, theta = inputs
@@ -176,17 +204,9 @@ class BinomialLogLikelihood(ExactLikelihoodOp):
 
     def pullback(self, inputs, outputs, cotangents):  # noqa: D102
         grads = super().pullback(inputs, outputs, cotangents)
-        theta = inputs[1]
-        extra = grads[1].type.ndim - theta.type.ndim
-        if extra > 0 and not self.gradient:  # θ was broadcast against a batch of values
-            grads[1] = pt.sum(grads[1], axis=tuple(range(extra)))
+        if not self.gradient:  # θ may have been broadcast against a batch of values
+            grads[1] = self.sum_to_theta(grads[1], inputs[1])
         return grads
-
-
-@_vectorize_node.register(BinomialLogLikelihood)
-def _vectorize_binomial(op: BinomialLogLikelihood, node: Apply, *batched_inputs: Any) -> Any:
-    # Elementwise: a batch is the same Op on the batched arrays.
-    return op.make_node(*batched_inputs).outputs
 
 
 class MultinomialLogLikelihood(ExactLikelihoodOp):
@@ -229,6 +249,117 @@ def multinomial_exact_logp(
     return op(value, theta)
 
 
+class StatisticLaw:
+    """The exact law of a released statistic s given θ, for one release or one per group.
+
+    Subclasses give log p(y | θ) of one release under a noise law (:meth:`log_likelihood`,
+    the sum over s) and draws of s (:meth:`draw`); :func:`released_statistic` combines them
+    with the noise law into an observed node.
+
+    Parameters
+    ----------
+    sizes
+        What s counts over (records, or trials): an int for one release, or one per group
+        (then y and θ have the groups first and the node's log density is one term per group).
+    """
+
+    signature: ClassVar[str] = "()->()"
+    """The gufunc signature θ -> y of one release."""
+
+    def __init__(self, sizes: int | Sequence[int]):
+        self.grouped = np.ndim(sizes) > 0
+        self.sizes = np.asarray(sizes) if self.grouped else int(sizes)
+
+    def log_likelihood(
+        self, value: Any, theta: Any, size: int, noise: NoiseLaw
+    ) -> TensorVariable:  # pragma: no cover - every law defines it
+        """Log p(y | θ) of one release of ``size``, as PyTensor."""
+        raise NotImplementedError
+
+    def logp(self, value: Any, theta: Any, noise: NoiseLaw) -> TensorVariable:
+        """Log p(y | θ): of the release, or per group (stacked along the groups)."""
+        if not self.grouped:
+            return self.log_likelihood(value, theta, self.sizes, noise)
+        return pt.stack(
+            [
+                self.log_likelihood(value[g], theta[g], int(size), noise)
+                for g, size in enumerate(self.sizes)
+            ]
+        )
+
+    def draw(
+        self, rng: np.random.Generator, theta: Any, size: Any
+    ) -> np.ndarray:  # pragma: no cover - every law defines it
+        """Draws of s given θ (for posterior predictive releases)."""
+        raise NotImplementedError
+
+
+class BinomialCounts(StatisticLaw):
+    """s ~ Binomial(N, p): a released count of N = n · trials trials (``sizes``)."""
+
+    def log_likelihood(self, value, theta, size, noise):  # noqa: D102
+        return binomial_exact_logp(value, theta, size, noise)
+
+    def draw(self, rng, theta, size):  # noqa: D102
+        return rng.binomial(self.sizes, theta, size=size)
+
+
+class MultinomialCounts(StatisticLaw):
+    """s ~ Multinomial(n, p): K released counts of n records (``sizes``)."""
+
+    signature = "(k)->(k)"
+
+    def __init__(self, sizes: int | Sequence[int], categories: int):
+        super().__init__(sizes)
+        self.categories = int(categories)
+
+    def log_likelihood(self, value, theta, size, noise):  # noqa: D102
+        return multinomial_exact_logp(value, theta, size, noise, self.categories)
+
+    def draw(self, rng, theta, size):  # noqa: D102
+        return rng.multinomial(self.sizes, theta, size=size)
+
+
+def released_statistic(
+    name: str, theta: Any, *, law: StatisticLaw, noise: NoiseLaw, **kwargs: Any
+) -> TensorVariable:
+    """The observed node y = s + noise, s from ``law`` given θ (a ``CustomDist``).
+
+    Parameters
+    ----------
+    name
+        Variable name.
+    theta
+        The parameter the law of s takes (p, a rate, …; the groups first for a grouped law).
+    law
+        The law of s given θ.
+    noise
+        The release's noise law (shared by every group).
+    **kwargs
+        Passed to :class:`pymc.CustomDist` (``observed``, ``dims``).
+
+    Returns
+    -------
+    TensorVariable
+        The node, whose log density is the law's exact log p(y | θ) and whose random draws are
+        new releases s + noise.
+    """
+
+    def random(theta, rng=None, size=None):
+        s = law.draw(rng, theta, size)
+        return s + draw_noise(rng, noise, np.shape(s))
+
+    return pm.CustomDist(
+        name,
+        theta,
+        logp=lambda value, theta: law.logp(value, theta, noise),
+        random=random,
+        signature=law.signature,
+        dtype="float64",
+        **kwargs,
+    )
+
+
 def ExactReleasedCount(
     name: str, theta: Any, *, total: int, noise: NoiseLaw, **kwargs: Any
 ) -> TensorVariable:
@@ -236,31 +367,12 @@ def ExactReleasedCount(
 
     Parameters
     ----------
-    name
-        Variable name.
-    theta
-        Success probability p.
     total
         Trials behind s: n · trials.
-    noise
-        The release's noise law.
-    **kwargs
-        Passed to :class:`pymc.CustomDist` (``observed``).
+    name, theta, noise, **kwargs
+        As for :func:`released_statistic`; θ is the success probability p.
     """
-
-    def random(p, rng=None, size=None):
-        s = rng.binomial(total, p, size=size)
-        return s + draw_noise(rng, noise, np.shape(s))
-
-    return pm.CustomDist(
-        name,
-        theta,
-        logp=lambda value, p: binomial_exact_logp(value, p, total, noise),
-        random=random,
-        signature="()->()",
-        dtype="float64",
-        **kwargs,
-    )
+    return released_statistic(name, theta, law=BinomialCounts(total), noise=noise, **kwargs)
 
 
 def ExactReleasedCounts(
@@ -270,30 +382,12 @@ def ExactReleasedCounts(
 
     Parameters
     ----------
-    name
-        Variable name.
-    theta
-        Category probabilities, shape ``(K,)``.
     n
         Number of records.
     categories
         K.
-    noise
-        The release's noise law.
-    **kwargs
-        Passed to :class:`pymc.CustomDist` (``observed``, ``dims``).
+    name, theta, noise, **kwargs
+        As for :func:`released_statistic`; θ is the K category probabilities.
     """
-
-    def random(p, rng=None, size=None):
-        s = rng.multinomial(n, p, size=size)
-        return s + draw_noise(rng, noise, np.shape(s))
-
-    return pm.CustomDist(
-        name,
-        theta,
-        logp=lambda value, p: multinomial_exact_logp(value, p, n, noise, categories),
-        random=random,
-        signature="(k)->(k)",
-        dtype="float64",
-        **kwargs,
-    )
+    law = MultinomialCounts(n, categories)
+    return released_statistic(name, theta, law=law, noise=noise, **kwargs)

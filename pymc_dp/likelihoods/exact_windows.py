@@ -3,13 +3,15 @@
 One record's windowed statistic has the law q(θ) on {0, …, b} (:func:`window_log_q`, written
 in PyTensor from PyMC's own log-probability of the record, so θ's gradient is autodiff); the
 released window sum is its n-fold convolution plus noise. The convolution and its gradient in
-log q are NumPy (:mod:`pymc_dp.kernels.exact_windows`, by FFT), wrapped as an ``Op``;
-:func:`ExactReleasedWindowSum` is the observed node :class:`~pymc_dp.NoisySuffStat` adds for
-windowed Poisson and Geometric releases with ``likelihood="exact"``.
+log q are NumPy (:mod:`pymc_dp.kernels.exact_windows`, by FFT), wrapped as an ``Op``. That
+is the law :class:`WindowCounts`; :func:`ExactReleasedWindowSum` is the observed node
+:class:`~pymc_dp.NoisySuffStat` adds for windowed Poisson and Geometric releases with
+``likelihood="exact"``, and :func:`draw_window_sums` draws window sums of any records.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -20,9 +22,15 @@ from pytensor.tensor.variable import TensorVariable
 from pymc_dp.families.truncated import TruncatedFamily, logaddexp
 from pymc_dp.kernels.exact_counts import NoiseLaw
 from pymc_dp.kernels.exact_windows import window_sum_log_likelihood
-from pymc_dp.likelihoods.exact import ExactLikelihoodOp, draw_noise
+from pymc_dp.likelihoods.exact import ExactLikelihoodOp, StatisticLaw, released_statistic
 
-__all__ = ["ExactReleasedWindowSum", "WindowSumLogLikelihood", "window_log_q"]
+__all__ = [
+    "ExactReleasedWindowSum",
+    "WindowCounts",
+    "WindowSumLogLikelihood",
+    "draw_window_sums",
+    "window_log_q",
+]
 
 
 def window_log_q(
@@ -70,6 +78,63 @@ class WindowSumLogLikelihood(ExactLikelihoodOp):
         outputs[0][0] = np.asarray(grad if self.gradient else log_lik, dtype=np.float64)
 
 
+def draw_window_sums(
+    rng: np.random.Generator,
+    family: TruncatedFamily,
+    theta: Any,
+    sizes: int | np.ndarray,
+    window: tuple[float, float],
+    size: Any,
+) -> np.ndarray:
+    """Window sums Σ z · 1[a ≤ z ≤ b] of ``sizes`` records drawn at θ (``window`` latent).
+
+    ``sizes`` is the number of records of one release (θ of any batch shape), or one per group
+    (θ's last axis holds the groups).
+    """
+    lo, hi = window
+    shape = tuple(size) if size is not None else np.shape(theta)
+    theta = np.broadcast_to(np.asarray(theta, dtype=np.float64), shape)
+    if np.ndim(sizes) == 0:
+        z = family.record_distribution(theta[..., None]).rvs(size=(*shape, sizes), random_state=rng)
+        return np.where((z >= lo) & (z <= hi), z, 0.0).sum(axis=-1)
+    s = np.zeros(shape)
+    for g, n_g in enumerate(sizes):
+        z = family.record_distribution(theta[..., g, None]).rvs(
+            size=(*shape[:-1], n_g), random_state=rng
+        )
+        s[..., g] = np.where((z >= lo) & (z <= hi), z, 0.0).sum(axis=-1)
+    return s
+
+
+class WindowCounts(StatisticLaw):
+    """s = the window sum of ``sizes`` count records, by the n-fold convolution of q(θ).
+
+    Parameters
+    ----------
+    sizes
+        Records of the release, or of each group.
+    family
+        :class:`~pymc_dp.families.Poisson` or :class:`~pymc_dp.families.Geometric`.
+    bounds
+        The release's window (a, b).
+    """
+
+    def __init__(
+        self, sizes: int | Sequence[int], family: TruncatedFamily, bounds: tuple[float, float]
+    ):
+        super().__init__(sizes)
+        self.family = family
+        self.bounds = bounds
+
+    def log_likelihood(self, value, theta, size, noise):  # noqa: D102
+        log_q = window_log_q(self.family, theta, self.bounds)
+        return WindowSumLogLikelihood(size, noise)(log_q, value)
+
+    def draw(self, rng, theta, size):  # noqa: D102
+        window = self.family.latent_window(self.bounds)
+        return draw_window_sums(rng, self.family, theta, self.sizes, window, size)
+
+
 def ExactReleasedWindowSum(
     name: str,
     theta: Any,
@@ -84,40 +149,11 @@ def ExactReleasedWindowSum(
 
     Parameters
     ----------
-    name
-        Variable name.
-    theta
-        The record's parameter (Poisson λ, Geometric p).
-    family
-        :class:`~pymc_dp.families.Poisson` or :class:`~pymc_dp.families.Geometric`.
-    n
-        Number of records.
-    bounds
-        The release's window (a, b).
-    noise
-        The release's noise law.
-    **kwargs
-        Passed to :class:`pymc.CustomDist` (``observed``).
+    family, n, bounds
+        As for :class:`WindowCounts` (one release of n records).
+    name, theta, noise, **kwargs
+        As for :func:`~pymc_dp.likelihoods.exact.released_statistic`; θ is the record's
+        parameter (Poisson λ, Geometric p).
     """
-    lo, hi = family.latent_window(bounds)
-    op = WindowSumLogLikelihood(n, noise)
-
-    def logp(value, theta):
-        return op(window_log_q(family, theta, bounds), value)
-
-    def random(theta, rng=None, size=None):
-        shape = tuple(size) if size is not None else np.shape(theta)
-        theta = np.broadcast_to(np.asarray(theta, dtype=np.float64), shape)
-        x = family.record_distribution(theta[..., None]).rvs(size=(*shape, n), random_state=rng)
-        s = np.where((x >= lo) & (x <= hi), x, 0).sum(axis=-1).astype(np.float64)
-        return s + draw_noise(rng, noise, s.shape)
-
-    return pm.CustomDist(
-        name,
-        theta,
-        logp=logp,
-        random=random,
-        signature="()->()",
-        dtype="float64",
-        **kwargs,
-    )
+    law = WindowCounts(n, family, bounds)
+    return released_statistic(name, theta, law=law, noise=noise, **kwargs)

@@ -12,55 +12,36 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pymc as pm
-import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp.families.truncated import TruncatedFamily
 from pymc_dp.kernels.exact_counts import NoiseLaw
-from pymc_dp.likelihoods.exact import binomial_exact_logp, draw_noise, multinomial_exact_logp
-from pymc_dp.likelihoods.exact_windows import WindowSumLogLikelihood, window_log_q
+from pymc_dp.likelihoods.exact import BinomialCounts, MultinomialCounts, released_statistic
+from pymc_dp.likelihoods.exact_windows import WindowCounts
 
 __all__ = ["GroupedExactCount", "GroupedExactCounts", "GroupedExactWindowSum"]
 
 
+def _sizes(values: npt.ArrayLike) -> tuple[int, ...]:
+    return tuple(int(v) for v in np.asarray(values).reshape(-1))
+
+
 def GroupedExactCount(
-    name: str,
-    theta: Any,
-    *,
-    totals: npt.ArrayLike,
-    noise: NoiseLaw,
-    **kwargs: Any,
+    name: str, theta: Any, *, totals: npt.ArrayLike, noise: NoiseLaw, **kwargs: Any
 ) -> TensorVariable:
     """Released Binomial counts of G groups, each with s_g summed out exactly.
 
     Parameters
     ----------
-    name
-        Variable name.
-    theta
-        Success probabilities p_g, shape ``(G,)``.
     totals
         Trials behind each s_g: n_g · trials, shape ``(G,)``.
-    noise
-        The releases' noise law (shared: same mechanism, ε and Δ in every group).
-    **kwargs
-        Passed to :class:`pymc.CustomDist` (``observed``, ``dims``).
+    name, theta, noise, **kwargs
+        As for :func:`~pymc_dp.likelihoods.exact.released_statistic`; θ holds the success
+        probabilities p_g, shape ``(G,)``, and the noise law is shared (same mechanism, ε and
+        Δ in every group).
     """
-    totals = [int(t) for t in np.asarray(totals).reshape(-1)]
-
-    def logp(value, p):
-        return pt.stack(
-            [binomial_exact_logp(value[g], p[g], total, noise) for g, total in enumerate(totals)]
-        )
-
-    def random(p, rng=None, size=None):
-        s = rng.binomial(np.asarray(totals), p, size=size)
-        return s + draw_noise(rng, noise, np.shape(s))
-
-    return pm.CustomDist(
-        name, theta, logp=logp, random=random, signature="()->()", dtype="float64", **kwargs
-    )
+    law = BinomialCounts(_sizes(totals))
+    return released_statistic(name, theta, law=law, noise=noise, **kwargs)
 
 
 def GroupedExactCounts(
@@ -76,37 +57,16 @@ def GroupedExactCounts(
 
     Parameters
     ----------
-    name
-        Variable name.
-    theta
-        Category probabilities of each group, shape ``(G, K)``.
     n
         Records per group n_g, shape ``(G,)``.
     categories
         K.
-    noise
-        The releases' noise law.
-    **kwargs
-        Passed to :class:`pymc.CustomDist` (``observed``, ``dims`` of the group and the
-        category).
+    name, theta, noise, **kwargs
+        As for :func:`~pymc_dp.likelihoods.exact.released_statistic`; θ holds each group's
+        category probabilities, shape ``(G, K)``, and ``dims`` name the group and the category.
     """
-    sizes = [int(v) for v in np.asarray(n).reshape(-1)]
-
-    def logp(value, p):
-        return pt.stack(
-            [
-                multinomial_exact_logp(value[g], p[g], n_g, noise, categories)
-                for g, n_g in enumerate(sizes)
-            ]
-        )
-
-    def random(p, rng=None, size=None):
-        s = rng.multinomial(np.asarray(sizes), p, size=size)
-        return s + draw_noise(rng, noise, np.shape(s))
-
-    return pm.CustomDist(
-        name, theta, logp=logp, random=random, signature="(k)->(k)", dtype="float64", **kwargs
-    )
+    law = MultinomialCounts(_sizes(n), categories)
+    return released_statistic(name, theta, law=law, noise=noise, **kwargs)
 
 
 def GroupedExactWindowSum(
@@ -123,41 +83,13 @@ def GroupedExactWindowSum(
 
     Parameters
     ----------
-    name
-        Variable name.
-    theta
-        The record's parameter in each group (Poisson λ_g, Geometric p_g), shape ``(G,)``.
-    family
-        :class:`~pymc_dp.families.Poisson` or :class:`~pymc_dp.families.Geometric`.
+    family, bounds
+        As for :class:`~pymc_dp.likelihoods.exact_windows.WindowCounts` (the window shared).
     n
         Records per group n_g, shape ``(G,)``.
-    bounds
-        The shared window (a, b).
-    noise
-        The releases' noise law.
-    **kwargs
-        Passed to :class:`pymc.CustomDist` (``observed``, ``dims``).
+    name, theta, noise, **kwargs
+        As for :func:`~pymc_dp.likelihoods.exact.released_statistic`; θ holds the record's
+        parameter in each group (Poisson λ_g, Geometric p_g), shape ``(G,)``.
     """
-    sizes = [int(v) for v in np.asarray(n).reshape(-1)]
-    lo, hi = family.latent_window(bounds)
-    ops = [WindowSumLogLikelihood(size, noise) for size in sizes]
-
-    def logp(value, theta):
-        return pt.stack(
-            [op(window_log_q(family, theta[g], bounds), value[g]) for g, op in enumerate(ops)]
-        )
-
-    def random(theta, rng=None, size=None):
-        shape = tuple(size) if size is not None else np.shape(theta)
-        theta = np.broadcast_to(np.asarray(theta, dtype=np.float64), shape)
-        s = np.zeros(shape)
-        for g, n_g in enumerate(sizes):
-            x = family.record_distribution(theta[..., g, None]).rvs(
-                size=(*shape[:-1], n_g), random_state=rng
-            )
-            s[..., g] = np.where((x >= lo) & (x <= hi), x, 0).sum(axis=-1)
-        return s + draw_noise(rng, noise, s.shape)
-
-    return pm.CustomDist(
-        name, theta, logp=logp, random=random, signature="()->()", dtype="float64", **kwargs
-    )
+    law = WindowCounts(_sizes(n), family, bounds)
+    return released_statistic(name, theta, law=law, noise=noise, **kwargs)

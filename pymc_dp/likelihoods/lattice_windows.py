@@ -6,8 +6,9 @@ records with known σ), within a stated bound of the exact log-likelihood. It is
 θ, so :class:`~pymc_dp.GridStep`'s vectorised grid evaluates a whole batch of θ per call; its
 gradient (for NUTS, when θ is a deterministic or hierarchical expression) is
 Σ_j ∂ log p_h/∂ log q_j · ∂ log q_j/∂θ, the first factor from the kernel's correlation and the
-second by central differences of the record's lattice law (no FFT). :func:`LatticeReleasedWindowSum`
-is the observed node that :class:`~pymc_dp.NoisySuffStat` adds with ``likelihood="exact"``.
+second by central differences of the record's lattice law (no FFT). That is the law
+:class:`LatticeWindow`; :func:`LatticeReleasedWindowSum` is the observed node that
+:class:`~pymc_dp.NoisySuffStat` adds with ``likelihood="exact"``.
 """
 
 from __future__ import annotations
@@ -15,13 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pymc as pm
-import pytensor.tensor as pt
 from pytensor.gradient import grad_not_implemented
-from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
-from pytensor.graph.replace import _vectorize_node
-from pytensor.tensor.extra_ops import broadcast_shape
 from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp.families.gamma import Gamma
@@ -33,12 +29,13 @@ from pymc_dp.kernels.lattice_windows import (
     lattice_log_likelihood,
     lattice_record_log_law,
 )
-from pymc_dp.likelihoods.exact import draw_noise
+from pymc_dp.likelihoods.exact import ElementwiseInTheta, StatisticLaw, released_statistic
+from pymc_dp.likelihoods.exact_windows import draw_window_sums
 
-__all__ = ["LatticeReleasedWindowSum", "LatticeWindowLogLikelihood"]
+__all__ = ["LatticeReleasedWindowSum", "LatticeWindow", "LatticeWindowLogLikelihood"]
 
 
-class LatticeWindowLogLikelihood(Op):
+class LatticeWindowLogLikelihood(ElementwiseInTheta, Op):
     """log p_h(y | θ) of a released window sum of ``n`` continuous records, elementwise.
 
     Parameters
@@ -75,16 +72,6 @@ class LatticeWindowLogLikelihood(Op):
         self.scale = float(scale)
         self.gradient = bool(gradient)
 
-    def make_node(self, value: Any, theta: Any) -> Apply:  # noqa: D102
-        value, theta = (pt.as_tensor_variable(x).astype("float64") for x in (value, theta))
-        ndim = max(value.type.ndim, theta.type.ndim)
-        out = pt.TensorType("float64", shape=(None,) * ndim)()
-        return Apply(self, [value, theta], [out])
-
-    def infer_shape(self, *args: Any) -> list:  # noqa: D102
-        value, theta = args[-1]
-        return [broadcast_shape(value, theta, arrays_are_shapes=True)]
-
     def _log_q(self, theta: np.ndarray) -> np.ndarray:
         return lattice_record_log_law(record_law(self.family, theta), self.window, self.lattice)
 
@@ -113,10 +100,7 @@ class LatticeWindowLogLikelihood(Op):
             return [grad_not_implemented(self, i, x) for i, x in enumerate(inputs)]
         value, theta = inputs
         op = type(self)(self.family, self.n, self.window, self.lattice, self.scale, True)
-        d_theta = cotangents[0] * op(value, theta)
-        extra = d_theta.type.ndim - theta.type.ndim
-        if extra > 0:  # θ was broadcast against a batch of values
-            d_theta = pt.sum(d_theta, axis=tuple(range(extra)))
+        d_theta = self.sum_to_theta(cotangents[0] * op(value, theta), theta)
         return [grad_not_implemented(self, 0, value), d_theta]
 
     def L_op(self, inputs, outputs, output_grads):  # noqa: D102
@@ -124,10 +108,35 @@ class LatticeWindowLogLikelihood(Op):
         return self.pullback(inputs, outputs, output_grads)
 
 
-@_vectorize_node.register(LatticeWindowLogLikelihood)
-def _vectorize_lattice(op: LatticeWindowLogLikelihood, node: Apply, *batched_inputs: Any) -> Any:
-    # Elementwise: a batch is the same Op on the batched arrays.
-    return op.make_node(*batched_inputs).outputs
+class LatticeWindow(StatisticLaw):
+    """s = the window sum of n continuous records, on the lattice of the likelihood.
+
+    Parameters
+    ----------
+    sizes
+        Records of the release.
+    family
+        Exponential, Gamma, or Normal / LogNormal with known σ.
+    bounds
+        The release's window (data scale).
+    lattice
+        The lattice of the likelihood (its step sets the error bound).
+    """
+
+    def __init__(
+        self, sizes: int, family: TruncatedFamily, bounds: tuple[float, float], lattice: Lattice
+    ):
+        super().__init__(sizes)
+        self.family = family
+        self.window = family.latent_window(bounds)
+        self.lattice = lattice
+
+    def log_likelihood(self, value, theta, size, noise):  # noqa: D102
+        op = LatticeWindowLogLikelihood(self.family, size, self.window, self.lattice, noise.scale)
+        return op(value, theta)
+
+    def draw(self, rng, theta, size):  # noqa: D102
+        return draw_window_sums(rng, self.family, theta, self.sizes, self.window, size)
 
 
 def LatticeReleasedWindowSum(
@@ -145,40 +154,14 @@ def LatticeReleasedWindowSum(
 
     Parameters
     ----------
-    name
-        Variable name.
-    theta
-        The record's scalar parameter (rate λ, or mean μ with σ known).
-    family
-        Exponential, Gamma, or Normal / LogNormal with known σ.
-    n
-        Number of records.
-    bounds
-        The release's window (data scale).
-    lattice
-        The lattice of the likelihood (its step sets the error bound).
+    family, n, bounds, lattice
+        As for :class:`LatticeWindow` (one release of n records).
     scale
-        Laplace scale β = Δ/ε of the release.
-    **kwargs
-        Passed to :class:`pymc.CustomDist` (``observed``).
+        Laplace scale β = Δ/ε of the release (the law the lattice likelihood models).
+    name, theta, **kwargs
+        As for :func:`~pymc_dp.likelihoods.exact.released_statistic`; θ is the record's scalar
+        parameter (rate λ, or mean μ with σ known).
     """
-    window = family.latent_window(bounds)
-    op = LatticeWindowLogLikelihood(family, n, window, lattice, scale)
-    lo, hi = window
-
-    def random(theta, rng=None, size=None):
-        shape = tuple(size) if size is not None else np.shape(theta)
-        theta = np.broadcast_to(np.asarray(theta, dtype=np.float64), shape)
-        z = family.record_distribution(theta[..., None]).rvs(size=(*shape, n), random_state=rng)
-        s = np.where((z >= lo) & (z <= hi), z, 0.0).sum(axis=-1)
-        return s + draw_noise(rng, NoiseLaw("laplace", scale), s.shape)
-
-    return pm.CustomDist(
-        name,
-        theta,
-        logp=lambda value, theta: op(value, theta),
-        random=random,
-        signature="()->()",
-        dtype="float64",
-        **kwargs,
-    )
+    law = LatticeWindow(n, family, bounds, lattice)
+    noise = NoiseLaw("laplace", scale)
+    return released_statistic(name, theta, law=law, noise=noise, **kwargs)

@@ -20,14 +20,11 @@ from pytensor.graph.replace import clone_replace
 
 from pymc_dp._compat import ancestors, posterior_dataset, set_posterior
 from pymc_dp._validation import check_rng
-from pymc_dp.engine.collapsed import conditional_all_records
-from pymc_dp.engine.moments import batched_moments
-from pymc_dp.engine.pair import conditional_all_records_pair
+from pymc_dp.engine.moments import batched_moments, conditional_all_records
 from pymc_dp.families import Categorical, TruncatedFamily
 from pymc_dp.families.record_laws import continuous_window, record_law
 from pymc_dp.kernels import draw_noise_variance, draw_suffstat
 from pymc_dp.kernels.collapsed import draw_collapsed_suffstat
-from pymc_dp.kernels.collapsed_gaussian import draw_gaussian_pair_suffstat, draw_gaussian_suffstat
 from pymc_dp.kernels.collapsed_pair import draw_pair_suffstat
 from pymc_dp.kernels.exact_counts import draw_binomial_suffstat, draw_multinomial_suffstat
 from pymc_dp.kernels.exact_windows import draw_window_sum, window_record_log_pmf
@@ -113,8 +110,9 @@ def sample_latent(idata: Any, model: pm.Model | None = None, *, random_seed: Any
         m, v, lo, hi, b = (np.broadcast_to(a, (chains, draws)) for a in values[:5])
         released = np.asarray(model.rvs_to_values[y].eval(), dtype=np.float64)
         # Gaussian noise: s | θ, y is a truncated normal, and there is no mixing variance.
-        draw = draw_gaussian_suffstat if gaussian else draw_collapsed_suffstat
-        s_hat = draw(rng, released=released, mean=m, var=v, lower=lo, upper=hi, scale=b)
+        s_hat = draw_collapsed_suffstat(
+            rng, released=released, mean=m, var=v, lower=lo, upper=hi, scale=b, gaussian=gaussian
+        )
         coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values}
         if windowed:
             s_all = conditional_all_records(rng, family, info.n, values[5], values[6], s_hat)
@@ -235,9 +233,15 @@ def _pair_latent(
     cov = cov.reshape(*theta.shape[:-1], 4, 4)
     released = np.asarray(model.rvs_to_values[y].eval(), dtype=np.float64)
     scale = info.noise.scale if gaussian else info.sensitivity / info.epsilon
-    draw = draw_gaussian_pair_suffstat if gaussian else draw_pair_suffstat
-    s_hat = draw(rng, released=released, mean=mean[..., :2], cov=cov[..., :2, :2], scale=scale)
-    s_all = conditional_all_records_pair(rng, family, info.n, mean, cov, s_hat)
+    s_hat = draw_pair_suffstat(
+        rng,
+        released=released,
+        mean=mean[..., :2],
+        cov=cov[..., :2, :2],
+        scale=scale,
+        gaussian=gaussian,
+    )
+    s_all = conditional_all_records(rng, family, info.n, mean, cov, s_hat)
     coords = {"chain": posterior["chain"].values, "draw": posterior["draw"].values}
     part = f"{info.name}_part"
     stat = f"{info.name}_stat"

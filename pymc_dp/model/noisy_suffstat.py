@@ -31,7 +31,6 @@ For ArviZ, the node also records the release: n, ε, Δ and the bounds as ``pm.D
 
 from __future__ import annotations
 
-import json
 import warnings
 from typing import Any
 
@@ -77,10 +76,10 @@ from pymc_dp.model.nodes.info import (
     RELEASE_ATTR_PREFIX,
     TAG,
     THETA_TAG,
+    NodeRelease,
     NoisySuffStatInfo,
-    add_release_data,
     node_infos,
-    record_of_release,
+    register_node,
     release_attrs,
     releases_from_attrs,
 )
@@ -288,7 +287,7 @@ class NoisySuffStat:
                 "one release has one θ; for one release per group, pass a ReleaseSet "
                 "(pymc_dp.release_grouped) with a θ per group"
             )
-        n, epsilon, sensitivity, value, bounds = _release_settings(
+        spec = _release_settings(
             family,
             release,
             n=n,
@@ -297,8 +296,9 @@ class NoisySuffStat:
             observed=observed,
             bounds=bounds,
         )
+        n, value, bounds = spec.n, spec.value, spec.bounds
         theta = family.theta_of(dist)
-        scale = sensitivity / epsilon
+        scale = spec.sensitivity / spec.epsilon
         gaussian = release is not None and release.mechanism == DISCRETE_GAUSSIAN
         if gaussian:
             scale = release.scale
@@ -326,15 +326,7 @@ class NoisySuffStat:
                     "release used the Gaussian mechanism, which has none: use method='auto'"
                 )
             return gaussian_collapsed_node(
-                model,
-                name,
-                family=family,
-                theta=theta,
-                release=release,
-                n=n,
-                value=value,
-                bounds=bounds,
-                stat_dim=_stat_dim(model, name, family),
+                model, name, spec, theta=theta, stat_dim=_stat_dim(model, name, family)
             )
         if choice == "exact":
             noise = noise_law(
@@ -343,66 +335,18 @@ class NoisySuffStat:
                 release.quantum if release is not None else None,
                 family,
             )
+            stat_dim = _stat_dim(model, name, family)
             if needs_records(family):
-                return records_node(
-                    model,
-                    name,
-                    family=family,
-                    dist=dist,
-                    release=release,
-                    n=n,
-                    epsilon=epsilon,
-                    sensitivity=sensitivity,
-                    value=value,
-                    noise=noise,
-                    stat_dim=_stat_dim(model, name, family),
-                    bounds=bounds,
-                )
-            return exact_node(
-                model,
-                name,
-                family=family,
-                theta=theta,
-                release=release,
-                n=n,
-                epsilon=epsilon,
-                sensitivity=sensitivity,
-                value=value,
-                noise=noise,
-                stat_dim=_stat_dim(model, name, family),
-                bounds=bounds,
-            )
+                return records_node(model, name, spec, dist=dist, noise=noise, stat_dim=stat_dim)
+            return exact_node(model, name, spec, theta=theta, noise=noise, stat_dim=stat_dim)
         s_name, v_name = f"{name}_s", f"{name}_sigma2"
         scalar = family.stat_shape == () or getattr(family, "stat_size", 0) == 1
         partial = not scalar and method != "augmented"
         if method != "augmented" and scalar:
-            return collapsed_node(
-                model,
-                name,
-                family=family,
-                theta=theta,
-                release=release,
-                n=n,
-                epsilon=epsilon,
-                sensitivity=sensitivity,
-                value=value,
-                bounds=bounds,
-            )
+            return collapsed_node(model, name, spec, theta=theta)
         stat_dim = _stat_dim(model, name, family)
         if partial and isinstance(family, TruncatedFamily) and family.stat_size == 2:
-            return collapsed_pair_node(
-                model,
-                name,
-                family=family,
-                theta=theta,
-                release=release,
-                n=n,
-                epsilon=epsilon,
-                sensitivity=sensitivity,
-                value=value,
-                bounds=bounds,
-                stat_dim=stat_dim,
-            )
+            return collapsed_pair_node(model, name, spec, theta=theta, stat_dim=stat_dim)
         # Chains start from a prior draw of θ (Algorithm 1), one per chain: ConjugateStep draws
         # θ from its prior at a chain's first step. The Gibbs chain can mix slowly, and dispersed
         # starts are what make R-hat able to see that. No initval here: PyMC's model transforms
@@ -444,33 +388,16 @@ class NoisySuffStat:
                     scale=scale,
                     dims=stat_dim,
                 )
-            record = record_of_release(
-                release,
-                family,
-                n=n,
-                epsilon=epsilon,
-                sensitivity=sensitivity,
-                value=value,
-                bounds=bounds,
-            )
-            add_release_data(model, name, record)
 
         conjugate = () if partial else family.conjugate_prior_rvs(model, dist)
-        info = NoisySuffStatInfo(
-            name=name,
-            suffstat=s_name,
-            noise_variance=v_name,
+        info = register_node(
+            model,
+            name,
+            spec,
+            y,
+            others=(s, sigma2),
             theta=tuple(rv.name for rv in conjugate),
-            family=family,
-            n=n,
-            epsilon=epsilon,
-            sensitivity=sensitivity,
-            bounds=bounds,
-            release_json=json.dumps(record),
         )
-        setattr(s.tag, TAG, info)
-        setattr(sigma2.tag, TAG, info)
-        setattr(y.tag, TAG, info)
         for rv in conjugate:
             setattr(rv.tag, TAG, (*getattr(rv.tag, TAG, ()), info))
         return y
@@ -602,8 +529,8 @@ def _release_settings(
     sensitivity: Any,
     observed: Any,
     bounds: Any,
-) -> tuple[int, float, float, npt.NDArray[np.float64], tuple[float, float] | None]:
-    """Check and return (n, ε, Δ, y, window) from a Release or from explicit arguments."""
+) -> NodeRelease:
+    """Check (n, ε, Δ, y, window) from a Release or from explicit arguments; return them."""
     explicit = {"n": n, "epsilon": epsilon, "sensitivity": sensitivity, "observed": observed}
     if bounds is not None:
         explicit["bounds"] = bounds
@@ -620,7 +547,15 @@ def _release_settings(
                 "model the records with the family they were released for"
             )
         window = release.bounds if family.needs_bounds else None
-        return release.n, release.epsilon, release.sensitivity, np.asarray(release.value), window
+        return NodeRelease(
+            family,
+            release,
+            release.n,
+            release.epsilon,
+            release.sensitivity,
+            np.asarray(release.value),
+            window,
+        )
 
     missing = [k for k, v in explicit.items() if v is None]
     if missing:
@@ -650,4 +585,4 @@ def _release_settings(
             UserWarning,
             stacklevel=3,
         )
-    return n, epsilon, sensitivity, value, bounds
+    return NodeRelease(family, None, n, epsilon, sensitivity, value, bounds)

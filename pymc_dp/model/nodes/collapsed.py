@@ -1,188 +1,142 @@
-"""Observed nodes with s integrated out: the CLT normal–Laplace convolution, or the exact sum.
+"""Observed nodes with s integrated out: the CLT convolution with the noise, or the exact sum.
 
 :class:`~pymc_dp.NoisySuffStat` adds one of these for a released scalar statistic
-(``collapsed_node``, the normal–Laplace likelihood of :mod:`pymc_dp.likelihoods.collapsed`)
-or, with the exact likelihood, for released counts (``exact_node``, the sums of
-:mod:`pymc_dp.likelihoods.exact`). Either way the model holds θ and y only; a scalar θ with a
-fixed prior is marked for :class:`~pymc_dp.GridStep`, and NUTS samples any other θ.
+(``collapsed_node``: the normal–Laplace likelihood of :mod:`pymc_dp.likelihoods.collapsed`, or
+the normal product of :mod:`pymc_dp.likelihoods.collapsed_gaussian` for Gaussian noise), for a
+window's (Σz, Σz²) (``collapsed_pair_node``) or, with the exact likelihood, for released counts
+(``exact_node``, the sums of :mod:`pymc_dp.likelihoods.exact`). Either way the model holds θ and
+y only; a scalar θ with a fixed prior is marked for :class:`~pymc_dp.GridStep`, a small block
+for :class:`~pymc_dp.IndependenceStep`, and NUTS samples any other θ.
 """
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import pymc as pm
 import pytensor.tensor as pt
 
 from pymc_dp._compat import ancestors
-from pymc_dp.curator.record import Release
-from pymc_dp.families import Categorical, ExponentialFamily, TruncatedFamily
+from pymc_dp.families import Categorical
 from pymc_dp.families.record_laws import continuous_window
 from pymc_dp.kernels.exact_counts import NoiseLaw
 from pymc_dp.kernels.lattice_windows import lattice_for
 from pymc_dp.likelihoods.choice import windowed_counts
 from pymc_dp.likelihoods.collapsed import CollapsedLaplace
+from pymc_dp.likelihoods.collapsed_gaussian import CollapsedGaussian
 from pymc_dp.likelihoods.collapsed_pair import CollapsedLaplacePair
 from pymc_dp.likelihoods.exact import ExactReleasedCount, ExactReleasedCounts
 from pymc_dp.likelihoods.exact_windows import ExactReleasedWindowSum
 from pymc_dp.likelihoods.lattice_windows import LatticeReleasedWindowSum
+from pymc_dp.likelihoods.released_normal import ReleasedNormal
+from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.model.nodes.info import (
     GRID_TAG,
     INDEPENDENCE_TAG,
-    TAG,
-    THETA_TAG,
-    NoisySuffStatInfo,
-    add_release_data,
-    record_of_release,
+    NodeRelease,
+    register_node,
 )
+
+__all__ = [
+    "collapsed_node",
+    "collapsed_pair_node",
+    "collapsed_y",
+    "exact_node",
+    "fixed_prior_block",
+    "grid_ready",
+    "mark_theta",
+]
+
+
+def collapsed_y(
+    name: str, moments: tuple, *, gaussian: bool, scale: Any, **kwargs: Any
+) -> pt.TensorVariable:
+    """Y of a released scalar with s integrated out, under the release's noise law.
+
+    ``moments`` are s's CLT ``(mean, var, lower, upper)``
+    (:meth:`~pymc_dp.families.ExponentialFamily.released_clt`); the noise is Laplace of scale
+    ``scale`` (:class:`~pymc_dp.likelihoods.collapsed.CollapsedLaplace`) or, with ``gaussian``,
+    normal of sd ``scale`` (:class:`~pymc_dp.likelihoods.collapsed_gaussian.CollapsedGaussian`).
+    ``kwargs`` go to the distribution (``observed``, ``dims``).
+    """
+    mean, var, lower, upper = moments
+    law = CollapsedGaussian if gaussian else CollapsedLaplace
+    return law(name, mean=mean, var=var, lower=lower, upper=upper, scale=scale, **kwargs)
 
 
 def collapsed_node(
     model: pm.Model,
     name: str,
+    spec: NodeRelease,
     *,
-    family: ExponentialFamily,
     theta: pt.TensorVariable,
-    release: Release | None,
-    n: int,
-    epsilon: float,
-    sensitivity: float,
-    value: npt.NDArray[np.float64],
-    bounds: tuple[float, float] | None,
+    noise: NoiseLaw | None = None,
 ) -> pt.TensorVariable:
-    """Add y | θ with s and σ² integrated out (normal–Laplace convolution); return y."""
-    mean, var, lower, upper = family.released_clt(theta, n, bounds)
+    """Add y | θ of a released scalar with s (and σ²) integrated out; return y.
+
+    The normal–Laplace convolution for Laplace noise (``noise`` ``None``, scale Δ/ε), the
+    normal product for a Gaussian-mechanism release (``noise`` its law).
+    """
+    gaussian = noise is not None and noise.kind == DISCRETE_GAUSSIAN
     with model:
-        y = CollapsedLaplace(
+        y = collapsed_y(
             name,
-            mean=mean,
-            var=var,
-            lower=lower,
-            upper=upper,
-            scale=sensitivity / epsilon,
-            observed=np.reshape(value, ()),
+            spec.family.released_clt(theta, spec.n, spec.bounds),
+            gaussian=gaussian,
+            scale=noise.scale if gaussian else spec.sensitivity / spec.epsilon,
+            observed=np.asarray(spec.value, dtype=np.float64).reshape(()),
         )
-    register_collapsed(
-        model,
-        name,
-        y,
-        theta,
-        release=release,
-        family=family,
-        n=n,
-        epsilon=epsilon,
-        sensitivity=sensitivity,
-        value=value,
-        bounds=bounds,
-    )
-    if grid_ready(model, theta):
-        setattr(theta.tag, GRID_TAG, True)
+    register_node(model, name, spec, y, theta_graph=theta, collapsed=True, noise=noise)
+    mark_theta(model, theta)
     return y
 
 
 def collapsed_pair_node(
     model: pm.Model,
     name: str,
+    spec: NodeRelease,
     *,
-    family: TruncatedFamily,
     theta: pt.TensorVariable,
-    release: Release | None,
-    n: int,
-    epsilon: float,
-    sensitivity: float,
-    value: npt.NDArray[np.float64],
-    bounds: tuple[float, float],
     stat_dim: str | None,
+    noise: NoiseLaw | None = None,
 ) -> pt.TensorVariable:
     """Add y | θ for a released pair (windowed (Σz, Σz²)) with ŝ and σ² integrated out.
 
     y | θ is the bivariate normal–Laplace convolution of the window moments of ŝ
-    (:func:`~pymc_dp.likelihoods.collapsed_pair.CollapsedLaplacePair`). θ's free variables,
-    when they form a small block whose prior has fixed parameters (the Normal–Inverse-Gamma
-    pair, or independent priors on μ and σ), are marked for :class:`~pymc_dp.IndependenceStep`
-    as one block; any other θ is left to NUTS.
+    (:func:`~pymc_dp.likelihoods.collapsed_pair.CollapsedLaplacePair`), or for a
+    Gaussian-mechanism release (``noise`` its law) the bivariate normal N(m, V + τ² I).
+    With Laplace noise, θ's free variables, when they form a small block whose prior has fixed
+    parameters (the Normal–Inverse-Gamma pair, or independent priors on μ and σ), are marked
+    for :class:`~pymc_dp.IndependenceStep` as one block; any other θ is left to NUTS (and so is
+    every θ of a Gaussian pair: :mod:`pymc_dp.model.nodes.gaussian` says why).
     """
-    k = family.stat_size
-    mean, cov = family.joint_clt(theta, n, bounds)
-    scale = sensitivity / epsilon
+    k = spec.family.stat_size
+    mean, cov = spec.family.joint_clt(theta, spec.n, spec.bounds)
+    gaussian = noise is not None and noise.kind == DISCRETE_GAUSSIAN
+    observed = np.asarray(spec.value, dtype=np.float64)
     with model:
-        y = CollapsedLaplacePair(
-            name,
-            mean=mean[:k],
-            cov=cov[:k, :k],
-            scale=np.full(k, scale),
-            observed=np.asarray(value, dtype=np.float64),
-            dims=stat_dim,
-        )
-    register_collapsed(
-        model,
-        name,
-        y,
-        theta,
-        release=release,
-        family=family,
-        n=n,
-        epsilon=epsilon,
-        sensitivity=sensitivity,
-        value=value,
-        bounds=bounds,
-    )
-    block = fixed_prior_block(model, theta)
+        if gaussian:
+            noise_cov = noise.scale * noise.scale * np.eye(k)
+            y = ReleasedNormal(
+                name, mean[:k], cov[:k, :k] + noise_cov, observed=observed, dims=stat_dim
+            )
+        else:
+            y = CollapsedLaplacePair(
+                name,
+                mean=mean[:k],
+                cov=cov[:k, :k],
+                scale=np.full(k, spec.sensitivity / spec.epsilon),
+                observed=observed,
+                dims=stat_dim,
+            )
+    register_node(model, name, spec, y, theta_graph=theta, collapsed=True, noise=noise)
+    block = [] if gaussian else fixed_prior_block(model, theta)
     if block:
         names = tuple(rv.name for rv in block)
         for rv in block:
             setattr(rv.tag, INDEPENDENCE_TAG, names)
     return y
-
-
-def register_collapsed(
-    model: pm.Model,
-    name: str,
-    y: pt.TensorVariable,
-    theta: pt.TensorVariable,
-    *,
-    release: Release | None,
-    family: ExponentialFamily,
-    n: int,
-    epsilon: float,
-    sensitivity: float,
-    value: npt.NDArray[np.float64],
-    bounds: tuple[float, float] | None,
-    noise: NoiseLaw | None = None,
-) -> None:
-    """Record the release in the model and tag the collapsed node y with its info and θ.
-
-    ``noise`` is the law of a Gaussian-mechanism release (its σ), ``None`` for Laplace noise.
-    """
-    record = record_of_release(
-        release,
-        family,
-        n=n,
-        epsilon=epsilon,
-        sensitivity=sensitivity,
-        value=value,
-        bounds=bounds,
-    )
-    with model:
-        add_release_data(model, name, record)
-    info = NoisySuffStatInfo(
-        name=name,
-        suffstat=f"{name}_s",
-        noise_variance=f"{name}_sigma2",
-        theta=(),
-        family=family,
-        n=n,
-        epsilon=epsilon,
-        sensitivity=sensitivity,
-        bounds=bounds,
-        collapsed=True,
-        release_json=json.dumps(record),
-        noise=noise,
-    )
-    setattr(y.tag, TAG, info)
-    setattr(y.tag, THETA_TAG, theta)
 
 
 _MAX_BLOCK = 6
@@ -232,22 +186,31 @@ def grid_ready(model: pm.Model, theta: pt.TensorVariable, ndim: int = 0) -> bool
     return not any(v in free for v in ancestors(params))
 
 
+def mark_theta(model: pm.Model, theta: pt.TensorVariable, *, vector: bool = True) -> None:
+    """Mark θ for the step that draws it best, if its prior has fixed parameters.
+
+    A scalar θ for :class:`~pymc_dp.GridStep`; with ``vector``, a vector θ (a Dirichlet) for
+    :class:`~pymc_dp.IndependenceStep`, whose fitted proposal then gives near-independent
+    draws without gradients. Any other θ is left to PyMC's samplers (NUTS).
+    """
+    if grid_ready(model, theta):
+        setattr(theta.tag, GRID_TAG, True)
+    elif vector and grid_ready(model, theta, ndim=1):
+        setattr(theta.tag, INDEPENDENCE_TAG, True)
+
+
 def exact_node(
     model: pm.Model,
     name: str,
+    spec: NodeRelease,
     *,
-    family: ExponentialFamily,
     theta: pt.TensorVariable,
-    release: Release | None,
-    n: int,
-    epsilon: float,
-    sensitivity: float,
-    value: npt.NDArray[np.float64],
     noise: NoiseLaw,
     stat_dim: str | None,
-    bounds: tuple[float, float] | None = None,
 ) -> pt.TensorVariable:
     """Add y | θ with s summed out exactly (released counts, no CLT); return y."""
+    family, n, bounds = spec.family, spec.n, spec.bounds
+    observed = np.asarray(spec.value, dtype=np.float64)
     with model:
         if continuous_window(family):
             # Continuous records: the lattice likelihood (its step from the stated error bound).
@@ -259,7 +222,7 @@ def exact_node(
                 bounds=bounds,
                 lattice=lattice_for(family.latent_window(bounds), n=n, noise_scale=noise.scale),
                 scale=noise.scale,
-                observed=np.asarray(value, dtype=np.float64).reshape(()),
+                observed=observed.reshape(()),
             )
         elif windowed_counts(family):
             y = ExactReleasedWindowSum(
@@ -269,7 +232,7 @@ def exact_node(
                 n=n,
                 bounds=bounds,
                 noise=noise,
-                observed=np.asarray(value, dtype=np.float64).reshape(()),
+                observed=observed.reshape(()),
             )
         elif isinstance(family, Categorical):
             y = ExactReleasedCounts(
@@ -278,48 +241,15 @@ def exact_node(
                 n=n,
                 categories=family.categories,
                 noise=noise,
-                observed=np.asarray(value, dtype=np.float64),
+                observed=observed,
                 dims=stat_dim,
             )
         else:
             y = ExactReleasedCount(
-                name,
-                theta,
-                total=n * family.trials,
-                noise=noise,
-                observed=np.asarray(value, dtype=np.float64).reshape(()),
+                name, theta, total=n * family.trials, noise=noise, observed=observed.reshape(())
             )
-        record = record_of_release(
-            release,
-            family,
-            n=n,
-            epsilon=epsilon,
-            sensitivity=sensitivity,
-            value=value,
-            bounds=bounds,
-        )
-        add_release_data(model, name, record)
-    info = NoisySuffStatInfo(
-        name=name,
-        suffstat=f"{name}_s",
-        noise_variance=f"{name}_sigma2",
-        theta=(),
-        family=family,
-        n=n,
-        epsilon=epsilon,
-        sensitivity=sensitivity,
-        bounds=bounds,
-        collapsed=True,
-        release_json=json.dumps(record),
-        likelihood="exact",
-        noise=noise,
+    register_node(
+        model, name, spec, y, theta_graph=theta, collapsed=True, likelihood="exact", noise=noise
     )
-    setattr(y.tag, TAG, info)
-    setattr(y.tag, THETA_TAG, theta)
-    if grid_ready(model, theta):
-        setattr(theta.tag, GRID_TAG, True)
-    elif grid_ready(model, theta, ndim=1):
-        # A Dirichlet θ: its exact conditional is fixed, so a fitted independence proposal
-        # gives near-independent draws without gradients.
-        setattr(theta.tag, INDEPENDENCE_TAG, True)
+    mark_theta(model, theta)
     return y

@@ -22,18 +22,15 @@ the 6% minor mode at μ ≈ 10.7).
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 import pymc as pm
 import pytensor.tensor as pt
 
-from pymc_dp.curator.record import Release
-from pymc_dp.families import Categorical, ExponentialFamily, TruncatedFamily
+from pymc_dp.families import Categorical, TruncatedFamily
 from pymc_dp.kernels.exact_counts import NoiseLaw
-from pymc_dp.likelihoods.collapsed_gaussian import CollapsedGaussian
 from pymc_dp.likelihoods.released_normal import ReleasedNormal
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
-from pymc_dp.model.nodes.collapsed import grid_ready, register_collapsed
-from pymc_dp.model.nodes.info import GRID_TAG, INDEPENDENCE_TAG
+from pymc_dp.model.nodes.collapsed import collapsed_node, collapsed_pair_node, mark_theta
+from pymc_dp.model.nodes.info import NodeRelease, register_node
 
 __all__ = ["gaussian_collapsed_node"]
 
@@ -41,71 +38,34 @@ __all__ = ["gaussian_collapsed_node"]
 def gaussian_collapsed_node(
     model: pm.Model,
     name: str,
+    spec: NodeRelease,
     *,
-    family: ExponentialFamily,
     theta: pt.TensorVariable,
-    release: Release,
-    n: int,
-    value: npt.NDArray[np.float64],
-    bounds: tuple[float, float] | None,
     stat_dim: str | None,
 ) -> pt.TensorVariable:
     """Add y | θ of a Gaussian-mechanism release with s integrated out (CLT); return y.
 
     The noise's σ is the release's :attr:`~pymc_dp.Release.scale` (OpenDP's discrete Gaussian
-    scale times the statistic's quantum), modelled by the continuous normal of that σ.
+    scale times the statistic's quantum), modelled by the continuous normal of that σ. A scalar
+    statistic and a window's pair get the node of their law of s with this noise
+    (:func:`~pymc_dp.model.nodes.collapsed.collapsed_node`,
+    :func:`~pymc_dp.model.nodes.collapsed.collapsed_pair_node`); Categorical counts the
+    normal here.
     """
-    scale = float(release.scale)
-    noise_var = scale * scale
-    observed = np.asarray(value, dtype=np.float64)
+    family, n = spec.family, spec.n
+    noise = NoiseLaw(DISCRETE_GAUSSIAN, float(spec.release.scale))
+    if family.stat_shape == () or getattr(family, "stat_size", 0) == 1:
+        return collapsed_node(model, name, spec, theta=theta, noise=noise)
+    if isinstance(family, TruncatedFamily) and family.stat_size == 2:
+        return collapsed_pair_node(model, name, spec, theta=theta, stat_dim=stat_dim, noise=noise)
+    if not isinstance(family, Categorical):  # pragma: no cover - every family is one of these
+        raise TypeError(f"no Gaussian-mechanism node for {family!r}")
+    mu, sigma = family.moments(theta)
+    cov = n * sigma + noise.scale * noise.scale * np.eye(family.categories)
+    observed = np.asarray(spec.value, dtype=np.float64)
     with model:
-        if family.stat_shape == () or getattr(family, "stat_size", 0) == 1:
-            mean, var, lower, upper = family.released_clt(theta, n, bounds)
-            y = CollapsedGaussian(
-                name,
-                mean=mean,
-                var=var,
-                lower=lower,
-                upper=upper,
-                scale=scale,
-                observed=observed.reshape(()),
-            )
-        elif isinstance(family, Categorical):
-            mu, sigma = family.moments(theta)
-            eye = np.eye(family.categories)
-            y = ReleasedNormal(
-                name, n * mu, n * sigma + noise_var * eye, observed=observed, dims=stat_dim
-            )
-        elif isinstance(family, TruncatedFamily) and family.stat_size == 2:
-            mean, cov = family.joint_clt(theta, n, bounds)
-            y = ReleasedNormal(
-                name,
-                mean[:2],
-                cov[:2, :2] + noise_var * np.eye(2),
-                observed=observed,
-                dims=stat_dim,
-            )
-        else:  # pragma: no cover - every family is one of the above
-            raise TypeError(f"no Gaussian-mechanism node for {family!r}")
-    register_collapsed(
-        model,
-        name,
-        y,
-        theta,
-        release=release,
-        family=family,
-        n=n,
-        epsilon=release.epsilon,
-        sensitivity=release.sensitivity,
-        value=value,
-        bounds=bounds,
-        noise=NoiseLaw(DISCRETE_GAUSSIAN, scale),
-    )
-    if y.type.ndim == 0:
-        if grid_ready(model, theta):
-            setattr(theta.tag, GRID_TAG, True)
-    elif isinstance(family, Categorical):
-        if grid_ready(model, theta, ndim=1):
-            # A Dirichlet θ: its conditional given y is fixed, as for the exact node.
-            setattr(theta.tag, INDEPENDENCE_TAG, True)
+        y = ReleasedNormal(name, n * mu, cov, observed=observed, dims=stat_dim)
+    register_node(model, name, spec, y, theta_graph=theta, collapsed=True, noise=noise)
+    # A Dirichlet θ: its conditional given y is fixed, as for the exact node.
+    mark_theta(model, theta)
     return y

@@ -15,7 +15,6 @@ own n_g.
 
 from __future__ import annotations
 
-import json
 import warnings
 
 import numpy as np
@@ -34,17 +33,15 @@ from pymc_dp.likelihoods.choice import (
     noise_law,
     windowed_counts,
 )
-from pymc_dp.likelihoods.collapsed import CollapsedLaplace
-from pymc_dp.likelihoods.collapsed_gaussian import CollapsedGaussian
 from pymc_dp.likelihoods.grouped import GroupedExactCount, GroupedExactWindowSum
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
-from pymc_dp.model.nodes.collapsed import grid_ready
+from pymc_dp.model.nodes.collapsed import collapsed_y, mark_theta
 from pymc_dp.model.nodes.grouped_vector import (
     check_vector_likelihood,
     group_theta,
     vector_grouped_y,
 )
-from pymc_dp.model.nodes.info import GRID_TAG, TAG, THETA_TAG, NoisySuffStatInfo
+from pymc_dp.model.nodes.info import NoisySuffStatInfo, tag_node
 
 __all__ = ["grouped_likelihood", "grouped_node"]
 
@@ -198,38 +195,33 @@ def grouped_node(
             # Gaussian noise: the normal product, no mixing variance (pymc_dp.model.nodes.gaussian).
             if gaussian:
                 noise = NoiseLaw(DISCRETE_GAUSSIAN, float(rel.scale))
-            y = (CollapsedGaussian if gaussian else CollapsedLaplace)(
-                name,
-                mean=pt.stack([p[0] for p in parts]),
-                var=pt.stack([p[1] for p in parts]),
-                lower=np.array([p[2] for p in parts], dtype=np.float64),
-                upper=np.array([p[3] for p in parts], dtype=np.float64),
-                scale=rel.scale,
-                observed=value,
-                dims=dims,
+            moments = (
+                pt.stack([p[0] for p in parts]),
+                pt.stack([p[1] for p in parts]),
+                np.array([p[2] for p in parts], dtype=np.float64),
+                np.array([p[3] for p in parts], dtype=np.float64),
+            )
+            y = collapsed_y(
+                name, moments, gaussian=gaussian, scale=rel.scale, observed=value, dims=dims
             )
         _add_release_data(model, name, release, dims)
-    info = NoisySuffStatInfo(
-        name=name,
-        suffstat=f"{name}_s",
-        noise_variance=f"{name}_sigma2",
-        theta=(),
-        family=family,
+    info = NoisySuffStatInfo.of_node(
+        name,
+        family,
+        release.to_dict(),
         n=tuple(int(v) for v in sizes),
         epsilon=rel.epsilon,
         sensitivity=rel.sensitivity,
         bounds=bounds,
         collapsed=True,
-        release_json=json.dumps(release.to_dict()),
         likelihood=choice,
         noise=noise,
         groups=tuple(groups),
     )
-    setattr(y.tag, TAG, info)
-    setattr(y.tag, THETA_TAG, theta_g)
+    tag_node(y, info, theta=theta_g)
     # Only a θ shared by every group can be a GridStep variable; a hierarchical θ goes to NUTS.
-    if not vector and grid_ready(model, theta):
-        setattr(theta.tag, GRID_TAG, True)
+    if not vector:
+        mark_theta(model, theta, vector=False)
     return y
 
 

@@ -2,13 +2,15 @@
 
 Its info sits on the tags of its variables (for the step methods); its release goes into the
 model as ``pm.Data`` (ArviZ ``constant_data``) and as JSON for the sampling result's ``attrs``.
+Every node builder takes its release as one :class:`NodeRelease` and records it with
+:func:`register_node`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,11 +29,13 @@ __all__ = [
     "RELEASE_ATTR_PREFIX",
     "TAG",
     "THETA_TAG",
+    "NodeRelease",
     "NoisySuffStatInfo",
     "node_infos",
-    "register_release",
+    "register_node",
     "release_attrs",
     "releases_from_attrs",
+    "tag_node",
 ]
 
 RELEASE_ATTR_PREFIX = "pymc_dp_release_"
@@ -78,6 +82,48 @@ class NoisySuffStatInfo:
     groups: tuple = ()
     """The group keys of a node on a grouped release (:class:`~pymc_dp.ReleaseSet`), whose y
     has one entry per group and whose ``n`` is then the tuple of group sizes; ``()`` otherwise."""
+
+    @classmethod
+    def of_node(
+        cls, name: str, family: ExponentialFamily, record: Mapping[str, Any], **fields: Any
+    ) -> NoisySuffStatInfo:
+        """The info of node ``name``, its release ``record`` stored as JSON.
+
+        The latents are named after the node (``{name}_s``, ``{name}_sigma2``) and θ has no
+        conjugate block unless ``fields`` (the other attributes) say otherwise.
+        """
+        named = {"suffstat": f"{name}_s", "noise_variance": f"{name}_sigma2", "theta": ()}
+        return cls(name=name, family=family, release_json=json.dumps(record), **{**named, **fields})
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeRelease:
+    """One release as the node builders take it: from a :class:`~pymc_dp.Release`, or given.
+
+    ``release`` is ``None`` for a value released elsewhere (``n``, ``epsilon``,
+    ``sensitivity`` and ``observed`` passed to :class:`~pymc_dp.NoisySuffStat`).
+    """
+
+    family: ExponentialFamily
+    release: Release | None
+    n: int
+    epsilon: float
+    sensitivity: float
+    value: npt.NDArray[np.float64]
+    bounds: tuple[float, float] | None
+    """The window of a windowed family, else ``None``."""
+
+    def record(self) -> dict[str, Any]:
+        """The release in :meth:`Release.to_dict` layout (:func:`record_of_release`)."""
+        return record_of_release(
+            self.release,
+            self.family,
+            n=self.n,
+            epsilon=self.epsilon,
+            sensitivity=self.sensitivity,
+            value=self.value,
+            bounds=self.bounds,
+        )
 
 
 TAG = "noisy_suffstat"
@@ -140,21 +186,71 @@ def add_release_data(model: pm.Model, name: str, record: Mapping[str, Any]) -> N
     pm.Data(f"{name}_bounds", np.asarray(record["bounds"], dtype=np.float64), dims=bound_dim)
 
 
-def register_release(
+def tag_node(
+    y: Any, info: NoisySuffStatInfo, *, theta: Any = None, others: Sequence[Any] = ()
+) -> None:
+    """Leave ``info`` on y (and on the node's latents ``others``), and θ's graph on y.
+
+    θ is what :func:`~pymc_dp.sample_latent` evaluates at each draw; ``None`` for a node whose
+    latents are model variables.
+    """
+    for rv in (y, *others):
+        setattr(rv.tag, TAG, info)
+    if theta is not None:
+        setattr(y.tag, THETA_TAG, theta)
+
+
+def register_node(
     model: pm.Model,
     name: str,
-    release: Release | None,
-    family: ExponentialFamily,
-    **settings: Any,
-) -> dict[str, Any]:
-    """:func:`record_of_release` and :func:`add_release_data` in one call; returns the record.
+    spec: NodeRelease,
+    y: Any,
+    *,
+    theta_graph: Any = None,
+    others: Sequence[Any] = (),
+    **fields: Any,
+) -> NoisySuffStatInfo:
+    """Record a node's release in the model and tag its variables; return its info.
 
-    ``settings`` are ``record_of_release``'s keywords (n, epsilon, sensitivity, value, bounds).
+    The release goes in as ``pm.Data`` (:func:`add_release_data`) and, as JSON, into the
+    :class:`NoisySuffStatInfo` left on y and ``others`` (:func:`tag_node`).
+
+    Parameters
+    ----------
+    model, name
+        The model and the node's name.
+    spec
+        The node's release.
+    y
+        The observed node.
+    theta_graph
+        θ itself, left on y for :func:`~pymc_dp.sample_latent` (collapsed nodes).
+    others
+        The node's latent variables, tagged like y.
+    **fields
+        The info's attributes beyond the release's (``collapsed``, ``likelihood``,
+        ``noise``, and ``theta``: the names of θ's conjugate block).
+
+    Returns
+    -------
+    NoisySuffStatInfo
+        What the node recorded.
     """
-    record = record_of_release(release, family, **settings)
+    record = spec.record()
     with model:
         add_release_data(model, name, record)
-    return record
+    info = NoisySuffStatInfo.of_node(
+        name,
+        spec.family,
+        record,
+        n=spec.n,
+        epsilon=spec.epsilon,
+        sensitivity=spec.sensitivity,
+        bounds=spec.bounds,
+        **fields,
+    )
+    tag_node(y, info, theta=theta_graph, others=others)
+    return info
 
 
 def release_attrs(model: pm.Model | None = None) -> dict[str, str]:

@@ -12,17 +12,14 @@ this node alone.
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import numpy as np
-import numpy.typing as npt
 import pymc as pm
 import pytensor.tensor as pt
 
-from pymc_dp.curator.record import Release
 from pymc_dp.families import ExponentialFamily, TruncatedFamily
 from pymc_dp.kernels.exact_counts import NoiseLaw
-from pymc_dp.model.nodes.info import TAG, NoisySuffStatInfo, register_release
+from pymc_dp.model.nodes.info import NodeRelease, register_node
 
 __all__ = ["RECORDS_TAG", "RecordsInfo", "needs_records", "records_node", "records_ready"]
 
@@ -74,25 +71,20 @@ def records_ready(model: pm.Model, family: TruncatedFamily, dist: pt.TensorVaria
 def records_node(
     model: pm.Model,
     name: str,
+    spec: NodeRelease,
     *,
-    family: TruncatedFamily,
     dist: pt.TensorVariable,
-    release: Release | None,
-    n: int,
-    epsilon: float,
-    sensitivity: float,
-    value: npt.NDArray[np.float64],
     noise: NoiseLaw,
     stat_dim: str | None,
-    bounds: tuple[float, float],
 ) -> pt.TensorVariable:
     """Add ``{name}_records`` and y | records (Laplace at the window sum); return y."""
+    family, n = spec.family, spec.n
     why = records_ready(model, family, dist)
     if why:
         raise ValueError(f"likelihood='exact' for {family!r}: {why}")
     block = family.conjugate_prior_rvs(model, dist)
     mu, sigma = dist.owner.op.dist_params(dist.owner)
-    window = family.latent_window(bounds)
+    window = family.latent_window(spec.bounds)
     records_name = f"{name}_records"
     dim = f"{name}_record"
     if dim not in model.coords:
@@ -102,33 +94,8 @@ def records_node(
         z = pt.log(records) if family.pymc_distribution is pm.LogNormal else records
         inside = (z >= window[0]) & (z <= window[1])
         s_hat = pt.stack([pt.sum(pt.switch(inside, z, 0.0)), pt.sum(pt.switch(inside, z * z, 0.0))])
-        y = pm.Laplace(name, mu=s_hat, b=noise.scale, observed=value, dims=stat_dim)
-    record = register_release(
-        model,
-        name,
-        release,
-        family,
-        n=n,
-        epsilon=epsilon,
-        sensitivity=sensitivity,
-        value=value,
-        bounds=bounds,
-    )
-    info = NoisySuffStatInfo(
-        name=name,
-        suffstat=records_name,
-        noise_variance=f"{name}_sigma2",
-        theta=(),
-        family=family,
-        n=n,
-        epsilon=epsilon,
-        sensitivity=sensitivity,
-        bounds=bounds,
-        release_json=json.dumps(record),
-        likelihood="exact",
-        noise=noise,
-    )
-    setattr(y.tag, TAG, info)
+        y = pm.Laplace(name, mu=s_hat, b=noise.scale, observed=spec.value, dims=stat_dim)
+    register_node(model, name, spec, y, suffstat=records_name, likelihood="exact", noise=noise)
     links = RecordsInfo(
         name=name,
         records=records_name,
@@ -137,7 +104,7 @@ def records_node(
         n=n,
         window=window,
         scale=float(noise.scale),
-        released=tuple(float(v) for v in np.reshape(value, -1)),
+        released=tuple(float(v) for v in np.reshape(spec.value, -1)),
     )
     for rv in (records, *block):
         setattr(rv.tag, RECORDS_TAG, links)

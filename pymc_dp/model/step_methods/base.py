@@ -1,16 +1,24 @@
-"""Common machinery of the DP Gibbs step methods (PyMC adapters over the kernels)."""
+"""Common machinery of the DP Gibbs step methods (PyMC adapters over the kernels).
+
+:class:`DPGibbsStep` holds what every step shares: the constructor ``pm.sample`` calls, the
+ownership rule (a step samples exactly the variables whose ``rv.tag`` carries its node's link,
+drawn by the op it expects) and the per-chain generator. :func:`require_block` and
+:func:`require_sole_use` are the checks that a Gibbs block is whole and used by nothing else.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from typing import Any, ClassVar
 
 import pymc as pm
 from pymc.step_methods.compound import BlockedStep, Competence, StepMethodState
 from pymc.util import get_random_generator, get_value_vars_from_user_vars
 
+from pymc_dp.model.model_access import direct_dependents
 from pymc_dp.model.nodes.info import TAG
 
-__all__ = ["DPGibbsStep"]
+__all__ = ["DPGibbsStep", "require_block", "require_sole_use"]
 
 
 class DPGibbsStep(BlockedStep):
@@ -19,11 +27,42 @@ class DPGibbsStep(BlockedStep):
     Subclasses draw one conditional with a kernel from :mod:`pymc_dp.kernels`. Each is IDEAL
     for exactly the variables it recognises (:meth:`owns`) and INCOMPATIBLE for every other,
     so ``pm.sample()`` picks them without taking variables from PyMC's own samplers.
+
+    Parameters
+    ----------
+    vars
+        Variables to sample; by default every free variable of the model the step owns.
+    model
+        The model; defaults to the context model.
+    rng
+        Seed or generator (``pm.sample`` passes one per chain).
+    initial_point, compile_kwargs, blocked
+        Accepted for compatibility with ``pm.sample``; ``compile_kwargs`` reach every function
+        the step compiles.
+
+    Raises
+    ------
+    ValueError
+        If ``vars`` holds a variable the step does not own (the message says what it samples).
+
+    Notes
+    -----
+    A subclass names the ``rv.tag`` attribute its node leaves (:attr:`link_tag`) and, where
+    that tag alone does not single its variables out, the op that draws them
+    (:attr:`op_type`); :meth:`accepts` judges the link itself. A subclass whose variables
+    need more (a name among the link's) overrides :meth:`owns`.
     """
 
     default_blocked: ClassVar[bool] = True
     stats_dtypes_shapes: ClassVar[dict] = {}
     _state_class = StepMethodState
+
+    link_tag: ClassVar[str] = TAG
+    """The ``rv.tag`` attribute where a node leaves what this step needs (its link)."""
+    op_type: ClassVar[type | None] = None
+    """The op of the variables this step samples, ``None`` for any op."""
+    role: ClassVar[str] = ""
+    """What the step samples, for error messages."""
 
     def __init__(
         self,
@@ -51,9 +90,6 @@ class DPGibbsStep(BlockedStep):
         self.rng = get_random_generator(rng)
         self._setup(model, [model.values_to_rvs[v] for v in vars], compile_kwargs or {})
 
-    role: ClassVar[str] = ""
-    """What the step samples, for error messages."""
-
     _new_chain: bool = False
 
     def set_rng(self, rng: Any) -> None:
@@ -76,10 +112,23 @@ class DPGibbsStep(BlockedStep):
         new, self._new_chain = self._new_chain, False
         return new
 
+    @classmethod
+    def links(cls, rv: Any) -> Any:
+        """What the node left on ``rv.tag`` under :attr:`link_tag` (``None`` if nothing)."""
+        return getattr(getattr(rv, "tag", None), cls.link_tag, None)
+
     @staticmethod
-    def owns(rv: Any) -> bool:
+    def accepts(links: Any) -> bool:
+        """Whether a variable with these links is this step's (given its op is)."""
+        return links is not None
+
+    @classmethod
+    def owns(cls, rv: Any) -> bool:
         """Whether this step method samples ``rv``."""
-        raise NotImplementedError
+        op = getattr(getattr(rv, "owner", None), "op", None)
+        if cls.op_type is not None and not isinstance(op, cls.op_type):
+            return False
+        return cls.accepts(cls.links(rv))
 
     def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
         """Compile what :meth:`step` needs for ``rvs``."""
@@ -91,6 +140,21 @@ class DPGibbsStep(BlockedStep):
         return Competence.IDEAL if cls.owns(var) else Competence.INCOMPATIBLE
 
 
-def node_info(rv: Any) -> Any:
-    """The :class:`~pymc_dp.model.noisy_suffstat.NoisySuffStatInfo` stored on ``rv``, if any."""
-    return getattr(getattr(rv, "tag", None), TAG, None)
+def require_block(block: Iterable[str], given: Collection[str], message: str) -> None:
+    """Raise ``ValueError(message)`` unless ``given`` holds every variable of ``block``.
+
+    A Gibbs block is drawn jointly, so a step handed part of it cannot draw any of it.
+    """
+    if not set(block) <= set(given):
+        raise ValueError(message)
+
+
+def require_sole_use(model: pm.Model, rv: Any, allowed: Collection[str], why: str) -> None:
+    """Raise unless nothing outside ``allowed`` (names) uses ``rv`` directly.
+
+    A conjugate draw of ``rv`` is its full conditional only if its density has no other term.
+    The message is ``"{rv.name!r} is also used by [...], " + why``.
+    """
+    extra = sorted(set(direct_dependents(model, rv)) - set(allowed))
+    if extra:
+        raise ValueError(f"{rv.name!r} is also used by {extra}, {why}")

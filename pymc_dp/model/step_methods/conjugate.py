@@ -8,8 +8,8 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
-from pymc_dp.model.model_access import PointReader, ValueWriter, direct_dependents
-from pymc_dp.model.step_methods.base import DPGibbsStep, node_info
+from pymc_dp.model.model_access import PointReader, ValueWriter
+from pymc_dp.model.step_methods.base import DPGibbsStep, require_block, require_sole_use
 
 __all__ = ["ConjugateStep"]
 
@@ -30,12 +30,8 @@ class ConjugateStep(DPGibbsStep):
     ----------
     vars
         θ variables to sample; by default every conjugate θ of a NoisySuffStat node.
-    model
-        The model; defaults to the context model.
-    rng
-        Seed or generator (``pm.sample`` passes one per chain).
-    initial_point, compile_kwargs, blocked
-        Accepted for compatibility with ``pm.sample``.
+    model, rng, initial_point, compile_kwargs, blocked
+        As for :class:`~pymc_dp.model.step_methods.base.DPGibbsStep`.
 
     References
     ----------
@@ -46,32 +42,33 @@ class ConjugateStep(DPGibbsStep):
     role: ClassVar[str] = "it is not the conjugate parameter of a NoisySuffStat node"
 
     @staticmethod
-    def owns(rv: Any) -> bool:  # noqa: D102
-        links = node_info(rv)
+    def accepts(links: Any) -> bool:  # noqa: D102
+        # θ's link is the tuple of the nodes it feeds.
         return isinstance(links, tuple) and len(links) > 0
 
     def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
         blocks: dict[tuple[str, ...], list[str]] = {}
         for rv in rvs:
-            blocks.setdefault(node_info(rv)[0].theta, []).append(rv.name)
+            blocks.setdefault(self.links(rv)[0].theta, []).append(rv.name)
         outputs, self._plan = [], []
         for names, given in blocks.items():
-            if sorted(given) != sorted(names):
-                raise ValueError(
-                    f"{list(names)} are drawn jointly from their conjugate posterior; give "
-                    f"ConjugateStep all of them (got {given})"
-                )
+            require_block(
+                names,
+                given,
+                f"{list(names)} are drawn jointly from their conjugate posterior; give "
+                f"ConjugateStep all of them (got {given})",
+            )
             block = tuple(model[name] for name in names)
-            links = node_info(block[0])
+            links = self.links(block[0])
             allowed = {info.suffstat for info in links} | set(names)
             for rv in block:
-                extra = sorted(set(direct_dependents(model, rv)) - allowed)
-                if extra:
-                    raise ValueError(
-                        f"{rv.name!r} is also used by {extra}, so θ | s is not the conjugate "
-                        f"update; sample {rv.name!r} with another step method, e.g. "
-                        f"pm.sample(step=[pm.NUTS([{rv.name}])])"
-                    )
+                require_sole_use(
+                    model,
+                    rv,
+                    allowed,
+                    f"so θ | s is not the conjugate update; sample {rv.name!r} with another step "
+                    f"method, e.g. pm.sample(step=[pm.NUTS([{rv.name}])])",
+                )
             family = links[0].family
             prior = family.prior_parameters(block)
             outputs.extend(prior)

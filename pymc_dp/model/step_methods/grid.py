@@ -76,12 +76,8 @@ class GridStep(DPGibbsStep):
     ----------
     vars
         Scalar variables to sample; by default every θ marked for this step.
-    model
-        The model; defaults to the context model.
-    rng
-        Seed or generator (``pm.sample`` passes one per chain).
-    initial_point, compile_kwargs, blocked
-        Accepted for compatibility with ``pm.sample``.
+    model, rng, initial_point, compile_kwargs, blocked
+        As for :class:`~pymc_dp.model.step_methods.base.DPGibbsStep`.
 
     Notes
     -----
@@ -93,10 +89,8 @@ class GridStep(DPGibbsStep):
 
     name = "dp_grid"
     role: ClassVar[str] = "it is not a scalar θ of a collapsed NoisySuffStat node"
-
-    @staticmethod
-    def owns(rv: Any) -> bool:  # noqa: D102
-        return bool(getattr(getattr(rv, "tag", None), GRID_TAG, False))
+    link_tag: ClassVar[str] = GRID_TAG
+    accepts = staticmethod(bool)
 
     def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
         for rv in rvs:

@@ -196,12 +196,8 @@ class IndependenceStep(DPGibbsStep):
     vars
         Variables to sample; by default every θ marked for this step. Variables marked as one
         block (a windowed Normal's μ and σ²) are drawn jointly.
-    model
-        The model; defaults to the context model.
-    rng
-        Seed or generator (``pm.sample`` passes one per chain).
-    initial_point, compile_kwargs, blocked
-        Accepted for compatibility with ``pm.sample``.
+    model, rng, initial_point, compile_kwargs, blocked
+        As for :class:`~pymc_dp.model.step_methods.base.DPGibbsStep`.
 
     Notes
     -----
@@ -214,16 +210,14 @@ class IndependenceStep(DPGibbsStep):
     name = "dp_independence"
     role: ClassVar[str] = "it is not a vector θ of an exact NoisySuffStat node"
     stats_dtypes_shapes: ClassVar[dict] = {"accepted": (bool, [])}
-
-    @staticmethod
-    def owns(rv: Any) -> bool:  # noqa: D102
-        return bool(getattr(getattr(rv, "tag", None), INDEPENDENCE_TAG, False))
+    link_tag: ClassVar[str] = INDEPENDENCE_TAG
+    accepts = staticmethod(bool)
 
     def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
         # A tag that names several variables makes them one block, drawn jointly.
         blocks: dict[Any, list] = {}
         for rv in rvs:
-            tag = getattr(rv.tag, INDEPENDENCE_TAG)
+            tag = self.links(rv)
             key = tag if isinstance(tag, tuple) else (rv.name,)
             blocks.setdefault(key, []).append(rv)
         self._conditionals = [

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pymc as pm
 
 from pymc_dp.kernels import draw_noise_variance
 from pymc_dp.model.distributions import NoiseVarianceRV
 from pymc_dp.model.model_access import PointReader, ValueWriter
-from pymc_dp.model.step_methods.base import DPGibbsStep, node_info
+from pymc_dp.model.step_methods.base import DPGibbsStep
 
 __all__ = ["NoiseVarianceStep"]
 
@@ -21,12 +21,8 @@ class NoiseVarianceStep(DPGibbsStep):
     ----------
     vars
         Mixing variances to sample; by default every ``{name}_sigma2`` of a NoisySuffStat node.
-    model
-        The model; defaults to the context model.
-    rng
-        Seed or generator (``pm.sample`` passes one per chain).
-    initial_point, compile_kwargs, blocked
-        Accepted for compatibility with ``pm.sample``.
+    model, rng, initial_point, compile_kwargs, blocked
+        As for :class:`~pymc_dp.model.step_methods.base.DPGibbsStep`.
 
     References
     ----------
@@ -35,11 +31,7 @@ class NoiseVarianceStep(DPGibbsStep):
 
     name = "dp_noise_variance"
     role: ClassVar[str] = "it is not the noise variance of a NoisySuffStat node"
-
-    @staticmethod
-    def owns(rv: Any) -> bool:  # noqa: D102
-        owner = getattr(rv, "owner", None)
-        return isinstance(getattr(owner, "op", None), NoiseVarianceRV) and node_info(rv) is not None
+    op_type: ClassVar[type] = NoiseVarianceRV
 
     def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
         outputs, self._writers = [], []

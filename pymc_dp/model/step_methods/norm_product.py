@@ -11,7 +11,7 @@ from pymc_dp.kernels import draw_suffstat, window_constraints
 from pymc_dp.model.distributions import SuffStatRV, WindowSuffStatRV
 from pymc_dp.model.distributions.suffstat import SimplexSuffStatRV
 from pymc_dp.model.model_access import PointReader, ValueWriter
-from pymc_dp.model.step_methods.base import DPGibbsStep, node_info
+from pymc_dp.model.step_methods.base import DPGibbsStep
 
 __all__ = ["NormProductStep"]
 
@@ -27,16 +27,12 @@ class NormProductStep(DPGibbsStep):
     ----------
     vars
         Latent statistics to sample; by default every ``{name}_s`` of a NoisySuffStat node.
-    model
-        The model; defaults to the context model.
-    rng
-        Seed or generator (``pm.sample`` passes one per chain).
     proposals
         Independent normal proposals tried before falling back to Gibbs sweeps.
     sweeps
         Whitened-coordinate Gibbs sweeps in the fallback.
-    initial_point, compile_kwargs, blocked
-        Accepted for compatibility with ``pm.sample``.
+    model, rng, initial_point, compile_kwargs, blocked
+        As for :class:`~pymc_dp.model.step_methods.base.DPGibbsStep`.
 
     Notes
     -----
@@ -51,6 +47,7 @@ class NormProductStep(DPGibbsStep):
     name = "dp_norm_product"
     role: ClassVar[str] = "it is not the latent statistic of a NoisySuffStat node"
     stats_dtypes_shapes: ClassVar[dict] = {"n_fallback": (np.int64, [])}
+    op_type: ClassVar[type] = SuffStatRV
 
     def __init__(self, vars: Any = None, *, proposals: int = 16, sweeps: int = 4, **kwargs: Any):
         self.proposals = int(proposals)
@@ -59,15 +56,10 @@ class NormProductStep(DPGibbsStep):
             raise ValueError(f"proposals and sweeps must be >= 1 (got {proposals}, {sweeps})")
         super().__init__(vars, **kwargs)
 
-    @staticmethod
-    def owns(rv: Any) -> bool:  # noqa: D102
-        owner = getattr(rv, "owner", None)
-        return isinstance(getattr(owner, "op", None), SuffStatRV) and node_info(rv) is not None
-
     def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
         outputs, self._plan = [], []
         for rv in rvs:
-            info = node_info(rv)
+            info = self.links(rv)
             params = rv.owner.op.dist_params(rv.owner)
             if isinstance(rv.owner.op, WindowSuffStatRV):
                 kind = "window"

@@ -10,7 +10,7 @@ import pymc as pm
 from pymc_dp.engine.records import RecordState, initial_widths, interweave
 from pymc_dp.model.model_access import PointReader, ValueWriter
 from pymc_dp.model.nodes.records import RECORDS_TAG
-from pymc_dp.model.step_methods.base import DPGibbsStep
+from pymc_dp.model.step_methods.base import DPGibbsStep, require_block
 
 __all__ = ["RecordStep"]
 
@@ -29,12 +29,8 @@ class RecordStep(DPGibbsStep):
     ----------
     vars
         The node's θ and records (all of them); by default every such variable of the model.
-    model
-        The model; defaults to the context model.
-    rng
-        Seed or generator (``pm.sample`` passes one per chain).
-    initial_point, compile_kwargs, blocked
-        Accepted for compatibility with ``pm.sample``.
+    model, rng, initial_point, compile_kwargs, blocked
+        As for :class:`~pymc_dp.model.step_methods.base.DPGibbsStep`.
 
     References
     ----------
@@ -46,26 +42,23 @@ class RecordStep(DPGibbsStep):
     name = "dp_records"
     role: ClassVar[str] = "it is not θ or a record of a record-level NoisySuffStat node"
     stats_dtypes_shapes: ClassVar[dict] = {"accepted": (np.float64, [])}
-
-    @staticmethod
-    def owns(rv: Any) -> bool:  # noqa: D102
-        return getattr(getattr(rv, "tag", None), RECORDS_TAG, None) is not None
+    link_tag: ClassVar[str] = RECORDS_TAG
 
     def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
         nodes: dict[str, Any] = {}
         for rv in rvs:
-            info = getattr(rv.tag, RECORDS_TAG)
+            info = self.links(rv)
             nodes.setdefault(info.name, info)
         self._plan = []
         given = {rv.name for rv in rvs}
         for info in nodes.values():
             names = (*info.theta, info.records)
-            missing = sorted(set(names) - given)
-            if missing:
-                raise ValueError(
-                    f"RecordStep samples {list(names)} together; it was given {sorted(given)} "
-                    f"(missing {missing})"
-                )
+            require_block(
+                names,
+                given,
+                f"RecordStep samples {list(names)} together; it was given {sorted(given)} "
+                f"(missing {sorted(set(names) - given)})",
+            )
             block = [model[v] for v in names]
             family = info.family
             prior = family.prior_parameters(tuple(block[:-1]))

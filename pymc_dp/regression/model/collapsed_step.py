@@ -25,8 +25,8 @@ from pymc.step_methods.compound import StepMethodState
 from pymc.step_methods.state import dataclass_state
 
 from pymc_dp._compat import register_step_methods
-from pymc_dp.model.model_access import PointReader, ValueWriter, direct_dependents
-from pymc_dp.model.step_methods.base import DPGibbsStep
+from pymc_dp.model.model_access import PointReader, ValueWriter
+from pymc_dp.model.step_methods.base import DPGibbsStep, require_block
 from pymc_dp.regression.engine.collapsed import collapsed_sweep, default_moves, initial_step_sd
 from pymc_dp.regression.kernels.adaptation import RandomWalkAdaptation
 from pymc_dp.regression.kernels.collapsed import (
@@ -40,12 +40,9 @@ from pymc_dp.regression.kernels.data_model import NIW, draw_niw, niw_update
 from pymc_dp.regression.kernels.moment_move import moment_prior
 from pymc_dp.regression.model.distributions import NormalModelSuffStatRV
 from pymc_dp.regression.model.noisy_regression import TAG, nig_prior_parameters
+from pymc_dp.regression.model.steps import require_nig_sole_use
 
 __all__ = ["RegressionCollapsedStep"]
-
-
-def _info(rv: Any) -> Any:
-    return getattr(getattr(rv, "tag", None), TAG, None)
 
 
 @dataclass_state
@@ -64,10 +61,6 @@ class RegressionCollapsedStep(DPGibbsStep):
     vars
         θ, σ² and every node's ``{name}_x_loc``, ``{name}_x_cov`` and ``{name}_s`` (all of
         them; they are one block); by default those of every default NoisyRegressionStat.
-    model
-        The model; defaults to the context model.
-    rng
-        Seed or generator (``pm.sample`` passes one per chain).
     moves
         Collapsed random-walk moves per step; by default, beside the moment move of a single
         node, one while tuning and none after; one per unconstrained parameter with several
@@ -80,8 +73,8 @@ class RegressionCollapsedStep(DPGibbsStep):
         chain seeds 1–3, run side by side) 64 gave 1.38× the ESS of 32 in the same time, and
         128 1.04× the ESS of 64 in 1.2× the time. (Before half the sweeps integrated the mixing
         variances out, 64 gave no more ESS per second than 32.)
-    initial_point, compile_kwargs, blocked
-        Accepted for compatibility with ``pm.sample``.
+    model, rng, initial_point, compile_kwargs, blocked
+        As for :class:`~pymc_dp.model.step_methods.base.DPGibbsStep`.
 
     Notes
     -----
@@ -110,6 +103,7 @@ class RegressionCollapsedStep(DPGibbsStep):
         "moment_accept": (bool, []),
     }
     _state_class = CollapsedStepState
+    link_tag: ClassVar[str] = TAG
 
     def __init__(
         self, vars: Any = None, *, moves: int | None = None, tries: int = 64, **kwargs: Any
@@ -122,9 +116,9 @@ class RegressionCollapsedStep(DPGibbsStep):
         self.tune = True
         super().__init__(vars, **kwargs)
 
-    @staticmethod
-    def owns(rv: Any) -> bool:  # noqa: D102
-        info = _info(rv)
+    @classmethod
+    def owns(cls, rv: Any) -> bool:  # noqa: D102
+        info = cls.links(rv)
         if isinstance(info, tuple):  # θ or σ²
             return len(info) > 0 and all(i.method == "collapsed" for i in info)
         if info is None or info.method != "collapsed":
@@ -145,30 +139,30 @@ class RegressionCollapsedStep(DPGibbsStep):
         given = {rv.name for rv in rvs}
         blocks: dict[tuple[str, str], tuple] = {}
         for rv in rvs:
-            info = _info(rv)
+            info = self.links(rv)
             first = info[0] if isinstance(info, tuple) else info
-            blocks.setdefault((first.theta, first.sigma2), _info(model[first.theta]))
+            blocks.setdefault((first.theta, first.sigma2), self.links(model[first.theta]))
         outputs: list = []
         self._plan = []
         for (theta_name, sigma2_name), links in blocks.items():
             names = {theta_name, sigma2_name}
             for info in links:
                 names |= {info.suffstat, info.x_loc, info.x_cov}
-            if not names <= given:
-                raise ValueError(
-                    f"RegressionCollapsedStep moves {sorted(names)} together; give it all of "
-                    f"them (got {sorted(given & names)})"
-                )
+            require_block(
+                names,
+                given,
+                f"RegressionCollapsedStep moves {sorted(names)} together; give it all of "
+                f"them (got {sorted(given & names)})",
+            )
             theta, sigma2 = model[theta_name], model[sigma2_name]
-            allowed = {info.suffstat for info in links}
-            for rv, extra_ok in ((theta, set()), (sigma2, {theta_name})):
-                extra = sorted(set(direct_dependents(model, rv)) - allowed - extra_ok)
-                if extra:
-                    raise ValueError(
-                        f"{rv.name!r} is also used by {extra}, so the regression step cannot "
-                        "draw it; use it only in NoisyRegressionStat nodes (Deterministics "
-                        "are fine)"
-                    )
+            require_nig_sole_use(
+                model,
+                theta,
+                sigma2,
+                links,
+                "so the regression step cannot draw it; use it only in NoisyRegressionStat "
+                "nodes (Deterministics are fine)",
+            )
             start = len(outputs)
             outputs.extend(nig_prior_parameters(model, theta, sigma2))
             for info in links:

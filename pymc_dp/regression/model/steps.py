@@ -27,9 +27,8 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from pymc_dp._compat import register_step_methods
-from pymc_dp.model.distributions import NoiseVarianceRV
-from pymc_dp.model.model_access import PointReader, ValueWriter, direct_dependents
-from pymc_dp.model.step_methods.base import DPGibbsStep
+from pymc_dp.model.model_access import PointReader, ValueWriter
+from pymc_dp.model.step_methods.base import DPGibbsStep, require_block, require_sole_use
 from pymc_dp.model.step_methods.noise_variance import NoiseVarianceStep
 from pymc_dp.regression.kernels.conjugate import NIG, draw_nig, nig_update
 from pymc_dp.regression.kernels.data_model import draw_niw, niw_update
@@ -43,16 +42,18 @@ __all__ = [
     "RegressionConjugateStep",
     "RegressionNoiseVarianceStep",
     "RegressionSuffStatStep",
+    "require_nig_sole_use",
 ]
 
 
-def _info(rv: Any) -> Any:
-    """The :class:`~pymc_dp.regression.NoisyRegressionInfo` (or tuple of them) on ``rv``."""
-    return getattr(getattr(rv, "tag", None), TAG, None)
+def require_nig_sole_use(model: pm.Model, theta: Any, sigma2: Any, links: Any, why: str) -> None:
+    """Raise unless θ and σ² feed only the statistics of ``links`` (σ² also θ's prior).
 
-
-def _op(rv: Any) -> Any:
-    return getattr(getattr(rv, "owner", None), "op", None)
+    Deterministics do not count. The message ends with ``why``.
+    """
+    allowed = {info.suffstat for info in links}
+    require_sole_use(model, theta, allowed, why)
+    require_sole_use(model, sigma2, allowed | {theta.name}, why)
 
 
 class RegressionSuffStatStep(DPGibbsStep):
@@ -65,14 +66,10 @@ class RegressionSuffStatStep(DPGibbsStep):
     ----------
     vars
         Latent statistics to sample; by default every ``{name}_s`` of a NoisyRegressionStat.
-    model
-        The model; defaults to the context model.
-    rng
-        Seed or generator (``pm.sample`` passes one per chain).
     proposals
         Independent proposals tried before the Gibbs-sweep fallback.
-    initial_point, compile_kwargs, blocked
-        Accepted for compatibility with ``pm.sample``.
+    model, rng, initial_point, compile_kwargs, blocked
+        As for :class:`~pymc_dp.model.step_methods.base.DPGibbsStep`.
 
     Notes
     -----
@@ -88,6 +85,8 @@ class RegressionSuffStatStep(DPGibbsStep):
     stats_dtypes_shapes: ClassVar[dict] = {
         "n_fallback": (np.int64, []),
     }
+    link_tag: ClassVar[str] = TAG
+    op_type: ClassVar[type] = RegressionSuffStatRV
 
     def __init__(self, vars: Any = None, *, proposals: int = 8, **kwargs: Any):
         self.proposals = int(proposals)
@@ -95,14 +94,10 @@ class RegressionSuffStatStep(DPGibbsStep):
             raise ValueError(f"proposals must be >= 0 (got {proposals})")
         super().__init__(vars, **kwargs)
 
-    @staticmethod
-    def owns(rv: Any) -> bool:  # noqa: D102
-        return isinstance(_op(rv), RegressionSuffStatRV) and _info(rv) is not None
-
     def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
         outputs, self._plan = [], []
         for rv in rvs:
-            info = _info(rv)
+            info = self.links(rv)
             theta, sigma2, second, phi, _ = rv.owner.op.dist_params(rv.owner)
             z = model[info.name]
             # Gaussian noise: σ² = τ² is known, read as a constant of z's shape.
@@ -155,12 +150,8 @@ class RegressionConjugateStep(DPGibbsStep):
     ----------
     vars
         θ and σ² (both; they are one block); by default those of every NoisyRegressionStat.
-    model
-        The model; defaults to the context model.
-    rng
-        Seed or generator (``pm.sample`` passes one per chain).
-    initial_point, compile_kwargs, blocked
-        Accepted for compatibility with ``pm.sample``.
+    model, rng, initial_point, compile_kwargs, blocked
+        As for :class:`~pymc_dp.model.step_methods.base.DPGibbsStep`.
 
     Raises
     ------
@@ -174,10 +165,11 @@ class RegressionConjugateStep(DPGibbsStep):
 
     name = "dp_regression_conjugate"
     role: ClassVar[str] = "it is not the (θ, σ²) of a NoisyRegressionStat node"
+    link_tag: ClassVar[str] = TAG
 
     @staticmethod
-    def owns(rv: Any) -> bool:  # noqa: D102
-        links = _info(rv)
+    def accepts(links: Any) -> bool:  # noqa: D102
+        # θ's and σ²'s link is the tuple of the nodes they feed.
         return (
             isinstance(links, tuple)
             and len(links) > 0
@@ -187,26 +179,26 @@ class RegressionConjugateStep(DPGibbsStep):
     def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
         blocks: dict[tuple[str, str], list[str]] = {}
         for rv in rvs:
-            first = _info(rv)[0]
+            first = self.links(rv)[0]
             blocks.setdefault((first.theta, first.sigma2), []).append(rv.name)
         outputs, self._plan = [], []
         for (theta_name, sigma2_name), given in blocks.items():
-            if sorted(given) != sorted((theta_name, sigma2_name)):
-                raise ValueError(
-                    f"{theta_name!r} and {sigma2_name!r} are drawn jointly from their NIG "
-                    f"posterior; give RegressionConjugateStep both (got {given})"
-                )
+            require_block(
+                (theta_name, sigma2_name),
+                given,
+                f"{theta_name!r} and {sigma2_name!r} are drawn jointly from their NIG "
+                f"posterior; give RegressionConjugateStep both (got {given})",
+            )
             theta, sigma2 = model[theta_name], model[sigma2_name]
-            links = _info(theta)
-            allowed = {info.suffstat for info in links}
-            for rv, extra_ok in ((theta, set()), (sigma2, {theta_name})):
-                extra = sorted(set(direct_dependents(model, rv)) - allowed - extra_ok)
-                if extra:
-                    raise ValueError(
-                        f"{rv.name!r} is also used by {extra}, so ({theta_name}, {sigma2_name}) "
-                        "| s is not the NIG update; use them only in the NoisyRegressionStat "
-                        "nodes (Deterministics are fine)"
-                    )
+            links = self.links(theta)
+            require_nig_sole_use(
+                model,
+                theta,
+                sigma2,
+                links,
+                f"so ({theta_name}, {sigma2_name}) | s is not the NIG update; use them only in "
+                "the NoisyRegressionStat nodes (Deterministics are fine)",
+            )
             outputs.extend(nig_prior_parameters(model, theta, sigma2))
             outputs.extend(model[info.suffstat] for info in links)
             writers = tuple(ValueWriter(model, rv, **compile_kwargs) for rv in (theta, sigma2))
@@ -242,12 +234,8 @@ class CovariateModelStep(DPGibbsStep):
     ----------
     vars
         ``{name}_x_loc`` and ``{name}_x_cov`` (both); by default those of every node.
-    model
-        The model; defaults to the context model.
-    rng
-        Seed or generator (``pm.sample`` passes one per chain).
-    initial_point, compile_kwargs, blocked
-        Accepted for compatibility with ``pm.sample``.
+    model, rng, initial_point, compile_kwargs, blocked
+        As for :class:`~pymc_dp.model.step_methods.base.DPGibbsStep`.
 
     References
     ----------
@@ -256,10 +244,11 @@ class CovariateModelStep(DPGibbsStep):
 
     name = "dp_covariate_model"
     role: ClassVar[str] = "it is not the covariate model of a NoisyRegressionStat node"
+    link_tag: ClassVar[str] = TAG
 
-    @staticmethod
-    def owns(rv: Any) -> bool:  # noqa: D102
-        info = _info(rv)
+    @classmethod
+    def owns(cls, rv: Any) -> bool:  # noqa: D102
+        info = cls.links(rv)
         return (
             info is not None
             and not isinstance(info, tuple)
@@ -271,15 +260,16 @@ class CovariateModelStep(DPGibbsStep):
     def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
         nodes: dict[str, list[str]] = {}
         for rv in rvs:
-            nodes.setdefault(_info(rv).name, []).append(rv.name)
+            nodes.setdefault(self.links(rv).name, []).append(rv.name)
         self._plan, outputs = [], []
         for given in nodes.values():
-            info = _info(model[given[0]])
-            if sorted(given) != sorted((info.x_loc, info.x_cov)):
-                raise ValueError(
-                    f"{info.x_loc!r} and {info.x_cov!r} are drawn jointly from their NIW "
-                    f"posterior; give CovariateModelStep both (got {given})"
-                )
+            info = self.links(model[given[0]])
+            require_block(
+                (info.x_loc, info.x_cov),
+                given,
+                f"{info.x_loc!r} and {info.x_cov!r} are drawn jointly from their NIW "
+                f"posterior; give CovariateModelStep both (got {given})",
+            )
             outputs.append(model[info.suffstat])
             writers = tuple(
                 ValueWriter(model, model[v], **compile_kwargs) for v in (info.x_loc, info.x_cov)
@@ -317,10 +307,7 @@ class RegressionNoiseVarianceStep(NoiseVarianceStep):
 
     name = "dp_regression_noise_variance"
     role: ClassVar[str] = "it is not the noise variance of a NoisyRegressionStat node"
-
-    @staticmethod
-    def owns(rv: Any) -> bool:  # noqa: D102
-        return isinstance(_op(rv), NoiseVarianceRV) and _info(rv) is not None
+    link_tag: ClassVar[str] = TAG
 
 
 register_step_methods(
