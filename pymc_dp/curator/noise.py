@@ -157,7 +157,7 @@ def noisy_statistic(
     rng
         Generator of the float sampler; ``None`` for the vetted ones.
     magnitude
-        Public bound on |s| (n · max |t|).
+        Public bound on abs(s): n · max abs(t).
 
     Returns
     -------

@@ -58,7 +58,7 @@ def log_posterior(
     clt: bool = True,
     gaussian: bool = False,
 ):
-    """Compile (z (B, G), y (B,), scale (B,), *prior (B,)) -> log p(θ(z) | y) + log |dθ/dz|.
+    """Compile (z (B, G), y (B,), scale (B,), *prior (B,)) -> log p(θ(z) | y) + log abs(dθ/dz).
 
     With ``clt=False`` the likelihood is left out: the log prior density of z alone (y and
     scale are then ignored), for samplers that add an exact likelihood in NumPy. With

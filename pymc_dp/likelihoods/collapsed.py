@@ -2,12 +2,12 @@
 
 For a family whose released statistic is one number, s | θ ~ N(m, v) on its valid region
 [L, U] (the CLT, m = nμ(θ), v = nΣ(θ), or the window moments of a truncated family) and
-y | s ~ Laplace(s, b) with b = Δ/ε. The likelihood of θ is then the convolution
+y | s ~ Laplace(s, b) with b = Δ/ε. The likelihood of θ is then the convolution::
 
     p(y | θ) = 1/Z ∫_L^U N(s; m, v) · e^{-|y - s|/b} / (2b) ds,
     Z = Φ((U - m)/√v) - Φ((L - m)/√v),
 
-which splits at s = y into two pieces, each a shifted normal's mass on an interval:
+which splits at s = y into two pieces, each a shifted normal's mass on an interval::
 
     s ≤ y:  exp(-(y - m)/b + v/(2b²)) · [Φ((min(y, U) - m⁻)/√v) - Φ((L - m⁻)/√v)],  m⁻ = m + v/b,
     s ≥ y:  exp( (y - m)/b + v/(2b²)) · [Φ((U - m⁺)/√v) - Φ((max(y, L) - m⁺)/√v)],  m⁺ = m - v/b.

@@ -13,7 +13,7 @@ truncation (the normal product of the method note, §2 step 3). Both CDF differe
 log space (:func:`~pymc_dp.likelihoods.collapsed.log_diff_normal_cdf`), so the density and its
 gradient stay finite far in the tails and NUTS or a grid draw samples θ | y directly.
 A vector statistic (Categorical counts, a window's (Σz, Σz²)) is simply y | θ ~ N(m, V + τ²I)
-(:class:`~pymc_dp.model.distributions.ReleasedNormal`), with the truncation left out exactly as the
+(:class:`~pymc_dp.likelihoods.ReleasedNormal`), with the truncation left out exactly as the
 Laplace nodes leave it out.
 """
 

@@ -1,16 +1,18 @@
 """Partially pooled models of grouped releases (:class:`~pymc_dp.ReleaseSet`), for ``fit``.
 
 One release per group, one parameter per group, drawn from a common population on the link
-scale, non-centred so that NUTS mixes when the groups are alike (small τ):
+scale, non-centred so that NUTS mixes when the groups are alike (small τ). A family joins one of
+these models by naming its link in its declaration
+(:attr:`~pymc_dp.families.FamilyDeclaration.grouped_link`; :data:`GROUPED_LINKS`):
 
-=====================  ==============================================================
-family                 model
-=====================  ==============================================================
-bernoulli, binomial    logit p_g = μ + τ z_g,   z_g ~ N(0, 1)
-poisson                log λ_g = μ + τ z_g,     z_g ~ N(0, 1)
-categorical            p_g = softmax(μ + τ z_g), μ and each z_g zero-sum normal vectors
-normal, lognormal      μ_g = μ + τ z_g,  log σ_g = ν + τ_σ w_g,  z_g, w_g ~ N(0, 1)
-=====================  ==============================================================
+==============  ==============================================================================
+link            model (built-in families)
+==============  ==============================================================================
+logit           logit p_g = μ + τ z_g, z_g ~ N(0, 1) (bernoulli, binomial)
+log             log λ_g = μ + τ z_g, z_g ~ N(0, 1) (poisson)
+softmax         p_g = softmax(μ + τ z_g), μ and z_g zero-sum normal vectors (categorical)
+location-scale  μ_g = μ + τ z_g, log σ_g = ν + τ_σ w_g, z_g, w_g ~ N(0, 1) (normal, lognormal)
+==============  ==============================================================================
 
 with μ ~ N(``mu_mean``, ``mu_sd``) and τ ~ HalfNormal(``tau_sd``) (and, for the Normal,
 ν ~ N(``log_sigma_mean``, ``log_sigma_sd``), τ_σ ~ HalfNormal(``tau_sigma_sd``)). The
@@ -30,54 +32,194 @@ groups' σ within a factor of about 2 of each other.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
 from pymc_dp.curator.release_set import ReleaseSet
+from pymc_dp.families import ExponentialFamily, declared_families, family_declaration
 from pymc_dp.model.noisy_suffstat import NoisySuffStat
 
 __all__ = [
-    "HIERARCHICAL_FAMILIES",
+    "GROUPED_LINKS",
+    "GroupedLink",
     "build_grouped_model",
     "group_summary",
     "group_variables",
     "grouped_prior_hyperparameters",
+    "hierarchical_families",
     "link_description",
     "population_variables",
     "save_grouped_figures",
     "theta_name",
 ]
 
-HIERARCHICAL_FAMILIES = ("bernoulli", "binomial", "poisson", "categorical", "normal", "lognormal")
-"""Families with a ready-made partially pooled model."""
-
-_WINDOWED_NORMAL = ("normal", "lognormal")
-_SCALE_NAMES = ("log_sigma_mean", "log_sigma_sd", "tau_sigma_sd")
+_Component = tuple[str | None, np.ndarray, np.ndarray, np.ndarray]
+"""(label, draws ``(S, G)``, released ``(G,)``, naive ``(G,)``) of one component of θ_g."""
 
 
-def _prior_names(family_name: str) -> tuple[str, ...]:
-    if family_name == "categorical":
-        return ("mu_sd", "tau_sd")
-    if family_name in _WINDOWED_NORMAL:
-        return ("mu_mean", "mu_sd", "tau_sd", *_SCALE_NAMES)
-    return ("mu_mean", "mu_sd", "tau_sd")
+class GroupedLink(ABC):
+    """One partially pooled model: how θ_g is drawn around a population, and its defaults.
+
+    A family joins one by naming it in its declaration
+    (:attr:`~pymc_dp.families.FamilyDeclaration.grouped_link`); the model then builds θ_g on the
+    link's scale and hands it to the family's :meth:`~pymc_dp.families.ExponentialFamily.dist_at`.
+    """
+
+    prior_names: ClassVar[tuple[str, ...]] = ("mu_mean", "mu_sd", "tau_sd")
+    """Names of the population prior's hyperparameters."""
+    population: ClassVar[tuple[str, ...]] = ("mu", "tau")
+    """Names of the population parameters."""
+
+    @abstractmethod
+    def defaults(self, family: ExponentialFamily, release: ReleaseSet) -> dict[str, float]:
+        """The public defaults of the hyperparameters (window, categories; never the data)."""
+
+    def group_variables(self, family: ExponentialFamily) -> tuple[str, ...]:
+        """Names of the per-group parameters: θ's name in the family's prior (``p``, ``lam``)."""
+        return family.declaration.prior.variables[:1]
+
+    @abstractmethod
+    def describe(self, family: ExponentialFamily, values: Mapping[str, float]) -> str:
+        """One line: the link and the population prior, with its hyperparameters."""
+
+    @abstractmethod
+    def build(
+        self,
+        family: ExponentialFamily,
+        values: Mapping[str, float],
+        *,
+        size: int,
+        dims: str,
+        name: str,
+    ) -> Any:
+        """Add the population and θ_g to the current model; return one record's dist at θ_g."""
+
+    def components(
+        self, family: ExponentialFamily, post: Any, release: ReleaseSet
+    ) -> list[_Component]:
+        """Per component of θ_g: (label, draws, released, naive) for the summary and plots.
+
+        A scalar θ has one component, label ``None``; the naive estimate takes y_g as exact:
+        y_g / (n_g · trials).
+        """
+        size, n = len(release), release.n.astype(np.float64)
+        value = release.value.reshape(size, -1)
+        trials = release.first.family_params.get("trials", 1)
+        draws = post[self.group_variables(family)[0]].values.reshape(-1, size)
+        return [(None, draws, value[:, 0], value[:, 0] / (n * trials))]
+
+    def axis_label(self, family: ExponentialFamily, label: str) -> str:
+        """The x-axis of one component's panel in ``posterior.png``."""
+        return f"{label} per group"
 
 
-def _default_hyperparameters(family: Any, release: ReleaseSet) -> dict[str, float]:
-    """The public defaults of the module's table (window, categories; never the data)."""
-    if family.name == "poisson":
+class _ScalarLink(GroupedLink):
+    """link(θ_g) = μ + τ z_g, z_g ~ N(0, 1), for a scalar θ."""
+
+    link: ClassVar[str]
+
+    @staticmethod
+    @abstractmethod
+    def inverse(eta: Any) -> Any:
+        """θ from the link scale."""
+
+    def describe(self, family: ExponentialFamily, values: Mapping[str, float]) -> str:
+        theta = self.group_variables(family)[0]
+        return (
+            f"{self.link} {theta}_g = mu + tau z_g, mu ~ Normal({values['mu_mean']:.3g}, "
+            f"{values['mu_sd']:g}), tau ~ HalfNormal({values['tau_sd']:g})"
+        )
+
+    def build(self, family, values, *, size, dims, name):
+        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"])
+        tau = pm.HalfNormal("tau", values["tau_sd"])
+        z = pm.Normal("z", 0.0, 1.0, dims=dims)
+        theta = self.group_variables(family)[0]
+        return family.dist_at(pm.Deterministic(theta, self.inverse(mu + tau * z), dims=dims))
+
+
+class _LogitLink(_ScalarLink):
+    """logit p_g = μ + τ z_g: μ ~ N(0, 1.5), flat over p on the probability scale."""
+
+    link = "logit"
+
+    @staticmethod
+    def inverse(eta: Any) -> Any:
+        return pm.math.invlogit(eta)
+
+    def defaults(self, family, release):
+        return {"mu_mean": 0.0, "mu_sd": 1.5, "tau_sd": 1.0}
+
+
+class _LogLink(_ScalarLink):
+    """log θ_g = μ + τ z_g for a windowed θ that is the record mean: μ ~ N(log m, 1)."""
+
+    link = "log"
+
+    @staticmethod
+    def inverse(eta: Any) -> Any:
+        return pm.math.exp(eta)
+
+    def defaults(self, family, release):
         from pymc_dp.model.priors import window_scale
 
         centre, _ = window_scale(family, release.first.bounds)
         return {"mu_mean": math.log(centre), "mu_sd": 1.0, "tau_sd": 1.0}
-    if family.name == "categorical":
+
+
+class _SoftmaxLink(GroupedLink):
+    """p_g = softmax(μ + τ z_g), μ and each z_g zero-sum normal vectors over the K categories."""
+
+    prior_names = ("mu_sd", "tau_sd")
+
+    def defaults(self, family, release):
         return {"mu_sd": 1.0, "tau_sd": 1.0}
-    if family.name in _WINDOWED_NORMAL:
+
+    def describe(self, family, values):
+        theta = self.group_variables(family)[0]
+        return (
+            f"{theta}_g = softmax(mu + tau z_g), mu ~ ZeroSumNormal({values['mu_sd']:g}), "
+            f"z_g ~ ZeroSumNormal(1), tau ~ HalfNormal({values['tau_sd']:g})"
+        )
+
+    def build(self, family, values, *, size, dims, name):
+        k = family.stat_shape[0]
+        cat = f"{name}_category"
+        pm.modelcontext(None).add_coord(cat, list(range(k)))
+        mu = pm.ZeroSumNormal("mu", sigma=values["mu_sd"], dims=cat)
+        tau = pm.HalfNormal("tau", values["tau_sd"])
+        z = pm.ZeroSumNormal("z", sigma=1.0, dims=(dims, cat))
+        # Static (G, K): the Categorical family reads K from p's shape.
+        logits = pt.specify_shape(mu + tau * z, (size, k))
+        theta = self.group_variables(family)[0]
+        p = pm.Deterministic(theta, pm.math.softmax(logits, axis=-1), dims=(dims, cat))
+        return family.dist_at(p)
+
+    def components(self, family, post, release):
+        size, n = len(release), release.n.astype(np.float64)
+        value = release.value.reshape(size, -1)
+        draws = post[self.group_variables(family)[0]].values.reshape(-1, size, value.shape[1])
+        return [
+            (str(k), draws[..., k], value[:, k], value[:, k] / n) for k in range(value.shape[1])
+        ]
+
+    def axis_label(self, family, label):
+        return f"{self.group_variables(family)[0]} of category {label} per group"
+
+
+class _LocationScaleLink(GroupedLink):
+    """μ_g = μ + τ z_g and log σ_g = ν + τ_σ w_g, for (Σz, Σz²) over a window."""
+
+    prior_names = ("mu_mean", "mu_sd", "tau_sd", "log_sigma_mean", "log_sigma_sd", "tau_sigma_sd")
+    population = ("mu", "tau", "log_sigma", "tau_sigma")
+
+    def defaults(self, family, release):
         from pymc_dp.model.priors import window_scale
 
         centre, width = window_scale(family, release.first.bounds)
@@ -89,7 +231,83 @@ def _default_hyperparameters(family: Any, release: ReleaseSet) -> dict[str, floa
             "log_sigma_sd": 1.0,
             "tau_sigma_sd": 0.5,
         }
-    return {"mu_mean": 0.0, "mu_sd": 1.5, "tau_sd": 1.0}
+
+    def group_variables(self, family):
+        return ("mu_g", "sigma_g")
+
+    def describe(self, family, values):
+        return (
+            f"mu_g = mu + tau z_g, log sigma_g = log_sigma + tau_sigma w_g, "
+            f"mu ~ Normal({values['mu_mean']:.4g}, {values['mu_sd']:.4g}), "
+            f"tau ~ HalfNormal({values['tau_sd']:.4g}), "
+            f"log_sigma ~ Normal({values['log_sigma_mean']:.4g}, {values['log_sigma_sd']:g}), "
+            f"tau_sigma ~ HalfNormal({values['tau_sigma_sd']:g})"
+        )
+
+    def build(self, family, values, *, size, dims, name):
+        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"])
+        tau = pm.HalfNormal("tau", values["tau_sd"])
+        z = pm.Normal("z", 0.0, 1.0, dims=dims)
+        log_sigma = pm.Normal("log_sigma", values["log_sigma_mean"], values["log_sigma_sd"])
+        tau_sigma = pm.HalfNormal("tau_sigma", values["tau_sigma_sd"])
+        z_sigma = pm.Normal("z_sigma", 0.0, 1.0, dims=dims)
+        mu_g = pm.Deterministic("mu_g", mu + tau * z, dims=dims)
+        sigma_g = pm.Deterministic(
+            "sigma_g", pm.math.exp(log_sigma + tau_sigma * z_sigma), dims=dims
+        )
+        # The family's PyMC distribution is a location-scale one (pm.Normal, pm.LogNormal):
+        # σ_g is given as it is drawn, not through σ².
+        return family.pymc_distribution.dist(mu=mu_g, sigma=sigma_g)
+
+    def components(self, family, post, release):
+        # The naive moments (Σz/n, √(Σz²/n − (Σz/n)²)) of the window's records.
+        size, n = len(release), release.n.astype(np.float64)
+        value = release.value.reshape(size, -1)
+        mean = value[:, 0] / n
+        spread = np.sqrt(np.maximum(value[:, 1] / n - mean**2, 0.0))
+        return [
+            ("mu", post["mu_g"].values.reshape(-1, size), value[:, 0], mean),
+            ("sigma", post["sigma_g"].values.reshape(-1, size), value[:, 1], spread),
+        ]
+
+
+GROUPED_LINKS: Mapping[str, GroupedLink] = {
+    "logit": _LogitLink(),
+    "log": _LogLink(),
+    "softmax": _SoftmaxLink(),
+    "location-scale": _LocationScaleLink(),
+}
+"""The partially pooled models, by the name a family's declaration gives its ``grouped_link``."""
+
+
+def hierarchical_families() -> tuple[str, ...]:
+    """Names of the families with a ready-made partially pooled model, by link.
+
+    Examples
+    --------
+    >>> hierarchical_families()[:4]
+    ('bernoulli', 'binomial', 'poisson', 'categorical')
+    """
+    declarations = declared_families()
+    return tuple(d.name for link in GROUPED_LINKS for d in declarations if d.grouped_link == link)
+
+
+def __getattr__(name: str) -> Any:
+    # HIERARCHICAL_FAMILIES, the constant hierarchical_families() replaces, still reads: from
+    # the declarations, so that a family registered after this module was imported is listed.
+    if name == "HIERARCHICAL_FAMILIES":
+        return hierarchical_families()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _link(family_name: str) -> GroupedLink:
+    link = family_declaration(family_name).grouped_link
+    if link not in GROUPED_LINKS:
+        raise ValueError(
+            f"no ready-made grouped model for the {family_name} family (only "
+            f"{', '.join(hierarchical_families())}); write the model with NoisySuffStat"
+        )
+    return GROUPED_LINKS[link]
 
 
 def grouped_prior_hyperparameters(
@@ -115,8 +333,9 @@ def grouped_prior_hyperparameters(
     {'mu_mean': 2.303, 'mu_sd': 1.0, 'tau_sd': 1.0}
     """
     family = _check_family(release)
-    values = _default_hyperparameters(family, release)
-    names = _prior_names(family.name)
+    link = _link(family.name)
+    values = link.defaults(family, release)
+    names = link.prior_names
     for key, value in dict(prior or {}).items():
         if key not in names:
             raise ValueError(
@@ -136,26 +355,19 @@ def _check_family(release: Any) -> Any:
     if not isinstance(release, ReleaseSet):
         raise TypeError(f"release must be a pymc_dp.ReleaseSet (got {type(release).__name__})")
     family = release.first.get_family()
-    if family.name not in HIERARCHICAL_FAMILIES:
-        raise ValueError(
-            f"no ready-made grouped model for the {family.name} family (only "
-            f"{', '.join(HIERARCHICAL_FAMILIES)}); write the model with NoisySuffStat"
-        )
+    _link(family.name)
     return family
 
 
 def group_variables(release: ReleaseSet) -> tuple[str, ...]:
     """Names of the per-group parameters: ``("p",)``, ``("lam",)`` or ``("mu_g", "sigma_g")``."""
-    if release.family in _WINDOWED_NORMAL:
-        return ("mu_g", "sigma_g")
-    return ("lam",) if release.family == "poisson" else ("p",)
+    family = release.first.get_family()
+    return _link(family.name).group_variables(family)
 
 
 def population_variables(release: ReleaseSet) -> tuple[str, ...]:
     """Names of the population parameters: ``("mu", "tau")``, and ν, τ_σ for the Normal."""
-    if release.family in _WINDOWED_NORMAL:
-        return ("mu", "tau", "log_sigma", "tau_sigma")
-    return ("mu", "tau")
+    return _link(release.family).population
 
 
 def theta_name(release: ReleaseSet) -> str:
@@ -165,24 +377,8 @@ def theta_name(release: ReleaseSet) -> str:
 
 def link_description(release: ReleaseSet, values: Mapping[str, float]) -> str:
     """One line: the model's link and population prior, with its hyperparameters."""
-    if release.family == "categorical":
-        return (
-            f"p_g = softmax(mu + tau z_g), mu ~ ZeroSumNormal({values['mu_sd']:g}), "
-            f"z_g ~ ZeroSumNormal(1), tau ~ HalfNormal({values['tau_sd']:g})"
-        )
-    if release.family in _WINDOWED_NORMAL:
-        return (
-            f"mu_g = mu + tau z_g, log sigma_g = log_sigma + tau_sigma w_g, "
-            f"mu ~ Normal({values['mu_mean']:.4g}, {values['mu_sd']:.4g}), "
-            f"tau ~ HalfNormal({values['tau_sd']:.4g}), "
-            f"log_sigma ~ Normal({values['log_sigma_mean']:.4g}, {values['log_sigma_sd']:g}), "
-            f"tau_sigma ~ HalfNormal({values['tau_sigma_sd']:g})"
-        )
-    link = "log lam_g" if release.family == "poisson" else "logit p_g"
-    return (
-        f"{link} = mu + tau z_g, mu ~ Normal({values['mu_mean']:.3g}, {values['mu_sd']:g}), "
-        f"tau ~ HalfNormal({values['tau_sd']:g})"
-    )
+    family = release.first.get_family()
+    return _link(family.name).describe(family, values)
 
 
 def build_grouped_model(
@@ -198,8 +394,9 @@ def build_grouped_model(
     Parameters
     ----------
     release
-        A :class:`~pymc_dp.ReleaseSet` of Bernoulli, Binomial, Categorical or windowed
-        Poisson, Normal or LogNormal releases.
+        A :class:`~pymc_dp.ReleaseSet` of a family with a grouped link
+        (:func:`hierarchical_families`): Bernoulli, Binomial, Categorical or windowed Poisson,
+        Normal or LogNormal releases among the built-in ones.
     prior
         The hyperparameters by name (:func:`grouped_prior_hyperparameters`); missing ones take
         the public defaults.
@@ -228,81 +425,19 @@ def build_grouped_model(
     """
     family = _check_family(release)
     values = grouped_prior_hyperparameters(release, prior)
-    size = len(release)
+    link = _link(family.name)
     with pm.Model(coords=release.coords(dims)) as model:
-        if family.name == "categorical":
-            k = family.categories
-            cat = f"{name}_category"
-            model.add_coord(cat, list(range(k)))
-            mu = pm.ZeroSumNormal("mu", sigma=values["mu_sd"], dims=cat)
-            tau = pm.HalfNormal("tau", values["tau_sd"])
-            z = pm.ZeroSumNormal("z", sigma=1.0, dims=(dims, cat))
-            # Static (G, K): the Categorical family reads K from p's shape.
-            logits = pt.specify_shape(mu + tau * z, (size, k))
-            p = pm.Deterministic("p", pm.math.softmax(logits, axis=-1), dims=(dims, cat))
-            dist = pm.Categorical.dist(p=p)
-        elif family.name in _WINDOWED_NORMAL:
-            mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"])
-            tau = pm.HalfNormal("tau", values["tau_sd"])
-            z = pm.Normal("z", 0.0, 1.0, dims=dims)
-            log_sigma = pm.Normal("log_sigma", values["log_sigma_mean"], values["log_sigma_sd"])
-            tau_sigma = pm.HalfNormal("tau_sigma", values["tau_sigma_sd"])
-            z_sigma = pm.Normal("z_sigma", 0.0, 1.0, dims=dims)
-            mu_g = pm.Deterministic("mu_g", mu + tau * z, dims=dims)
-            sigma_g = pm.Deterministic(
-                "sigma_g", pm.math.exp(log_sigma + tau_sigma * z_sigma), dims=dims
-            )
-            records = pm.Normal if family.name == "normal" else pm.LogNormal
-            dist = records.dist(mu=mu_g, sigma=sigma_g)
-        else:
-            mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"])
-            tau = pm.HalfNormal("tau", values["tau_sd"])
-            z = pm.Normal("z", 0.0, 1.0, dims=dims)
-            if family.name == "poisson":
-                lam = pm.Deterministic("lam", pm.math.exp(mu + tau * z), dims=dims)
-                dist = pm.Poisson.dist(mu=lam)
-            else:
-                p = pm.Deterministic("p", pm.math.invlogit(mu + tau * z), dims=dims)
-                dist = (
-                    pm.Bernoulli.dist(p=p)
-                    if family.name == "bernoulli"
-                    else pm.Binomial.dist(n=family.trials, p=p)
-                )
+        dist = link.build(family, values, size=len(release), dims=dims, name=name)
         NoisySuffStat(name, dist, release=release, dims=dims, likelihood=likelihood)
     return model
 
 
-def _components(
-    idata: Any, release: ReleaseSet
-) -> list[tuple[str | None, np.ndarray, np.ndarray, np.ndarray]]:
-    """Per component of θ_g: (label, draws ``(S, G)``, released ``(G,)``, naive ``(G,)``).
-
-    The naive estimate takes the released value as exact: y_g / (n_g · trials) for counts of
-    successes, each category's share y_gk / n_g, and for a Normal window the moments
-    (Σz/n, √(Σz²/n − (Σz/n)²)) of the window's records. A scalar θ has one component, label
-    ``None``.
-    """
+def _components(idata: Any, release: ReleaseSet) -> list[_Component]:
+    """Per component of θ_g: (label, draws ``(S, G)``, released ``(G,)``, naive ``(G,)``)."""
     from pymc_dp._compat import posterior_dataset
 
-    post = posterior_dataset(idata)
-    size, n = len(release), release.n.astype(np.float64)
-    value = release.value.reshape(size, -1)
-    if release.family == "categorical":
-        draws = post["p"].values.reshape(-1, size, value.shape[1])
-        return [
-            (str(k), draws[..., k], value[:, k], value[:, k] / n) for k in range(value.shape[1])
-        ]
-    if release.family in _WINDOWED_NORMAL:
-        mean = value[:, 0] / n
-        spread = np.sqrt(np.maximum(value[:, 1] / n - mean**2, 0.0))
-        return [
-            ("mu", post["mu_g"].values.reshape(-1, size), value[:, 0], mean),
-            ("sigma", post["sigma_g"].values.reshape(-1, size), value[:, 1], spread),
-        ]
-    trials = release.first.family_params.get("trials", 1)
-    name = theta_name(release)
-    draws = post[name].values.reshape(-1, size)
-    return [(None, draws, value[:, 0], value[:, 0] / (n * trials))]
+    family = release.first.get_family()
+    return _link(family.name).components(family, posterior_dataset(idata), release)
 
 
 def group_summary(idata: Any, release: ReleaseSet) -> Any:
@@ -371,10 +506,8 @@ def save_grouped_figures(idata: Any, release: ReleaseSet, out_dir: str | Path) -
         ax.set_yticks(rows, groups)
         if label is None:
             ax.set_xlabel(f"{name} per group")
-        elif release.family == "categorical":
-            ax.set_xlabel(f"p of category {label} per group")
         else:
-            ax.set_xlabel(f"{label} per group")
+            ax.set_xlabel(_link(release.family).axis_label(release.first.get_family(), label))
     axes[0][0].legend(frameon=False, loc="best")
     fig.suptitle(
         f"Partially pooled fit of a grouped {release.family} release, "

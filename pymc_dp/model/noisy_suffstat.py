@@ -2,7 +2,7 @@
 
 For a released statistic of one number (Bernoulli, Binomial and every windowed family with a
 scalar statistic) the node is, by default, *collapsed*: y | θ is the normal–Laplace convolution
-with s and σ² integrated out (:class:`~pymc_dp.model.distributions.CollapsedLaplace`), so
+with s and σ² integrated out (:class:`~pymc_dp.likelihoods.CollapsedLaplace`), so
 ``pm.sample()`` draws θ | y directly: :class:`~pymc_dp.GridStep` gives independent exact draws of
 a scalar θ with a fixed prior, and NUTS samples any other θ. :func:`~pymc_dp.sample_latent` adds
 exact draws of s and σ² to the posterior afterwards.

@@ -22,7 +22,10 @@ normal, lognormal      σ² ~ InvGamma(2, (w/4)²),                   μ: Studen
 known σ                μ ~ Normal(m, w/2)                          μ
 =====================  ==========================================  ============================
 
-Each prior is worth a few pseudo-records on the window's scale (Gamma(2, m) on an Exponential
+Each family declares its prior, the rule and the arithmetic behind it
+(:attr:`~pymc_dp.families.FamilyDeclaration.prior` and
+:attr:`~pymc_dp.families.FamilyDeclaration.window_prior`); this module reads them. Each prior is
+worth a few pseudo-records on the window's scale (Gamma(2, m) on an Exponential
 rate: 2 records summing to m; the Normal–Inverse-Gamma: 1/8 of a record for μ, 4 records with
 squared deviations summing to w²/8 for σ²), so its pull on the released statistic is at most
 about one window's reach, below the Laplace noise scale Δ/ε whenever ε ≤ 1. Its log density
@@ -33,15 +36,15 @@ exponential tails can undo.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from pymc_dp.curator.record import Release
-from pymc_dp.families import ExponentialFamily
+from pymc_dp.families import ExponentialFamily, declared_families, family_declaration
+from pymc_dp.families.declaration import DEFAULT_SHAPE, PriorSpec
 
 __all__ = [
     "DEFAULT_SHAPE",
@@ -56,96 +59,32 @@ __all__ = [
 ]
 
 
-@dataclasses.dataclass(frozen=True)
-class PriorSpec:
-    """The conjugate prior of one family, with named hyperparameters and their defaults.
+class _DeclaredPriors(Mapping[str, PriorSpec]):
+    """Family name → :class:`PriorSpec`, read from the registered declarations at each access."""
 
-    Attributes
-    ----------
-    distribution : str
-        Name of the prior, e.g. ``"Beta"``.
-    parameters : tuple of str
-        Hyperparameter names, in the order of the family's conjugate update.
-    defaults : Mapping
-        Default value of every hyperparameter when no window is known (a family without a
-        release); a windowed release's defaults come from :func:`default_prior_hyperparameters`.
-    variables : tuple of str
-        Names of the model variables that carry θ, e.g. ``("p",)``.
-    rule : str
-        How a release's window sets the defaults (empty: they do not depend on it).
-    """
+    def __getitem__(self, name: str) -> PriorSpec:
+        try:
+            return family_declaration(name).prior
+        except ValueError:
+            raise KeyError(name) from None
 
-    distribution: str
-    parameters: tuple[str, ...]
-    defaults: Mapping[str, float]
-    variables: tuple[str, ...]
-    rule: str = ""
+    def __iter__(self) -> Iterator[str]:
+        return iter([d.name for d in declared_families()])
 
-    def describe(self) -> str:
-        """One line: the prior with its defaults, e.g. ``p ~ Beta(alpha=1, beta=1)``."""
-        args = ", ".join(f"{k}={self.defaults[k]:g}" for k in self.parameters)
-        return f"{', '.join(self.variables)} ~ {self.distribution}({args})"
+    def __len__(self) -> int:
+        return len(declared_families())
 
-    def describe_rule(self) -> str:
-        """One line: the defaults a release gets, from its window's centre m and width w.
-
-        Examples
-        --------
-        >>> PRIORS["poisson"].describe_rule()
-        'lam ~ Gamma(alpha=2, beta=2/m)'
-        >>> PRIORS["binomial"].describe_rule()
-        'p ~ Beta(alpha=1, beta=1)'
-        """
-        if not self.rule:
-            return self.describe()
-        return f"{', '.join(self.variables)} ~ {self.distribution}({self.rule})"
+    def __repr__(self) -> str:
+        return f"PRIORS({dict(self)!r})"
 
 
-DEFAULT_SHAPE = 2.0
-"""Shape of every window-scaled Gamma, Beta and Inverse-Gamma default: the smallest whole
-shape whose implied record mean is finite (its variance is not), so the prior is centred on the
-window without ruling out a scale an order of magnitude away."""
-
-_NIG_KAPPA = 1.0 / 8.0
-# With alpha = 2 and beta = (w/4)², kappa = beta / (alpha (w/2)²) makes μ's marginal a
-# Student-t with 4 degrees of freedom and scale w/2: centred on the window, wide as the window.
-
-_BETA = PriorSpec("Beta", ("alpha", "beta"), {"alpha": 1.0, "beta": 1.0}, ("p",))
-_NORMAL_MEAN = PriorSpec(
-    "Normal", ("mean", "sd"), {"mean": 0.0, "sd": 10.0}, ("mu",), "mean=m, sd=w/2"
-)
-_NIG = PriorSpec(
-    "NormalInverseGamma",
-    ("mean", "kappa", "alpha", "beta"),
-    {"mean": 0.0, "kappa": 1.0, "alpha": 1.0, "beta": 1.0},
-    ("mu", "sigma2"),
-    "mean=m, kappa=1/8, alpha=2, beta=(w/4)^2",
-)
-
-PRIORS: Mapping[str, PriorSpec] = {
-    "bernoulli": _BETA,
-    "binomial": _BETA,
-    "geometric": dataclasses.replace(_BETA, rule="alpha=2, beta=m-1"),
-    "categorical": PriorSpec("Dirichlet", ("alpha",), {"alpha": 1.0}, ("p",)),
-    "exponential": PriorSpec(
-        "Gamma", ("alpha", "beta"), {"alpha": 1.0, "beta": 1.0}, ("lam",), "alpha=2, beta=m"
-    ),
-    "poisson": PriorSpec(
-        "Gamma", ("alpha", "beta"), {"alpha": 1.0, "beta": 1.0}, ("lam",), "alpha=2, beta=2/m"
-    ),
-    "gamma": PriorSpec(
-        "Gamma", ("alpha", "beta"), {"alpha": 1.0, "beta": 1.0}, ("rate",), "alpha=2, beta=m/k"
-    ),
-    "normal_known_sigma": _NORMAL_MEAN,
-    "lognormal_known_sigma": _NORMAL_MEAN,
-    "normal": _NIG,
-    "lognormal": _NIG,
-}
-"""Conjugate prior of each family, by family name. The Dirichlet's ``alpha`` is one number for
-every category or one per category. The Normal–Inverse-Gamma prior is
-σ² ~ InverseGamma(alpha, beta), μ | σ² ~ Normal(mean, σ²/kappa); for LogNormal it is on log x.
-A windowed family's :attr:`PriorSpec.rule` gives its defaults from the window's centre m and
-width w (:func:`window_scale`)."""
+PRIORS: Mapping[str, PriorSpec] = _DeclaredPriors()
+"""Conjugate prior of each family, by family name: each declaration's
+:attr:`~pymc_dp.families.FamilyDeclaration.prior`, a family registered later included. The
+Dirichlet's ``alpha`` is one number for every category or one per category. The
+Normal–Inverse-Gamma prior is σ² ~ InverseGamma(alpha, beta), μ | σ² ~ Normal(mean, σ²/kappa);
+for LogNormal it is on log x. A windowed family's :attr:`PriorSpec.rule` gives its defaults from
+the window's centre m and width w (:func:`window_scale`)."""
 
 PRIOR_RANGE = (1e-10, 1e10)
 """Range of the positive hyperparameters :func:`prior_hyperparameters` accepts (means: size)."""
@@ -160,9 +99,12 @@ def prior_spec(family: ExponentialFamily | str) -> PriorSpec:
     'p ~ Beta(alpha=1, beta=1)'
     """
     name = family if isinstance(family, str) else family.name
-    if name not in PRIORS:
-        raise ValueError(f"no model for family {name!r}; families with a model: {sorted(PRIORS)}")
-    return PRIORS[name]
+    try:
+        return PRIORS[name]
+    except KeyError:
+        raise ValueError(
+            f"no model for family {name!r}; families with a model: {sorted(PRIORS)}"
+        ) from None
 
 
 def window_scale(family: ExponentialFamily, bounds: tuple[float, float]) -> tuple[float, float]:
@@ -170,7 +112,7 @@ def window_scale(family: ExponentialFamily, bounds: tuple[float, float]) -> tupl
 
     The window is clipped to the family's domain and read where the statistic lives: log x for
     LogNormal, whole numbers for counts (a count window's centre is at least 1/2, and at least
-    1 for Geometric, whose records start at 1, so that every rule stays positive).
+    the smallest record, 1 for Geometric, so that every rule stays positive).
 
     Parameters
     ----------
@@ -205,7 +147,7 @@ def window_scale(family: ExponentialFamily, bounds: tuple[float, float]) -> tupl
     a, b = family.latent_window(family.check_bounds(bounds))
     centre, width = 0.5 * (a + b), b - a
     if getattr(family, "discrete", False):
-        centre = max(centre, 1.0 if family.name == "geometric" else 0.5)
+        centre = max(centre, 0.5, float(family.domain[0]))
     return float(centre), float(width)
 
 
@@ -214,9 +156,11 @@ def default_prior_hyperparameters(
 ) -> dict[str, float]:
     """Default hyperparameters of a family's conjugate prior, from public values only.
 
-    Windowed families follow :attr:`PriorSpec.rule` with the window's centre m and width w
-    (:func:`window_scale`; the rules are tabulated in :mod:`pymc_dp.model.priors`); the others keep
-    :attr:`PriorSpec.defaults` (uniform Beta and Dirichlet).
+    Windowed families follow their declaration's
+    :attr:`~pymc_dp.families.FamilyDeclaration.window_prior` (stated by :attr:`PriorSpec.rule`)
+    with the window's centre m and width w (:func:`window_scale`; the built-in rules are
+    tabulated in :mod:`pymc_dp.model.priors`); the others keep :attr:`PriorSpec.defaults`
+    (uniform Beta and Dirichlet).
 
     Parameters
     ----------
@@ -244,8 +188,9 @@ def default_prior_hyperparameters(
     >>> default_prior_hyperparameters(Binomial(trials=5))
     {'alpha': 1.0, 'beta': 1.0}
     """
-    spec = prior_spec(family)
-    if not family.needs_bounds:
+    declaration = family_declaration(family.name)
+    spec = declaration.prior
+    if not family.needs_bounds or declaration.window_prior is None:
         return {k: float(spec.defaults[k]) for k in spec.parameters}
     bounds = window.bounds if isinstance(window, Release) else window
     if bounds is None:
@@ -254,21 +199,7 @@ def default_prior_hyperparameters(
             "scale comes from the release window: pass the Release or its bounds (a, b)"
         )
     m, w = window_scale(family, bounds)
-    shape = DEFAULT_SHAPE
-    name = family.name
-    if name == "poisson":  # λ is the record mean: Gamma mean shape/rate = m
-        values = {"alpha": shape, "beta": shape / m}
-    elif name == "exponential":  # 1/λ ~ InvGamma(shape, rate): mean rate/(shape − 1) = m
-        values = {"alpha": shape, "beta": (shape - 1.0) * m}
-    elif name == "gamma":  # record mean k/rate: mean k·rate_β/(shape − 1) = m
-        values = {"alpha": shape, "beta": (shape - 1.0) * m / float(family.alpha)}
-    elif name == "geometric":  # E[1/p] = (α + β − 1)/(α − 1) = m; m ≥ 1, β kept > 0
-        values = {"alpha": shape, "beta": max((shape - 1.0) * m - (shape - 1.0), 0.5)}
-    elif name in ("normal_known_sigma", "lognormal_known_sigma"):
-        values = {"mean": m, "sd": 0.5 * w}
-    else:  # normal, lognormal: E[σ²] = (w/4)², μ ~ t₄(m, w/2)
-        beta = (shape - 1.0) * (w / 4.0) ** 2
-        values = {"mean": m, "kappa": _NIG_KAPPA, "alpha": shape, "beta": beta}
+    values = declaration.window_prior(m, w, family.params())
     return {k: float(values[k]) for k in spec.parameters}
 
 

@@ -11,7 +11,7 @@ result; this module is for the command line, notebooks and quick looks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -46,54 +46,23 @@ __all__ = [
 ]
 
 
-def _beta_record(fam: Any, params: tuple, name: str) -> Any:
-    p = pm.Beta("p", alpha=params[0], beta=params[1])
-    if fam.name == "bernoulli":
-        return pm.Bernoulli.dist(p=p)
-    if fam.name == "geometric":
-        return pm.Geometric.dist(p=p)
-    return pm.Binomial.dist(n=fam.trials, p=p)
-
-
-def _dirichlet_record(fam: Any, params: tuple, name: str) -> Any:
-    # The node names its category dimension {name}_category; the prior shares it. The model
-    # may hold it already, with the categories' public labels (build_model's labels=).
-    dim = f"{name}_category"
-    model = pm.modelcontext(None)
-    if dim not in model.coords:
-        model.add_coord(dim, list(range(fam.categories)))
-    return pm.Categorical.dist(p=pm.Dirichlet("p", a=params[0], dims=dim))
-
-
-def _gamma_rate_record(fam: Any, params: tuple, name: str) -> Any:
-    if fam.name == "gamma":
-        rate = pm.Gamma("rate", alpha=params[0], beta=params[1])
-        return pm.Gamma.dist(alpha=fam.alpha, beta=rate)
-    lam = pm.Gamma("lam", alpha=params[0], beta=params[1])
-    return pm.Poisson.dist(mu=lam) if fam.name == "poisson" else pm.Exponential.dist(lam=lam)
-
-
-def _normal_mean_record(fam: Any, params: tuple, name: str) -> Any:
-    mu = pm.Normal("mu", mu=params[0], sigma=params[1])
-    record = pm.LogNormal if fam.name.startswith("lognormal") else pm.Normal
-    return record.dist(mu=mu, sigma=fam.sigma)
-
-
-def _nig_record(fam: Any, params: tuple, name: str) -> Any:
-    mean, kappa, alpha, beta = params
-    sigma2 = pm.InverseGamma("sigma2", alpha=alpha, beta=beta)
-    mu = pm.Normal("mu", mu=mean, sigma=pm.math.sqrt(sigma2 / kappa))
-    record = pm.LogNormal if fam.name == "lognormal" else pm.Normal
-    return record.dist(mu=mu, sigma=pm.math.sqrt(sigma2))
-
-
-_RECORDS: Mapping[str, Callable[[Any, tuple, str], Any]] = {
-    "Beta": _beta_record,
-    "Dirichlet": _dirichlet_record,
-    "Gamma": _gamma_rate_record,
-    "Normal": _normal_mean_record,
-    "NormalInverseGamma": _nig_record,
-}
+def _prior_variables(
+    family: ExponentialFamily, spec: PriorSpec, params: tuple, name: str
+) -> tuple[Any, ...]:
+    """θ as free variables named as ``spec.variables``, under the conjugate prior ``params``."""
+    if spec.distribution == "NormalInverseGamma":  # two variables: σ², then μ given σ²
+        mean, kappa, alpha, beta = params
+        sigma2 = pm.InverseGamma("sigma2", alpha=alpha, beta=beta)
+        return pm.Normal("mu", mu=mean, sigma=pm.math.sqrt(sigma2 / kappa)), sigma2
+    dims = None
+    if any(family.prior_shapes):
+        # A vector θ (a Dirichlet's p) shares the node's category dimension {name}_category. The
+        # model may hold it already, with the categories' public labels (build_model's labels=).
+        dims = f"{name}_category"
+        model = pm.modelcontext(None)
+        if dims not in model.coords:
+            model.add_coord(dims, list(range(family.prior_shapes[0][0])))
+    return (family.conjugate_prior(spec.variables[0], *params, dims=dims),)
 
 
 def build_model(
@@ -165,7 +134,8 @@ def build_model(
                     f"(got {len(labels)} for {family!r})"
                 )
             model.add_coord(f"{name}_category", [str(v) for v in labels])
-        dist = _RECORDS[spec.distribution](family, params, name)
+        # θ under its conjugate prior, then one record's distribution at θ (the family's own).
+        dist = family.dist_at(*_prior_variables(family, spec, params, name))
         NoisySuffStat(name, dist, release=release, method=method, likelihood=likelihood)
     return model
 

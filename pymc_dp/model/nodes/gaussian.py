@@ -5,7 +5,7 @@ released y | θ is normal itself and the Laplace nodes' mixing variances have no
 
 * a one-number statistic (Bernoulli, Binomial, every windowed family with one statistic):
   :class:`~pymc_dp.likelihoods.collapsed_gaussian.CollapsedGaussian`, the normal product with
-  s's valid region, exactly as :class:`~pymc_dp.model.distributions.CollapsedLaplace` treats it;
+  s's valid region, exactly as :class:`~pymc_dp.likelihoods.CollapsedLaplace` treats it;
 * Categorical counts: y | θ ~ N(nμ, nΣ + τ² I) (nΣ is singular, rows summing to 0; τ² I makes
   the sum positive definite, as diag σ² does in the Laplace partially collapsed node);
 * a window's (Σz, Σz²): y | θ ~ N(m, V + τ² I), the bivariate normal of ŝ's window moments.

@@ -4,8 +4,8 @@
 θ has a leading group dimension (a hierarchical ``p = invlogit(mu + tau * z)``, or a scalar
 shared by every group), y has shape ``(G,)`` with the set's group keys as coordinates, and the
 likelihood is collapsed as for one release: the normal–Laplace convolution per group
-(:class:`~pymc_dp.model.distributions.CollapsedLaplace`, batched; the normal product
-:class:`~pymc_dp.model.distributions.CollapsedGaussian` for a Gaussian-mechanism release), or the
+(:class:`~pymc_dp.likelihoods.CollapsedLaplace`, batched; the normal product
+:class:`~pymc_dp.likelihoods.CollapsedGaussian` for a Gaussian-mechanism release), or the
 exact sum over each s_g
 (:mod:`pymc_dp.likelihoods.grouped`). Vector statistics (Categorical counts, a window's
 (Σz, Σz²)) get y of shape ``(G, k)`` from :mod:`pymc_dp.model.nodes.grouped_vector`. The groups are

@@ -69,7 +69,7 @@ class NoisySuffStatInfo:
     """Truncation window of a truncated family (then s is the stacked (ŝ, s)), else ``None``."""
     collapsed: bool = False
     """Whether s and σ² are integrated out of the model (``method="collapsed"``): then y is a
-    :class:`~pymc_dp.model.distributions.CollapsedLaplace` node and s, σ² are not model variables
+    :class:`~pymc_dp.likelihoods.CollapsedLaplace` node and s, σ² are not model variables
     (:func:`~pymc_dp.sample_latent` draws them from the posterior afterwards)."""
     release_json: str = ""
     """The release as JSON (:meth:`~pymc_dp.Release.to_json` layout), for :func:`release_attrs`.

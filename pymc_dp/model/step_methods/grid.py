@@ -1,6 +1,6 @@
 """Exact draws of a scalar θ from its full conditional, by an adaptive grid (collapsed nodes).
 
-With the latent statistic integrated out (:class:`~pymc_dp.model.distributions.CollapsedLaplace`), a
+With the latent statistic integrated out (:class:`~pymc_dp.likelihoods.CollapsedLaplace`), a
 scalar θ's full conditional is a one-dimensional density known up to a constant. It is tabulated
 over its whole support (:func:`~pymc_dp.kernels.grid_density`, which keeps every mode) and drawn
 from by its inverse CDF, so successive draws are independent whenever nothing else in the model
