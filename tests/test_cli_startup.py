@@ -13,12 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from pymc_dp.cli.texts import FIT_EPILOG, FIT_PRIORS, describe_prior, plain_text
+from pymc_dp.cli.texts import FIT_PRIORS, describe_prior, fit_epilog, plain_text
 from pymc_dp.model.ready_made import PRIORS
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("pymc", "pytensor", "arviz", "numpy", "pandas")
-# What the parser may load of pymc_dp: the lazy package and the light modules of its CLI.
+# What the parser may load of pymc_dp: the lazy packages, the light modules of its CLI, and the
+# families' declarations and their registry (which import nothing heavy; the families' classes,
+# which import PyTensor, are named by path and never loaded).
+BUILTIN = (ROOT / "pymc_dp" / "families" / "builtin").glob("*.py")
 LIGHT = {
     "pymc_dp",
     "pymc_dp._legacy",
@@ -27,6 +30,11 @@ LIGHT = {
     "pymc_dp.cli.parser",
     "pymc_dp.cli.plans",
     "pymc_dp.cli.texts",
+    "pymc_dp.families",
+    "pymc_dp.families.builtin",
+    "pymc_dp.families.declaration",
+    "pymc_dp.families.registry",
+    *(f"pymc_dp.families.builtin.{p.stem}" for p in BUILTIN if p.stem != "__init__"),
 }
 
 _PROBE = """
@@ -98,13 +106,14 @@ def test_the_console_script_is_the_light_entry_point():
 
 def test_the_help_prior_table_is_the_one_build_model_uses():
     assert set(FIT_PRIORS) == set(PRIORS)
+    epilog = fit_epilog()
     for family, spec in PRIORS.items():
         variables, distribution, parameters, _ = FIT_PRIORS[family]
         assert variables == ", ".join(spec.variables), family
         assert distribution == spec.distribution, family
         assert parameters == spec.parameters, family
         assert describe_prior(family) == spec.describe_rule()
-        assert spec.describe_rule() in FIT_EPILOG
+        assert spec.describe_rule() in epilog
 
 
 def test_reproduce_help_shows_no_restructured_text(capsys):

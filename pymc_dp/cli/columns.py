@@ -17,7 +17,6 @@ from typing import Any
 
 from pymc_dp.cli.messages import InputError, fail, one_line, release_message
 from pymc_dp.cli.plans import ColumnPlan
-from pymc_dp.cli.texts import FAMILY_CLASSES, WINDOWED
 
 __all__ = ["release_columns"]
 
@@ -44,7 +43,6 @@ def release_columns(args: argparse.Namespace, plans: list[ColumnPlan], output: P
     The caller has checked ``output`` (not a directory, absent unless --overwrite).
     """
     import numpy as np
-    import pymc as pm
 
     from pymc_dp._validation import check_positive
     from pymc_dp.cli.inputs import is_parquet, open_budget
@@ -81,7 +79,7 @@ def release_columns(args: argparse.Namespace, plans: list[ColumnPlan], output: P
         def run(plan: ColumnPlan, ledger: Any, rng: Any) -> Any:
             nonlocal column
             column = plan.column
-            family = getattr(pm, FAMILY_CLASSES[plan.family])
+            family = plan.family  # the --family name, resolved with its settings by release
             options = dict(
                 epsilon=plan.epsilon, mechanism=args.mechanism, clamp=args.clamp, rng=rng,
                 budget=ledger, label=f"{Path(args.data).name}:{plan.column}", **plan.settings,
@@ -131,7 +129,7 @@ def release_columns(args: argparse.Namespace, plans: list[ColumnPlan], output: P
         params = ", ".join(f"{k}={v:g}" for k, v in rel.family_params.items())
         labels = f", categories {','.join(entry.labels)}" if entry.labels else ""
         window = ""
-        if rel.family in WINDOWED:
+        if rel.get_family().needs_bounds:
             window = f", bounds = [{rel.bounds[0]:g}, {rel.bounds[1]:g}]"
         print(
             f"  {entry.column}: {rel.family}({params}){labels}, n = {rel.n}, epsilon = "

@@ -2,7 +2,9 @@
 
 Reads no data, draws no noise and spends no budget: from n (or each group's public size with
 ``--by``), ε (each column's part with several columns), the family and its window, it prints the
-sensitivity, the noise's scale and standard deviation, and each component's plausible range.
+sensitivity, the noise's scale and standard deviation, and each component's plausible range,
+each component named as the family's declaration labels it
+(:attr:`~pymc_dp.families.FamilyDeclaration.statistic_labels`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any, NamedTuple
 
 from pymc_dp.cli.messages import InputError, fail, one_line, release_message
 from pymc_dp.cli.plans import ColumnPlan
-from pymc_dp.cli.texts import FAMILY_CLASSES, WINDOWED
+from pymc_dp.cli.texts import windowed_families
 
 __all__ = ["NoisePlan", "discrete_laplace_sd", "dry_run", "noise_plan", "public_sizes"]
 
@@ -53,11 +55,12 @@ def noise_plan(
     Parameters
     ----------
     family
-        Family name, e.g. ``"poisson"``.
+        Family name as ``--family`` takes it, e.g. ``"poisson"`` (``"normal"`` with ``sigma``
+        is the Normal family with known σ).
     settings
-        The family's settings and window as :func:`pymc_dp.release` takes them (``trials``,
-        ``categories``, ``alpha``, ``sigma``, ``bounds`` or ``bounds="private"`` with
-        ``bounds_range`` and ``bounds_share``).
+        The family's settings and window as :func:`pymc_dp.release` takes them (its options'
+        settings: ``trials``, ``categories``, ``alpha``, ``sigma``, ...; ``bounds`` or
+        ``bounds="private"`` with ``bounds_range`` and ``bounds_share``).
     n
         The public number of records.
     epsilon, rho
@@ -92,13 +95,17 @@ def noise_plan(
     from pymc_dp._validation import check_positive
     from pymc_dp.curator.fixed_point import choose_quantum, quantised_sensitivity
     from pymc_dp.curator.noise import is_integer_statistic
-    from pymc_dp.families import get_family
+    from pymc_dp.families import declared_families, family_declaration, get_family
 
     mechanism = mechanism or "discrete-laplace"
     gaussian = mechanism == "discrete-gaussian"
     budget = check_positive(rho if gaussian else epsilon, "rho" if gaussian else "epsilon")
-    params = {k: v for k, v in settings.items() if k in ("trials", "categories", "alpha", "sigma")}
-    fam = get_family(FAMILY_CLASSES[family].lower(), **params)
+    # The family's settings among the release's keyword arguments (the rest is the window).
+    declared = {
+        o.setting for d in declared_families() if family in (d.name, d.command) for o in d.options
+    }
+    params = {k: v for k, v in settings.items() if k in declared}
+    fam = get_family(family, **params)
     if fam.needs_bounds:
         if settings.get("bounds") == "private":
             window = fam.check_bounds(settings["bounds_range"])
@@ -133,16 +140,10 @@ def noise_plan(
         scale = units * quantum / per
         # The discrete Gaussian's sd is at most its sigma and close to it at these scales.
         sd = scale if gaussian else discrete_laplace_sd(units / per) * quantum
-    components = (
-        ("sum x", "sum x^2") if len(ranges) == 2 and family in ("normal", "lognormal") else ()
-    )
-    if family == "categorical":
-        components = tuple(f"count {k}" for k in range(len(ranges)))
-    if family == "lognormal":
-        components = ("sum log x", "sum (log x)^2")[: len(ranges)]
+    components = family_declaration(fam.name).component_labels(len(ranges))
     return NoisePlan(
         family, n, budget, mechanism, float(sensitivity), float(scale), float(sd),
-        (float(window[0]), float(window[1])), ranges, components or ("statistic",),
+        (float(window[0]), float(window[1])), ranges, components,
     )  # fmt: skip
 
 
@@ -176,7 +177,7 @@ def _print_plan(plan: NoisePlan, private: bool, what: str) -> None:
     gaussian = plan.mechanism == "discrete-gaussian"
     budget = f"rho = {plan.budget:g}" if gaussian else f"epsilon = {plan.budget:g}"
     window = ""
-    if plan.family in WINDOWED:
+    if plan.family in windowed_families():
         window = f", window [{plan.window[0]:g}, {plan.window[1]:g}]"
         window += " (the private window's search range)" if private else ""
     print(
@@ -219,7 +220,9 @@ def _dry_run_grouped(args: argparse.Namespace, plan: ColumnPlan, mechanism: str 
         else f"epsilon = {first.budget:g}"
     )  # fmt: skip
     window = (
-        f", window [{first.window[0]:g}, {first.window[1]:g}]" if plan.family in WINDOWED else ""
+        f", window [{first.window[0]:g}, {first.window[1]:g}]"
+        if plan.family in windowed_families()
+        else ""
     )
     print(
         f"dry run: {plan.family} releases of {len(groups)} groups of {args.by!r}{window}, "

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 import sys
 
+from pymc_dp.cli.texts import family_options
+
 __all__ = ["InputError", "fail", "fit_message", "one_line", "release_message"]
 
 
@@ -49,12 +51,9 @@ def one_line(err: BaseException) -> str:
     return _plain_numbers(" ".join(text.split()))
 
 
-# Arguments of pymc_dp.release, by the flag that sets them.
+# Arguments of pymc_dp.release, by the flag that sets them; the families' options are added
+# from their declarations (release_message).
 _FLAGS = {
-    "alpha": "--shape",
-    "sigma": "--sigma",
-    "trials": "--trials",
-    "categories": "--categories",
     "bounds_range": "--private-bounds",
     "bounds_share": "--bounds-share",
     "bounds_quantiles": "--bounds-quantiles",
@@ -62,9 +61,14 @@ _FLAGS = {
     "epsilon": "--epsilon",
     "rho": "--rho",
 }
-_ARGUMENT = re.compile(
-    r"(?<![\w-])(" + "|".join(_FLAGS) + r")(?:=(?=[-\d.])| (?=must\b|is\b|\(|\[))"
-)
+
+
+def _argument_flags() -> dict[str, str]:
+    """Each argument of :func:`pymc_dp.release` → its flag, the families' settings included."""
+    options = {o.setting: f"--{flag}" for flag, (o, _, _) in family_options().items()}
+    return {**options, **_FLAGS}
+
+
 _RECORDS = re.compile(r"\(the first at index (\d+)\)")
 
 
@@ -86,7 +90,10 @@ def release_message(text: str, column: str) -> str:
     text = re.sub(r"^(?:x|column '[^']*') ", f"--column {column} ", text)
     text = _RECORDS.sub(lambda m: f"(the first at data row {int(m.group(1)) + 1})", text)
     text = text.replace("clamp=True (pymc-dp release --clamp)", "--clamp")
-    return _ARGUMENT.sub(lambda m: _FLAGS[m.group(1)] + " ", text)
+    flags = _argument_flags()
+    names = "|".join(map(re.escape, flags))
+    argument = re.compile(rf"(?<![\w-])({names})(?:=(?=[-\d.])| (?=must\b|is\b|\(|\[))")
+    return argument.sub(lambda m: flags[m.group(1)] + " ", text)
 
 
 def fit_message(text: str) -> str:

@@ -1,7 +1,9 @@
-"""The argument parser of ``pymc-dp``, built without importing PyMC, NumPy or :mod:`pymc_dp`.
+"""The argument parser of ``pymc-dp``, built without importing PyMC, NumPy or PyTensor.
 
-Help texts pass through :func:`~pymc_dp.cli.texts.plain_text`, so reStructuredText markup
-never reaches the terminal.
+The ``--family`` choices, the family options and the table of families come from the families'
+declarations (:mod:`pymc_dp.cli.texts`), read when the parser is built, so a family registered
+before that is offered like a built-in one. Help texts pass through
+:func:`~pymc_dp.cli.texts.plain_text`, so reStructuredText markup never reaches the terminal.
 """
 
 from __future__ import annotations
@@ -12,14 +14,16 @@ from typing import Any
 # The checks of the release's arguments live beside the parser; importable from here too.
 from pymc_dp.cli.plans import check_release_args, family_settings
 from pymc_dp.cli.texts import (
-    FAMILY_CLASSES,
     FIT_DESCRIPTION,
-    FIT_EPILOG,
     RELEASE_DESCRIPTION,
-    RELEASE_EPILOG,
     REPRODUCE_DESCRIPTION,
     REPRODUCE_EPILOG,
+    family_names,
+    family_options,
+    fit_epilog,
     plain_text,
+    release_epilog,
+    windowed_families,
 )
 
 __all__ = ["build_parser", "check_release_args", "family_settings"]
@@ -52,6 +56,10 @@ def _seed(text: str) -> int:
     return value
 
 
+_OPTION_TYPES = {"count": _positive_int, "number": _number, "categories": str}
+"""The argument type of each kind of family option (FamilyOption.kind)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``pymc-dp`` parser with its ``release``, ``fit`` and ``reproduce`` subcommands."""
     parser = argparse.ArgumentParser(
@@ -70,7 +78,7 @@ def _add_release_parser(sub: Any) -> None:
         "release",
         help="curator: release a column's sufficient statistic with Laplace noise (JSON)",
         description=plain_text(RELEASE_DESCRIPTION),
-        epilog=plain_text(RELEASE_EPILOG),
+        epilog=plain_text(release_epilog()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     rel.set_defaults(subparser=rel)  # for its own error messages, "pymc-dp release: error: ..."
@@ -91,7 +99,7 @@ def _add_release_parser(sub: Any) -> None:
         "--family",
         required=True,
         metavar="FAMILY[,FAMILY...]",
-        help="distribution of one record: " + ", ".join(FAMILY_CLASSES) + "; one per "
+        help="distribution of one record: " + ", ".join(family_names()) + "; one per "
         "--column, comma-separated; or regression (with --x and --y)",
     )
     rel.add_argument(
@@ -175,24 +183,20 @@ def _add_release_parser(sub: Any) -> None:
         help="with --dry-run: the (public) number of records",
     )
     fam = rel.add_argument_group("family options (shared by the columns of that family)")
-    fam.add_argument("--trials", type=_positive_int, help="binomial: trials per record")
-    fam.add_argument(
-        "--categories",
-        metavar="K|LABELS",
-        help="categorical: the number K >= 2 of codes 0..K-1, or the public labels, "
-        "comma-separated (e.g. red,green,blue), never read from the data; labels are written "
-        "to the release and become the posterior's coordinates",
-    )
-    fam.add_argument("--shape", type=_number, help="gamma: the known shape alpha of every record")
-    fam.add_argument(
-        "--sigma",
-        type=_number,
-        help="normal, lognormal: known standard deviation (of log x for lognormal); then only "
-        "sum x is released and the model's prior is on the mean alone",
-    )
-    win = rel.add_argument_group(
-        "window (for exponential, gamma, poisson, geometric, normal, lognormal)"
-    )
+    for flag, (option, takes, _) in family_options().items():
+        try:
+            fam.add_argument(
+                f"--{flag}",
+                type=_OPTION_TYPES[option.kind],
+                metavar=option.metavar,
+                help=f"{', '.join(takes)}: {option.help}",
+            )
+        except argparse.ArgumentError:
+            raise ValueError(
+                f"the option --{flag} of the {', '.join(takes)} family is an option of pymc-dp "
+                "release already: declare the family with another flag"
+            ) from None
+    win = rel.add_argument_group(f"window (for {', '.join(windowed_families())})")
     how = win.add_mutually_exclusive_group()
     how.add_argument(
         "--bounds",
@@ -276,7 +280,7 @@ def _add_fit_parser(sub: Any) -> None:
         "fit",
         help="analyst: fit a release's model, noise-aware (ArviZ file, summary, plots)",
         description=plain_text(FIT_DESCRIPTION),
-        epilog=plain_text(FIT_EPILOG),
+        epilog=plain_text(fit_epilog()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     fit.add_argument("release", metavar="RELEASE", help="JSON release written by pymc-dp release")

@@ -3,7 +3,8 @@
 :func:`check_release_args` enforces which flags go together (argparse errors, exit status 2);
 :func:`release_plan` turns the family options, windows, category labels and the split of ε into
 one :class:`ColumnPlan` per column, and :func:`regression_settings` checks a regression's
-columns and box. Nothing here imports NumPy, PyMC or :mod:`pymc_dp`.
+columns and box. Nothing here imports NumPy, PyMC or PyTensor: the families and their options
+come from their declarations (:mod:`pymc_dp.cli.texts`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 from typing import Any, NamedTuple
 
 from pymc_dp.cli.messages import InputError
-from pymc_dp.cli.texts import FAMILY_CLASSES, FAMILY_OPTIONS, WINDOWED
+from pymc_dp.cli.texts import family_names, family_options, windowed_families
 
 __all__ = [
     "ColumnPlan",
@@ -45,19 +46,19 @@ def _split(text: str, flag: str) -> list[str]:
     return items
 
 
-def _categories(text: str) -> tuple[int, tuple[str, ...] | None]:
+def _categories(text: str, flag: str = "--categories") -> tuple[int, tuple[str, ...] | None]:
     """``--categories``: K (codes 0..K-1) or public labels ``red,green,blue`` (K = 3)."""
     if text.strip().isdigit():
         k = int(text)
         if k < 2:
-            raise InputError(f"--categories must be at least 2 (got {k})")
+            raise InputError(f"{flag} must be at least 2 (got {k})")
         return k, None
-    labels = _split(text, "--categories")
+    labels = _split(text, flag)
     if len(labels) < 2:
-        raise InputError(f"--categories needs K >= 2 or at least two labels (got {text!r})")
+        raise InputError(f"{flag} needs K >= 2 or at least two labels (got {text!r})")
     if len(set(labels)) != len(labels):
         repeated = sorted({v for v in labels if labels.count(v) > 1})
-        raise InputError(f"--categories lists {', '.join(repeated)} more than once")
+        raise InputError(f"{flag} lists {', '.join(repeated)} more than once")
     return len(labels), tuple(labels)
 
 
@@ -109,10 +110,11 @@ def release_plan(args: argparse.Namespace) -> list[ColumnPlan]:
         split of ε that is not explicit or does not sum to --epsilon, and so on.
     """
     families = _split(args.family, "--family")
-    unknown = [f for f in families if f not in FAMILY_CLASSES]
+    known = family_names()
+    unknown = [f for f in families if f not in known]
     if unknown:
         raise InputError(
-            f"--family {unknown[0]!r} is not one of {', '.join(FAMILY_CLASSES)} (or "
+            f"--family {unknown[0]!r} is not one of {', '.join(known)} (or "
             "regression, alone, with --x and --y)"
         )
     columns: list[str | None] = [None]
@@ -140,7 +142,7 @@ def release_plan(args: argparse.Namespace) -> list[ColumnPlan]:
                 "column per call"
             )
     epsilons = _epsilon_split(args, [c or "" for c in columns])
-    windowed = [f in WINDOWED for f in families]
+    windowed = [f in windowed_families() for f in families]
     bounds = list(args.bounds or [])
     if not several and len(bounds) > 1:
         raise InputError(f"--bounds is given {len(bounds)} times for one column; give it once")
@@ -176,20 +178,21 @@ def _family_settings(
 ) -> tuple[dict[str, Any], tuple[str, ...] | None]:
     settings: dict[str, Any] = {}
     labels = None
-    for option, (allowed, required) in FAMILY_OPTIONS.items():
-        value = getattr(args, option)
+    for flag, (option, allowed, required) in family_options().items():
+        value = getattr(args, flag.replace("-", "_"))
         if value is None:
             if family in required:
-                raise InputError(f"the {family} family needs --{option}")
+                raise InputError(f"the {family} family needs --{flag}")
             continue
         if family not in allowed:
             if several:  # shared options: each applies to the columns of its family
                 continue
-            raise InputError(f"--{option} applies to {', '.join(sorted(allowed))}, not {family}")
-        if option == "categories":
-            value, labels = _categories(value)
-        settings["alpha" if option == "shape" else option] = value
-    if family in WINDOWED:
+            raise InputError(f"--{flag} applies to {', '.join(sorted(allowed))}, not {family}")
+        if option.kind == "categories":
+            value, labels = _categories(value, f"--{flag}")
+        settings[option.setting] = value
+    windowed = windowed_families()
+    if family in windowed:
         if pair is None and args.private_bounds is None:
             raise InputError(
                 f"the {family} family is released over a window: give --bounds A B "
@@ -216,7 +219,7 @@ def _family_settings(
     elif (pair is not None or args.private_bounds is not None) and not several:
         raise InputError(
             f"the {family} family has bounded records; --bounds and --private-bounds apply "
-            f"only to {', '.join(sorted(WINDOWED))}"
+            f"only to {', '.join(sorted(windowed))}"
         )
     return settings, labels
 
@@ -265,10 +268,7 @@ def _check_regression_args(parser: argparse.ArgumentParser, args: argparse.Names
             ("--private-bounds", args.private_bounds),
             ("--bounds-share", args.bounds_share),
             ("--bounds-quantiles", args.bounds_quantiles),
-            ("--trials", args.trials),
-            ("--categories", args.categories),
-            ("--shape", args.shape),
-            ("--sigma", args.sigma),
+            *[(f"--{flag}", getattr(args, flag.replace("-", "_"))) for flag in family_options()],
             ("--epsilon-split", args.epsilon_split),
             ("--dry-run", args.dry_run),
             ("--n", args.n),

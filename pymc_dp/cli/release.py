@@ -14,7 +14,6 @@ from pymc_dp.cli.dry_run import public_sizes
 from pymc_dp.cli.inputs import check_output, is_parquet, open_budget
 from pymc_dp.cli.messages import InputError, fail, one_line, release_message
 from pymc_dp.cli.plans import ColumnPlan
-from pymc_dp.cli.texts import FAMILY_CLASSES
 
 __all__ = ["release_command"]
 
@@ -29,8 +28,6 @@ def release_command(args: argparse.Namespace, plans: list[ColumnPlan]) -> int:
             from pymc_dp.cli.columns import release_columns
 
             return release_columns(args, plans, output)
-        import pymc as pm
-
         from pymc_dp._validation import check_positive
         from pymc_dp.curator.data_files import read_column
         from pymc_dp.curator.release_file import write_release
@@ -47,7 +44,9 @@ def release_command(args: argparse.Namespace, plans: list[ColumnPlan]) -> int:
                     "--epsilon is required (--rho only with --mechanism discrete-gaussian)"
                 )
             check_positive(args.epsilon, "--epsilon")
-        family = getattr(pm, FAMILY_CLASSES[args.family])
+        # The --family name; with its settings it names one family (normal with --sigma: the
+        # Normal family with known σ), as pymc_dp.release resolves it.
+        family = plans[0].family
         parquet = is_parquet(args)
         if not parquet and args.scheduler is not None:
             raise InputError("--scheduler reads Parquet data; convert the CSV file first")

@@ -1,28 +1,35 @@
-"""Help texts and public family tables of ``pymc-dp``, importable without PyMC.
+"""Help texts of ``pymc-dp``, and what it says about each family, importable without PyMC.
 
 ``pymc-dp --help`` and argument errors must answer in well under a second, so nothing here (or in
-the rest of :mod:`pymc_dp.cli`) imports NumPy, PyMC or :mod:`pymc_dp`. The prior table
-:data:`FIT_PRIORS` is a copy of :data:`pymc_dp.model.ready_made.PRIORS` for the help text; a test
-checks that the two agree.
+the rest of :mod:`pymc_dp.cli`) imports NumPy, PyMC or PyTensor. The families, their options,
+their table in ``pymc-dp release --help`` and their priors in ``pymc-dp fit --help`` are read from
+the families' declarations (:mod:`pymc_dp.families.declaration`, light by design) each time they
+are asked for, so a family registered after import is listed too.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pymc_dp.families.declaration import FamilyDeclaration, FamilyOption
+from pymc_dp.families.registry import declared_families, family_declaration
 
 __all__ = [
-    "FAMILY_CLASSES",
-    "FAMILY_OPTIONS",
     "FIT_DESCRIPTION",
-    "FIT_EPILOG",
     "FIT_PRIORS",
     "RELEASE_DESCRIPTION",
-    "RELEASE_EPILOG",
     "REPRODUCE_DESCRIPTION",
     "REPRODUCE_EPILOG",
-    "WINDOWED",
+    "command_families",
     "describe_prior",
+    "family_names",
+    "family_options",
+    "fit_epilog",
     "plain_text",
+    "release_epilog",
+    "windowed_families",
 ]
 
 REPRODUCE_EPILOG = """\
@@ -56,17 +63,11 @@ value is written, with n, epsilon, the sensitivity, the bounds, the family, the 
 quantum, the records' grid step and the library version. The exact statistic is never printed or
 written, and error messages name file lines and rules, never a record's value."""
 
-RELEASE_EPILOG = """\
+_RELEASE_EPILOG_HEAD = """\
 families (records; sensitivity, or "window" for a family released over a window):
-  bernoulli     records 0/1 (or true/false)                  sensitivity 1
-  binomial      successes out of --trials T                  sensitivity T
-  categorical   codes 0..K-1 with --categories K             all K counts, sensitivity 2
-  exponential   x >= 0                                       window (--bounds or --private-bounds)
-  gamma         x >= 0 with known --shape ALPHA              window
-  poisson       counts 0, 1, 2, ...                          window
-  geometric     trials to first success 1, 2, ...            window
-  normal        any x: (sum x, sum x^2); sum x with --sigma  window
-  lognormal     x > 0: the same on log x                     window
+"""
+
+_RELEASE_EPILOG_TAIL = """\
 Records outside a window [A, B] are left out of the sums; the sensitivity accounts for a record
 that may move in or out of it (Appendix C of Bernstein & Sheldon 2018). Choose the window without
 looking at the data, or let --private-bounds choose it with part of the budget.
@@ -207,90 +208,146 @@ examples:
   pymc-dp fit spend_release.json --output-dir spend_fit
 """
 
-FAMILY_CLASSES = {
-    "bernoulli": "Bernoulli",
-    "binomial": "Binomial",
-    "categorical": "Categorical",
-    "exponential": "Exponential",
-    "gamma": "Gamma",
-    "poisson": "Poisson",
-    "geometric": "Geometric",
-    "normal": "Normal",
-    "lognormal": "LogNormal",
-}
-WINDOWED = {"exponential", "gamma", "poisson", "geometric", "normal", "lognormal"}
-# Which family option each family takes, and whether it must be given.
-FAMILY_OPTIONS = {
-    "trials": ({"binomial"}, {"binomial"}),
-    "categories": ({"categorical"}, {"categorical"}),
-    "shape": ({"gamma"}, {"gamma"}),
-    "sigma": ({"normal", "lognormal"}, set()),
-}
+
+def command_families() -> dict[str, tuple[FamilyDeclaration, ...]]:
+    """``--family`` name → its declarations, in the order the help lists them.
+
+    A name stands for one family, or for a family and its variants (``normal``, and
+    ``normal_known_sigma`` with ``--sigma``): the family first, then the variants.
+    """
+    found: dict[str, list[FamilyDeclaration]] = {}
+    for declaration in declared_families():
+        found.setdefault(declaration.command, []).append(declaration)
+    return {
+        name: tuple(sorted(group, key=lambda d: bool(d.command_line.condition)))
+        for name, group in found.items()
+    }
 
 
-# (variables, distribution, hyperparameters, default rule) of each family's conjugate prior: the
-# help's copy of pymc_dp.model.priors.PRIORS, which a test keeps in step with it. m and w are the
-# window's centre and width (pymc_dp.model.priors.window_scale).
-_BETA = ("p", "Beta", ("alpha", "beta"), "alpha=1, beta=1")
-_NORMAL_MEAN = ("mu", "Normal", ("mean", "sd"), "mean=m, sd=w/2")
-_NIG = (
-    "mu, sigma2",
-    "NormalInverseGamma",
-    ("mean", "kappa", "alpha", "beta"),
-    "mean=m, kappa=1/8, alpha=2, beta=(w/4)^2",
-)
-FIT_PRIORS: dict[str, tuple[str, str, tuple[str, ...], str]] = {
-    "bernoulli": _BETA,
-    "binomial": _BETA,
-    "geometric": ("p", "Beta", ("alpha", "beta"), "alpha=2, beta=m-1"),
-    "categorical": ("p", "Dirichlet", ("alpha",), "alpha=1"),
-    "exponential": ("lam", "Gamma", ("alpha", "beta"), "alpha=2, beta=m"),
-    "poisson": ("lam", "Gamma", ("alpha", "beta"), "alpha=2, beta=2/m"),
-    "gamma": ("rate", "Gamma", ("alpha", "beta"), "alpha=2, beta=m/k"),
-    "normal": _NIG,
-    "lognormal": _NIG,
-    "normal_known_sigma": _NORMAL_MEAN,
-    "lognormal_known_sigma": _NORMAL_MEAN,
-}
-"""Conjugate prior of each family for ``pymc-dp fit --help``, by family name."""
+def family_names() -> list[str]:
+    """The ``--family`` names, in order (``bernoulli``, ``binomial``, ...)."""
+    return list(command_families())
 
-_PRIOR_NOTES = {
-    "categorical": "   (one value, or K values: alpha=1,2,1)",
-    "exponential": "   (beta is the rate)",
-    "normal": "\n"
-    + " " * 34
-    + "i.e. sigma2 ~ InverseGamma(alpha, beta),\n"
-    + " " * 34
-    + "mu | sigma2 ~ Normal(mean, sd = sqrt(sigma2 / kappa))",
-}
+
+def windowed_families() -> list[str]:
+    """The ``--family`` names released over a window (which take ``--bounds``)."""
+    return [name for name, group in command_families().items() if group[0].windowed]
+
+
+def family_options() -> dict[str, tuple[FamilyOption, list[str], list[str]]]:
+    """Each family option's flag → (option, the families that take it, those that need it).
+
+    A family name needs an option that every family it stands for takes (``--trials`` for
+    ``binomial``), and merely takes one that only a variant takes (``--sigma`` for ``normal``).
+    """
+    options: dict[str, tuple[FamilyOption, list[str], list[str]]] = {}
+    for name, group in command_families().items():
+        taken: dict[str, FamilyOption] = {}
+        for declaration in group:
+            for option in declaration.options:
+                taken.setdefault(option.flag, option)
+        for flag, option in taken.items():
+            _, takes, needs = options.setdefault(flag, (option, [], []))
+            takes.append(name)
+            if all(flag in (o.flag for o in d.options) for d in group):
+                needs.append(name)
+    return options
+
+
+class _FitPriors(Mapping[str, tuple[str, str, tuple[str, ...], str]]):
+    """Family name → (variables, distribution, hyperparameters, default rule), from declarations."""
+
+    def __getitem__(self, name: str) -> tuple[str, str, tuple[str, ...], str]:
+        try:
+            spec = family_declaration(name).prior
+        except ValueError:
+            raise KeyError(name) from None
+        rule = spec.rule or ", ".join(f"{k}={spec.defaults[k]:g}" for k in spec.parameters)
+        return ", ".join(spec.variables), spec.distribution, spec.parameters, rule
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([d.name for d in declared_families()])
+
+    def __len__(self) -> int:
+        return len(declared_families())
+
+
+FIT_PRIORS: Mapping[str, tuple[str, str, tuple[str, ...], str]] = _FitPriors()
+"""Conjugate prior of each family for ``pymc-dp fit --help``, by family name: (variables,
+distribution, hyperparameters, default rule), m and w the window's centre and width
+(:func:`pymc_dp.model.priors.window_scale`). Read from each declaration's prior, which is
+:data:`pymc_dp.model.priors.PRIORS` too."""
 
 
 def describe_prior(family: str) -> str:
-    """One line, as :meth:`pymc_dp.model.priors.PriorSpec.describe_rule`: ``lam ~ Gamma(...)``."""
-    variables, distribution, _, rule = FIT_PRIORS[family]
-    return f"{variables} ~ {distribution}({rule})"
+    """One line, as :meth:`pymc_dp.model.priors.PriorSpec.describe_rule`: ``lam ~ Gamma(...)``.
+
+    Examples
+    --------
+    >>> describe_prior("poisson")
+    'lam ~ Gamma(alpha=2, beta=2/m)'
+    """
+    return family_declaration(family).prior.describe_rule()
 
 
 def _prior_table() -> str:
-    groups: dict[str, list[str]] = {}
-    for family in FIT_PRIORS:
-        groups.setdefault(describe_prior(family), []).append(family)
+    rows = [d for group in command_families().values() for d in group]
+    # Rows of one prior (distribution and θ) sit together, in the order the families are listed;
+    # families whose defaults are alike share a line.
+    by_prior: dict[tuple[str, tuple[str, ...]], list[FamilyDeclaration]] = {}
+    for d in rows:
+        by_prior.setdefault((d.prior.distribution, d.prior.variables), []).append(d)
+    lines: dict[str, list[FamilyDeclaration]] = {}
+    for group in by_prior.values():
+        for d in group:
+            lines.setdefault(d.prior.describe_rule(), []).append(d)
+    table = []
+    for prior, families in lines.items():
+        first = families[0]
+        label = ", ".join(d.command for d in families)
+        if first.command_line.condition:
+            label += f" {first.command_line.condition}"
+        note, *below = first.prior.note.split("\n")
+        text = f"   {note}" if note else ""
+        text += "".join("\n" + " " * 34 + line for line in below)
+        table.append(f"  {label:<32}{prior}{text}")
+    return "\n".join(table)
+
+
+def _family_table() -> str:
     lines = []
-    for prior, families in groups.items():
-        label = ", ".join(f.replace("_known_sigma", "") for f in families)
-        if families[0].endswith("_known_sigma"):
-            label += " with sigma"
-        lines.append(f"  {label:<32}{prior}{_PRIOR_NOTES.get(families[0], '')}")
+    for name, group in command_families().items():
+        listed = group[0].command_line
+        if listed.records:
+            lines.append(f"  {name:<13} {listed.records:<44} {listed.release}".rstrip())
     return "\n".join(lines)
 
 
-FIT_EPILOG = (
-    "models (θ's conjugate prior, with its hyperparameter names and defaults; m and w are the\n"
-    "centre and width of the release's window, k the Gamma shape):\n"
-    + _prior_table()
-    + "\n"
-    + _FIT_EPILOG_TAIL
-)
+def release_epilog() -> str:
+    """The epilog of ``pymc-dp release --help``: the families, then records, noise and examples."""
+    return _RELEASE_EPILOG_HEAD + _family_table() + "\n" + _RELEASE_EPILOG_TAIL
+
+
+def fit_epilog() -> str:
+    """The epilog of ``pymc-dp fit --help``: each family's prior, then the outputs and examples."""
+    return (
+        "models (θ's conjugate prior, with its hyperparameter names and defaults; m and w are the\n"
+        "centre and width of the release's window, k the Gamma shape):\n"
+        + _prior_table()
+        + "\n"
+        + _FIT_EPILOG_TAIL
+    )
+
+
+def __getattr__(name: str) -> Any:
+    # RELEASE_EPILOG and FIT_EPILOG, the constants these functions replace, still read: built
+    # when read, so that they list the families registered by then.
+    if name == "RELEASE_EPILOG":
+        return release_epilog()
+    if name == "FIT_EPILOG":
+        return fit_epilog()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 REPRODUCE_DESCRIPTION = """\
 Regenerate the experiments of Bernstein & Sheldon (2018), §4 and Appendix E: Figure 1a

@@ -149,7 +149,7 @@ def clamp_records(fam: ExponentialFamily, x: npt.ArrayLike) -> npt.ArrayLike:
     lo, hi = fam.domain
     with np.errstate(invalid="ignore"):
         out = np.clip(arr, lo, hi)
-        if fam.name.startswith("log"):
+        if getattr(fam, "log_scale", False):
             # The domain is x > 0 (log x must be finite): the nearest point is the smallest float.
             out = np.where(out <= 0, np.finfo(np.float64).tiny, out)
     return out
@@ -289,7 +289,7 @@ class FamilyPlan:
         if arr.dtype.kind not in "iuf":
             return None
         dom_lo, dom_hi = fam.domain
-        positive = fam.name.startswith("log")
+        positive = getattr(fam, "log_scale", False)
         whole = getattr(fam, "discrete", False) and arr.dtype.kind == "f"
         big = 2.0**53 if getattr(fam, "discrete", False) else np.inf
         a, b = self.window

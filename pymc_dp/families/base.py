@@ -1,8 +1,12 @@
-"""The declaration every exponential family makes, in one place.
+"""The mathematics every exponential family implements, in one class.
 
 A family says what the curator computes (t(x), data checks, sensitivity), what the analyst's
-model needs (η(θ), A(η) as PyTensor, the valid region of s) and how its conjugate prior updates.
-Release code uses only the first group; inference code uses the rest.
+model needs (η(θ), A(η) as PyTensor, the valid region of s, one record's PyMC distribution at θ)
+and how its conjugate prior updates. Release code uses only the first group; inference code uses
+the rest. What the package says about the family by name (its prior, command-line text, dry-run
+labels, grouped model) is its :class:`~pymc_dp.families.declaration.FamilyDeclaration`, set as
+the class's ``declaration``: defining the class registers the family
+(:func:`~pymc_dp.families.registry.register_family`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ import pytensor.tensor as pt
 from pytensor.gradient import grad, jacobian
 from pytensor.tensor.variable import TensorVariable
 
+from pymc_dp.families.declaration import FamilyDeclaration
+from pymc_dp.families.registry import register_family
+
 __all__ = ["ExponentialFamily"]
 
 
@@ -26,11 +33,14 @@ class ExponentialFamily(ABC):
     """An exponential family p(x | θ) = h(x) exp(η(θ)ᵀ t(x) - A(η(θ))) with a conjugate prior.
 
     Subclasses are frozen dataclasses whose fields are the family's fixed settings (``trials``,
-    ``categories``); they are hashable and picklable, so step methods can carry them.
+    ``categories``); they are hashable and picklable, so step methods can carry them. A
+    subclass that sets ``declaration`` is registered when it is defined.
     """
 
+    declaration: ClassVar[FamilyDeclaration]
+    """What the package says about the family by name (:mod:`pymc_dp.families.declaration`)."""
     name: ClassVar[str]
-    """Short lower-case name stored in a :class:`~pymc_dp.Release`."""
+    """Short lower-case name stored in a :class:`~pymc_dp.Release` (the declaration's)."""
     pymc_distribution: ClassVar[Any]
     """The PyMC distribution class modelling one record, e.g. ``pm.Bernoulli``."""
     conjugate_prior: ClassVar[Any]
@@ -42,6 +52,15 @@ class ExponentialFamily(ABC):
     prior_transform: ClassVar[Any] = NotImplemented
     """PyMC transform to θ's unconstrained scale for the collapsed engine (``None``: θ is real;
     ``NotImplemented``: the family's θ is not scalar). Conjugate-prior mixins set it."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Only a class that declares a family registers it: not its mixins and bases, and not
+        # a subclass that inherits its parent's declaration.
+        declaration = cls.__dict__.get("declaration")
+        if declaration is not None:
+            cls.name = declaration.name
+            register_family(declaration, cls)
 
     # ---- curator side -------------------------------------------------------------------
     @property
@@ -93,6 +112,14 @@ class ExponentialFamily(ABC):
     @abstractmethod
     def theta_of(self, dist: TensorVariable) -> TensorVariable:
         """Return the parameter θ of ``dist`` (e.g. ``p``); ``dist`` must match the family."""
+
+    @abstractmethod
+    def dist_at(self, *theta: TensorVariable) -> TensorVariable:
+        """One record's ``pm.<Dist>.dist(...)`` at θ, the inverse of :meth:`theta_of`.
+
+        ``theta`` holds the variables of the declaration's prior (``p``; ``mu`` and ``sigma2``),
+        as the ready-made and partially pooled models (:mod:`pymc_dp.model`) build them.
+        """
 
     def conjugate_prior_rvs(self, model: Any, dist: TensorVariable) -> tuple[TensorVariable, ...]:
         """The free variables that carry θ's conjugate prior, or ``()`` if θ has another prior.

@@ -19,7 +19,10 @@ from pymc_dp._validation import (
     describe_records,
 )
 from pymc_dp.families.base import ExponentialFamily, rv_op_type
+from pymc_dp.families.builtin.bernoulli import BERNOULLI
+from pymc_dp.families.builtin.binomial import BINOMIAL
 from pymc_dp.families.conjugate_priors import BetaPrior
+from pymc_dp.families.declaration import FamilyDeclaration
 from pymc_dp.families.util import constant_value
 
 __all__ = ["Bernoulli", "Binomial"]
@@ -51,7 +54,7 @@ class Binomial(BetaPrior, ExponentialFamily):
     """
 
     trials: int
-    name: ClassVar[str] = "binomial"
+    declaration: ClassVar[FamilyDeclaration] = BINOMIAL
     pymc_distribution: ClassVar[Any] = pm.Binomial
 
     def __post_init__(self) -> None:
@@ -110,6 +113,9 @@ class Binomial(BetaPrior, ExponentialFamily):
     def theta_of(self, dist: TensorVariable) -> TensorVariable:  # noqa: D102
         return dist.owner.op.dist_params(dist.owner)[-1]
 
+    def dist_at(self, p: TensorVariable) -> TensorVariable:  # noqa: D102
+        return pm.Binomial.dist(n=self.trials, p=p)
+
     def natural_parameters(self, theta: TensorVariable) -> TensorVariable:  # noqa: D102
         return pt.log(theta) - pt.log1p(-theta)
 
@@ -143,7 +149,7 @@ class Bernoulli(Binomial):
     """
 
     trials: int = dataclasses.field(default=1, init=False)
-    name: ClassVar[str] = "bernoulli"
+    declaration: ClassVar[FamilyDeclaration] = BERNOULLI
     pymc_distribution: ClassVar[Any] = pm.Bernoulli
 
     def validate_data(self, x: npt.ArrayLike) -> npt.NDArray:  # noqa: D102
@@ -158,3 +164,6 @@ class Bernoulli(Binomial):
         if node is None or not isinstance(node.op, _op_types()["bernoulli"]):
             return None
         return cls()
+
+    def dist_at(self, p: TensorVariable) -> TensorVariable:  # noqa: D102
+        return pm.Bernoulli.dist(p=p)

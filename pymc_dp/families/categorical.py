@@ -20,6 +20,8 @@ from pymc_dp._validation import (
     describe_records,
 )
 from pymc_dp.families.base import ExponentialFamily, rv_op_type
+from pymc_dp.families.builtin.categorical import CATEGORICAL
+from pymc_dp.families.declaration import FamilyDeclaration
 from pymc_dp.kernels import draw_dirichlet
 
 __all__ = ["Categorical"]
@@ -51,7 +53,7 @@ class Categorical(ExponentialFamily):
     """
 
     categories: int
-    name: ClassVar[str] = "categorical"
+    declaration: ClassVar[FamilyDeclaration] = CATEGORICAL
     pymc_distribution: ClassVar[Any] = pm.Categorical
     conjugate_prior: ClassVar[Any] = pm.Dirichlet
 
@@ -118,6 +120,9 @@ class Categorical(ExponentialFamily):
     def theta_of(self, dist: TensorVariable) -> TensorVariable:  # noqa: D102
         (p,) = dist.owner.op.dist_params(dist.owner)
         return p
+
+    def dist_at(self, p: TensorVariable) -> TensorVariable:  # noqa: D102
+        return pm.Categorical.dist(p=p)
 
     def natural_parameters(self, theta: TensorVariable) -> TensorVariable:  # noqa: D102
         return pt.log(theta)

@@ -10,10 +10,13 @@ import numpy.typing as npt
 import pymc as pm
 import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
-from scipy import stats
+from scipy import special, stats
 
 from pymc_dp.families.base import rv_op_type
+from pymc_dp.families.builtin.geometric import GEOMETRIC
+from pymc_dp.families.builtin.poisson import POISSON
 from pymc_dp.families.conjugate_priors import BetaPrior, GammaPrior
+from pymc_dp.families.declaration import FamilyDeclaration
 from pymc_dp.families.truncated import TruncatedFamily, guarded_log, log1mexp
 from pymc_dp.families.truncated import f64 as _f64
 
@@ -44,7 +47,7 @@ class Poisson(_CountStatistic, GammaPrior, TruncatedFamily):
     40.0
     """
 
-    name: ClassVar[str] = "poisson"
+    declaration: ClassVar[FamilyDeclaration] = POISSON
     pymc_distribution: ClassVar[Any] = pm.Poisson
 
     @property
@@ -57,6 +60,15 @@ class Poisson(_CountStatistic, GammaPrior, TruncatedFamily):
 
     def theta_of(self, dist: TensorVariable) -> TensorVariable:  # noqa: D102
         return dist.owner.op.dist_params(dist.owner)[0]
+
+    def dist_at(self, lam: TensorVariable) -> TensorVariable:  # noqa: D102
+        return pm.Poisson.dist(mu=lam)
+
+    def window_theta_grid(self, bounds: tuple[float, float], nodes: int) -> npt.NDArray[np.float64]:
+        """λ over six decades around the window's width (as :class:`~pymc_dp.families.Gamma`)."""
+        a, b = self.latent_window(bounds)
+        width = max(b - a, abs(b), 1e-12)
+        return np.geomspace(1e-3 / width, 1e3 / width, nodes)
 
     def natural_parameters(self, theta: TensorVariable) -> TensorVariable:  # noqa: D102
         return pt.log(theta)
@@ -96,7 +108,7 @@ class Geometric(_CountStatistic, BetaPrior, TruncatedFamily):
     20.0
     """
 
-    name: ClassVar[str] = "geometric"
+    declaration: ClassVar[FamilyDeclaration] = GEOMETRIC
     pymc_distribution: ClassVar[Any] = pm.Geometric
 
     @property
@@ -109,6 +121,13 @@ class Geometric(_CountStatistic, BetaPrior, TruncatedFamily):
 
     def theta_of(self, dist: TensorVariable) -> TensorVariable:  # noqa: D102
         return dist.owner.op.dist_params(dist.owner)[0]
+
+    def dist_at(self, p: TensorVariable) -> TensorVariable:  # noqa: D102
+        return pm.Geometric.dist(p=p)
+
+    def window_theta_grid(self, bounds: tuple[float, float], nodes: int) -> npt.NDArray[np.float64]:
+        """The success probability, evenly on the logit scale from -9 to 9 (10⁻⁴ to 1 - 10⁻⁴)."""
+        return special.expit(np.linspace(-9.0, 9.0, nodes))
 
     def natural_parameters(self, theta: TensorVariable) -> TensorVariable:  # noqa: D102
         return pt.log1p(-theta)

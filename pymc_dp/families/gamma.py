@@ -14,7 +14,10 @@ from scipy import stats
 
 from pymc_dp._validation import check_positive
 from pymc_dp.families.base import rv_op_type
+from pymc_dp.families.builtin.exponential import EXPONENTIAL
+from pymc_dp.families.builtin.gamma import GAMMA
 from pymc_dp.families.conjugate_priors import GammaPrior
+from pymc_dp.families.declaration import FamilyDeclaration
 from pymc_dp.families.truncated import TruncatedFamily, guarded_log, log1mexp
 from pymc_dp.families.truncated import f64 as _f64
 from pymc_dp.families.util import constant_value, reciprocal_of
@@ -41,7 +44,7 @@ class Gamma(GammaPrior, TruncatedFamily):
     """
 
     alpha: float
-    name: ClassVar[str] = "gamma"
+    declaration: ClassVar[FamilyDeclaration] = GAMMA
     pymc_distribution: ClassVar[Any] = pm.Gamma
 
     def __post_init__(self) -> None:
@@ -71,6 +74,15 @@ class Gamma(GammaPrior, TruncatedFamily):
 
     def theta_of(self, dist: TensorVariable) -> TensorVariable:  # noqa: D102
         return reciprocal_of(dist.owner.op.dist_params(dist.owner)[-1])
+
+    def dist_at(self, rate: TensorVariable) -> TensorVariable:  # noqa: D102
+        return pm.Gamma.dist(alpha=self.alpha, beta=rate)
+
+    def window_theta_grid(self, bounds: tuple[float, float], nodes: int) -> npt.NDArray[np.float64]:
+        """The rate over six decades around 1/width: every record above the window to below."""
+        a, b = self.latent_window(bounds)
+        width = max(b - a, abs(b), 1e-12)
+        return np.geomspace(1e-3 / width, 1e3 / width, nodes)
 
     def natural_parameters(self, theta: TensorVariable) -> TensorVariable:  # noqa: D102
         return -theta
@@ -108,7 +120,7 @@ class Exponential(Gamma):
     """
 
     alpha: float = dataclasses.field(default=1.0, init=False, repr=False)
-    name: ClassVar[str] = "exponential"
+    declaration: ClassVar[FamilyDeclaration] = EXPONENTIAL
     pymc_distribution: ClassVar[Any] = pm.Exponential
 
     def __post_init__(self) -> None:
@@ -119,6 +131,9 @@ class Exponential(Gamma):
         if not isinstance(dist.owner.op, rv_op_type(pm.Exponential, 1.0)):
             return None
         return cls()
+
+    def dist_at(self, lam: TensorVariable) -> TensorVariable:  # noqa: D102
+        return pm.Exponential.dist(lam=lam)
 
     def log_cdf(self, z: float, eta: TensorVariable) -> TensorVariable:  # noqa: D102
         return log1mexp(eta * z)

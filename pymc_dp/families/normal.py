@@ -20,7 +20,10 @@ from scipy import stats
 from pymc_dp._compat import ancestors
 from pymc_dp._validation import check_positive
 from pymc_dp.families.base import rv_op_type
+from pymc_dp.families.builtin.lognormal import LOGNORMAL, LOGNORMAL_KNOWN_SIGMA
+from pymc_dp.families.builtin.normal import NORMAL, NORMAL_KNOWN_SIGMA
 from pymc_dp.families.conjugate_priors import NormalPrior
+from pymc_dp.families.declaration import FamilyDeclaration
 from pymc_dp.families.normal_window import NormalWindowMoments
 from pymc_dp.families.truncated import TruncatedFamily, normal_log_cdf
 from pymc_dp.families.util import constant_value
@@ -117,7 +120,7 @@ class NormalKnownSigma(NormalWindowMoments, NormalPrior, TruncatedFamily):
     """
 
     sigma: float
-    name: ClassVar[str] = "normal_known_sigma"
+    declaration: ClassVar[FamilyDeclaration] = NORMAL_KNOWN_SIGMA
     pymc_distribution: ClassVar[Any] = pm.Normal
 
     def __post_init__(self) -> None:
@@ -142,6 +145,14 @@ class NormalKnownSigma(NormalWindowMoments, NormalPrior, TruncatedFamily):
 
     def theta_of(self, dist: TensorVariable) -> TensorVariable:  # noqa: D102
         return dist.owner.op.dist_params(dist.owner)[0]
+
+    def dist_at(self, mu: TensorVariable) -> TensorVariable:  # noqa: D102
+        return self.pymc_distribution.dist(mu=mu, sigma=self.sigma)
+
+    def window_theta_grid(self, bounds: tuple[float, float], nodes: int) -> npt.NDArray[np.float64]:
+        """μ from six σ below the window to six σ above it."""
+        a, b = self.latent_window(bounds)
+        return np.linspace(a - 6 * self.sigma, b + 6 * self.sigma, nodes)
 
     def natural_parameters(self, theta: TensorVariable) -> TensorVariable:  # noqa: D102
         return theta / self.sigma**2
@@ -203,7 +214,7 @@ class Normal(NormalWindowMoments, TruncatedFamily):
     42.25
     """
 
-    name: ClassVar[str] = "normal"
+    declaration: ClassVar[FamilyDeclaration] = NORMAL
     pymc_distribution: ClassVar[Any] = pm.Normal
     conjugate_prior: ClassVar[Any] = pm.Normal
     stat_names: ClassVar[tuple[str, ...]] = ("sum_x", "sum_x2")
@@ -247,6 +258,24 @@ class Normal(NormalWindowMoments, TruncatedFamily):
     def theta_of(self, dist: TensorVariable) -> TensorVariable:  # noqa: D102
         mu, sigma = dist.owner.op.dist_params(dist.owner)
         return pt.stack([mu, pt.sqr(sigma)])
+
+    def dist_at(self, mu: TensorVariable, sigma2: TensorVariable) -> TensorVariable:  # noqa: D102
+        return self.pymc_distribution.dist(mu=mu, sigma=pm.math.sqrt(sigma2))
+
+    def window_theta_grid(self, bounds: tuple[float, float], nodes: int) -> npt.NDArray[np.float64]:
+        """(μ, σ²) on a grid of ``nodes // 4`` means by as many scales, θ on the last axis.
+
+        μ from a window's width below it to one above, σ from 1/300 of the width to three
+        widths. A quarter of ``nodes`` along each axis keeps the table near ``nodes``² / 16
+        evaluations (225 for 61) rather than ``nodes``².
+        """
+        a, b = self.latent_window(bounds)
+        width = max(b - a, abs(b), 1e-12)
+        side = max(nodes // 4, 2)
+        mu = np.linspace(a - width, b + width, side)
+        sigma = np.geomspace(width / 300, 3 * width, side)
+        m, s = np.meshgrid(mu, sigma, indexing="ij")
+        return np.stack([m.ravel(), s.ravel() ** 2], axis=-1)
 
     def natural_parameters(self, theta: TensorVariable) -> TensorVariable:  # noqa: D102
         return pt.stack([theta[0] / theta[1], -0.5 / theta[1]])
@@ -371,6 +400,7 @@ class _LogScale:
     """Records are positive and the family applies to z = log x; bounds are on the x scale."""
 
     pymc_distribution: ClassVar[Any] = pm.LogNormal
+    log_scale: ClassVar[bool] = True
 
     @property
     def domain(self) -> tuple[float, float]:
@@ -391,7 +421,7 @@ class LogNormalKnownSigma(_LogScale, NormalKnownSigma):
     2.0
     """
 
-    name: ClassVar[str] = "lognormal_known_sigma"
+    declaration: ClassVar[FamilyDeclaration] = LOGNORMAL_KNOWN_SIGMA
 
 
 @dataclasses.dataclass(frozen=True)
@@ -404,4 +434,4 @@ class LogNormal(_LogScale, Normal):
     2.0
     """
 
-    name: ClassVar[str] = "lognormal"
+    declaration: ClassVar[FamilyDeclaration] = LOGNORMAL

@@ -105,6 +105,8 @@ class TruncatedFamily(ExponentialFamily):
     needs_bounds: ClassVar[bool] = True
     discrete: ClassVar[bool] = False
     """Whether records are integers (windows then hold whole numbers a ≤ x ≤ b)."""
+    log_scale: ClassVar[bool] = False
+    """Whether the family applies to z = log x (:meth:`to_latent`): records must be > 0."""
     stat_names: ClassVar[tuple[str, ...]] = ("sum_x",)
     """Names of the components of t(x), used as coordinates of the trace."""
 
@@ -241,6 +243,15 @@ class TruncatedFamily(ExponentialFamily):
         per_component = np.maximum(np.maximum(np.abs(tmin), np.abs(tmax)), tmax - tmin)
         return float(np.sqrt(np.sum(per_component**2)))
 
+    @abstractmethod
+    def window_theta_grid(self, bounds: tuple[float, float], nodes: int) -> npt.NDArray[np.float64]:
+        """θ values spanning every regime of a window sum: records below, inside, beyond it.
+
+        The CLT's trust rule (:mod:`pymc_dp.likelihoods.window_trust`) measures the CLT at
+        these θ. ``nodes`` points along a scalar θ; a vector θ has a grid of its own, with
+        θ on the last axis.
+        """
+
     def window_statistic(
         self, x: npt.NDArray, bounds: tuple[float, float]
     ) -> npt.NDArray[np.float64]:
@@ -261,10 +272,10 @@ class TruncatedFamily(ExponentialFamily):
             raise TypeError(f"x must be numeric for {self.name} data (got booleans)")
         lo, hi = self.domain
         outside = (arr < lo) | (arr > hi)
-        if self.name.startswith("log") and np.any(arr <= 0):
+        if self.log_scale and np.any(arr <= 0):
             outside |= arr <= 0
         if np.any(outside):
-            rule = f"({lo:g}, {hi:g})" if self.name.startswith("log") else f"[{lo}, {hi}]"
+            rule = f"({lo:g}, {hi:g})" if self.log_scale else f"[{lo}, {hi}]"
             raise ValueError(
                 f"x must lie in the {self.name} domain {rule}: {describe_records(outside)} "
                 f"lie outside; {OUT_OF_DOMAIN_ADVICE}"

@@ -27,9 +27,9 @@ import math
 
 import numpy as np
 import numpy.typing as npt
-from scipy import fft, special, stats
+from scipy import fft, stats
 
-from pymc_dp.families import Gamma, NormalKnownSigma, TruncatedFamily
+from pymc_dp.families import TruncatedFamily
 from pymc_dp.families.record_laws import record_law
 from pymc_dp.kernels.exact_windows import window_record_log_pmf
 from pymc_dp.kernels.lattice_windows import Lattice, lattice_for, lattice_record_log_law
@@ -60,6 +60,8 @@ pins the window sum and the window cuts the records' law (12 per 1000 at n = 100
 trades off against how many records fall outside, which single-record moves change slowly."""
 
 _THETA_NODES = 61
+"""Points along a scalar θ where the distance is tabulated (each family's
+:meth:`~pymc_dp.families.TruncatedFamily.window_theta_grid` spans its θ with them)."""
 _CELLS = 64
 """Lattice cells across the window for the laws behind :func:`clt_ks`: the distances differ from
 those on 256 cells by at most 0.002 over the cases of ``benchmarks/clt_accuracy.py``."""
@@ -82,22 +84,6 @@ def continuous_exact_cost(
         return n, RECORDS_MAX_N
     lattice = lattice_for(family.latent_window(bounds), n=n, noise_scale=scale)
     return n * lattice.size, LATTICE_MAX_TERMS
-
-
-def _theta_grid(family: TruncatedFamily, bounds: tuple[float, float]) -> npt.NDArray[np.float64]:
-    """θ values spanning every regime of the window: all records outside, inside, beyond."""
-    a, b = family.latent_window(bounds)
-    width = max(b - a, abs(b), 1e-12)
-    if isinstance(family, Gamma) or family.name == "poisson":
-        return np.geomspace(1e-3 / width, 1e3 / width, _THETA_NODES)
-    if family.name == "geometric":
-        return special.expit(np.linspace(-9.0, 9.0, _THETA_NODES))
-    if isinstance(family, NormalKnownSigma):
-        return np.linspace(a - 6 * family.sigma, b + 6 * family.sigma, _THETA_NODES)
-    mu = np.linspace(a - width, b + width, 15)
-    sigma = np.geomspace(width / 300, 3 * width, 15)
-    m, s = np.meshgrid(mu, sigma, indexing="ij")
-    return np.stack([m.ravel(), s.ravel() ** 2], axis=-1)
 
 
 def _component_law(
@@ -233,13 +219,15 @@ def _ks_and_moments(
 def _ks_table(
     family: TruncatedFamily, n: int, bounds: tuple[float, float], scale: float
 ) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray]:
-    """(mean, var, KS) of the window sum over :func:`_theta_grid`, cached per release shape."""
+    """(mean, var, KS) of the window sum over the family's θ grid, cached per release shape."""
     # Beyond n₀ the distance is that of n₀ records at the same noise-to-spread ratio, times
     # √(n₀/n): the leading (skewness) order, within 2% of the direct computation for
     # n = 300 and 1000 over the cases of benchmarks/clt_accuracy.py, at a fraction of its cost.
     m = min(n, _DIRECT_N)
     shrink = math.sqrt(m / n)
-    grid = _theta_grid(family, bounds)
+    # Each family spans its own θ (TruncatedFamily.window_theta_grid): a rate, a probability,
+    # a mean, or (μ, σ²).
+    grid = family.window_theta_grid(bounds, _THETA_NODES)
     rows = [_ks_and_moments(family, th, m, bounds, scale * shrink) for th in grid]
     ks, means, variances = zip(*rows, strict=True)
     return np.array(means) * n / m, np.array(variances) * n / m, np.array(ks) * shrink
