@@ -10,7 +10,9 @@ Nothing is downloaded at build time: no intersphinx, and the tutorials are the n
 
 from __future__ import annotations
 
+import importlib
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -96,11 +98,45 @@ nb_merge_streams = True
 
 # ---- API reference -----------------------------------------------------------------------
 autosummary_generate = True
-# Document exactly what each module's __all__ exports, including names it re-exports.
+# Document exactly what each module's __all__ exports, including names it re-exports. The lazy
+# packages (pymc_dp and pymc_dp.families, which load names on first use through lazy_loader) do
+# not list "__all__" itself in dir(), so autosummary would take their exports for imported names
+# and skip them: document imported members everywhere. Every module api.md lists has an __all__
+# (checked below), so this adds nothing that a module does not export.
 autosummary_ignore_module_all = False
-# Classes re-exported at the top level (pmdp.NoisyRegressionStat, ...) also appear under their
-# subpackage; only the top-level page is indexed, so cross-references have one target.
-autosummary_context = {"toplevel": set(pymc_dp.__all__)}
+autosummary_imported_members = True
+
+
+def _api_modules() -> list[str]:
+    """The modules listed in api.md's autosummary blocks, in page order."""
+    text = (DOCS / "api.md").read_text(encoding="utf-8")
+    return re.findall(r"^ {3}(pymc_dp(?:\.\w+)*)\s*$", text, re.M)
+
+
+def _unindexed_class_pages() -> set[str]:
+    """``module.Class`` of the class pages to render with ``:no-index:``.
+
+    A class exported by several listed modules (``pmdp.Release`` is also ``pymc_dp.curator.Release``
+    and ``pymc_dp.curator.record.Release``) gets a page under each, and autodoc gives each page
+    the class's canonical name, which Sphinx would see described twice. Only the page under the
+    shortest path is indexed (the top level first; among paths as short, the package that
+    defines the class, then api.md's order), so a cross-reference has one target.
+    """
+    pages: dict[int, list[tuple[int, bool, int, str]]] = {}
+    for order, name in enumerate(_api_modules()):
+        module = importlib.import_module(name)
+        if getattr(module, "__all__", None) is None:
+            raise RuntimeError(f"docs/api.md lists {name}, which has no __all__")
+        for attr in module.__all__:
+            obj = getattr(module, attr)
+            if isinstance(obj, type):
+                elsewhere = not f"{obj.__module__}.".startswith(f"{name}.")
+                page = (name.count("."), elsewhere, order, f"{name}.{attr}")
+                pages.setdefault(id(obj), []).append(page)
+    return {page for found in pages.values() for *_, page in sorted(found)[1:]}
+
+
+autosummary_context = {"unindexed": _unindexed_class_pages()}
 autodoc_typehints = "none"  # numpydoc's Parameters sections already say what each type is
 autodoc_member_order = "bysource"
 numpydoc_show_class_members = False  # the class template lists them with autosummary

@@ -1,11 +1,13 @@
-"""Every code block of README.md runs as written.
+"""Every code block of README.md, and of the docs pages its examples moved to, runs as written.
 
-Each ``python`` block runs alone in a fresh interpreter and an empty directory (so it must
-import what it uses); each ``bash`` block that calls ``pymc-dp release`` or ``pymc-dp fit`` runs
-in ``bash -e`` after the README's earlier blocks that write a file it reads, with
-``pymc-dp`` and ``python`` meaning this checkout and this interpreter. The setup, test,
-documentation and ``reproduce`` commands are run by CI itself and skipped here. Blocks that
-sample for long are ``slow``; every block runs in one of the two tiers.
+The pages are README.md, docs/guide.md (the Python examples of both roles) and docs/cli.md (the
+command line's). Each ``python`` block runs alone in a fresh interpreter and an empty directory
+(so it must import what it uses); each ``bash`` block that calls ``pymc-dp release`` or
+``pymc-dp fit`` runs in ``bash -e``, with ``pymc-dp`` and ``python`` meaning this checkout and
+this interpreter. A block that reads a file runs after the earlier blocks of its page that write
+it. The setup, test, documentation and ``reproduce`` commands are run by CI itself and skipped
+here; a block repeated on a later page runs once. Blocks that sample for long are ``slow``;
+every block runs in one of the two tiers.
 """
 
 import os
@@ -17,34 +19,51 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+PAGES = ("README.md", "docs/guide.md", "docs/cli.md")
 _FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 _HEADING = re.compile(r"^#{2,3} (.+)$", re.M)
+# What a block writes that a later block may read: a release (--output, write_release) or data.
+_WRITES = (
+    re.compile(r"--output\s+(\S+)"),
+    re.compile(r"write_release\([^)]*?[\"']([^\"']+)[\"']\)"),
+    re.compile(r"savetxt\([\"']([^\"']+)[\"']"),
+)
 # Commands CI runs by itself (environment set-up, the tests, the docs, the paper's study).
 _NOT_RUN = ("python3 -m venv", "-m pytest", "-m sphinx", "pymc-dp reproduce")
 # Blocks that call pm.sample() or pymc-dp fit (by id): from half a minute to several minutes
-# each on two busy cores, so they run with -m slow; the default run keeps the release block.
+# each on two busy cores, so they run with -m slow; the default run keeps the releases.
 SLOW = {
-    "python-in-use",
-    "python-in-unbounded-records-release-over-a-window",
-    "python-in-private-linear-regression-bernstein-sheldon-2019",
-    "bash-in-command-line-curator-and-analyst-2",
-    "python-in-command-line-curator-and-analyst",
-    "python-in-grouped-releases-one-per-site-pooled-hierarchically",
-    "bash-in-grouped-releases-one-per-site-pooled-hierarchically",
-    "bash-in-command-line-several-columns-category-labels-regression-2",
+    "python-in-analyst-fit-the-noise-aware-posterior",
+    "bash-in-command-line-2",
+    "guide-python-in-unbounded-records-release-over-a-window",
+    "guide-python-in-grouped-releases-one-per-site-pooled-hierarchically",
+    "guide-python-in-private-linear-regression-bernstein-sheldon-2019",
+    "cli-bash-in-one-column-curator-and-analyst-2",
+    "cli-python-in-one-column-curator-and-analyst",
+    "cli-bash-in-grouped-releases-2",
+    "cli-bash-in-category-labels",
+    "cli-bash-in-regression",
 }
 
 
-def _blocks() -> list[tuple[str, str, str]]:
-    """``(id, language, code)`` of every fenced block, in README order."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    blocks, seen = [], {}
-    for match in _FENCE.finditer(text):
-        headings = _HEADING.findall(text, 0, match.start())
-        section = re.sub(r"[^a-z0-9]+", "-", headings[-1].lower()).strip("-") if headings else ""
-        base = f"{match.group(1)}-in-{section}"
-        seen[base] = seen.get(base, 0) + 1
-        blocks.append((base if seen[base] == 1 else f"{base}-{seen[base]}", *match.groups()))
+def _blocks() -> list[tuple[str, str, str, str]]:
+    """``(id, page, language, code)`` of every fenced block, in page order.
+
+    The id is the language and the section heading (``python-in-use``), numbered from the
+    second block of a section on; blocks of a docs page start with the page's name (``guide-``).
+    """
+    blocks = []
+    for page in PAGES:
+        text = (ROOT / page).read_text(encoding="utf-8")
+        prefix = "" if page == "README.md" else f"{Path(page).stem}-"
+        seen: dict[str, int] = {}
+        for match in _FENCE.finditer(text):
+            headings = _HEADING.findall(text, 0, match.start()) or [""]
+            section = re.sub(r"[^a-z0-9]+", "-", headings[-1].lower()).strip("-")
+            base = f"{prefix}{match.group(1)}-in-{section}"
+            seen[base] = seen.get(base, 0) + 1
+            name = base if seen[base] == 1 else f"{base}-{seen[base]}"
+            blocks.append((name, page, *match.groups()))
     return blocks
 
 
@@ -57,10 +76,18 @@ def _runs(language: str, code: str) -> bool:
     return language == "bash" and ("pymc-dp release" in code or "pymc-dp fit" in code)
 
 
+def _first_occurrences() -> list[int]:
+    seen, indices = set(), []
+    for i, (_, _, language, code) in enumerate(BLOCKS):
+        if _runs(language, code) and (language, code) not in seen:
+            seen.add((language, code))
+            indices.append(i)
+    return indices
+
+
 CASES = [
-    pytest.param(i, id=name, marks=[pytest.mark.slow] if name in SLOW else [])
-    for i, (name, language, code) in enumerate(BLOCKS)
-    if _runs(language, code)
+    pytest.param(i, id=BLOCKS[i][0], marks=[pytest.mark.slow] if BLOCKS[i][0] in SLOW else [])
+    for i in _first_occurrences()
 ]
 
 
@@ -90,20 +117,36 @@ def _run(language: str, code: str, cwd: Path, env: dict[str, str]) -> None:
     assert proc.returncode == 0, f"{language} block failed:\n{code}\n{proc.stdout}\n{proc.stderr}"
 
 
+def _written(code: str) -> list[str]:
+    return [name for pattern in _WRITES for name in pattern.findall(code)]
+
+
 def test_every_block_is_run_or_left_to_ci():
-    for name, language, code in BLOCKS:
+    for name, _, language, code in BLOCKS:
         assert language in ("python", "bash"), name
         if not _runs(language, code):
             assert any(command in code for command in _NOT_RUN), f"{name} is never run"
     assert {name for name, *_ in BLOCKS} >= SLOW
 
 
+def test_readme_keeps_the_setup_command_ci_runs():
+    # .ci/run runs README's setup command character for character (the demo is the main job).
+    setup = (
+        'python3 -m venv .venv && .venv/bin/pip install -e ".[test]" && '
+        ".venv/bin/python -m pymc_dp.demo --output-dir demo_output"
+    )
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert f"```bash\n{setup}\n```" in readme
+    assert f'"$python" -m venv .venv && {setup.removeprefix("python3 -m venv .venv && ")}' in ci
+
+
 @pytest.mark.parametrize("index", CASES)
 def test_readme_block_runs_as_written(index, tmp_path, env):
-    _, language, code = BLOCKS[index]
-    for _, earlier_language, earlier in BLOCKS[:index]:
-        # A block that reads a release file runs after the blocks that write it.
-        written = re.findall(r"--output\s+(\S+)", earlier)
-        if earlier_language == "bash" and any(name in code for name in written):
-            _run("bash", earlier, tmp_path, env)
+    _, page, language, code = BLOCKS[index]
+    for _, earlier_page, earlier_language, earlier in BLOCKS[:index]:
+        # A block that reads a file runs after the blocks of its page that write it.
+        if earlier_page == page and _runs(earlier_language, earlier):
+            if any(name in code for name in _written(earlier)):
+                _run(earlier_language, earlier, tmp_path, env)
     _run(language, code, tmp_path, env)
