@@ -266,8 +266,8 @@ class Normal(NormalWindowMoments, TruncatedFamily):
         """(μ, σ²) on a grid of ``nodes // 4`` means by as many scales, θ on the last axis.
 
         μ from a window's width below it to one above, σ from 1/300 of the width to three
-        widths. A quarter of ``nodes`` along each axis keeps the table near ``nodes``² / 16
-        evaluations (225 for 61) rather than ``nodes``².
+        widths. A quarter of ``nodes`` along each axis keeps the table near nodes² / 16
+        evaluations (225 for 61) rather than nodes².
         """
         a, b = self.latent_window(bounds)
         width = max(b - a, abs(b), 1e-12)
