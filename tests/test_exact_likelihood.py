@@ -307,12 +307,21 @@ def test_bad_likelihood_arguments_are_refused():
     assert release_attrs(model)["pymc_dp_likelihood_y"] == "exact"
 
 
-def test_auto_takes_the_exact_sum_when_affordable_and_warns_outside_the_clt_region():
+def test_auto_takes_the_exact_sum_only_where_the_clt_is_untrusted_and_warns_where_it_is_dear():
     fam = Bernoulli()
-    assert choose_likelihood(fam, 1000, 300.0, 2.0).likelihood == "exact"
+    # Trusted (m = 300, r = 0.14): the CLT, the cheaper; untrusted (m = 3) and affordable: exact.
+    assert choose_likelihood(fam, 1000, 300.0, 2.0).likelihood == "clt"
+    assert choose_likelihood(fam, 100, 3.0, 0.5).likelihood == "exact"
     assert choose_likelihood(fam, 10**6, 3e5, 20.0).likelihood == "clt"
+    few = np.array([1.0, 500.0, 546.0])  # one category with about one expected count
+    assert choose_likelihood(Categorical(categories=3), 1047, few, 2.0).likelihood == "exact"
+    with pytest.warns(CltWarning, match="more than 100000"):
+        assert choose_likelihood(Categorical(categories=3), 1048, few, 2.0).likelihood == "clt"
+    # K counts: the CLT keeps s latent (no cheaper), so the exact sum wherever affordable.
     assert choose_likelihood(Categorical(categories=3), 1047, np.ones(3), 2.0).likelihood == "exact"
-    assert choose_likelihood(Categorical(categories=3), 1048, np.ones(3), 2.0).likelihood == "clt"
+    big = np.array([300.0, 400.0, 347.0])
+    assert choose_likelihood(Categorical(categories=3), 1047, big, 2.0).likelihood == "exact"
+    assert choose_likelihood(Categorical(categories=3), 1048, big, 2.0).likelihood == "clt"
     with pytest.warns(CltWarning, match="smallest expected count"):
         choice = choose_likelihood(fam, 10**6, 2.0, 1.0)
     assert choice.likelihood == "clt"

@@ -145,23 +145,34 @@ def test_windowed_exponential_clt_logp_is_the_sum_over_groups():
     np.testing.assert_allclose(got, np.ravel(alone), rtol=1e-10)
 
 
-def test_auto_is_exact_only_if_every_group_is_affordable():
-    keys = ["small", "large"]
-    by = np.repeat(keys, [300, 60_000])
+def test_auto_decides_per_group_exact_only_where_the_clt_is_untrusted():
+    keys = ["rare", "common", "large"]
+    by = np.repeat(keys, [300, 300, 60_000])
     x = np.zeros(by.size, dtype=int)
-    x[::3] = 1
+    x[300:][::3] = 1  # "rare" has no successes: a few expected counts, where the CLT fails
     rs = pmdp.release_grouped(
         x, pm.Binomial, trials=2, epsilon=1.0, by=by, groups=keys, sizes="public", rng=0
     )
     with pm.Model() as model:
         with warnings.catch_warnings():
-            warnings.simplefilter("error")  # both groups are inside the CLT's safe region
-            pmdp.NoisySuffStat("y", pm.Binomial.dist(n=2, p=0.3), release=rs)
-    assert release_attrs(model)["pymc_dp_likelihood_y"] == "clt"
+            warnings.simplefilter("error")  # every group gets a likelihood it can trust
+            y = pmdp.NoisySuffStat("y", pm.Binomial.dist(n=2, p=[0.01, 0.3, 0.3]), release=rs)
+    assert release_attrs(model)["pymc_dp_likelihood_y"] == (
+        "mixed: exact in 1 of 3 groups (rare), clt in the rest"
+    )
+    # Each group's term is the one its own release gets (exact sum or collapsed CLT).
+    logp = pm.logp(y, rs.value).eval()
+    for g, key in enumerate(keys):
+        with pm.Model() as alone:
+            one = pmdp.NoisySuffStat(
+                "y", pm.Binomial.dist(n=2, p=[0.01, 0.3, 0.3][g]), release=rs[key]
+            )
+        assert logp[g] == pytest.approx(pm.logp(one, rs[key].value).eval(), rel=1e-9)
+        assert release_attrs(alone)["pymc_dp_likelihood_y"] == ("exact" if g == 0 else "clt")
     with pm.Model() as model:
         pmdp.NoisySuffStat("y", pm.Binomial.dist(n=2, p=0.3), release=rs.__class__(
-            {"small": rs["small"]}))  # fmt: skip
-    assert release_attrs(model)["pymc_dp_likelihood_y"] == "exact"
+            {"common": rs["common"]}))  # fmt: skip
+    assert release_attrs(model)["pymc_dp_likelihood_y"] == "clt"
 
 
 # ---- step assignment ----------------------------------------------------------------------

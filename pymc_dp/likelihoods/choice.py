@@ -2,9 +2,13 @@
 
 ``likelihood="exact"`` sums p(s | θ) over every s (:mod:`pymc_dp.kernels.exact_counts`), with
 the noise law of the mechanism that made the release; ``"clt"`` approximates s | θ by
-N(nμ(θ), nΣ(θ)) (the paper's method); ``"auto"`` (the default) takes the exact sum whenever one
-evaluation costs at most :data:`EXACT_MAX_TERMS` terms, and otherwise the CLT, with a warning
-when the CLT is outside the region where it was measured to be accurate (:func:`clt_trust`).
+N(nμ(θ), nΣ(θ)) (the paper's method); ``"auto"`` (the default) takes the exact likelihood only
+where it changes the answer: where the CLT is outside the region where it was measured to be
+accurate (:func:`clt_trust`, one rule for counts and window sums alike) and the exact sum costs
+at most :data:`EXACT_MAX_TERMS` terms, with a warning where the CLT is untrusted and the exact
+sum too dear. Where the CLT is trusted it is also the cheaper: one closed-form term per
+release, against a sum over s. K released counts (Categorical) are the exception: their CLT
+keeps s latent, so there the exact sum is taken wherever it is affordable.
 
 The rule comes from ``benchmarks/clt_accuracy.py``: the KS distance between the CLT law of a
 released Binomial count and its exact law is below 0.01 when the smallest expected count m and
@@ -67,7 +71,8 @@ LIKELIHOODS = ("auto", "clt", "exact")
 ``pymc-dp fit --likelihood``."""
 
 EXACT_MAX_TERMS = 100_000
-"""Largest cost per evaluation of the exact likelihood that ``"auto"`` accepts, in log-space
+"""Largest cost per evaluation of the exact likelihood that ``"auto"`` takes where the CLT is
+untrusted, in log-space
 terms (:func:`exact_cost`): N + 1 for a Binomial count, n·b + 1 for a window sum of counts over
 [a, b], and for K categories (K - 2)(n + 1)² products of a linear convolution at
 :data:`CONVOLUTION_PRODUCT_COST` each, plus n + 1 (n ≤ 1047 for K = 3)."""
@@ -315,21 +320,38 @@ def choose_likelihood(
         return LikelihoodChoice("exact", "asked for")
     if continuous_window(family):
         return _choose_continuous(family, n, released, scale, bounds, warn)
-    if exact_supported(family):
-        cost = exact_cost(family, n, bounds)
-        if cost <= EXACT_MAX_TERMS:
-            return LikelihoodChoice("exact", f"affordable ({cost} terms per evaluation)")
     trusted, reason = clt_trust(family, n, released, scale, bounds=bounds)
-    if not trusted and warn:
+    cost = exact_cost(family, n, bounds) if exact_supported(family) else None
+    if trusted and _vector_statistic(family) and cost is not None and cost <= EXACT_MAX_TERMS:
+        # K counts: the CLT keeps s as a latent vector (no closed form to collapse it), so
+        # there the exact sum, drawn by IndependenceStep, is the cheaper as well as exact.
+        return LikelihoodChoice("exact", f"affordable ({cost} terms per evaluation)")
+    if trusted:
+        return LikelihoodChoice("clt", f"CLT trusted: {reason}")
+    if cost is not None and cost <= EXACT_MAX_TERMS:
+        return LikelihoodChoice("exact", f"CLT untrusted ({reason}); exact affordable")
+    if warn:
+        dear = (
+            f"the exact likelihood would sum {cost} terms per evaluation (more than "
+            f"{EXACT_MAX_TERMS}); pass likelihood='exact' to use it anyway"
+            if cost is not None
+            else f"{family!r} has no exact likelihood"
+        )
         warnings.warn(
-            f"the CLT for s may be inaccurate for this release: {reason}; the exact likelihood "
-            f"would sum {exact_cost(family, n, bounds)} terms per evaluation (more than "
-            f"{EXACT_MAX_TERMS}); pass likelihood='exact' to use it anyway",
+            f"the CLT for s may be inaccurate for this release: {reason}; {dear}",
             CltWarning,
             stacklevel=3,
         )
-    why = "CLT trusted" if trusted else "CLT outside its safe region"
-    return LikelihoodChoice("clt", f"{why}: {reason}")
+    return LikelihoodChoice("clt", f"CLT outside its safe region: {reason}")
+
+
+def _vector_statistic(family: ExponentialFamily) -> bool:
+    """Whether s is a vector of counts (no collapsed CLT node: s stays latent under the CLT)."""
+    return (
+        family.stat_shape != ()
+        and getattr(family, "stat_size", 0) != 1
+        and not (continuous_window(family))
+    )
 
 
 def _choose_continuous(

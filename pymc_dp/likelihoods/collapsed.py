@@ -62,14 +62,24 @@ def log_diff_normal_cdf(
     """
     x = (x - mu) / sigma / _SQRT2
     y = (y - mu) / sigma / _SQRT2
+    # Each branch gets arguments inside its own region ("double where"): the branches not
+    # taken stay finite, so reverse-mode autodiff of this graph (JAX, for numpyro and
+    # blackjax) meets no 0 · inf.
+    upper = pt.gt(y, 0)
+    lower = pt.and_(pt.invert(upper), pt.lt(x, 0))
+    middle = pt.invert(pt.or_(upper, lower))
+    x1, y1 = pt.switch(upper, x, 2.0), pt.switch(upper, y, 1.0)
+    x2, y2 = pt.switch(lower, x, -1.0), pt.switch(lower, y, -2.0)
+    x3, y3 = pt.switch(middle, x, 1.0), pt.switch(middle, y, -1.0)
     return pt.log(pt.constant(0.5, dtype="float64")) + pt.switch(
-        pt.gt(y, 0),
-        -pt.square(y) + pt.log(pt.erfcx(y) - pt.exp(pt.square(y) - pt.square(x)) * pt.erfcx(x)),
+        upper,
+        -pt.square(y1)
+        + pt.log(pt.erfcx(y1) - pt.exp(pt.square(y1) - pt.square(x1)) * pt.erfcx(x1)),
         pt.switch(
-            pt.lt(x, 0),
-            -pt.square(x)
-            + pt.log(pt.erfcx(-x) - pt.exp(pt.square(x) - pt.square(y)) * pt.erfcx(-y)),
-            pt.log(pt.erf(x) - pt.erf(y)),
+            lower,
+            -pt.square(x2)
+            + pt.log(pt.erfcx(-x2) - pt.exp(pt.square(x2) - pt.square(y2)) * pt.erfcx(-y2)),
+            pt.log(pt.erf(x3) - pt.erf(y3)),
         ),
     )
 
@@ -162,11 +172,20 @@ def normal_laplace_logp(
 
 
 def truncated_clt_draw(rng, mean, var, lower, upper, size):
-    """Draws of s ~ N(mean, var) truncated to [lower, upper] (the collapsed nodes' latent s)."""
-    sd = np.sqrt(var)
-    return truncnorm.rvs(
+    """Draws of s ~ N(mean, var) truncated to [lower, upper] (the collapsed nodes' latent s).
+
+    A zero variance (θ on the edge of its support, e.g. λ = 0 or p = 1) is a point mass at the
+    mean, clipped to the interval.
+    """
+    mean, var, lower, upper = np.broadcast_arrays(
+        *(np.asarray(a, float) for a in (mean, var, lower, upper))
+    )
+    point = var <= 0.0
+    sd = np.sqrt(np.where(point, 1.0, var))
+    s = truncnorm.rvs(
         (lower - mean) / sd, (upper - mean) / sd, loc=mean, scale=sd, size=size, random_state=rng
     )
+    return np.where(point, np.clip(mean, lower, upper), s)
 
 
 class CollapsedNormalRV(RandomVariable):

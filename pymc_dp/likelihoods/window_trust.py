@@ -215,22 +215,36 @@ def _ks_and_moments(
     return worst, means, variances
 
 
-@functools.lru_cache(maxsize=64)
 def _ks_table(
     family: TruncatedFamily, n: int, bounds: tuple[float, float], scale: float
 ) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray]:
-    """(mean, var, KS) of the window sum over the family's θ grid, cached per release shape."""
+    """(mean, var, KS) of the window sum over the family's θ grid."""
     # Beyond n₀ the distance is that of n₀ records at the same noise-to-spread ratio, times
     # √(n₀/n): the leading (skewness) order, within 2% of the direct computation for
     # n = 300 and 1000 over the cases of benchmarks/clt_accuracy.py, at a fraction of its cost.
     m = min(n, _DIRECT_N)
     shrink = math.sqrt(m / n)
+    noise = scale * shrink
+    if n > m and noise > 0.0:
+        # Rounded down to a quarter-octave grid, so that the groups of a grouped release (each
+        # its own n) share a few tables; less noise never lowers the distance much, so the
+        # rounding can only make the rule stricter.
+        noise = 2.0 ** (math.floor(4.0 * math.log2(noise)) / 4.0)
+    mean, var, ks = _ks_core(family, m, bounds, noise)
+    return mean * n / m, var * n / m, ks * shrink
+
+
+@functools.lru_cache(maxsize=256)
+def _ks_core(
+    family: TruncatedFamily, n: int, bounds: tuple[float, float], scale: float
+) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray]:
+    """(mean, var, KS) of ``n`` records' window sum over the family's θ grid, cached."""
     # Each family spans its own θ (TruncatedFamily.window_theta_grid): a rate, a probability,
     # a mean, or (μ, σ²).
     grid = family.window_theta_grid(bounds, _THETA_NODES)
-    rows = [_ks_and_moments(family, th, m, bounds, scale * shrink) for th in grid]
+    rows = [_ks_and_moments(family, th, n, bounds, scale) for th in grid]
     ks, means, variances = zip(*rows, strict=True)
-    return np.array(means) * n / m, np.array(variances) * n / m, np.array(ks) * shrink
+    return np.array(means), np.array(variances), np.array(ks)
 
 
 def window_clt_trust(

@@ -10,8 +10,12 @@ from public information, :mod:`~pymc_dp.model.ready_made` one model per family (
 """
 
 from pymc_dp.model import step_methods
+from pymc_dp.model.backends import register_when_imported
 from pymc_dp.model.latent import sample_latent
 from pymc_dp.model.noisy_suffstat import NoisySuffStat
 from pymc_dp.model.ready_made import build_model
+
+# pm.sample(nuts_sampler="numpyro" or "blackjax") finds pymc_dp's Ops implemented in JAX.
+register_when_imported()
 
 __all__ = ["NoisySuffStat", "build_model", "sample_latent", "step_methods"]

@@ -22,9 +22,9 @@ from pymc.distributions.distribution import Continuous
 from pymc.distributions.transforms import Interval, _default_transform
 from pymc.logprob.transforms import SimplexTransform, Transform
 from pytensor.tensor.random.op import RandomVariable
-from scipy.stats import truncnorm
 
 from pymc_dp.kernels import draw_truncated_normal
+from pymc_dp.likelihoods.collapsed import truncated_clt_draw
 
 __all__ = [
     "ScaledSimplexTransform",
@@ -49,9 +49,7 @@ class ScalarSuffStatRV(SuffStatRV):
 
     @classmethod
     def rng_fn(cls, rng, mean, var, lower, upper, size):
-        sd = np.sqrt(var)
-        a, b = (lower - mean) / sd, (upper - mean) / sd
-        return truncnorm.rvs(a, b, loc=mean, scale=sd, size=size, random_state=rng)
+        return truncated_clt_draw(rng, mean, var, lower, upper, size)
 
 
 class SimplexSuffStatRV(SuffStatRV):

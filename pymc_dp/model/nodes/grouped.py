@@ -27,13 +27,18 @@ from pymc_dp.families import ExponentialFamily
 from pymc_dp.families.record_laws import continuous_window
 from pymc_dp.kernels.exact_counts import NoiseLaw
 from pymc_dp.likelihoods.choice import (
+    EXACT_MAX_TERMS,
     CltWarning,
     choose_likelihood,
     clt_trust,
+    exact_cost,
     noise_law,
     windowed_counts,
 )
-from pymc_dp.likelihoods.grouped import GroupedExactCount, GroupedExactWindowSum
+from pymc_dp.likelihoods.clt import grouped_released_clt
+from pymc_dp.likelihoods.exact import BinomialCounts, released_statistic
+from pymc_dp.likelihoods.exact_windows import WindowCounts
+from pymc_dp.likelihoods.grouped import CltLaw, MixedLaw
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.model.nodes.collapsed import collapsed_y, mark_theta
 from pymc_dp.model.nodes.grouped_vector import (
@@ -46,16 +51,21 @@ from pymc_dp.model.nodes.info import NoisySuffStatInfo, tag_node
 __all__ = ["grouped_likelihood", "grouped_node"]
 
 
-def grouped_likelihood(family: ExponentialFamily, release: ReleaseSet, likelihood: str) -> str:
-    """Resolve ``likelihood`` for the whole node: exact only if every group's sum is affordable.
+def grouped_likelihood(
+    family: ExponentialFamily, release: ReleaseSet, likelihood: str
+) -> list[str]:
+    """Resolve ``likelihood`` group by group: ``"exact"`` or ``"clt"`` for each group.
 
-    With ``"auto"``, one group too large for the exact sum makes the node CLT for every group
-    (one likelihood per node, recorded in ``attrs``); a
-    :class:`~pymc_dp.likelihoods.choice.CltWarning` names the groups where the CLT is outside its
-    measured safe region.
+    With ``"auto"`` each group takes the exact likelihood only where the CLT is untrusted for it
+    and the exact sum affordable (:func:`~pymc_dp.likelihoods.choice.choose_likelihood`); a
+    :class:`~pymc_dp.likelihoods.choice.CltWarning` names the groups where the CLT is used
+    outside its measured safe region. Vector statistics take one likelihood for every group: the
+    exact one if it is affordable in every group (a grouped Categorical release with Laplace
+    noise has no CLT node), else the CLT.
     """
     rel = release.first
     bounds = _window(family, rel)
+    rows = list(zip(release.groups, release.n, release.value, strict=True))
     if continuous_window(family):
         # No grouped node sums continuous records exactly yet: the CLT, checked per group.
         if likelihood == "exact":
@@ -63,30 +73,38 @@ def grouped_likelihood(family: ExponentialFamily, release: ReleaseSet, likelihoo
                 f"likelihood='exact' is not available for grouped releases of {family!r} yet; "
                 "use likelihood='clt', or one NoisySuffStat per group"
             )
-        choices = ["clt"]
+        choices = ["clt"] * len(rows)
         why = (
             "no grouped exact likelihood exists for continuous records yet: one NoisySuffStat "
             "per group can use it"
         )
+    elif family.stat_shape not in ((), (1,)):
+        affordable = likelihood == "exact" or (
+            likelihood == "auto"
+            and all(exact_cost(family, int(n_g), bounds) <= EXACT_MAX_TERMS for _, n_g, _ in rows)
+        )
+        choices = ["exact" if affordable else "clt"] * len(rows)
+        why = "the exact likelihood is too large for some group"
     else:
-        choices = [
+        resolved = [
             choose_likelihood(
                 family, int(n_g), value, rel.scale, likelihood, bounds=bounds, warn=False
-            ).likelihood
-            for n_g, value in zip(release.n, release.value, strict=True)
+            )
+            for _, n_g, value in rows
         ]
-        why = (
-            "the exact likelihood is too large for some group; pass likelihood='exact' to use "
-            "it anyway"
-        )
-    if all(c == "exact" for c in choices):
-        return "exact"
+        choices = [r.likelihood for r in resolved]
+        why = "the exact likelihood is too large for them; pass likelihood='exact' to use it"
     if likelihood == "auto":
-        doubtful = [
-            key
-            for key, n_g, value in zip(release.groups, release.n, release.value, strict=True)
-            if not clt_trust(family, int(n_g), value, rel.scale, bounds=bounds)[0]
-        ]
+        if family.stat_shape in ((), (1,)) and not continuous_window(family):
+            # choose_likelihood has measured the CLT of every group already.
+            untrusted = [r.reason.startswith("CLT outside") for r in resolved]
+        else:
+            untrusted = [
+                choice == "clt"
+                and not clt_trust(family, int(n_g), value, rel.scale, bounds=bounds)[0]
+                for (_, n_g, value), choice in zip(rows, choices, strict=True)
+            ]
+        doubtful = [key for (key, _, _), bad in zip(rows, untrusted, strict=True) if bad]
         if doubtful:
             warnings.warn(
                 f"the CLT for s may be inaccurate for groups {doubtful!r} (few expected counts "
@@ -94,7 +112,16 @@ def grouped_likelihood(family: ExponentialFamily, release: ReleaseSet, likelihoo
                 CltWarning,
                 stacklevel=4,
             )
-    return "clt"
+    return choices
+
+
+def _node_likelihood(groups: list, choices: list[str]) -> str:
+    """What the node records: ``"exact"``, ``"clt"``, or which groups took which."""
+    if len(set(choices)) == 1:
+        return choices[0]
+    exact = [str(g) for g, c in zip(groups, choices, strict=True) if c == "exact"]
+    listed = ", ".join(exact)
+    return f"mixed: exact in {len(exact)} of {len(groups)} groups ({listed}), clt in the rest"
 
 
 def _window(family: ExponentialFamily, rel: Release) -> tuple[float, float] | None:
@@ -148,9 +175,8 @@ def grouped_node(
         theta_g = pt.broadcast_to(theta, (size,))
     bounds = _window(family, rel)
     gaussian = rel.mechanism == DISCRETE_GAUSSIAN
-    choice = grouped_likelihood(family, release, likelihood)
-    if gaussian and choice == "exact" and likelihood == "auto" and continuous_window(family):
-        choice = "clt"  # the exact likelihood of continuous records models Laplace noise only
+    choices = grouped_likelihood(family, release, likelihood)
+    choice = choices[0] if len(set(choices)) == 1 else "mixed"
     if vector:
         check_vector_likelihood(family, release, choice, likelihood)
     value = None if vector else np.asarray(release.value, dtype=np.float64).reshape(size)
@@ -166,41 +192,22 @@ def grouped_node(
                 choice=choice,
                 dims=(dims, stat_dim),
             )
-        elif choice == "exact":
+        elif choice in ("exact", "mixed"):
             noise = noise_law(rel.mechanism, rel.scale, rel.quantum)
+            exact = [g for g, c in enumerate(choices) if c == "exact"]
             if windowed_counts(family):
-                y = GroupedExactWindowSum(
-                    name,
-                    theta_g,
-                    family=family,
-                    n=sizes,
-                    bounds=bounds,
-                    noise=noise,
-                    observed=value,
-                    dims=dims,
-                )
+                law = WindowCounts(sizes[exact], family, bounds)
             else:
-                y = GroupedExactCount(
-                    name,
-                    theta_g,
-                    totals=sizes * family.trials,
-                    noise=noise,
-                    observed=value,
-                    dims=dims,
-                )
+                law = BinomialCounts(sizes[exact] * family.trials)
+            if choice == "mixed":
+                clt = [g for g, c in enumerate(choices) if c == "clt"]
+                law = MixedLaw([(exact, law), (clt, CltLaw(sizes[clt], family, bounds))])
+            y = released_statistic(name, theta_g, law=law, noise=noise, observed=value, dims=dims)
         else:
-            parts = [
-                family.released_clt(theta_g[g], int(n_g), bounds) for g, n_g in enumerate(sizes)
-            ]
             # Gaussian noise: the normal product, no mixing variance (pymc_dp.model.nodes.gaussian).
             if gaussian:
                 noise = NoiseLaw(DISCRETE_GAUSSIAN, float(rel.scale))
-            moments = (
-                pt.stack([p[0] for p in parts]),
-                pt.stack([p[1] for p in parts]),
-                np.array([p[2] for p in parts], dtype=np.float64),
-                np.array([p[3] for p in parts], dtype=np.float64),
-            )
+            moments = grouped_released_clt(family, theta_g, sizes, bounds)
             y = collapsed_y(
                 name, moments, gaussian=gaussian, scale=rel.scale, observed=value, dims=dims
             )
@@ -214,7 +221,7 @@ def grouped_node(
         sensitivity=rel.sensitivity,
         bounds=bounds,
         collapsed=True,
-        likelihood=choice,
+        likelihood=_node_likelihood(groups, choices),
         noise=noise,
         groups=tuple(groups),
     )

@@ -35,6 +35,7 @@ from pymc_dp.curator.release_set import ReleaseSet
 from pymc_dp.families import Categorical, ExponentialFamily
 from pymc_dp.kernels.exact_counts import NoiseLaw
 from pymc_dp.likelihoods.choice import exact_cost, noise_law
+from pymc_dp.likelihoods.clt import grouped_joint_clt
 from pymc_dp.likelihoods.collapsed_pair import CollapsedLaplacePair
 from pymc_dp.likelihoods.grouped import GroupedExactCounts
 from pymc_dp.likelihoods.released_normal import ReleasedNormal
@@ -150,9 +151,4 @@ def _group_clt(
         mu, sigma = family.moments(theta)  # batched over the leading group dimension
         n = np.asarray(sizes, dtype=np.float64)
         return n[:, None] * mu, n[:, None, None] * sigma
-    k = family.stat_size
-    parts = [family.joint_clt(theta[g], int(n_g), bounds) for g, n_g in enumerate(sizes)]
-    return (
-        pt.stack([mean[:k] for mean, _ in parts]),
-        pt.stack([cov[:k, :k] for _, cov in parts]),
-    )
+    return grouped_joint_clt(family, theta, sizes, bounds)
