@@ -4,8 +4,9 @@ nutpie compiles the model with Numba (pymc_dp's ``Op`` classes run there through
 ``perform`` in object mode); numpyro and blackjax compile it with JAX, where
 :mod:`pymc_dp.model.backends` implements them. Fast checks: the JAX log-density and its
 ``jax.grad`` (what numpyro and blackjax differentiate) equal the default C backend's logp and
-dlogp to 1e-9 at 6 random points of each model, with no NaN; nutpie's compiled logp and
-gradient likewise; one sampling run per backend matches ``pm.sample``. The slow study samples
+dlogp to 1e-9 at 6 random points of each model, with no NaN (in a fresh interpreter: JAX's
+threads and a later fork in the same worker do not mix); nutpie's compiled logp and gradient
+likewise; one sampling run per backend matches ``pm.sample``. The slow study samples
 every model with every backend and compares the posterior means with ``pm.sample``'s.
 """
 
@@ -13,7 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pymc as pm
@@ -169,9 +174,8 @@ def test_the_models_cover_every_likelihood_a_default_model_can_get():
     assert built["categorical-exact"] == "exact" and built["normal-pair"] == "clt"
 
 
-@needs_jax
-@pytest.mark.parametrize("key", list(MODELS))
-def test_jax_logp_and_gradient_equal_the_default_backend(key):
+def check_jax_logp(key):
+    """The JAX log-density and its jax.grad equal the C backend's at 6 points, with no NaN."""
     import jax
     import jax.numpy as jnp
     from pymc.sampling.jax import get_jaxified_logp
@@ -190,6 +194,46 @@ def test_jax_logp_and_gradient_equal_the_default_backend(key):
         assert np.isfinite(float(lj)) and np.all(np.isfinite(gj)), (key, point)
         np.testing.assert_allclose(float(lj), lc, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(gj, gc, rtol=1e-7, atol=1e-8)
+
+
+def _outcome(check, *args):
+    try:
+        check(*args)
+    except Exception as err:  # reported to the parent process, which fails the test
+        return f"{type(err).__name__}: {err}"
+    return "ok"
+
+
+def jax_report():
+    """Every JAX check of the default run, as one JSON line (run in a fresh interpreter).
+
+    The logp and gradient of every model, and numpyro's and blackjax's posterior (each
+    installed one) of the exact window-sum model against ``pm.sample``'s.
+    """
+    report = {f"logp {key}": _outcome(check_jax_logp, key) for key in MODELS}
+    for sampler in ("numpyro", "blackjax"):
+        if importlib.util.find_spec(sampler) is not None:
+            report[f"sample {sampler}"] = _outcome(_agree, "poisson-window-exact", sampler)
+    print(json.dumps(report))
+
+
+@needs_jax
+def test_jax_logp_gradient_and_samplers_equal_the_default_backend():
+    # One fresh interpreter for every JAX check: JAX starts threads, and a later os.fork in
+    # this worker (pm.sample with cores > 1 in another test module) could deadlock on them.
+    code = "import test_backends; test_backends.jax_report()"
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).parent,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    outcomes = json.loads(run.stdout.strip().splitlines()[-1])
+    assert len(outcomes) >= len(MODELS)
+    failed = {check: outcome for check, outcome in outcomes.items() if outcome != "ok"}
+    assert not failed, failed
 
 
 @needs_nutpie
@@ -223,6 +267,7 @@ def _sample(model, sampler, draws=500, seed=1):
             draws,
             tune=500,
             chains=2,
+            cores=1,  # no fork: a worker that has imported JAX must not fork
             random_seed=seed,
             nuts_sampler=sampler,
             progressbar=False,
@@ -251,17 +296,43 @@ SAMPLERS = {
 }
 
 
-@pytest.mark.parametrize("sampler", [pytest.param(s, marks=mark) for s, mark in SAMPLERS.items()])
-def test_each_backend_samples_the_posterior_of_pm_sample(sampler):
-    # A custom Op (the exact window sum) and the collapsed CLT graph in one grouped model.
-    _agree("poisson-window-exact", sampler)
+@needs_nutpie
+def test_nutpie_samples_the_posterior_of_pm_sample():
+    # A custom Op (the exact window sum) under a scalar θ that GridStep owns in pm.sample().
+    _agree("poisson-window-exact", "nutpie")
+
+
+@needs_nutpie
+def test_a_model_that_needs_gibbs_steps_is_refused_naming_the_variable_and_the_way_out():
+    # Categorical counts under the CLT keep s and σ² latent, drawn by Gibbs steps NUTS cannot
+    # replace; GridStep (a scalar θ) steps aside instead (the test above samples such a model).
+    rel = pmdp.release([0, 1, 2, 2, 1] * 20, pm.Categorical, epsilon=1.0, categories=3, rng=3)
+    with pm.Model() as model:
+        p = pm.Dirichlet("p", np.ones(3))
+        pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p), release=rel, likelihood="clt")
+    with model, pytest.raises(ValueError, match=r"nuts_sampler='nutpie'.*needs pymc_dp's"):
+        pm.sample(10, tune=10, chains=1, nuts_sampler="nutpie", progressbar=False)
+
+
+# The matrix runs in CI's own time box (.ci/run, -m backends): every kind of node per backend.
+MATRIX = [
+    "binomial-clt",
+    "bernoulli-exact",
+    "poisson-window-exact",
+    "exponential-lattice",
+    "normal-window-clt",
+    "normal-pair",
+    "categorical-exact",
+    "grouped-binomial",
+]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("key", list(MODELS))
+@pytest.mark.backends
 @pytest.mark.parametrize("sampler", [pytest.param(s, marks=mark) for s, mark in SAMPLERS.items()])
+@pytest.mark.parametrize("key", MATRIX)
 def test_every_model_with_every_backend(key, sampler):
     var = {"categorical-exact": "z", "normal-pair": "mu"}.get(
         key, "mu" if key.startswith("grouped") else "a"
     )
-    _agree(key, sampler, var=var, draws=1000)
+    _agree(key, sampler, var=var, draws=500)

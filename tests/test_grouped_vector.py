@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pymc as pm
 import pytest
+from scipy import integrate
 
 import pymc_dp as pmdp
 from pymc_dp.likelihoods.choice import CltWarning
@@ -96,27 +97,45 @@ def _normal_node(release, mu, sigma, dims=None, likelihood="auto"):
             "y", pm.Normal.dist(m, s), release=release, likelihood=likelihood,
             **({} if dims is None else {"dims": dims}),
         )  # fmt: skip
-    return _logp_of_y(model, {"m": mu, "s_log__": np.log(sigma)}), model
+    point = {"m": mu, "s_log__": np.log(sigma)}
+    if "y_s1_std" in model.named_vars:  # a grouped node's latent ŝ₁ (y's logp depends on it)
+        point["y_s1_std"] = np.zeros(len(KEYS))
+    return _logp_of_y(model, point), model
 
 
 @pytest.mark.filterwarnings("ignore::pymc_dp.likelihoods.choice.CltWarning")
-def test_windowed_normal_logp_is_the_sum_over_groups_of_single_releases():
+def test_windowed_normal_node_integrated_over_s1_is_each_single_release():
+    # Each group keeps ŝ₁ latent (y_s1_std, in standard units) with ŝ₂ integrated given it;
+    # integrating ŝ₁ out by quadrature gives the single release's collapsed pair likelihood.
     rs, _, _ = _normal(3)
     mu, sigma = np.array([8.5, 11.0, 10.5]), np.array([2.2, 2.8, 3.5])
-    got, model = _normal_node(rs, mu, sigma, dims="group")
+    _, model = _normal_node(rs, mu, sigma, dims="group")
     alone = [
         _normal_node(rs[key], mu[g], sigma[g], likelihood="clt")[0] for g, key in enumerate(KEYS)
     ]
     assert model.named_vars_to_dims["y"] == ("group", "y_stat")
+    assert model.named_vars_to_dims["y_s1"] == ("group",)
     assert list(model.coords["y_stat"]) == ["sum_x", "sum_x2"]
-    np.testing.assert_allclose(got, np.ravel(alone), rtol=1e-10)
+    terms = model.compile_logp(vars=[model["y"], model["y_s1_std"]], sum=False)
+    point = {"m": mu, "s_log__": np.log(sigma)}
+
+    def per_group(u):  # log p(y_g, u_g | θ_g) of every group at u_g = u
+        y, first = terms({**point, "y_s1_std": np.full(3, u)})
+        return np.asarray(y) + np.asarray(first)
+
+    grid = np.linspace(-12.0, 12.0, 4801)
+    logs = np.array([per_group(u) for u in grid])
+    top = logs.max(axis=0)
+    integrated = top + np.log(integrate.simpson(np.exp(logs - top), x=grid, axis=0))
+    np.testing.assert_allclose(integrated, np.ravel(alone), rtol=1e-6)
 
 
 @pytest.mark.filterwarnings("ignore::pymc_dp.likelihoods.choice.CltWarning")
 def test_windowed_normal_gradient_matches_finite_differences():
     rs, _, _ = _normal(4)
     _, model = _normal_node(rs, np.zeros(3), np.ones(3), dims="group")
-    point = {"m": np.array([9.0, 10.0, 11.0]), "s_log__": np.log([2.0, 3.0, 2.5])}
+    u = np.array([0.3, -0.5, 1.2])
+    point = {"m": np.array([9.0, 10.0, 11.0]), "s_log__": np.log([2.0, 3.0, 2.5]), "y_s1_std": u}
     dlogp = model.compile_dlogp(vars=[model["m"], model["s"]])
     logp = model.compile_logp()
     grad, h = dlogp(point), 1e-5
@@ -125,7 +144,7 @@ def test_windowed_normal_gradient_matches_finite_differences():
         up, down = flat.copy(), flat.copy()
         up[i] += h
         down[i] -= h
-        f = [logp({"m": v[:3], "s_log__": v[3:]}) for v in (up, down)]
+        f = [logp({"m": v[:3], "s_log__": v[3:], "y_s1_std": u}) for v in (up, down)]
         assert grad[i] == pytest.approx((f[0] - f[1]) / (2 * h), rel=1e-5, abs=1e-6)
 
 
@@ -209,8 +228,9 @@ def test_hierarchical_models_have_the_documented_variables():
     normal, _, _ = _normal(14)
     model = build_grouped_model(normal)
     assert [v.name for v in model.free_RVs] == [
-        "mu", "tau", "z", "log_sigma", "tau_sigma", "z_sigma",
+        "mu", "tau", "z", "log_sigma", "tau_sigma", "z_sigma", "y_s1_std",
     ]  # fmt: skip
+    assert model.named_vars_to_dims["y_s1"] == ("group",)
     assert model.named_vars_to_dims["sigma_g"] == ("group",)
 
 

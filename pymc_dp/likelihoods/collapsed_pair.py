@@ -23,8 +23,16 @@ from pytensor.graph.replace import _vectorize_node
 from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp.kernels.collapsed_pair import pair_log_likelihood
+from pymc_dp.likelihoods.collapsed import as_float64, normal_laplace_logp
 
-__all__ = ["CollapsedLaplacePair", "PairLogLikelihood", "pair_logp"]
+__all__ = [
+    "CollapsedLaplacePair",
+    "LaplacePairGivenFirst",
+    "PairLogLikelihood",
+    "first_statistic",
+    "pair_given_first_logp",
+    "pair_logp",
+]
 
 
 class PairLogLikelihood(Op):
@@ -153,3 +161,109 @@ def CollapsedLaplacePair(
         signature="(k),(k,k),(k)->(k)",
         **kwargs,
     )
+
+
+_WIDE = 40.0
+"""s₂ | s₁ is integrated over a ± 40 sd window: the normal mass outside is below e^-800."""
+
+
+def _conditional_second(first: Any, mean: Any, cov: Any) -> tuple[Any, Any]:
+    """Mean a(s₁) = m₂ + (c/v₁)(s₁ - m₁) and variance w = v₂ - c²/v₁ of s₂ given s₁."""
+    slope = cov[..., 0, 1] / cov[..., 0, 0]
+    centre = mean[..., 1] + slope * (first - mean[..., 0])
+    return centre, cov[..., 1, 1] - slope * cov[..., 0, 1]
+
+
+def pair_given_first_logp(
+    value: Any, first: Any, mean: Any, cov: Any, scale: Any
+) -> TensorVariable:
+    """Log p(y | s₁, m, V) of a released pair given its first statistic, s₂ integrated out.
+
+    y₁ = s₁ + Laplace(b₁) is a Laplace density; s₂ | s₁ ~ N(a(s₁), w) with
+    a(s₁) = m₂ + (c/v₁)(s₁ - m₁) and w = v₂ - c²/v₁, so y₂ | s₁ is the scalar normal–Laplace
+    convolution (:func:`~pymc_dp.likelihoods.collapsed.normal_laplace_logp`). Integrating
+    s₁ against N(m₁, v₁) gives :func:`pair_logp`; keeping s₁ a model variable instead makes
+    one closed-form term per release, where :func:`pair_logp` runs a quadrature.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy import integrate, stats
+    >>> y, m, b = np.array([1.0, 2.0]), np.zeros(2), np.ones(2)
+    >>> v = np.array([[4.0, 1.0], [1.0, 2.0]])
+    >>> import pytensor, pytensor.tensor as pt
+    >>> s1 = pt.dscalar()
+    >>> given = pytensor.function([s1], pair_given_first_logp(y, s1, m, v, b))
+    >>> f = lambda x: np.exp(given(x)) * stats.norm.pdf(x, 0, 2)
+    >>> joint = integrate.quad(f, -30, 30, points=[1.0])[0]
+    >>> bool(np.isclose(np.log(joint), pair_logp(y, m, v, b).eval(), rtol=1e-7))
+    True
+    """
+    value, first, mean, cov, scale = (as_float64(x) for x in (value, first, mean, cov, scale))
+    centre, var = _conditional_second(first, mean, cov)
+    b1, b2 = scale[..., 0], scale[..., 1]
+    wide = _WIDE * pt.sqrt(var + pt.sqr(b2))
+    first_noise = -pt.log(2.0 * b1) - pt.abs(value[..., 0] - first) / b1
+    second = normal_laplace_logp(value[..., 1], centre, var, centre - wide, centre + wide, b2)
+    return first_noise + second
+
+
+def _random_given_first(
+    first: Any, mean: Any, cov: Any, scale: Any, rng: np.random.Generator, size: Any
+) -> np.ndarray:
+    first, mean, cov, scale = (np.asarray(x, dtype=np.float64) for x in (first, mean, cov, scale))
+    slope = cov[..., 0, 1] / cov[..., 0, 0]
+    centre = mean[..., 1] + slope * (first - mean[..., 0])
+    sd = np.sqrt(np.maximum(cov[..., 1, 1] - slope * cov[..., 0, 1], 0.0))
+    shape = size if size is not None else np.broadcast_shapes(first.shape, centre.shape)
+    s = np.stack([np.broadcast_to(first, shape), rng.normal(centre, sd, size=shape)], axis=-1)
+    return s + rng.laplace(0.0, 1.0, size=s.shape) * scale
+
+
+def LaplacePairGivenFirst(
+    name: str, first: Any, mean: Any, cov: Any, scale: Any, **kwargs: Any
+) -> TensorVariable:
+    """A released pair y = ŝ + Laplace(b) given ŝ₁, with ŝ₂ integrated out (a CustomDist).
+
+    Parameters are those of :func:`CollapsedLaplacePair` and ``first``, the latent ŝ₁ (of the
+    batch shape). Draws (posterior predictive) draw ŝ₂ | ŝ₁ from its normal and add the noise.
+    """
+    return pm.CustomDist(
+        name,
+        first,
+        mean,
+        cov,
+        scale,
+        logp=lambda value, s1, m, v, b: pair_given_first_logp(value, s1, m, v, b),
+        random=_random_given_first,
+        signature="(),(k),(k,k),(k)->(k)",
+        **kwargs,
+    )
+
+
+def first_statistic(
+    name: str, released: Any, mean: Any, var: Any, scale: Any, **kwargs: Any
+) -> TensorVariable:
+    """ŝ₁ ~ N(m₁, v₁) as a model variable, in standard units of its posterior given y₁ alone.
+
+    The free variable is u with ŝ₁ = c + d·u, where N(c, d²) combines the prior N(m₁, v₁) with
+    y₁ read as a normal of the Laplace noise's variance 2b²: d² = 1 / (1/v₁ + 1/(2b²)). So u is
+    of order one both where the noise is far wider than ŝ₁'s spread (ŝ₁ ≈ its prior; u ≈ the
+    non-centred standard normal) and far narrower (ŝ₁ ≈ y₁ within b), and NUTS needs no small
+    step in either. u's density is ŝ₁'s prior times the Jacobian d; the node adds
+    ``{name}`` = ŝ₁ as a Deterministic. ``**kwargs`` go to both (``dims``).
+    """
+    released, mean, var, scale = (as_float64(x) for x in (released, mean, var, scale))
+    noise_var = 2.0 * pt.sqr(scale)
+    d = 1.0 / pt.sqrt(1.0 / var + 1.0 / noise_var)
+    c = pt.sqr(d) * (mean / var + released / noise_var)
+
+    def logp(u: Any, c: Any, d: Any, m: Any, v: Any) -> Any:
+        s1 = c + d * u
+        return -0.5 * pt.sqr(s1 - m) / v - 0.5 * pt.log(2.0 * np.pi * v) + pt.log(d)
+
+    def random(c: Any, d: Any, m: Any, v: Any, rng: np.random.Generator, size: Any) -> Any:
+        return (rng.normal(m, np.sqrt(v), size=size) - c) / d
+
+    u = pm.CustomDist(f"{name}_std", c, d, mean, var, logp=logp, random=random, **kwargs)
+    return pm.Deterministic(name, c + d * u, **kwargs)

@@ -11,10 +11,11 @@ release                likelihood                 per group, as for one release
 Categorical counts     exact (``"auto"``)         the multinomial sum of
                                                   :func:`~pymc_dp.likelihoods.exact.multinomial_exact_logp`
 Categorical, Gaussian  CLT                        y_g ~ N(n_g p_g, n_g (diag p_g − p_g p_gᵀ) + τ² I)
-Normal, LogNormal      CLT (collapsed pair)       the bivariate normal–Laplace convolution of
-                                                  :mod:`pymc_dp.likelihoods.collapsed_pair`
-                                                  (batched over the groups), or N(m_g, V_g + τ² I)
-                                                  for a Gaussian-mechanism release
+Normal, LogNormal      CLT (pair, ŝ₁ latent)      ŝ₁_g a model variable (``{name}_s1``, in
+                                                  standard units of its posterior given y₁) and
+                                                  ŝ₂_g integrated given it, in closed form
+                                                  (:func:`~pymc_dp.likelihoods.collapsed_pair.pair_given_first_logp`);
+                                                  N(m_g, V_g + τ² I) for a Gaussian mechanism
 =====================  =========================  ==================================================
 
 A Categorical release with Laplace noise under the CLT is modelled, for one release, by a
@@ -36,7 +37,7 @@ from pymc_dp.families import Categorical, ExponentialFamily
 from pymc_dp.kernels.exact_counts import NoiseLaw
 from pymc_dp.likelihoods.choice import exact_cost, noise_law
 from pymc_dp.likelihoods.clt import grouped_joint_clt
-from pymc_dp.likelihoods.collapsed_pair import CollapsedLaplacePair
+from pymc_dp.likelihoods.collapsed_pair import LaplacePairGivenFirst, first_statistic
 from pymc_dp.likelihoods.grouped import GroupedExactCounts
 from pymc_dp.likelihoods.released_normal import ReleasedNormal
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
@@ -114,7 +115,7 @@ def vector_grouped_y(
 
     ``theta`` is :func:`group_theta`'s ``(G, d)``; ``choice`` is ``"exact"`` or ``"clt"``;
     ``dims`` names the groups and the statistic's components. The noise law is ``None`` for the
-    collapsed Laplace pair, as for one release.
+    Laplace pair, as for one release.
     """
     rel = release.first
     sizes = release.n
@@ -137,8 +138,13 @@ def vector_grouped_y(
         scale = float(rel.scale)
         y = ReleasedNormal(name, mean, cov + scale * scale * np.eye(k), observed=value, dims=dims)
         return y, NoiseLaw(DISCRETE_GAUSSIAN, scale)
-    y = CollapsedLaplacePair(
-        name, mean=mean, cov=cov, scale=np.full(k, rel.scale), observed=value, dims=dims
+    # ŝ₁ of each group a model variable, ŝ₂ integrated in closed form given it: one term per
+    # group, where integrating ŝ₁ too (CollapsedLaplacePair, one release) takes a quadrature.
+    first = first_statistic(
+        f"{name}_s1", value[:, 0], mean[:, 0], cov[:, 0, 0], rel.scale, dims=dims[0]
+    )
+    y = LaplacePairGivenFirst(
+        name, first, mean=mean, cov=cov, scale=np.full(k, rel.scale), observed=value, dims=dims
     )
     return y, None
 

@@ -8,6 +8,7 @@ drawn by the op it expects) and the per-chain generator. :func:`require_block` a
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Collection, Iterable
 from typing import Any, ClassVar
 
@@ -18,7 +19,7 @@ from pymc.util import get_random_generator, get_value_vars_from_user_vars
 from pymc_dp.model.model_access import direct_dependents
 from pymc_dp.model.nodes.info import TAG
 
-__all__ = ["DPGibbsStep", "require_block", "require_sole_use"]
+__all__ = ["DPGibbsStep", "external_nuts_sampler", "require_block", "require_sole_use"]
 
 
 class DPGibbsStep(BlockedStep):
@@ -134,10 +135,50 @@ class DPGibbsStep(BlockedStep):
         """Compile what :meth:`step` needs for ``rvs``."""
         raise NotImplementedError
 
+    nuts_can_replace: ClassVar[bool] = False
+    """Whether NUTS samples this step's variables correctly too (θ steps: GridStep,
+    IndependenceStep), so that ``pm.sample(nuts_sampler="nutpie")`` and the other external
+    samplers, which run NUTS on every variable, may take them."""
+
     @classmethod
     def competence(cls, var: Any, has_grad: bool) -> Competence:
-        """IDEAL for the variables of a NoisySuffStat node this step owns, else INCOMPATIBLE."""
-        return Competence.IDEAL if cls.owns(var) else Competence.INCOMPATIBLE
+        """IDEAL for the variables of a NoisySuffStat node this step owns, else INCOMPATIBLE.
+
+        Under ``pm.sample(nuts_sampler=...)`` with an external sampler, a step NUTS can replace
+        steps aside; any other raises a ``ValueError`` naming the variable and the way out
+        (PyMC's own message does not say which variable needs which step).
+        """
+        if not cls.owns(var):
+            return Competence.INCOMPATIBLE
+        sampler = external_nuts_sampler()
+        if sampler is None:
+            return Competence.IDEAL
+        if cls.nuts_can_replace:
+            return Competence.INCOMPATIBLE
+        raise ValueError(
+            f"pm.sample(nuts_sampler={sampler!r}) runs NUTS on every variable, and "
+            f"{getattr(var, 'name', var)!r} needs pymc_dp's {cls.__name__} (a Gibbs draw NUTS "
+            "cannot replace): sample this model with nuts_sampler='pymc', or use "
+            "likelihood='exact' where the family has it"
+        )
+
+
+def external_nuts_sampler() -> str | None:
+    """The ``nuts_sampler`` of the ``pm.sample`` call assigning steps now, unless PyMC's own.
+
+    ``pm.sample`` assigns step methods (:meth:`DPGibbsStep.competence`) without telling them
+    which sampler will run; its argument is read from its frame on the call stack.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "sample" and frame.f_globals.get("__name__") == _PM_SAMPLE:
+            sampler = frame.f_locals.get("nuts_sampler", "pymc")
+            return None if sampler == "pymc" else str(sampler)
+        frame = frame.f_back
+    return None
+
+
+_PM_SAMPLE = "pymc.sampling.mcmc"
 
 
 def require_block(block: Iterable[str], given: Collection[str], message: str) -> None:

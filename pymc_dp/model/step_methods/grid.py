@@ -87,6 +87,8 @@ class GridStep(DPGibbsStep):
     conditional changes, so the step is also a valid Gibbs update inside a larger model.
     """
 
+    nuts_can_replace = True  # NUTS samples θ too (pm.sample(nuts_sampler="nutpie"), ...)
+
     name = "dp_grid"
     role: ClassVar[str] = "it is not a scalar θ of a collapsed NoisySuffStat node"
     link_tag: ClassVar[str] = GRID_TAG

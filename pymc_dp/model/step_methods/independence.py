@@ -207,6 +207,8 @@ class IndependenceStep(DPGibbsStep):
     is still sampled correctly, but the proposal covers one mode best.
     """
 
+    nuts_can_replace = True  # NUTS samples θ too (pm.sample(nuts_sampler="nutpie"), ...)
+
     name = "dp_independence"
     role: ClassVar[str] = "it is not a vector θ of an exact NoisySuffStat node"
     stats_dtypes_shapes: ClassVar[dict] = {"accepted": (bool, [])}
