@@ -274,3 +274,15 @@ def test_engine_exact_window_path_matches_the_quadrature_posterior():
         draws=10,
     )
     assert default.suffstat.shape == (1, 10, 1, 2)  # "auto" keeps the CLT in the engine
+
+
+def test_window_likelihood_of_a_law_off_the_support_is_minus_infinity_not_an_error():
+    # A sampler's trial point with λ = inf or NaN gives no law of one record (blackjax's warm-up
+    # met one): log p = -inf with a zero gradient, never a crash.
+    law = NoiseLaw("laplace", 2.0)
+    for log_q in (np.full(5, -np.inf), np.full(5, np.nan), np.array([0.0, np.inf, -1.0, -2.0])):
+        ll, grad = window_sum_log_likelihood(log_q, 10, 12.0, law, gradient=True)
+        assert ll == -np.inf and np.all(grad == 0.0)
+    ok = np.log(np.full(5, 0.2))
+    assert np.isfinite(window_sum_log_likelihood(ok, 10, 12.0, law)[0])
+    assert window_sum_log_likelihood(ok, 10, np.nan, law)[0] == -np.inf

@@ -187,6 +187,9 @@ def _rows(
 def _one_log_likelihood(
     log_q: npt.NDArray[np.float64], n: int, y: float, noise: NoiseLaw, gradient: bool
 ) -> tuple[float, npt.NDArray[np.float64] | None]:
+    if not (np.isfinite(y) and np.any(np.isfinite(log_q))) or np.any(~(log_q < 1e-9)):
+        # θ off its support (a sampler's trial point: λ = inf or NaN) gives no law of one record.
+        return -math.inf, (np.zeros_like(log_q) if gradient else None)
     counts = (n, n - 1) if gradient else (n,)
     q, log_m, powers, w, peak = _terms(log_q, n, y, noise, counts)
     # Not np.dot: a BLAS call, whose threads spin on a busy machine (15 ms for 5·10⁴ terms).
