@@ -91,7 +91,7 @@ NOISE_TAIL = 40.0
 
 
 def noise_half_width(noise: NoiseLaw) -> float:
-    """W with k(d) ≤ k(0) · e^{-NOISE_TAIL} for every |d| > W: the noise's negligible tails."""
+    """W with k(d) ≤ k(0) · e^{-NOISE_TAIL} wherever abs(d) > W: the noise's negligible tails."""
     b = float(noise.scale)
     if noise.kind == "discrete-gaussian":
         return b * math.sqrt(2.0 * NOISE_TAIL)
