@@ -172,8 +172,9 @@ def external_nuts_sampler() -> str | None:
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "sample" and frame.f_globals.get("__name__") == _PM_SAMPLE:
-            sampler = frame.f_locals.get("nuts_sampler", "pymc")
-            return None if sampler == "pymc" else str(sampler)
+            # None (PyMC 6's default): PyMC's own NUTS wherever another step is assigned.
+            sampler = frame.f_locals.get("nuts_sampler")
+            return None if sampler in (None, "pymc") else str(sampler)
         frame = frame.f_back
     return None
 
