@@ -391,3 +391,14 @@ def test_fit_on_a_grouped_normal_file_writes_the_partially_pooled_fit(tmp_path, 
     mu_rows = table.xs("mu", level="component")
     truth = np.array([-1.0, 1.0, 0.0])
     assert np.all(np.abs(mu_rows["mean"].values - truth) < 4 * mu_rows["sd"].values + 0.2)
+
+
+def test_windowed_normal_prior_predictive_draws_are_finite_with_the_grouped_shape():
+    # y | ŝ₁ draws ŝ₂ from its conditional normal and adds the noise; a prior draw whose window
+    # holds no mass (v₁ = 0) gives ŝ₂ independent of ŝ₁, not 0/0.
+    rs, _, _ = _normal(15)
+    model = build_grouped_model(rs)
+    y = pm.draw(model["y"], draws=400, random_seed=3)
+    assert y.shape == (400, len(KEYS), 2)
+    assert np.all(np.isfinite(y))
+    assert np.all(np.isfinite(pm.draw(model["y_s1"], draws=400, random_seed=4)))

@@ -163,13 +163,15 @@ def CollapsedLaplacePair(
     )
 
 
+_FLOOR = 1e-6  # as in pymc_dp.likelihoods.collapsed: each variance floored at (1e-6·b)²
 _WIDE = 40.0
 """s₂ | s₁ is integrated over a ± 40 sd window: the normal mass outside is below e^-800."""
 
 
 def _conditional_second(first: Any, mean: Any, cov: Any) -> tuple[Any, Any]:
     """Mean a(s₁) = m₂ + (c/v₁)(s₁ - m₁) and variance w = v₂ - c²/v₁ of s₂ given s₁."""
-    slope = cov[..., 0, 1] / cov[..., 0, 0]
+    # + 1e-300: a window holding no mass (v₁ = c = 0) leaves s₂ independent, not 0/0.
+    slope = cov[..., 0, 1] / (cov[..., 0, 0] + 1e-300)
     centre = mean[..., 1] + slope * (first - mean[..., 0])
     return centre, cov[..., 1, 1] - slope * cov[..., 0, 1]
 
@@ -212,9 +214,8 @@ def _random_given_first(
     first: Any, mean: Any, cov: Any, scale: Any, rng: np.random.Generator, size: Any
 ) -> np.ndarray:
     first, mean, cov, scale = (np.asarray(x, dtype=np.float64) for x in (first, mean, cov, scale))
-    slope = cov[..., 0, 1] / cov[..., 0, 0]
-    centre = mean[..., 1] + slope * (first - mean[..., 0])
-    sd = np.sqrt(np.maximum(cov[..., 1, 1] - slope * cov[..., 0, 1], 0.0))
+    centre, var = _conditional_second(first, mean, cov)
+    sd = np.sqrt(np.maximum(var, 0.0))
     shape = size if size is not None else np.broadcast_shapes(first.shape, centre.shape)
     s = np.stack([np.broadcast_to(first, shape), rng.normal(centre, sd, size=shape)], axis=-1)
     return s + rng.laplace(0.0, 1.0, size=s.shape) * scale
@@ -254,6 +255,7 @@ def first_statistic(
     ``{name}`` = ŝ₁ as a Deterministic. ``**kwargs`` go to both (``dims``).
     """
     released, mean, var, scale = (as_float64(x) for x in (released, mean, var, scale))
+    var = var + pt.sqr(_FLOOR * scale)  # as the collapsed nodes: v₁ = 0 would divide by zero
     noise_var = 2.0 * pt.sqr(scale)
     d = 1.0 / pt.sqrt(1.0 / var + 1.0 / noise_var)
     c = pt.sqr(d) * (mean / var + released / noise_var)
