@@ -15,7 +15,15 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import erfcx
 
-__all__ = ["EDGE", "MIN_D", "WindowMoments", "standard_window_moments"]
+__all__ = [
+    "EDGE",
+    "GL_NODES",
+    "GL_WEIGHTS",
+    "MIN_D",
+    "NARROW",
+    "WindowMoments",
+    "standard_window_moments",
+]
 
 EDGE = 30.0
 """Standardised window edges are clipped to [-30, 30] by the callers: beyond, a tail holds less
@@ -24,12 +32,13 @@ MIN_D = 1e-50
 """A window whose scaled mass D (below) is under this has Z < e^-100 (times e^-a²) and is
 reported empty; the floor keeps the ratios 1/D, and their derivatives, finite."""
 _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
-_NARROW = 4.0
+NARROW = 4.0
 """Windows with width · (width + far edge) below this (standardised) take their moments from
 Gauss–Legendre quadrature: there the recursion's terms are about 1/width and cancel (a relative
 error near 1e-6 in Var X² for a window 0.05 sd wide, 10 sd from the mean); the density varies
 by at most e^4 over such a window, which 20 nodes integrate to double precision."""
-_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(20)
+GL_NODES, GL_WEIGHTS = np.polynomial.legendre.leggauss(20)
+"""20-node Gauss–Legendre rule on [-1, 1] for the narrow windows."""
 
 
 class WindowMoments(NamedTuple):
@@ -106,12 +115,12 @@ def standard_window_moments(alpha: npt.ArrayLike, beta: npt.ArrayLike) -> Window
         raw.append(nxt)
         prev2, prev = prev, nxt
         p_lo, p_hi = p_lo * d_lo, p_hi * d_hi
-    narrow = (hi - lo) * (2 * hi - lo) < _NARROW
+    narrow = (hi - lo) * (2 * hi - lo) < NARROW
     if np.any(narrow):
         # E Y^j by quadrature, Y = X - u on [lo - u, hi - u]; weights φ(x)/φ(u) <= 1.
-        nodes = ((lo + hi) / 2)[..., None] + ((hi - lo) / 2)[..., None] * _GL_NODES
+        nodes = ((lo + hi) / 2)[..., None] + ((hi - lo) / 2)[..., None] * GL_NODES
         y = nodes - u[..., None]
-        weights = _GL_WEIGHTS * np.exp(-y * (y + 2 * u[..., None]) / 2)
+        weights = GL_WEIGHTS * np.exp(-y * (y + 2 * u[..., None]) / 2)
         total = weights.sum(axis=-1)
         power = y
         for j in range(4):

@@ -15,12 +15,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytensor.tensor as pt
+from pytensor.graph import rewrite_graph
+from pytensor.graph.basic import Constant
 from pytensor.graph.replace import vectorize_graph
+from pytensor.graph.rewriting.basic import in2out, node_rewriter
+from pytensor.tensor.basic import Join, get_underlying_scalar_constant_value
+from pytensor.tensor.exceptions import NotScalarConstantError
+from pytensor.tensor.subtensor import Subtensor, indices_from_subtensor
 from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp.families import ExponentialFamily
 
-__all__ = ["grouped_joint_clt", "grouped_released_clt"]
+__all__ = ["grouped_joint_clt", "grouped_joint_clt_entries", "grouped_released_clt"]
 
 
 def _core_theta(family: ExponentialFamily) -> TensorVariable:
@@ -89,6 +95,68 @@ def grouped_released_clt(
     return n * pt.reshape(mean, (-1,)), n * pt.reshape(var, (-1,)), lower, upper
 
 
+@node_rewriter([Subtensor])
+def _pick_from_join(fgraph: Any, node: Any) -> list | None:
+    """``join(axis, a, b, ...)[:, ..., i, rest]`` → the part holding entry ``i``, indexed.
+
+    What ``pt.stack`` and ``pt.concatenate`` build and indexing takes apart, for parts of known
+    length on the axis; PyTensor's own lift (``local_subtensor_of_join``) leaves a constant
+    index on the join axis in place.
+    """
+    joined, *index = node.inputs
+    if not (joined.owner and isinstance(joined.owner.op, Join)):
+        return None
+    axis_var, *parts = joined.owner.inputs
+    if not isinstance(axis_var, Constant):
+        return None
+    axis = int(axis_var.data) % joined.type.ndim
+    entries = indices_from_subtensor(index, node.op.idx_list)
+    if len(entries) <= axis or any(e != slice(None) for e in entries[:axis]):
+        return None
+    widths = [p.type.shape[axis] for p in parts]
+    if None in widths or isinstance(entries[axis], slice):
+        return None
+    try:
+        at = int(get_underlying_scalar_constant_value(entries[axis])) % sum(widths)
+    except NotScalarConstantError:
+        return None
+    for part, width in zip(parts, widths):
+        if at < width:
+            return [part[(*entries[:axis], at, *entries[axis + 1 :])]]
+        at -= width
+    return None
+
+
+def _simplified(outputs: list[TensorVariable]) -> list[TensorVariable]:
+    """``outputs`` with stacks taken apart by indexing removed (canonical rewrites, twice)."""
+    for _ in range(2):
+        outputs = rewrite_graph(
+            outputs, include=("canonicalize",), custom_rewrite=in2out(_pick_from_join)
+        )
+    return outputs
+
+
+def grouped_joint_clt_entries(
+    family: ExponentialFamily, theta: Any, sizes: npt.ArrayLike, bounds: tuple[float, float]
+) -> tuple[list[TensorVariable], dict[tuple[int, int], TensorVariable]]:
+    """:func:`grouped_joint_clt` entry by entry: ``(G,)`` means and covariances (i ≤ j).
+
+    The entries are simplified while θ is still one record's and then vectorised, so a
+    consumer that reads them one by one (the Normal pair's s₂ | s₁) sees elementwise graphs
+    only: stacking them into ``(G, k)`` and ``(G, k, k)`` arrays and indexing those leaves a
+    Join, Split or IncSubtensor per entry in the gradient, which cost more than its arithmetic.
+    """
+    core = _core_theta(family)
+    theta = _per_group(theta, core)
+    n = np.asarray(sizes, dtype=np.float64).reshape(-1)
+    k = family.stat_size
+    mean1, cov1 = family.joint_clt(core, 1, bounds)
+    pairs = [(i, j) for i in range(k) for j in range(i, k)]
+    entries = _simplified([mean1[i] for i in range(k)] + [cov1[i, j] for i, j in pairs])
+    entries = [n * e for e in vectorize_graph(entries, replace={core: theta})]
+    return entries[:k], dict(zip(pairs, entries[k:]))
+
+
 def grouped_joint_clt(
     family: ExponentialFamily, theta: Any, sizes: npt.ArrayLike, bounds: tuple[float, float]
 ) -> tuple[TensorVariable, TensorVariable]:
@@ -97,10 +165,7 @@ def grouped_joint_clt(
     The released block ŝ of :meth:`~pymc_dp.families.truncated.TruncatedFamily.joint_clt`, for
     every group from one vectorised graph.
     """
-    core = _core_theta(family)
-    theta = _per_group(theta, core)
-    n = np.asarray(sizes, dtype=np.float64).reshape(-1)
-    k = family.stat_size
-    mean1, cov1 = family.joint_clt(core, 1, bounds)
-    mean, cov = vectorize_graph([mean1[:k], cov1[:k, :k]], replace={core: theta})
-    return n[:, None] * mean, n[:, None, None] * cov
+    means, covs = grouped_joint_clt_entries(family, theta, sizes, bounds)
+    k = len(means)
+    rows = [pt.stack([covs[min(i, j), max(i, j)] for j in range(k)], axis=-1) for i in range(k)]
+    return pt.stack(means, axis=-1), pt.stack(rows, axis=-2)

@@ -29,6 +29,7 @@ __all__ = [
     "CollapsedLaplacePair",
     "LaplacePairGivenFirst",
     "PairLogLikelihood",
+    "conditional_second",
     "first_statistic",
     "pair_given_first_logp",
     "pair_logp",
@@ -170,10 +171,18 @@ _WIDE = 40.0
 
 def _conditional_second(first: Any, mean: Any, cov: Any) -> tuple[Any, Any]:
     """Mean a(s₁) = m₂ + (c/v₁)(s₁ - m₁) and variance w = v₂ - c²/v₁ of s₂ given s₁."""
+    entries = (mean[..., 0], mean[..., 1], cov[..., 0, 0], cov[..., 0, 1], cov[..., 1, 1])
+    return conditional_second(first, *entries)
+
+
+def conditional_second(first: Any, m1: Any, m2: Any, v11: Any, v12: Any, v22: Any) -> tuple:
+    """Mean and variance of s₂ given s₁ from the pair's CLT entries, NumPy or PyTensor.
+
+    a(s₁) = m₂ + (v₁₂/v₁₁)(s₁ - m₁) and w = v₂₂ - v₁₂²/v₁₁; every argument of the batch shape.
+    """
     # + 1e-300: a window holding no mass (v₁ = c = 0) leaves s₂ independent, not 0/0.
-    slope = cov[..., 0, 1] / (cov[..., 0, 0] + 1e-300)
-    centre = mean[..., 1] + slope * (first - mean[..., 0])
-    return centre, cov[..., 1, 1] - slope * cov[..., 0, 1]
+    slope = v12 / (v11 + 1e-300)
+    return m2 + slope * (first - m1), v22 - slope * v12
 
 
 def pair_given_first_logp(
@@ -202,7 +211,11 @@ def pair_given_first_logp(
     True
     """
     value, first, mean, cov, scale = (as_float64(x) for x in (value, first, mean, cov, scale))
-    centre, var = _conditional_second(first, mean, cov)
+    return _given_first_logp(value, first, *_conditional_second(first, mean, cov), scale)
+
+
+def _given_first_logp(value: Any, first: Any, centre: Any, var: Any, scale: Any) -> TensorVariable:
+    """Log p(y | s₁) with s₂ | s₁ ~ N(centre, var): Laplace on y₁, normal–Laplace on y₂."""
     b1, b2 = scale[..., 0], scale[..., 1]
     wide = _WIDE * pt.sqrt(var + pt.sqr(b2))
     first_noise = -pt.log(2.0 * b1) - pt.abs(value[..., 0] - first) / b1
@@ -211,10 +224,11 @@ def pair_given_first_logp(
 
 
 def _random_given_first(
-    first: Any, mean: Any, cov: Any, scale: Any, rng: np.random.Generator, size: Any
+    first: Any, centre: Any, var: Any, scale: Any, rng: np.random.Generator, size: Any
 ) -> np.ndarray:
-    first, mean, cov, scale = (np.asarray(x, dtype=np.float64) for x in (first, mean, cov, scale))
-    centre, var = _conditional_second(first, mean, cov)
+    first, centre, var, scale = (
+        np.asarray(x, dtype=np.float64) for x in (first, centre, var, scale)
+    )
     sd = np.sqrt(np.maximum(var, 0.0))
     shape = size if size is not None else np.broadcast_shapes(first.shape, centre.shape)
     s = np.stack([np.broadcast_to(first, shape), rng.normal(centre, sd, size=shape)], axis=-1)
@@ -222,22 +236,24 @@ def _random_given_first(
 
 
 def LaplacePairGivenFirst(
-    name: str, first: Any, mean: Any, cov: Any, scale: Any, **kwargs: Any
+    name: str, first: Any, centre: Any, var: Any, scale: Any, **kwargs: Any
 ) -> TensorVariable:
     """A released pair y = ŝ + Laplace(b) given ŝ₁, with ŝ₂ integrated out (a CustomDist).
 
-    Parameters are those of :func:`CollapsedLaplacePair` and ``first``, the latent ŝ₁ (of the
-    batch shape). Draws (posterior predictive) draw ŝ₂ | ŝ₁ from its normal and add the noise.
+    ``first`` is the latent ŝ₁, ``centre`` and ``var`` the mean and variance of ŝ₂ given it
+    (:func:`conditional_second`), each of the batch shape, and ``scale`` the noise scales
+    ``(2,)``. Draws (posterior predictive) draw ŝ₂ | ŝ₁ from its normal and add the noise.
+    Elementwise parameters keep the logp and its gradient free of stacking and indexing.
     """
     return pm.CustomDist(
         name,
         first,
-        mean,
-        cov,
+        centre,
+        var,
         scale,
-        logp=lambda value, s1, m, v, b: pair_given_first_logp(value, s1, m, v, b),
+        logp=lambda value, s1, c, w, b: _given_first_logp(value, s1, c, w, b),
         random=_random_given_first,
-        signature="(),(k),(k,k),(k)->(k)",
+        signature="(),(),(),(k)->(k)",
         **kwargs,
     )
 

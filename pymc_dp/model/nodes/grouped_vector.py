@@ -36,8 +36,12 @@ from pymc_dp.curator.release_set import ReleaseSet
 from pymc_dp.families import Categorical, ExponentialFamily
 from pymc_dp.kernels.exact_counts import NoiseLaw
 from pymc_dp.likelihoods.choice import exact_cost, noise_law
-from pymc_dp.likelihoods.clt import grouped_joint_clt
-from pymc_dp.likelihoods.collapsed_pair import LaplacePairGivenFirst, first_statistic
+from pymc_dp.likelihoods.clt import grouped_joint_clt, grouped_joint_clt_entries
+from pymc_dp.likelihoods.collapsed_pair import (
+    LaplacePairGivenFirst,
+    conditional_second,
+    first_statistic,
+)
 from pymc_dp.likelihoods.grouped import GroupedExactCounts
 from pymc_dp.likelihoods.released_normal import ReleasedNormal
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
@@ -133,20 +137,33 @@ def vector_grouped_y(
             dims=dims,
         )
         return y, noise
+    if rel.mechanism != DISCRETE_GAUSSIAN:  # a pair: Categorical counts were refused before
+        return _laplace_pair(name, family, theta, release, value, dims), None
     mean, cov = _group_clt(family, theta, sizes, rel.bounds)
-    if rel.mechanism == DISCRETE_GAUSSIAN:
-        scale = float(rel.scale)
-        y = ReleasedNormal(name, mean, cov + scale * scale * np.eye(k), observed=value, dims=dims)
-        return y, NoiseLaw(DISCRETE_GAUSSIAN, scale)
-    # ŝ₁ of each group a model variable, ŝ₂ integrated in closed form given it: one term per
-    # group, where integrating ŝ₁ too (CollapsedLaplacePair, one release) takes a quadrature.
-    first = first_statistic(
-        f"{name}_s1", value[:, 0], mean[:, 0], cov[:, 0, 0], rel.scale, dims=dims[0]
-    )
-    y = LaplacePairGivenFirst(
-        name, first, mean=mean, cov=cov, scale=np.full(k, rel.scale), observed=value, dims=dims
-    )
-    return y, None
+    scale = float(rel.scale)
+    y = ReleasedNormal(name, mean, cov + scale * scale * np.eye(k), observed=value, dims=dims)
+    return y, NoiseLaw(DISCRETE_GAUSSIAN, scale)
+
+
+def _laplace_pair(
+    name: str,
+    family: ExponentialFamily,
+    theta: TensorVariable,
+    release: ReleaseSet,
+    value: np.ndarray,
+    dims: tuple[str, str],
+) -> TensorVariable:
+    """The Laplace-noised pair: ŝ₁ of each group a model variable, ŝ₂ integrated given it.
+
+    One closed-form term per group, where integrating ŝ₁ too (CollapsedLaplacePair, one
+    release) takes a quadrature; the CLT entries enter one by one (elementwise graphs).
+    """
+    rel = release.first
+    (m1, m2), covs = grouped_joint_clt_entries(family, theta, release.n, rel.bounds)
+    first = first_statistic(f"{name}_s1", value[:, 0], m1, covs[0, 0], rel.scale, dims=dims[0])
+    centre, var = conditional_second(first, m1, m2, covs[0, 0], covs[0, 1], covs[1, 1])
+    scale = np.full(value.shape[1], rel.scale)
+    return LaplacePairGivenFirst(name, first, centre, var, scale, observed=value, dims=dims)
 
 
 def _group_clt(
