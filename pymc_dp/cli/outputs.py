@@ -103,7 +103,6 @@ def save_fit_figures(
         The two files written.
     """
     import matplotlib.pyplot as plt
-    from scipy import stats
 
     from pymc_dp._compat import posterior_dataset
     from pymc_dp.model.ready_made import naive_marginals, prior_marginals, prior_spec
@@ -135,20 +134,29 @@ def save_fit_figures(
             (dim,) = (d for d in posterior[name].dims if d not in ("chain", "draw"))
             shown = f"{name}[{posterior[name][dim].values[k]}]"
         draws = draws.ravel()
-        # One range for both curves: the naive posterior may sit away from the DP one.
-        lo = min(np.quantile(draws, 0.001), float(dist.ppf(0.001)))
-        hi = max(np.quantile(draws, 0.999), float(dist.ppf(0.999)))
-        grid = np.linspace(lo, hi, 400)
-        ax.hist(draws, bins="auto", density=True, color="#0072B2", alpha=0.2, linewidth=0)
-        ax.plot(grid, stats.gaussian_kde(draws)(grid), color="#0072B2", lw=2, label="noise-aware")
+        grid = _panel_grid(draws, dist)
+        # A histogram, not a KDE: a sharp posterior (n·ε large) is narrower than any KDE's
+        # bandwidth, and a far mode would be smeared into a bridge.
+        bins = np.histogram_bin_edges(draws, bins="auto", range=(grid[0], grid[-1]))
+        ax.hist(draws, bins=bins, density=True, color="#0072B2", alpha=0.25, linewidth=0)
+        ax.hist(
+            draws,
+            bins=bins,
+            density=True,
+            histtype="step",
+            color="#0072B2",
+            lw=1.5,
+            label="noise-aware",
+        )
         ax.plot(grid, dist.pdf(grid), color="#D55E00", ls="--", lw=2, label="naive")
         ax.plot(grid, priors[label].pdf(grid), color="#555555", ls=":", lw=1.5, label="prior")
+        _mark_modes(ax, draws)
         ax.set_xlabel(shown)
         ax.set_ylim(bottom=0)
     for ax in axes.ravel()[len(naive) :]:
         ax.set_axis_off()
     axes[0, 0].set_ylabel("posterior density")
-    axes[0, 0].legend(frameon=False)
+    axes[0, 0].legend(frameon=True, framealpha=0.8, loc="best")
     fig.suptitle(f"Private {title}\nnoise-aware posterior, naive (noisy value as exact), prior")
     posterior_png = out_dir / "posterior.png"
     fig.savefig(posterior_png, dpi=110)
@@ -173,6 +181,40 @@ def save_fit_figures(
     fig.savefig(trace_png, dpi=100)
     plt.close(fig)
     return posterior_png, trace_png
+
+
+def _panel_grid(draws: np.ndarray, dist: Any) -> np.ndarray:
+    """The x grid of one panel: the draws' range, widened to show the naive posterior.
+
+    The naive posterior may sit away from the noise-aware one, and both are shown; but an axis
+    that runs to a heavy tail (a σ² whose naive posterior reaches 2300) hides the posterior, so
+    the panel spans at most five times the draws' central 99.8%.
+    """
+    lo_d, hi_d = np.quantile(draws, [0.001, 0.999])
+    lo = min(lo_d, float(dist.ppf(0.001)))
+    hi = max(hi_d, float(dist.ppf(0.999)))
+    span = max(hi_d - lo_d, 1e-12 * max(abs(hi_d), 1.0))
+    lo, hi = max(lo, lo_d - 2 * span), min(hi, hi_d + 2 * span)
+    return np.linspace(lo, hi, 400)
+
+
+def _mark_modes(ax: Any, draws: np.ndarray) -> None:
+    """Label each separated mode of the draws with its share of the mass."""
+    from pymc_dp.evaluation.modes import separated_modes
+
+    modes = separated_modes(draws)
+    if len(modes) < 2:
+        return
+    top = ax.get_ylim()[1]
+    for mode in modes:
+        ax.axvline(mode.median, color="#0072B2", lw=0.8, ls=":")
+        ax.annotate(
+            f"{mode.mass:.0%} near {mode.median:.4g}",
+            (mode.median, 0.9 * top),
+            ha="center",
+            fontsize=8,
+            color="#0072B2",
+        )
 
 
 def claim_output_dir(out: Path, names: list[str], overwrite: bool) -> None:
