@@ -149,3 +149,20 @@ def test_summary_of_arviz_prints_under_either_arviz_version():
     posterior["big"] = posterior["lam"] * 1e5 + 3e5
     text = format_summary(az.summary(posterior))
     assert "e+" not in text and "big" in text and "lam" in text
+
+
+def test_messages_of_issue_36(tmp_path, capsys):
+    """The family without parameters, the labels hint, the defaults the fit would use."""
+    argv = _release(tmp_path, "visits\n1\n3\n2\n", "--family", "poisson", "--bounds", "0", "30")
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "wrote" in out and "poisson release of column" in out and "poisson()" not in out
+    line = _error(capsys, ["fit", str(tmp_path / "o.json"), "--prior", "alpa=2",
+                           "--output-dir", str(tmp_path / "f")])  # fmt: skip
+    # Gamma(2, 2/m) with the window's centre m = 15, not the window-free Gamma(1, 1).
+    assert "its prior is lam ~ Gamma(alpha=2, beta=0.1333)" in line
+    argv = _release(tmp_path, "visits\napple\npear\n", "--family", "categorical",
+                    "--categories", "5", "--overwrite")  # fmt: skip
+    line = _error(capsys, argv)
+    assert "--categories LABEL1,LABEL2,..." in line
+    assert "apple" not in line and "pear" not in line  # the data's labels are not public

@@ -78,7 +78,15 @@ def release_command(args: argparse.Namespace, plans: list[ColumnPlan]) -> int:
             budget.save(args.budget)
         write_release(rel, output, overwrite=args.overwrite)
     except (InputError, OSError, OverflowError, TypeError, ValueError) as err:
-        return fail("release", release_message(one_line(err), args.column))
+        text = release_message(one_line(err), args.column)
+        if args.family == "categorical" and "must hold plain numbers" in text:
+            # The labels found in the data are not public, so they are not printed.
+            text += (
+                "; a column of text labels takes its public labels in a fixed order: "
+                "--categories LABEL1,LABEL2,... (e.g. --categories red,green,blue), listing "
+                "every value the column may hold"
+            )
+        return fail("release", text)
     if args.by is not None:
         _print_grouped(output, args, rel)
         return 0
