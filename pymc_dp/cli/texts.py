@@ -166,6 +166,10 @@ the posterior against the naive one that treats the noisy value as exact, and a 
 
 _FIT_EPILOG_TAIL = """\
 For lognormal the model is on log x. The same model in Python: pymc_dp.model.ready_made.build_model.
+A windowed family with one parameter also gets the public premise that its window holds most
+records: 5 pseudo-records inside the window, a factor q(theta)^5 on the prior (q the window's
+mass), which down-weights the far mode a window sum alone allows. After the summary the fit prints
+R-hat, ESS and divergences, and warns, with their masses, of separated modes.
 
 A grouped release (pymc-dp release --by) is fitted partially pooled, non-centred: logit p_g =
 mu + tau z_g (bernoulli, binomial) or log lam_g = mu + tau z_g (poisson), z_g ~ Normal(0, 1),
