@@ -102,7 +102,8 @@ def build_model(
     window_records
         A windowed family with a scalar θ: pseudo-records inside the release window that the
         prior adds, the public premise that the window holds most records
-        (:mod:`pymc_dp.model.window_premise`; a potential ``window_premise``); 0 leaves it out.
+        (:mod:`pymc_dp.model.window_premise`; a potential ``window_premise``); 0 leaves it out,
+        as does ``method="augmented"`` (the paper's Gibbs sampler: θ | s is a conjugate update).
 
     Returns
     -------
@@ -143,7 +144,8 @@ def build_model(
         # θ under its conjugate prior, then one record's distribution at θ (the family's own).
         theta = _prior_variables(family, spec, params, name)
         dist = family.dist_at(*theta)
-        if family.needs_bounds:
+        # The augmented sampler's conjugate update of θ | s has no room for the premise.
+        if family.needs_bounds and method != "augmented":
             add_window_premise(family, theta[0], release.bounds, records=window_records)
         NoisySuffStat(name, dist, release=release, method=method, likelihood=likelihood)
     return model
