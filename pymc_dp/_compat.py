@@ -37,6 +37,15 @@ def posterior_dataset(idata: Any) -> Any:
     return posterior.to_dataset() if hasattr(posterior, "to_dataset") else posterior
 
 
+def sample_stats_dataset(idata: Any) -> Any | None:
+    """The sample_stats group as an ``xarray.Dataset`` (None if the fit has none)."""
+    try:
+        stats = idata.sample_stats if hasattr(idata, "sample_stats") else idata["sample_stats"]
+    except (KeyError, AttributeError):
+        return None
+    return stats.to_dataset() if hasattr(stats, "to_dataset") else stats
+
+
 def set_posterior(idata: Any, variables: dict[str, Any]) -> Any:
     """Add ``xarray.DataArray`` variables to the posterior group of InferenceData or a DataTree."""
     if hasattr(idata, "posterior") and not hasattr(idata, "children"):  # ArviZ 0.x

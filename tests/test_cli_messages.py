@@ -95,7 +95,38 @@ def test_low_ess_note_reads_as_one_fact():
     assert "bulk ESS of lam is" in note
     assert "over 4 chains, below the 400 (100 per chain) that ArviZ recommends" in note
     assert "(< 100 per chain)" not in note
-    assert mixing_note(_posterior(4, 1000, 0.0), ["lam"], 4) == ""
+    good = mixing_note(_posterior(4, 1000, 0.0), ["lam"], 4).splitlines()
+    assert len(good) == 1 and good[0].startswith("diagnostics: R-hat <= 1.0")
+    assert "0 divergent transitions of 4000" in good[0]
+
+
+def test_divergences_are_printed():
+    """Issue 36: divergences were shown only in the progress bar."""
+    import xarray as xr
+
+    fit = _posterior(4, 1000, 0.0)
+    diverging = np.zeros((4, 1000), dtype=bool)
+    diverging[1, :50] = True
+    fit["sample_stats"] = xr.Dataset({"diverging": (("chain", "draw"), diverging)})
+    note = mixing_note(fit, ["lam"], 4)
+    assert "50 divergent transitions of 4000" in note
+    assert "warning: 50 divergent transitions (1.2% of the draws)" in note
+
+
+def test_separated_modes_are_warned_with_their_masses():
+    """Issue 36: a far mode of 14% set the mean, and nothing warned."""
+    import xarray as xr
+
+    rng = np.random.default_rng(1)
+    lam = np.concatenate([rng.normal(2.68, 0.02, 3440), rng.normal(38.5, 0.3, 560)])
+    fit = {
+        "posterior": xr.Dataset({"lam": (("chain", "draw"), rng.permutation(lam).reshape(4, -1))})
+    }
+    note = mixing_note(fit, ["lam"], 4)
+    assert "warning: lam has 2 separated modes: 86% near 2.68" in note
+    assert "14% near 38." in note
+    one = mixing_note(_posterior(4, 1000, 0.0), ["lam"], 4)
+    assert "separated modes" not in one
 
 
 def test_summary_formats_each_value_not_each_column():
@@ -118,3 +149,20 @@ def test_summary_of_arviz_prints_under_either_arviz_version():
     posterior["big"] = posterior["lam"] * 1e5 + 3e5
     text = format_summary(az.summary(posterior))
     assert "e+" not in text and "big" in text and "lam" in text
+
+
+def test_messages_of_issue_36(tmp_path, capsys):
+    """The family without parameters, the labels hint, the defaults the fit would use."""
+    argv = _release(tmp_path, "visits\n1\n3\n2\n", "--family", "poisson", "--bounds", "0", "30")
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "wrote" in out and "poisson release of column" in out and "poisson()" not in out
+    line = _error(capsys, ["fit", str(tmp_path / "o.json"), "--prior", "alpa=2",
+                           "--output-dir", str(tmp_path / "f")])  # fmt: skip
+    # Gamma(2, 2/m) with the window's centre m = 15, not the window-free Gamma(1, 1).
+    assert "its prior is lam ~ Gamma(alpha=2, beta=0.1333)" in line
+    argv = _release(tmp_path, "visits\napple\npear\n", "--family", "categorical",
+                    "--categories", "5", "--overwrite")  # fmt: skip
+    line = _error(capsys, argv)
+    assert "--categories LABEL1,LABEL2,..." in line
+    assert "apple" not in line and "pear" not in line  # the data's labels are not public

@@ -172,7 +172,9 @@ def test_regression_flags_need_the_regression_family(csv_path, tmp_path, capsys)
 
 def test_default_prior_is_on_the_scale_of_the_box():
     mu, cov, alpha, beta = default_nig_prior([(0.0, 10.0), (0.0, 4.0)], (-2.0, 6.0))
-    assert mu.tolist() == [2.0, 0.0, 0.0] and alpha == 2.0 and beta == 1.0  # s0 = 8 / 8
+    # σ² ~ InverseGamma(1, (w_y / 6)²) (issue 36); θ's covariance is on the scale s0 = w_y / 8.
+    assert mu.tolist() == [2.0, 0.0, 0.0] and alpha == 1.0 and beta == pytest.approx((8 / 6) ** 2)
+    beta = 1.0  # s0² = (8 / 8)²
     sd = np.sqrt(np.diag(cov) * beta)  # at σ = s0
     assert sd[1:] == pytest.approx([2 * 8 / 10, 2 * 8 / 4])  # a slope across the range twice
     # The line at the box's centre (5, 2) has sd w_y = 8, whatever the slopes.

@@ -81,7 +81,8 @@ def save_fit_figures(
     The model is :func:`pymc_dp.model.ready_made.build_model`'s.
 
     ``posterior.png`` has one panel per scalar parameter (``p[k]`` for each category): the
-    noise-aware posterior's draws (histogram and KDE) against the naive posterior that takes the
+    noise-aware posterior's draws (a histogram: no KDE smooths a sharp posterior; an inset per
+    separated mode) against the naive posterior that takes the
     noisy value as exact, and the prior's density over the same range (where it is flat next to
     the posterior, the release outweighs the prior; where the two look alike, the prior decides).
     ``trace.png`` is the trace plot of θ. The caller chooses the Matplotlib backend.
@@ -103,7 +104,6 @@ def save_fit_figures(
         The two files written.
     """
     import matplotlib.pyplot as plt
-    from scipy import stats
 
     from pymc_dp._compat import posterior_dataset
     from pymc_dp.model.ready_made import naive_marginals, prior_marginals, prior_spec
@@ -135,20 +135,30 @@ def save_fit_figures(
             (dim,) = (d for d in posterior[name].dims if d not in ("chain", "draw"))
             shown = f"{name}[{posterior[name][dim].values[k]}]"
         draws = draws.ravel()
-        # One range for both curves: the naive posterior may sit away from the DP one.
-        lo = min(np.quantile(draws, 0.001), float(dist.ppf(0.001)))
-        hi = max(np.quantile(draws, 0.999), float(dist.ppf(0.999)))
-        grid = np.linspace(lo, hi, 400)
-        ax.hist(draws, bins="auto", density=True, color="#0072B2", alpha=0.2, linewidth=0)
-        ax.plot(grid, stats.gaussian_kde(draws)(grid), color="#0072B2", lw=2, label="noise-aware")
+        grid, bins, log_x = _panel_grid(draws, dist)
+        if log_x:
+            ax.set_xscale("log")
+        # A histogram, not a KDE: a sharp posterior (n·ε large) is narrower than any KDE's
+        # bandwidth, and a far mode would be smeared into a bridge.
+        ax.hist(draws, bins=bins, density=True, color="#0072B2", alpha=0.25, linewidth=0)
+        ax.hist(
+            draws,
+            bins=bins,
+            density=True,
+            histtype="step",
+            color="#0072B2",
+            lw=1.5,
+            label="noise-aware",
+        )
         ax.plot(grid, dist.pdf(grid), color="#D55E00", ls="--", lw=2, label="naive")
         ax.plot(grid, priors[label].pdf(grid), color="#555555", ls=":", lw=1.5, label="prior")
+        _mark_modes(ax, draws)
         ax.set_xlabel(shown)
         ax.set_ylim(bottom=0)
     for ax in axes.ravel()[len(naive) :]:
         ax.set_axis_off()
     axes[0, 0].set_ylabel("posterior density")
-    axes[0, 0].legend(frameon=False)
+    axes[0, 0].legend(frameon=True, framealpha=0.8, loc="best")
     fig.suptitle(f"Private {title}\nnoise-aware posterior, naive (noisy value as exact), prior")
     posterior_png = out_dir / "posterior.png"
     fig.savefig(posterior_png, dpi=110)
@@ -173,6 +183,55 @@ def save_fit_figures(
     fig.savefig(trace_png, dpi=100)
     plt.close(fig)
     return posterior_png, trace_png
+
+
+def _panel_grid(draws: np.ndarray, dist: Any) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The x grid, histogram bins and log-axis choice of one panel.
+
+    The naive posterior may sit away from the noise-aware one, and both are shown; but an axis
+    that runs to a heavy tail (a σ² whose naive posterior reaches 2300) hides the posterior, so
+    the panel spans at most five times the draws' central 99.8%. Separated modes
+    (:func:`~pymc_dp.evaluation.modes.separated_modes`) each get their own fine bins, and
+    an inset each (:func:`_mark_modes`), so that every mode's shape shows.
+    """
+    from pymc_dp.evaluation.modes import separated_modes
+
+    lo_d, hi_d = np.quantile(draws, [0.001, 0.999])
+    lo = min(lo_d, float(dist.ppf(0.001)))
+    hi = max(hi_d, float(dist.ppf(0.999)))
+    span = max(hi_d - lo_d, 1e-12 * max(abs(hi_d), 1.0))
+    lo, hi = max(lo, lo_d - 2 * span), min(hi, hi_d + 2 * span)
+    modes = separated_modes(draws)
+    if len(modes) < 2:
+        grid = np.linspace(lo, hi, 400)
+        return grid, np.histogram_bin_edges(draws, bins="auto", range=(lo, hi)), False
+    edges = []
+    for mode in sorted(modes, key=lambda m: m.median):
+        width = mode.high - mode.low
+        edges.append(np.linspace(mode.low - width, mode.high + width, 41))
+    bins = np.unique(np.concatenate([[draws.min()], *edges, [draws.max()]]))
+    lo, hi = min(lo, bins[0]), max(hi, bins[-1])
+    # A linear axis (log ticks collide over one decade); _mark_modes zooms on each mode.
+    return np.unique(np.concatenate([np.linspace(lo, hi, 2000), *edges])), bins, False
+
+
+def _mark_modes(ax: Any, draws: np.ndarray) -> None:
+    """Label each separated mode with its share of the mass, and zoom on it in an inset."""
+    from pymc_dp.evaluation.modes import separated_modes
+
+    modes = separated_modes(draws)
+    if len(modes) < 2:
+        return
+    shown = sorted(modes[:3], key=lambda m: m.median)
+    for i, mode in enumerate(shown):
+        ax.axvline(mode.median, color="#0072B2", lw=0.8, ls=":")
+        width = mode.high - mode.low
+        inside = draws[(draws >= mode.low - width) & (draws <= mode.high + width)]
+        inset = ax.inset_axes([0.06 + i * 0.33, 0.45, 0.26, 0.4])
+        inset.hist(inside, bins=30, color="#0072B2", alpha=0.6)
+        inset.set_yticks([])
+        inset.tick_params(labelsize=7)
+        inset.set_title(f"{mode.mass:.0%} near {mode.median:.4g}", fontsize=8, color="#0072B2")
 
 
 def claim_output_dir(out: Path, names: list[str], overwrite: bool) -> None:

@@ -129,9 +129,15 @@ def default_nig_prior(
     """The default Normal–Inverse-Gamma prior of (θ, σ²), from the public box alone.
 
     With the response's range of centre ``c_y`` and width ``w_y`` and each covariate's range of
-    centre ``c_j`` and width ``w_j``, the prior is ``σ² ~ InverseGamma(2, s0²)`` with
-    ``s0 = w_y / 8`` (so E σ² = s0²: a residual sd of an eighth of the response's range, with a
-    heavy right tail up to the whole range), and, given σ², the line at the box's centre
+    centre ``c_j`` and width ``w_j``, the prior is ``σ² ~ InverseGamma(1, (w_y / 6)²)``: one
+    pseudo-observation, a residual sd of about a sixth of the response's range (the sd of data
+    that fill two thirds of it), with a tail that decays only like 1/σ² and reaches the widest
+    residual the range allows, (w_y / 2)², with 11% of the mass. A release rarely pins σ² on
+    its own (σ² trades off against the fitted line through the noisy y² and x·y sums), so this
+    prior sets where the posterior of σ² sits; with shape 2 and scale (w_y / 8)² it put 3% of
+    its mass above 0.9 on a response in [1, 5] and the posterior of a marriage-rating regression
+    missed its OLS residual variance 0.905 (issue 36, ``benchmarks/real_data_defaults.py``).
+    Given σ², with the reference scale ``s0 = w_y / 8``, the line at the box's centre
     ``a = θ₀ + Σ θ_j c_j ~ N(c_y, σ² (w_y / s0)²)`` and each slope
     ``θ_j ~ N(0, σ² (2 w_y / (w_j s0))²)``, independent: at σ = s0 the centre's value has sd
     w_y and a slope sd 2 w_y / w_j, a slope that crosses the response's range twice over the
@@ -154,9 +160,9 @@ def default_nig_prior(
     Examples
     --------
     >>> mu, V, alpha, beta = default_nig_prior([(0.0, 10.0)], (0.0, 8.0))
-    >>> mu.tolist(), alpha, beta
-    ([4.0, 0.0], 2.0, 1.0)
-    >>> np.sqrt(np.diag(V) * beta).round(3).tolist()  # sd at σ = s0; θ₀ at x = 0, 5 from c
+    >>> mu.tolist(), alpha, round(beta, 4)
+    ([4.0, 0.0], 1.0, 1.7778)
+    >>> np.sqrt(np.diag(V) * 1.0).round(3).tolist()  # sd at σ = s0 = 1; θ₀ at x = 0, 5 from c
     [11.314, 1.6]
     """
     box = np.asarray(x_bounds, dtype=np.float64).reshape(-1, 2)
@@ -169,7 +175,7 @@ def default_nig_prior(
     t = np.eye(len(centres) + 1)
     t[0, 1:] = -centres
     mu = np.concatenate([[centre_y], np.zeros(len(centres))])
-    return mu, t @ cov_centred @ t.T, 2.0, s0**2
+    return mu, t @ cov_centred @ t.T, 1.0, (width_y / 6.0) ** 2
 
 
 def default_regression_model(entry: Any, *, name: str = "z") -> Any:

@@ -78,14 +78,23 @@ def release_command(args: argparse.Namespace, plans: list[ColumnPlan]) -> int:
             budget.save(args.budget)
         write_release(rel, output, overwrite=args.overwrite)
     except (InputError, OSError, OverflowError, TypeError, ValueError) as err:
-        return fail("release", release_message(one_line(err), args.column))
+        text = release_message(one_line(err), args.column)
+        if args.family == "categorical" and "must hold plain numbers" in text:
+            # The labels found in the data are not public, so they are not printed.
+            text += (
+                "; a column of text labels takes its public labels in a fixed order: "
+                "--categories LABEL1,LABEL2,... (e.g. --categories red,green,blue), listing "
+                "every value the column may hold"
+            )
+        return fail("release", text)
     if args.by is not None:
         _print_grouped(output, args, rel)
         return 0
     params = ", ".join(f"{k}={v:g}" for k, v in rel.family_params.items())
+    family = f"{rel.family}({params})" if params else rel.family  # poisson, not poisson()
     spent = f" + {rel.bounds_epsilon:g} for the private window" if rel.bounds_epsilon else ""
     print(
-        f"wrote {output}: {rel.family}({params}) release of column {args.column!r}, "
+        f"wrote {output}: {family} release of column {args.column!r}, "
         f"n = {rel.n}, epsilon = {rel.epsilon:g}{spent}, sensitivity = {rel.sensitivity:g}, "
         f"{rel.mechanism} scale = {rel.scale:g}"
         + (f", quantum = {rel.quantum:g}" if rel.quantum is not None else "")
@@ -130,8 +139,9 @@ def _release_grouped(
 def _print_grouped(output: Path, args: argparse.Namespace, rs: Any) -> None:
     rel = rs.first
     params = ", ".join(f"{k}={v:g}" for k, v in rel.family_params.items())
+    family = f"{rel.family}({params})" if params else rel.family
     print(
-        f"wrote {output}: {rel.family}({params}) releases of column {args.column!r} for "
+        f"wrote {output}: {family} releases of column {args.column!r} for "
         f"{len(rs)} groups of {args.by!r}, epsilon = {rs.total_epsilon:g} for the whole set "
         f"(parallel composition), sensitivity = {rel.sensitivity:g}, {rel.mechanism} scale = "
         f"{rel.scale:g} per group"

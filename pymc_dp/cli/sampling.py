@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["format_summary", "mixing_note", "run_sampler"]
+__all__ = ["format_summary", "mixing_note", "modes_notes", "run_sampler"]
 
 
 def run_sampler(args: argparse.Namespace, model: Any) -> Any:
@@ -48,7 +48,12 @@ def run_sampler(args: argparse.Namespace, model: Any) -> Any:
 
 
 def mixing_note(idata: Any, var_names: Sequence[str], chains: int) -> str:
-    """Notes when chains disagree (R-hat > 1.05) or θ has < 100 effective draws per chain.
+    """The fit's diagnostics: R-hat, bulk ESS and divergences, then a note per problem.
+
+    The first line is always printed (worst R-hat, lowest bulk ESS, number of divergent
+    transitions); notes follow when chains disagree (R-hat > 1.05), θ has < 100 effective draws
+    per chain, NUTS diverged, or a scalar θ has separated modes
+    (:func:`~pymc_dp.evaluation.modes.separated_modes`, each mode with its mass).
 
     Parameters
     ----------
@@ -62,33 +67,73 @@ def mixing_note(idata: Any, var_names: Sequence[str], chains: int) -> str:
     Returns
     -------
     str
-        One line per problem, or ``""``.
+        The lines, joined.
     """
     import arviz as az
 
-    from pymc_dp._compat import posterior_dataset
+    from pymc_dp._compat import posterior_dataset, sample_stats_dataset
 
     posterior = posterior_dataset(idata)
     ess = az.ess(posterior, var_names=list(var_names), method="bulk")
     lowest, name = min((float(np.min(ess[v].values)), v) for v in var_names)
-    notes = []
+    worst = float("nan")
     if chains > 1:
         rhat = az.rhat(posterior, var_names=list(var_names))
-        worst = max(float(np.max(rhat[name].values)) for name in var_names)
-        if not worst <= 1.05:
-            notes.append(
-                f"warning: R-hat of {', '.join(var_names)} is up to {worst:.2f} (> 1.05): the "
-                "chains disagree. A chain started far from the data (a vague prior) can take "
-                "long to move; raise --tune and --draws, or use a prior that excludes implausible "
-                "values, and look at trace.png."
-            )
+        worst = max(float(np.max(rhat[v].values)) for v in var_names)
+    stats = sample_stats_dataset(idata)
+    divergent = (
+        int(np.sum(stats["diverging"].values)) if stats is not None and "diverging" in stats else 0
+    )
+    draws = posterior.sizes.get("chain", 1) * posterior.sizes.get("draw", 1)
+    rhat_text = f"R-hat <= {worst:.2f}" if chains > 1 else "R-hat n/a (1 chain)"
+    notes = [
+        f"diagnostics: {rhat_text}, bulk ESS >= {lowest:.0f} ({name}), "
+        f"{divergent} divergent transitions of {draws}"
+    ]
+    if chains > 1 and not worst <= 1.05:
+        notes.append(
+            f"warning: R-hat of {', '.join(var_names)} is up to {worst:.2f} (> 1.05): the "
+            "chains disagree. A chain started far from the data (a vague prior) can take "
+            "long to move; raise --tune and --draws, or use a prior that excludes implausible "
+            "values, and look at trace.png."
+        )
     if lowest < 100 * chains:
         over = f"over {chains} chains" if chains > 1 else "from 1 chain"
         notes.append(
             f"note: the bulk ESS of {name} is {lowest:.0f} {over}, below the {100 * chains} "
             f"(100 per chain) that ArviZ recommends; raise --draws for reliable estimates."
         )
+    if divergent:
+        notes.append(
+            f"warning: {divergent} divergent transitions ({divergent / draws:.1%} of the draws): "
+            "NUTS could not follow the posterior everywhere, so its draws may be biased there; "
+            "raise --tune, or give a prior on the scale of the data, and look at trace.png."
+        )
+    notes.extend(modes_notes(posterior, var_names))
     return "\n".join(notes)
+
+
+def modes_notes(posterior: Any, var_names: Sequence[str]) -> list[str]:
+    """A warning per scalar θ (or θ component) whose posterior has separated modes.
+
+    Each mode holding at least 1% of the draws is named with its mass, median and 94%
+    interval: a mean ± sd describes none of them.
+    """
+    from pymc_dp.evaluation.modes import describe_modes, separated_modes
+
+    notes = []
+    for var in var_names:
+        values = np.asarray(posterior[var].values, dtype=np.float64)
+        flat = values.reshape(values.shape[0] * values.shape[1], -1)
+        for j in range(flat.shape[1]):
+            modes = separated_modes(flat[:, j])
+            if len(modes) > 1:
+                label = var if flat.shape[1] == 1 else f"{var}[{j}]"
+                notes.append(
+                    f"warning: {describe_modes(label, modes)}; the mean and sd above describe "
+                    "none of them (posterior.png shows each)."
+                )
+    return notes
 
 
 def _number(value: float) -> str:

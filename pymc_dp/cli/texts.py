@@ -166,6 +166,10 @@ the posterior against the naive one that treats the noisy value as exact, and a 
 
 _FIT_EPILOG_TAIL = """\
 For lognormal the model is on log x. The same model in Python: pymc_dp.model.ready_made.build_model.
+A windowed family with one parameter also gets the public premise that its window holds most
+records: 5 pseudo-records inside the window, a factor q(theta)^5 on the prior (q the window's
+mass), which down-weights the far mode a window sum alone allows. After the summary the fit prints
+R-hat, ESS and divergences, and warns, with their masses, of separated modes.
 
 A grouped release (pymc-dp release --by) is fitted partially pooled, non-centred: logit p_g =
 mu + tau z_g (bernoulli, binomial) or log lam_g = mu + tau z_g (poisson), z_g ~ Normal(0, 1),
@@ -177,7 +181,7 @@ Python: pymc_dp.model.hierarchical.build_grouped_model.
 A regression release (pymc-dp release --family regression) is fitted with the default model of
 pymc_dp.regression.NoisyRegressionStat (the covariates normal, with a prior from their box; the
 exact law of the statistic), under a Normal-Inverse-Gamma prior from the public box alone:
-sigma2 ~ InverseGamma(2, (w_y/8)^2) and, given sigma2, the line's value at the box's centre
+sigma2 ~ InverseGamma(1, (w_y/6)^2) and, given sigma2, the line's value at the box's centre
 ~ Normal(m_y, sigma2 (w_y/s0)^2) and each slope ~ Normal(0, sigma2 (2 w_y/(w_j s0))^2), with
 s0 = w_y/8, m_y and w_y the response's centre and width, w_j each covariate's width (--prior
 does not apply). It prints the coefficients (intercept and the covariates by name) and writes

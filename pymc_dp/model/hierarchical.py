@@ -508,7 +508,9 @@ def save_grouped_figures(idata: Any, release: ReleaseSet, out_dir: str | Path) -
             ax.set_xlabel(f"{name} per group")
         else:
             ax.set_xlabel(_link(release.family).axis_label(release.first.get_family(), label))
-    axes[0][0].legend(frameon=False, loc="best")
+    # Below the panels: inside, "best" still covered a group's interval (issue 36).
+    handles, texts = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, texts, loc="outside lower center", ncols=2, frameon=False)
     fig.suptitle(
         f"Partially pooled fit of a grouped {release.family} release, "
         f"ε = {release.epsilon:g}, {len(release)} groups"

@@ -249,7 +249,7 @@ def prior_hyperparameters(
     if unknown:
         raise ValueError(
             f"unknown prior parameter {unknown[0]!r} for the {family.name} family; its prior "
-            f"is {spec.describe()}"
+            f"is {_describe_defaults(spec, defaults)}"
         )
     values = []
     for key, shape in zip(spec.parameters, family.prior_shapes, strict=True):
@@ -352,3 +352,15 @@ def _fmt(value: float | list[float]) -> str:
 
 def _window_text(bounds: tuple[float, float]) -> str:
     return f"window ({_fmt(float(bounds[0]))}, {_fmt(float(bounds[1]))})"
+
+
+def _describe_defaults(spec: PriorSpec, defaults: Mapping[str, Any]) -> str:
+    """``lam ~ Gamma(alpha=2, beta=0.04)``: the prior with the defaults this fit would use."""
+
+    def text(value: Any) -> str:
+        if np.size(value) != 1:
+            return str(np.asarray(value).tolist())
+        return np.format_float_positional(np.float64(np.ravel(value)[0]), precision=4, trim="-")
+
+    args = ", ".join(f"{k}={text(defaults[k])}" for k in spec.parameters)
+    return f"{', '.join(spec.variables)} ~ {spec.distribution}({args})"

@@ -30,6 +30,7 @@ from pymc_dp.model.priors import (
     prior_spec,
     prior_summary,
 )
+from pymc_dp.model.window_premise import WINDOW_RECORDS, add_window_premise
 
 # The priors live in pymc_dp.model.priors; they are re-exported here, where the models use them.
 __all__ = [
@@ -73,6 +74,7 @@ def build_model(
     method: str = "auto",
     likelihood: str = "auto",
     labels: Sequence[str] | None = None,
+    window_records: float = WINDOW_RECORDS,
 ) -> pm.Model:
     """The family's conjugate model of a release: θ's prior, the records, a NoisySuffStat node.
 
@@ -97,6 +99,11 @@ def build_model(
         A Categorical release's public category labels (e.g. a
         :class:`~pymc_dp.curator.release_file.ColumnRelease`'s ``labels``): the coordinates of the
         dimension ``{name}_category`` of ``p`` and the counts, in place of 0..K-1.
+    window_records
+        A windowed family with a scalar θ: pseudo-records inside the release window that the
+        prior adds, the public premise that the window holds most records
+        (:mod:`pymc_dp.model.window_premise`; a potential ``window_premise``); 0 leaves it out,
+        as does ``method="augmented"`` (the paper's Gibbs sampler: θ | s is a conjugate update).
 
     Returns
     -------
@@ -135,7 +142,11 @@ def build_model(
                 )
             model.add_coord(f"{name}_category", [str(v) for v in labels])
         # θ under its conjugate prior, then one record's distribution at θ (the family's own).
-        dist = family.dist_at(*_prior_variables(family, spec, params, name))
+        theta = _prior_variables(family, spec, params, name)
+        dist = family.dist_at(*theta)
+        # The augmented sampler's conjugate update of θ | s has no room for the premise.
+        if family.needs_bounds and method != "augmented":
+            add_window_premise(family, theta[0], release.bounds, records=window_records)
         NoisySuffStat(name, dist, release=release, method=method, likelihood=likelihood)
     return model
 
