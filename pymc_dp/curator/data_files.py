@@ -27,6 +27,9 @@ DATA_FORMATS = ("csv", "parquet")
 """Formats :func:`read_column` reads."""
 
 _MAX_LISTED = 5
+CSV_BATCH = 1 << 18
+"""Records per batch of a streamed CSV column: its text fields (Python strings) and the parse
+of them cost about 300 bytes a record, so 2**18 keep a batch near 80 MB."""
 _MISSING = ("", "na", "nan", "null", "none", "n/a")
 
 
@@ -207,7 +210,7 @@ class CsvColumn:
         """The one column this source reads."""
         return [self.column]
 
-    def batches(self, columns: Sequence[str | None], size: int = 1 << 20) -> Iterator[Any]:
+    def batches(self, columns: Sequence[str | None], size: int = CSV_BATCH) -> Iterator[Any]:
         """The records as float64 arrays of ``size`` records, in file order."""
         import pandas as pd
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pymc_dp.curator.data_files import CsvColumn
+from pymc_dp.curator.data_files import CSV_BATCH, CsvColumn
 from pymc_dp.curator.exact_sums import BATCH, BatchTotals, combine_totals
 
 __all__ = ["ParquetSource", "exact_totals", "in_memory_column", "is_frame", "parquet_source"]
@@ -250,7 +250,7 @@ def _arrow_batches(data: Any, columns: list[str]) -> Iterator[Any]:
         yield from data.batches(columns)
         return
     if isinstance(data, CsvColumn):
-        yield from data.batches(columns, BATCH)
+        yield from data.batches(columns, min(BATCH, CSV_BATCH))
         return
     import narwhals.stable.v2 as nw
 
