@@ -241,7 +241,12 @@ def release(
             "is narrower than the fixed-point quantum of its records"
         ) from None
     n, totals = _exact_totals(x, plan, records=records, name=name, column=column, client=client)
-    check_release_noise(fam, window, n, gaussian=gaussian, epsilon=epsilon)
+    try:
+        check_release_noise(fam, window, n, gaussian=gaussian, epsilon=epsilon)
+    except ValueError:
+        if not charged:
+            raise
+        raise PrivateWindowError("gives noise that the statistic cannot carry") from None
     if not charged:
         charge_release(budget, mechanism, epsilon, bounds_epsilon, label or fam.name)
     return release_from_totals(
@@ -363,9 +368,7 @@ def _private_window(
         counts=counts,
     )
     if window[0] >= window[1]:
-        raise PrivateWindowError(
-            "collapsed to a point; widen bounds_quantiles or raise bounds_share"
-        )
+        raise PrivateWindowError("collapsed to a point")
     try:
         window = fam.check_bounds(widen_to_counts(window, getattr(fam, "discrete", False)))
     except ValueError:
