@@ -11,7 +11,13 @@ runs every method in a fresh subprocess, so that each peak memory (``ru_maxrss``
 * ``dask_read``: Dask reading the column on the same cluster, ``map_partitions(len).sum()``;
 * ``dask_sum``: Dask's own ``ddf["x"].sum().compute()`` on the same cluster and frame;
 * ``release_dask``: ``pmdp.release(dd.read_parquet(path), ..., client=)`` on a local Dask
-  cluster (2 workers, one thread each), only integer totals coming back.
+  cluster (2 workers, one thread each), only integer totals coming back;
+* ``release_csv``: ``pmdp.release(CsvColumn(path), ...)``: the same records written as a CSV
+  file, read and checked in batches of 2**20 records (memory bounded for any n);
+* ``cli_csv``: ``pymc-dp release data.csv --column x --family exponential --bounds 0 5
+  --epsilon 1 --seed 0 -o ...`` (the command line's path, run in the child's process);
+* ``csv_whole``: the CSV path before streaming, ``read_column`` and a release of the array
+  (its memory grows with n: not in the default methods).
 
 The three Dask methods read the same frame (``split_row_groups=True``: one partition per row
 group) on the same kind of cluster, warmed up by one tiny Parquet read, so that ``dask_sum`` is
@@ -28,6 +34,7 @@ a Poisson release of n = 10² and of n = 10⁸ records.
 Usage::
 
     python benchmarks/release_scale.py --sizes 1e6 1e7 1e8 --repeat 3 --dir /tmp/release_scale
+    python benchmarks/release_scale.py --sizes 1e7 --methods release_csv cli_csv --no-fit
 """
 
 from __future__ import annotations
@@ -50,7 +57,10 @@ METHODS = [
     "dask_read",
     "dask_sum",
     "release_dask",
+    "release_csv",
+    "cli_csv",
 ]
+CSV = ("release_csv", "cli_csv", "csv_whole")
 DASK = ("dask_read", "dask_sum", "release_dask")
 BOUNDS = (0.0, 5.0)
 
@@ -65,6 +75,16 @@ elif method == "polars_sum":
 elif method in ("dask_read", "dask_sum"):
     import dask.dataframe as dd
     from distributed import Client, LocalCluster
+elif method in ("release_csv", "cli_csv", "csv_whole"):
+    # What the command line imports for a CSV release, and nothing else (no Polars, no Dask).
+    import pymc as pm
+    import pymc_dp as pmdp
+    tiny = os.path.join(tempfile.mkdtemp(), "tiny.csv")
+    with open(tiny, "w") as handle:
+        handle.write("x\n0.5\n1.5\n")
+    from pymc_dp.curator.data_files import CsvColumn
+    pmdp.release(CsvColumn(tiny, "x"), pm.Exponential, column="x", epsilon=1.0,
+                 bounds=(0.0, 5.0), rng=0)
 else:
     import pymc as pm
     import pymc_dp as pmdp
@@ -117,6 +137,18 @@ elif method == "dask_sum":
     out = float(read(path)["x"].sum().compute())
 elif method == "release_dask":
     out = pmdp.release(read(path), pm.Exponential, column="x", client=client, **kw).n
+elif method == "release_csv":
+    from pymc_dp.curator.data_files import CsvColumn
+    out = pmdp.release(CsvColumn(path, "x"), pm.Exponential, column="x", **kw).n
+elif method == "cli_csv":
+    from pymc_dp.cli import main
+    target = os.path.join(tempfile.mkdtemp(), "release.json")
+    out = main(["release", path, "--column", "x", "--family", "exponential", "--bounds", "0",
+                "5", "--epsilon", "1", "--seed", "0", "-o", target])
+    assert out == 0
+elif method == "csv_whole":
+    from pymc_dp.curator.data_files import read_column
+    out = pmdp.release(read_column(path, "x"), pm.Exponential, **kw).n
 seconds = time.perf_counter() - start
 cpu_seconds = cpu() - cpu_start
 print(json.dumps({"seconds": seconds, "cpu": cpu_seconds, "peak_mb": rss(),
@@ -137,6 +169,18 @@ def generate(path: Path, n: int, seed: int = 0) -> None:
         for start in range(0, n, ROW_GROUP):
             size = min(ROW_GROUP, n - start)
             writer.write_table(pa.table({"x": rng.exponential(0.5, size)}, schema=schema))
+
+
+def generate_csv(path: Path, n: int, seed: int = 0) -> None:
+    """Write the records of :func:`generate` (same seed, same values) as a CSV file."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("x\n")
+        for start in range(0, n, ROW_GROUP):
+            size = min(ROW_GROUP, n - start)
+            handle.write("\n".join(map(repr, rng.exponential(0.5, size).tolist())) + "\n")
 
 
 def run(method: str, path: Path) -> dict:
@@ -190,7 +234,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", nargs="+", type=float, default=[1e6, 1e7])
     parser.add_argument("--dir", default="/tmp/release_scale")
-    parser.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
+    parser.add_argument("--methods", nargs="+", default=METHODS, choices=[*METHODS, "csv_whole"])
     parser.add_argument(
         "--repeat", type=int, default=1, help="fresh-process runs per method; the fastest is kept"
     )
@@ -207,10 +251,13 @@ def main() -> None:
                 start = time.perf_counter()
                 generate(path, n)
                 print(f"generated {n:.0e} records in {time.perf_counter() - start:.1f} s")
+            csv_path = root / f"n{n}.csv"
+            if any(m in CSV for m in args.methods) and not csv_path.exists():
+                generate_csv(csv_path, n)
             runs: dict[str, list[dict]] = {m: [] for m in args.methods}
             for _ in range(args.repeat):  # interleaved, so that a busy spell hits every method
                 for method in args.methods:
-                    runs[method].append(run(method, path))
+                    runs[method].append(run(method, csv_path if method in CSV else path))
             results = {m: min(r, key=lambda x: x["seconds"]) for m, r in runs.items()}
             polars = results.get("polars_sum", {}).get("seconds")
             dask = results.get("dask_sum", {}).get("seconds")
@@ -226,7 +273,8 @@ def main() -> None:
                     flush=True,
                 )
             if not args.keep:
-                shutil.rmtree(path)
+                shutil.rmtree(path, ignore_errors=True)
+                csv_path.unlink(missing_ok=True)
     finally:
         if not args.keep and root.exists():
             shutil.rmtree(root)

@@ -9,8 +9,8 @@ prints the noise a release would add (:mod:`pymc_dp.cli.dry_run`). ``pymc-dp fit
 analyst's: it reads a release and fits its model with the noise-aware posterior, writing an
 ArviZ posterior file, a summary table and plots (:mod:`pymc_dp.cli.fit`). ``pymc-dp reproduce``
 regenerates the experiments of Bernstein & Sheldon (2018) (:mod:`pymc_dp.cli.reproduce`).
-Bad input ends with exit status 2 and a one-line message; an interrupted fit (Ctrl-C) ends with
-status 130 and writes nothing.
+Bad input ends with exit status 2 and a one-line message; an interrupted fit or release
+(Ctrl-C) ends with status 130 and writes nothing.
 
 This package, its parser (:mod:`~pymc_dp.cli.parser`), argument checks
 (:mod:`~pymc_dp.cli.plans`), help texts and messages import neither PyMC nor NumPy (the package
@@ -20,6 +20,7 @@ second; :func:`main` imports the subcommand's module only once the arguments are
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 
@@ -42,30 +43,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     -------
     int
         Exit status: 0 on success, 2 on bad input (with a one-line message on stderr), 130 when
-        ``fit`` was interrupted (nothing written).
+        ``fit`` or ``release`` was interrupted (nothing written; a charge already made stays in
+        the ledger).
     """
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "release":
         check_release_args(args.subparser, args)
-        try:  # family options and the window are public: checked before anything is imported
-            if args.family.strip() == "regression":
-                regression = regression_settings(args)
-            else:
-                plans = release_plan(args)
-        except InputError as err:
-            return fail("release", str(err))
-        if args.family.strip() == "regression":
-            from pymc_dp.cli import regression as regression_cli
-
-            return regression_cli.release_command(args, regression)
-        if args.dry_run:
-            from pymc_dp.cli.dry_run import dry_run
-
-            return dry_run(args, plans)
-        from pymc_dp.cli.release import release_command
-
-        return release_command(args, plans)
+        try:
+            return _release(args)
+        except KeyboardInterrupt:
+            # A charge made before the interrupt is in the ledger already; no output appears.
+            print("pymc-dp release: interrupted; no release written", file=sys.stderr)
+            return 130
     if args.command == "fit":
         from pymc_dp.cli.fit import fit_command
 
@@ -73,6 +63,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pymc_dp.cli.reproduce import reproduce_command
 
     return reproduce_command(args)
+
+
+def _release(args: argparse.Namespace) -> int:
+    """``pymc-dp release`` once its arguments are checked."""
+    try:  # family options and the window are public: checked before anything is imported
+        if args.family.strip() == "regression":
+            regression = regression_settings(args)
+        else:
+            plans = release_plan(args)
+    except InputError as err:
+        return fail("release", str(err))
+    if args.family.strip() == "regression":
+        from pymc_dp.cli import regression as regression_cli
+
+        return regression_cli.release_command(args, regression)
+    if args.dry_run:
+        from pymc_dp.cli.dry_run import dry_run
+
+        return dry_run(args, plans)
+    from pymc_dp.cli.release import release_command
+
+    return release_command(args, plans)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ that stops it there.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 from pathlib import Path
 from typing import Any
@@ -37,10 +38,16 @@ def _probe_budget() -> Any:
     return ProbeBudget(epsilon=1.0)
 
 
-def release_columns(args: argparse.Namespace, plans: list[ColumnPlan], output: Path) -> int:
+def release_columns(
+    args: argparse.Namespace,
+    plans: list[ColumnPlan],
+    output: Path,
+    ledger: contextlib.ExitStack[Any],
+) -> int:
     """Release each planned column into one file; return the exit status.
 
-    The caller has checked ``output`` (not a directory, absent unless --overwrite).
+    The caller has checked ``output`` (not a directory, absent unless --overwrite); a --budget
+    ledger stays locked until ``ledger`` closes.
     """
     import numpy as np
 
@@ -73,7 +80,7 @@ def release_columns(args: argparse.Namespace, plans: list[ColumnPlan], output: P
                         f"{args.data}: no column {plan.column!r}; the columns are "
                         f"{', '.join(map(repr, source.columns))}"
                     )
-        budget = open_budget(args, "epsilon")
+        budget = open_budget(args, "epsilon", ledger)
         fmt = "parquet" if source is not None else args.format
 
         def run(plan: ColumnPlan, ledger: Any, rng: Any) -> Any:
@@ -108,9 +115,7 @@ def release_columns(args: argparse.Namespace, plans: list[ColumnPlan], output: P
         rf = ReleaseFile(
             tuple(entries), epsilon=total, budget=None if budget is None else budget.receipt()
         )
-        if budget is not None:
-            # Saved before the release is written: a failed write still counts as spent.
-            budget.save(args.budget)
+        # The charge is in the ledger already (saved when made): a failed write still counts.
         write_release(rf, output, overwrite=args.overwrite)
     except (InputError, OSError, OverflowError, TypeError, ValueError) as err:
         return fail("release", release_message(one_line(err), column or "COLUMN"))

@@ -7,6 +7,7 @@ format, :func:`open_budget` opens (or creates) the ``--budget`` ledger.
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -38,23 +39,19 @@ def is_parquet(args: argparse.Namespace) -> bool:
     return path.is_dir() or glob.has_magic(args.data) or path.suffix.lower() in (".parquet", ".pq")
 
 
-def open_budget(args: argparse.Namespace, unit: str) -> Any:
-    """The ledger named by --budget (created with --budget-total), or None."""
-    from pymc_dp.curator.budget import PrivacyBudget
+def open_budget(args: argparse.Namespace, unit: str, stack: contextlib.ExitStack[Any]) -> Any:
+    """The ledger named by --budget (created with --budget-total), or None.
+
+    The ledger stays locked until ``stack`` closes (:func:`pymc_dp.curator.budget.open_ledger`):
+    a concurrent release against it waits, and each charge is in the file before any noise.
+    """
+    from pymc_dp.curator.budget import open_ledger
 
     if args.budget is None:
         if args.budget_total is not None:
             raise InputError("--budget-total needs --budget LEDGER")
         return None
-    path = Path(args.budget)
-    if path.exists():
-        if args.budget_total is not None:
-            raise InputError(f"{path} exists: its total is fixed; drop --budget-total")
-        budget = PrivacyBudget.load(path)
-    else:
-        if args.budget_total is None:
-            raise InputError(f"{path} does not exist; create it with --budget-total TOTAL")
-        budget = PrivacyBudget(**{unit: args.budget_total})
-    if budget.unit != unit:
-        raise InputError(f"{path} accounts in {budget.unit}, but this release spends {unit}")
-    return budget
+    try:
+        return stack.enter_context(open_ledger(args.budget, unit=unit, total=args.budget_total))
+    except ValueError as err:
+        raise InputError(str(err)) from None

@@ -9,7 +9,8 @@ before that is offered like a built-in one. Help texts pass through
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import re
+from typing import Any, NoReturn
 
 # The checks of the release's arguments live beside the parser; importable from here too.
 from pymc_dp.cli.plans import check_release_args, family_settings
@@ -56,13 +57,32 @@ def _seed(text: str) -> int:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with numbers for values and a one-line error.
+
+    argparse takes ``-1e-3``, ``-inf`` or ``-0.5,1.5`` for options (only ``-1`` and ``-.5`` look
+    like numbers to it) and then dumps the whole usage; here any word starting with ``-`` and a
+    digit, ``-.`` and a digit, ``-inf`` or ``-nan`` is a value (no option of pymc-dp starts so),
+    and an error is one line naming the argument, with a pointer to ``--help``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # argparse reads this (undocumented) attribute to tell negative numbers from options.
+        self._negative_number_matcher = re.compile(r"^-(?:\d|\.\d|inf(?:inity)?$|nan$)", re.I)
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: error: MESSAGE`` and a pointer to ``--help``; exit with status 2."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 _OPTION_TYPES = {"count": _positive_int, "number": _number, "categories": str}
 """The argument type of each kind of family option (FamilyOption.kind)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``pymc-dp`` parser with its ``release``, ``fit`` and ``reproduce`` subcommands."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="pymc-dp",
         description="Noise-aware Bayesian inference from differentially private releases.",
     )

@@ -304,6 +304,14 @@ def _check_regression_args(parser: argparse.ArgumentParser, args: argparse.Names
 
 def check_release_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """The release's required arguments, which depend on --dry-run (an argparse error if not)."""
+    total = args.budget_total
+    if total is not None and not (math.isfinite(total) and total > 0):
+        parser.error(f"--budget-total must be a finite number > 0 (got {total:g})")
+    if args.mechanism == "laplace-float" and args.seed is None and not args.dry_run:
+        parser.error(
+            "--mechanism laplace-float needs --seed SEED: floating-point noise is for seeded "
+            "studies only; drop --mechanism for a real release (OpenDP's discrete Laplace)"
+        )
     families = [f.strip() for f in args.family.split(",")]
     if "regression" in families:
         if len(families) > 1:

@@ -11,6 +11,7 @@ posterior file, a predictive plot and a trace plot.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -51,6 +52,13 @@ def _regression_message(text: str, settings: dict[str, Any]) -> str:
 
 def release_command(args: argparse.Namespace, settings: dict[str, Any]) -> int:
     """Run ``pymc-dp release --family regression``; return the exit status."""
+    with contextlib.ExitStack() as ledger:  # a --budget ledger stays locked until the end
+        return _release_command(args, settings, ledger)
+
+
+def _release_command(
+    args: argparse.Namespace, settings: dict[str, Any], ledger: contextlib.ExitStack[Any]
+) -> int:
     output = Path(args.output)
     covariates, response = settings["covariates"], settings["response"]
     try:
@@ -67,7 +75,7 @@ def release_command(args: argparse.Namespace, settings: dict[str, Any]) -> int:
             check_positive(args.rho, "--rho")
         else:
             check_positive(args.epsilon, "--epsilon")
-        budget = open_budget(args, "rho" if gaussian else "epsilon")
+        budget = open_budget(args, "rho" if gaussian else "epsilon", ledger)
         options = dict(
             x_bounds=settings["x_bounds"],
             y_bounds=settings["y_bounds"],
@@ -101,8 +109,7 @@ def release_command(args: argparse.Namespace, settings: dict[str, Any]) -> int:
             epsilon=rel.total_epsilon,
             budget=rel.budget,
         )
-        if budget is not None:
-            budget.save(args.budget)  # before the file: a failed write still counts as spent
+        # The charge is in the ledger already (saved when made): a failed write still counts.
         write_release(rf, output, overwrite=args.overwrite)
     except (InputError, OSError, OverflowError, TypeError, ValueError) as err:
         return fail("release", _regression_message(one_line(err), settings))

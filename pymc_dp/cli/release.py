@@ -7,6 +7,7 @@ The arguments are parsed and the family options checked by :mod:`pymc_dp.cli` be
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,18 @@ __all__ = ["release_command"]
 
 
 def release_command(args: argparse.Namespace, plans: list[ColumnPlan]) -> int:
-    """Run ``pymc-dp release`` with the checked column ``plans``; return the exit status."""
+    """Run ``pymc-dp release`` with the checked column ``plans``; return the exit status.
+
+    A ``--budget`` ledger is locked from its reading to the end of the release (its charge is
+    saved before any noise is drawn).
+    """
+    with contextlib.ExitStack() as ledger:
+        return _release_command(args, plans, ledger)
+
+
+def _release_command(
+    args: argparse.Namespace, plans: list[ColumnPlan], ledger: contextlib.ExitStack[Any]
+) -> int:
     output = Path(args.output)
     settings = plans[0].settings
     try:
@@ -27,9 +39,9 @@ def release_command(args: argparse.Namespace, plans: list[ColumnPlan]) -> int:
         if len(plans) > 1 or plans[0].labels is not None:
             from pymc_dp.cli.columns import release_columns
 
-            return release_columns(args, plans, output)
+            return release_columns(args, plans, output, ledger)
         from pymc_dp._validation import check_positive
-        from pymc_dp.curator.data_files import read_column
+        from pymc_dp.curator.data_files import CsvColumn
         from pymc_dp.curator.release_file import write_release
         from pymc_dp.curator.single import release
 
@@ -50,7 +62,7 @@ def release_command(args: argparse.Namespace, plans: list[ColumnPlan]) -> int:
         parquet = is_parquet(args)
         if not parquet and args.scheduler is not None:
             raise InputError("--scheduler reads Parquet data; convert the CSV file first")
-        budget = open_budget(args, "rho" if gaussian else "epsilon")
+        budget = open_budget(args, "rho" if gaussian else "epsilon", ledger)
         options = dict(
             epsilon=args.epsilon,
             rho=args.rho,
@@ -70,12 +82,10 @@ def release_command(args: argparse.Namespace, plans: list[ColumnPlan]) -> int:
                     data, family, column=args.column, client=client, **options
                 ),
             )
-        else:
-            records = read_column(args.data, args.column, file_format=args.format)
-            rel = release(records, family, **options)
-        if budget is not None:
-            # Saved before the release is written: a failed write still counts as spent.
-            budget.save(args.budget)
+        else:  # CSV, streamed: read (and checked) one batch at a time, memory bounded
+            source = CsvColumn(args.data, args.column, file_format=args.format)
+            rel = release(source, family, column=args.column, **options)
+        # The charge is in the ledger already (saved when made): a failed write still counts.
         write_release(rel, output, overwrite=args.overwrite)
     except (InputError, OSError, OverflowError, TypeError, ValueError) as err:
         text = release_message(one_line(err), args.column)

@@ -22,7 +22,71 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-__all__ = ["InterruptGuard", "StagedOutputs", "existing_outputs"]
+__all__ = ["InterruptGuard", "StagedOutputs", "existing_outputs", "write_text_atomic"]
+
+
+def write_text_atomic(path: str | Path, text: str, *, shared: bool = True) -> Path:
+    """Write ``text`` to ``path`` whole or not at all: a unique temporary file, fsync, rename.
+
+    Each writer has its own temporary name (several processes may write beside one another),
+    the data reach the disk before the rename, and the rename itself is made durable by an
+    fsync of the directory. A failure (a full disk, a read-only directory) removes the
+    temporary file, leaves an earlier ``path`` untouched and raises an ``OSError`` that names
+    ``path``.
+
+    Parameters
+    ----------
+    path
+        The file to write.
+    text
+        Its whole content (UTF-8).
+    shared
+        Give the file the permissions the umask allows (``False``: owner only, as ``mkstemp``).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "ledger.json"
+    >>> write_text_atomic(out, "{}").read_text()
+    '{}'
+    """
+    path = Path(path)
+    temporary = None
+    try:
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if shared:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, path)
+        temporary = None
+        _fsync_directory(path.parent)
+    except OSError as err:
+        if err.filename is not None and Path(err.filename) == path:
+            raise
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from None
+    finally:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+    return path
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (where the platform allows opening directories)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def existing_outputs(out_dir: str | Path, names: Iterable[str]) -> list[Path]:

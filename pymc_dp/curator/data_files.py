@@ -7,7 +7,7 @@ Records are read and checked here; nothing in this module prints or stores them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 __all__ = [
     "DATA_FORMATS",
+    "CsvColumn",
     "InputFileError",
     "read_column",
     "read_keys",
@@ -26,6 +27,9 @@ DATA_FORMATS = ("csv", "parquet")
 """Formats :func:`read_column` reads."""
 
 _MAX_LISTED = 5
+CSV_BATCH = 1 << 18
+"""Records per batch of a streamed CSV column: its text fields (Python strings) and the parse
+of them cost about 300 bytes a record, so 2**18 keep a batch near 80 MB."""
 _MISSING = ("", "na", "nan", "null", "none", "n/a")
 
 
@@ -89,9 +93,26 @@ def _read_csv_column(path: Path, column: str) -> tuple[Any, Any]:
     published exactly, so a blank line, or a line whose field count differs (a thousands
     separator such as ``1,000``, or another delimiter), is never skipped, padded or cut.
     """
-    import csv
-
     import pandas as pd
+
+    values: list[str] = []
+    lines: list[Any] = []
+    for chunk, chunk_lines in _csv_chunks(path, column):
+        values.extend(chunk)
+        lines.append(chunk_lines)
+    lines_array = np.concatenate(lines) if lines else np.zeros(0, dtype=np.int64)
+    return pd.Series(values, dtype=object), lines_array
+
+
+def _csv_chunks(
+    path: Path, column: str, size: int | None = None
+) -> Iterator[tuple[list[str], npt.NDArray[np.int64]]]:
+    """The column's fields and their file lines, ``size`` records at a time (all: ``None``).
+
+    The checks of :func:`_read_csv_column` (the header, blank lines, field counts), made as
+    the file is read: memory holds one chunk, whatever the file's length.
+    """
+    import csv
 
     values: list[str] = []
     lines: list[int] = []
@@ -132,6 +153,9 @@ def _read_csv_column(path: Path, column: str) -> tuple[Any, Any]:
                     )
                 values.append(row[index])
                 lines.append(line)
+                if size is not None and len(values) >= size:
+                    yield values, np.asarray(lines, dtype=np.int64)
+                    values, lines = [], []
     except csv.Error as err:
         raise InputFileError(f"{path}: not a readable CSV file at line {end + 1} ({err})") from None
     except UnicodeDecodeError:
@@ -142,7 +166,80 @@ def _read_csv_column(path: Path, column: str) -> tuple[Any, Any]:
         if isinstance(err, FileNotFoundError):
             raise
         raise InputFileError(f"{path}: not a readable CSV file ({err})") from None
-    return pd.Series(values, dtype=object), np.asarray(lines, dtype=np.int64)
+    if values or size is None:
+        yield values, np.asarray(lines, dtype=np.int64)
+
+
+class CsvColumn:
+    r"""One numeric column of a CSV file, streamed: a data source for :func:`pymc_dp.release`.
+
+    The file is read (and checked as :func:`read_column` checks it) one batch of records at a
+    time each time the release passes over it, so memory stays bounded for any number of
+    records; the release's exact sums make the result the same, bit for bit, as a release of
+    :func:`read_column`'s array.
+
+    Parameters
+    ----------
+    path
+        A CSV file with a header row (``.csv.gz``, ``.csv.bz2``, ``.csv.xz`` too).
+    column
+        The column holding the records.
+    file_format
+        ``"csv"``, or ``None`` to tell it from the name (as :func:`read_column`).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile, pymc as pm, pymc_dp
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "data.csv"
+    >>> _ = path.write_text("id,ok\n1,1\n2,0\n3,1\n")
+    >>> pymc_dp.release(CsvColumn(path, "ok"), pm.Bernoulli, column="ok", epsilon=1.0, rng=0).n
+    3
+    """
+
+    def __init__(self, path: str | Path, column: str, *, file_format: str | None = None) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"{self.path}: no such file")
+        if _data_format(self.path, file_format) != "csv":
+            raise InputFileError(f"{self.path}: not CSV; read Parquet with parquet_source")
+        self.column = column
+        next(_csv_chunks(self.path, column, 1), None)  # the header and the column, checked now
+
+    @property
+    def columns(self) -> list[str]:
+        """The one column this source reads."""
+        return [self.column]
+
+    def batches(self, columns: Sequence[str | None], size: int = CSV_BATCH) -> Iterator[Any]:
+        """The records as float64 arrays of ``size`` records, in file order."""
+        import pandas as pd
+
+        if list(columns) not in ([self.column], [None]):
+            raise ValueError(
+                f"{self.path}: this source reads column {self.column!r} only (got {list(columns)})"
+            )
+        offset = 0
+        chunks = _csv_chunks(self.path, self.column, size)
+        for values, lines in chunks:
+            numbers, missing, bad = _parse_numbers(pd.Series(values, dtype=object))
+            if missing.any() or bad.any() or not np.isfinite(numbers).all():
+                # Count every problem in the column, as read_column's message does.
+                parts = [(np.zeros(offset), np.zeros(offset, bool), np.zeros(offset, bool))]
+                all_lines = [np.zeros(offset, dtype=np.int64), lines]
+                parts.append((numbers, missing, bad))
+                for more, more_lines in chunks:
+                    parts.append(_parse_numbers(pd.Series(more, dtype=object)))
+                    all_lines.append(more_lines)
+                _check_values(
+                    self.path,
+                    self.column,
+                    *(np.concatenate(p) for p in zip(*parts, strict=True)),
+                    np.concatenate(all_lines),
+                )
+            offset += len(values)
+            yield numbers
+        if offset == 0:
+            raise InputFileError(f"{self.path}: column {self.column!r} has no records")
 
 
 def _check_column(path: Path, column: str, names: list[str]) -> None:
@@ -245,6 +342,19 @@ def read_column(
     if len(series) == 0:
         raise InputFileError(f"{path}: column {column!r} has no records")
     numbers, missing, bad = _parse_numbers(series)
+    _check_values(path, column, numbers, missing, bad, lines)
+    return numbers
+
+
+def _check_values(
+    path: Path,
+    column: str,
+    numbers: npt.NDArray[np.float64],
+    missing: npt.NDArray[np.bool_],
+    bad: npt.NDArray[np.bool_],
+    lines: npt.NDArray[np.int64] | None,
+) -> None:
+    """Refuse missing, non-numeric, then infinite values, naming their first rows."""
     if missing.any():
         raise InputFileError(
             f"{path}: column {column!r} has {int(missing.sum())} missing value(s), "
@@ -262,7 +372,6 @@ def read_column(
             f"float, at {_where(lines, infinite)}; every record must be a finite number; "
             f"{_STOPPED}"
         )
-    return numbers
 
 
 def read_keys(path: str | Path, column: str, *, file_format: str | None = None) -> npt.NDArray:

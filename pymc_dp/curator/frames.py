@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from pymc_dp.curator.data_files import CSV_BATCH, CsvColumn
 from pymc_dp.curator.exact_sums import BATCH, BatchTotals, combine_totals
 
 __all__ = ["ParquetSource", "exact_totals", "in_memory_column", "is_frame", "parquet_source"]
@@ -113,7 +114,7 @@ def parquet_source(path: str | os.PathLike) -> ParquetSource:
 
 def is_frame(data: Any) -> bool:
     """Whether ``data`` is a data frame, series, relation or Parquet source (not an array)."""
-    if isinstance(data, ParquetSource) or _is_dask(data):
+    if isinstance(data, ParquetSource | CsvColumn) or _is_dask(data):
         return True
     if isinstance(data, np.ndarray | list | tuple | range) or np.isscalar(data):
         return False
@@ -210,6 +211,8 @@ def in_memory_column(data: Any, column: str | None) -> npt.NDArray:
     """
     import narwhals.stable.v2 as nw
 
+    if isinstance(data, CsvColumn):  # read whole, one batch at a time (checked as it goes)
+        return np.concatenate(list(data.batches([column])))
     if not isinstance(data, ParquetSource) and not _is_dask(data):
         frame = nw.from_native(data, allow_series=True)
         if isinstance(frame, nw.Series | nw.DataFrame):
@@ -246,6 +249,9 @@ def _arrow_batches(data: Any, columns: list[str]) -> Iterator[Any]:
         _check_columns(data.columns, columns, data.path)
         yield from data.batches(columns)
         return
+    if isinstance(data, CsvColumn):
+        yield from data.batches(columns, min(BATCH, CSV_BATCH))
+        return
     import narwhals.stable.v2 as nw
 
     frame = nw.from_native(data, allow_series=True)
@@ -278,6 +284,8 @@ def _arrow_batches(data: Any, columns: list[str]) -> Iterator[Any]:
 
 def _to_numpy(batch: Any, columns: list[str]) -> npt.NDArray:
     """One batch as NumPy: 1-D in the column's own type, or 2-D floats; nulls become NaN."""
+    if isinstance(batch, np.ndarray):  # a CSV column's batch: float64 already
+        return batch
     import pyarrow as pa
 
     arrays = [batch] if isinstance(batch, pa.Array | pa.ChunkedArray) else batch.columns

@@ -27,7 +27,9 @@ from pymc_dp._validation import (
     check_zcdp_fields,
     json_float,
 )
+from pymc_dp.curator.budget import check_receipt
 from pymc_dp.curator.noise import check_mechanism
+from pymc_dp.curator.strict_json import strict_loads
 from pymc_dp.families import ExponentialFamily, get_family
 from pymc_dp.mechanisms.vetted import DISCRETE_GAUSSIAN, LAPLACE_FLOAT
 
@@ -354,7 +356,7 @@ class Release:
     @classmethod
     def from_json(cls, text: str) -> Release:
         """Rebuild a release from :meth:`to_json` output."""
-        return cls.from_dict(json.loads(text))
+        return cls.from_dict(strict_loads(text))
 
 
 def _check_bounds(bounds: Any) -> tuple[float, float]:
@@ -418,6 +420,4 @@ def _check_noise_fields(rel: Release, gaussian: bool) -> None:
     object.__setattr__(rel, "rho", rho)
     object.__setattr__(rel, "delta", delta)
     if rel.budget is not None:
-        if not isinstance(rel.budget, Mapping):
-            raise TypeError(f"budget must be a mapping (got {type(rel.budget).__name__})")
-        object.__setattr__(rel, "budget", types.MappingProxyType(dict(rel.budget)))
+        object.__setattr__(rel, "budget", types.MappingProxyType(check_receipt(rel.budget)))

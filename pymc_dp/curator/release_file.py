@@ -25,10 +25,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pymc_dp.curator.atomic import write_text_atomic
+from pymc_dp.curator.budget import check_receipt
 from pymc_dp.curator.data_files import InputFileError
 from pymc_dp.curator.record import Release
 from pymc_dp.curator.regression.record import RegressionRelease
 from pymc_dp.curator.release_set import ReleaseSet, is_grouped_record
+from pymc_dp.curator.strict_json import strict_loads
 
 __all__ = [
     "KIND",
@@ -197,8 +200,8 @@ class ReleaseFile:
                 f"epsilon must be the sum of the releases' epsilon, {total:g} (got {epsilon!r})"
             )
         object.__setattr__(self, "epsilon", float(epsilon))
-        if self.budget is not None and not isinstance(self.budget, Mapping):
-            raise TypeError(f"budget must be an object (got {self.budget!r})")
+        if self.budget is not None:
+            object.__setattr__(self, "budget", check_receipt(self.budget))
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -257,7 +260,7 @@ class ReleaseFile:
     @classmethod
     def from_json(cls, text: str) -> ReleaseFile:
         """Rebuild a release file from :meth:`to_json` output."""
-        return cls.from_dict(json.loads(text))
+        return cls.from_dict(strict_loads(text))
 
 
 def is_release_file(data: Any) -> bool:
@@ -296,8 +299,11 @@ def write_release(release: Any, path: str | Path, *, overwrite: bool = True) -> 
         )
     path = Path(path)
     text = release.to_json(indent=2) + "\n"
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if overwrite:
+        return write_text_atomic(path, text)
+    temporary = None
     try:
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -306,25 +312,25 @@ def write_release(release: Any, path: str | Path, *, overwrite: bool = True) -> 
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(temporary, 0o666 & ~umask)
-        if overwrite:
-            os.replace(temporary, path)
-        else:
+        try:
             try:
-                try:
-                    os.link(temporary, path)  # fails if path exists: check and write at once
-                except FileExistsError:
-                    raise
-                except OSError:  # a file system without hard links: create exclusively
-                    with open(path, "x", encoding="utf-8") as handle:
-                        handle.write(text)
+                os.link(temporary, path)  # fails if path exists: check and write at once
             except FileExistsError:
-                raise InputFileError(
-                    f"{path} exists; pass --overwrite (overwrite=True) to replace it (a new "
-                    "release of the same data spends epsilon again)"
-                ) from None
+                raise
+            except OSError:  # a file system without hard links: create exclusively
+                with open(path, "x", encoding="utf-8") as handle:
+                    handle.write(text)
+        except FileExistsError:
+            raise InputFileError(
+                f"{path} exists; pass --overwrite (overwrite=True) to replace it (a new "
+                "release of the same data spends epsilon again)"
+            ) from None
+    except OSError as err:  # e.g. a full disk: name the file, whatever call failed
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from None
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
+        if temporary is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
     return path
 
 
@@ -358,7 +364,7 @@ def read_release(
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = strict_loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
         raise InputFileError(f"{path}: not a text file; expected a release in JSON") from None
     except json.JSONDecodeError as err:
@@ -366,6 +372,8 @@ def read_release(
             f"{path}: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}); "
             "expected a release written by pymc-dp release"
         ) from None
+    except ValueError as err:  # strict_loads: a duplicate key, a huge integer, deep nesting
+        raise InputFileError(f"{path}: not a valid release file ({err})") from None
     if not isinstance(data, dict):
         raise InputFileError(
             f"{path}: expected a JSON object with the release's fields (got {type(data).__name__})"

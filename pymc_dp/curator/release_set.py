@@ -22,7 +22,9 @@ import numpy as np
 import numpy.typing as npt
 
 from pymc_dp._validation import check_json_numbers
+from pymc_dp.curator.budget import check_receipt
 from pymc_dp.curator.record import Release
+from pymc_dp.curator.strict_json import strict_loads
 
 __all__ = ["MISSING_KEY_TEXT", "GroupKey", "ReleaseSet", "check_key", "is_grouped_record"]
 
@@ -118,9 +120,8 @@ class ReleaseSet:
         if self.by is not None and not isinstance(self.by, str):
             raise TypeError(f"by must be a string naming the groups (got {self.by!r})")
         if self.budget is not None:
-            if not isinstance(self.budget, Mapping):
-                raise TypeError(f"budget must be a mapping (got {type(self.budget).__name__})")
-            object.__setattr__(self, "budget", types.MappingProxyType(dict(self.budget)))
+            receipt = check_receipt(self.budget)
+            object.__setattr__(self, "budget", types.MappingProxyType(receipt))
         object.__setattr__(self, "releases", types.MappingProxyType(checked))
 
     # ---- what every group shares ----------------------------------------------------------
@@ -273,7 +274,7 @@ class ReleaseSet:
     @classmethod
     def from_json(cls, text: str) -> ReleaseSet:
         """Rebuild a set from :meth:`to_json` output."""
-        return cls.from_dict(json.loads(text))
+        return cls.from_dict(strict_loads(text))
 
 
 _SHARED_FIELDS = (

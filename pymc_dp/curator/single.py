@@ -41,7 +41,7 @@ from pymc_dp.curator.record import Release
 from pymc_dp.families import ExponentialFamily, get_family
 from pymc_dp.mechanisms import noise_scale
 from pymc_dp.mechanisms.private_quantile import check_quantile_pair
-from pymc_dp.mechanisms.vetted import DISCRETE_GAUSSIAN, zcdp_to_approx_dp
+from pymc_dp.mechanisms.vetted import DISCRETE_GAUSSIAN, LAPLACE_FLOAT, zcdp_to_approx_dp
 
 __all__ = ["release"]
 
@@ -229,9 +229,24 @@ def release(
         window = fam.check_bounds(bounds)
     # One pipeline for every input: the exact total s (the same bit for bit from arrays and
     # from every engine), then the noise of the mechanism on s (release_noise).
-    plan = FamilyPlan.for_release(fam, window if fam.needs_bounds else None, clamp=clamp, name=name)
+    try:
+        plan = FamilyPlan.for_release(
+            fam, window if fam.needs_bounds else None, clamp=clamp, name=name
+        )
+    except ValueError:
+        if not charged:
+            raise
+        # The window was chosen from the data: its values stay private.
+        raise PrivateWindowError(
+            "is narrower than the fixed-point quantum of its records"
+        ) from None
     n, totals = _exact_totals(x, plan, records=records, name=name, column=column, client=client)
-    check_release_noise(fam, window, n, gaussian=gaussian, epsilon=epsilon)
+    try:
+        check_release_noise(fam, window, n, gaussian=gaussian, epsilon=epsilon)
+    except ValueError:
+        if not charged:
+            raise
+        raise PrivateWindowError("gives noise that the statistic cannot carry") from None
     if not charged:
         charge_release(budget, mechanism, epsilon, bounds_epsilon, label or fam.name)
     return release_from_totals(
@@ -248,6 +263,16 @@ def release(
         bounds_mechanism=bounds_mechanism,
         budget=budget,
     )
+
+
+class PrivateWindowError(ValueError):
+    """A privately chosen window cannot be used; the message never quotes its ends."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(
+            f"the privately chosen window {problem}; its budget is spent (and charged); "
+            "change bounds_range, bounds_quantiles or bounds_share, or give public bounds"
+        )
 
 
 def _records_input(
@@ -321,6 +346,15 @@ def _private_window(
         )  # fmt: skip
     n_records = counts[0] if counts is not None else int(np.shape(records)[0])
     _statistic_magnitude(fam, search, n_records)
+    # A search range narrower than its fixed-point quantum refuses every window in it: a
+    # public refusal, made before anything is charged.
+    try:
+        FamilyPlan.for_release(fam, search, clamp=clamp, name=name)
+    except ValueError:
+        raise ValueError(
+            f"bounds_range ({search[0]!r}, {search[1]!r}) is narrower than the fixed-point "
+            "quantum of records of that size, and so is every window in it: widen it"
+        ) from None
     noise_scale(sensitivity=_sensitivity(fam, search, gaussian), epsilon=epsilon)
     charge(epsilon, bounds_epsilon)
     warn_if_noisy_bounds(n_records, bounds_epsilon, quantiles, kind, search)
@@ -334,11 +368,11 @@ def _private_window(
         counts=counts,
     )
     if window[0] >= window[1]:
-        raise ValueError(
-            f"the private bounds collapsed to {window}; widen bounds_quantiles or raise "
-            "bounds_share"
-        )
-    window = fam.check_bounds(widen_to_counts(window, getattr(fam, "discrete", False)))
+        raise PrivateWindowError("collapsed to a point")
+    try:
+        window = fam.check_bounds(widen_to_counts(window, getattr(fam, "discrete", False)))
+    except ValueError:
+        raise PrivateWindowError("is not a valid window of the family") from None
     return window, epsilon, bounds_epsilon, window_mechanism(kind, study=rng is not None)
 
 
@@ -405,7 +439,14 @@ def noise_settings(
         if epsilon is None:
             raise TypeError("release needs epsilon=, its privacy budget")
         epsilon = check_positive(epsilon, "epsilon")
-    generator = check_rng(rng) if rng is not None or not mechanism.startswith("discrete") else None
+    if mechanism == LAPLACE_FLOAT and rng is None:
+        # Unseeded float noise would be a real release with a sampler that is not safe for one
+        # (Mironov 2012): the float sampler is for seeded studies only.
+        raise ValueError(
+            "mechanism='laplace-float' needs rng= (a seed: it is for seeded studies only); "
+            "for a real release drop mechanism (OpenDP's 'discrete-laplace' is the default)"
+        )
+    generator = check_rng(rng) if rng is not None else None
     return mechanism, gaussian, epsilon, generator
 
 
