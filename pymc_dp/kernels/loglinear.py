@@ -196,7 +196,7 @@ def _logsumexp(x: np.ndarray) -> np.ndarray:
 
 
 def discrete_laplace_logpmf(k: npt.ArrayLike, scale: float) -> npt.NDArray[np.float64]:
-    """Log P(noise = k) of the discrete Laplace law, P(k) ∝ exp(-|k| / scale)."""
+    """Log P(noise = k) of the discrete Laplace law, P(k) ∝ exp(-abs(k) / scale)."""
     t = 1.0 / scale
     return np.log(np.tanh(t / 2.0)) - t * np.abs(np.asarray(k, dtype=float))
 
