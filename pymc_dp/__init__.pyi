@@ -43,6 +43,8 @@ from . import (
 from .curator.budget import BudgetExceededError as BudgetExceededError
 from .curator.budget import PrivacyBudget as PrivacyBudget
 from .curator.grouped import release_grouped as release_grouped
+from .curator.marginals import MarginalRelease as MarginalRelease
+from .curator.marginals import release_marginals as release_marginals
 from .curator.record import Release as Release
 from .curator.regression.record import RegressionRelease as RegressionRelease
 from .curator.regression.release import release_regression as release_regression
@@ -57,6 +59,8 @@ from .evaluation.measures import ks_band as ks_band
 from .evaluation.measures import ks_statistic as ks_statistic
 from .evaluation.measures import mmd2_unbiased as mmd2_unbiased
 from .model.latent import sample_latent as sample_latent
+from .model.nodes.marginals import NoisyMarginals as NoisyMarginals
+from .model.nodes.marginals import marginals_model as marginals_model
 from .model.noisy_suffstat import NoisySuffStat as NoisySuffStat
 from .model.step_methods import ConjugateStep as ConjugateStep
 from .model.step_methods import GridStep as GridStep
@@ -64,6 +68,8 @@ from .model.step_methods import IndependenceStep as IndependenceStep
 from .model.step_methods import NoiseVarianceStep as NoiseVarianceStep
 from .model.step_methods import NormProductStep as NormProductStep
 from .model.step_methods import RecordStep as RecordStep
+from .model.synthetic import combine as combine
+from .model.synthetic import synthetic_datasets as synthetic_datasets
 from .regression.model.noisy_regression import NoisyRegressionStat as NoisyRegressionStat
 from .regression.model.steps import CovariateModelStep as CovariateModelStep
 from .regression.model.steps import RegressionConjugateStep as RegressionConjugateStep

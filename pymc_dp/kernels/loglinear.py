@@ -1,0 +1,333 @@
+"""Log-linear models over a product of categorical columns: features, moments, likelihoods.
+
+A set of marginal count tables of categorical columns is the sufficient statistic of the
+log-linear (maximum-entropy) family p(x | θ) ∝ exp(θᵀ a(x)) over the product domain of the
+columns, where a(x) holds the indicators of the queried marginal cells on an independent basis
+(corner constraints: for each subset S of the downward closure of the marginals, the indicators
+of x_S = v with every v_k above the first level). This module holds the NumPy side: the domain,
+the feature matrices, E_θ[a] and Cov_θ[a] by summing over the full domain, the projection of
+the released tables onto the directions that carry information about θ, the collapsed normal
+likelihood of that projection and the exact likelihood of a tiny release (enumeration of the
+histograms).
+
+The full domain is enumerated: at most :data:`MAX_CELLS` cells. Larger domains need message
+passing over a junction tree of the marginals, which this module does not implement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "MAX_CELLS",
+    "MAX_HISTOGRAMS",
+    "LogLinearDomain",
+    "discrete_gaussian_logpmf",
+    "discrete_gaussian_variance",
+    "discrete_laplace_logpmf",
+    "discrete_laplace_variance",
+    "enumerate_histograms",
+    "exact_marginals_logp",
+    "exact_marginals_setup",
+    "marginals_clt_logp",
+    "marginals_clt_logp_grad",
+]
+
+MAX_CELLS = 100_000
+"""Largest product domain summed over cell by cell."""
+MAX_HISTOGRAMS = 200_000
+"""Largest number of histograms the exact likelihood enumerates."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LogLinearDomain:
+    """The product domain of categorical columns and the features of a set of marginals.
+
+    Parameters
+    ----------
+    sizes
+        Number of levels of each column (each at least 2).
+    marginals
+        The queried marginals, each a tuple of distinct column indices.
+
+    Attributes
+    ----------
+    cells : numpy.ndarray
+        Every cell of the domain, shape (C, K), in row-major order (the last column fastest).
+    table_features : numpy.ndarray
+        F, shape (C, T): the one-hot indicator of each cell in each marginal table, the tables
+        concatenated in the order of ``marginals``, each table row-major over its columns.
+    basis : numpy.ndarray
+        A, shape (C, p): the log-linear features a(x) on the independent (corner) basis.
+    basis_terms : tuple
+        For each column of A, its subset of columns and levels, ``((k, ...), (v, ...))``.
+    projection : numpy.ndarray
+        U, shape (T, p): an orthonormal basis of the directions in which the tables vary with
+        the data; Uᵀ y is the part of a release that carries information about θ.
+    projected_features : numpy.ndarray
+        G = F U, shape (C, p).
+    """
+
+    sizes: tuple[int, ...]
+    marginals: tuple[tuple[int, ...], ...]
+
+    def __post_init__(self) -> None:
+        sizes = tuple(int(s) for s in self.sizes)
+        if not sizes or min(sizes) < 2:
+            raise ValueError(f"every column needs at least 2 levels (got sizes {sizes})")
+        n_cells = math.prod(sizes)
+        if n_cells > MAX_CELLS:
+            raise ValueError(
+                f"the product domain has {n_cells} cells, above {MAX_CELLS}: the features are "
+                "summed over the full domain (junction-tree message passing is not implemented); "
+                "release fewer or coarser columns"
+            )
+        marginals = []
+        for m in self.marginals:
+            m = tuple(int(k) for k in m)
+            if not m or len(set(m)) != len(m) or min(m) < 0 or max(m) >= len(sizes):
+                raise ValueError(f"a marginal must list distinct column indices (got {m})")
+            marginals.append(m)
+        if not marginals:
+            raise ValueError("marginals must name at least one marginal")
+        object.__setattr__(self, "sizes", sizes)
+        object.__setattr__(self, "marginals", tuple(marginals))
+        cells = np.indices(sizes).reshape(len(sizes), -1).T
+        object.__setattr__(self, "cells", cells)
+        tables = [_one_hot(cells, sizes, m) for m in marginals]
+        features = np.concatenate(tables, axis=1)
+        object.__setattr__(self, "table_features", features)
+        terms, basis = _corner_basis(cells, sizes, marginals)
+        object.__setattr__(self, "basis_terms", terms)
+        object.__setattr__(self, "basis", basis)
+        centred = features - features.mean(axis=0)
+        _, sv, vt = np.linalg.svd(centred, full_matrices=False)
+        rank = int(np.sum(sv > 1e-9 * max(sv.max(), 1.0)))
+        if rank != basis.shape[1]:  # pragma: no cover - a property of the corner basis
+            raise AssertionError(f"table rank {rank} != basis size {basis.shape[1]}")
+        projection = vt[:rank].T
+        object.__setattr__(self, "projection", projection)
+        object.__setattr__(self, "projected_features", features @ projection)
+
+    @property
+    def n_cells(self) -> int:
+        """C, the number of cells of the product domain."""
+        return int(self.cells.shape[0])
+
+    @property
+    def n_params(self) -> int:
+        """p, the number of free log-linear parameters."""
+        return int(self.basis.shape[1])
+
+    @property
+    def table_sizes(self) -> tuple[int, ...]:
+        """Number of cells of each marginal table."""
+        return tuple(math.prod(self.sizes[k] for k in m) for m in self.marginals)
+
+    def cell_index(self, codes: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """Row-major cell index of records given as level codes, shape (N, K) → (N,)."""
+        codes = np.asarray(codes, dtype=np.int64)
+        return np.ravel_multi_index(tuple(codes.T), self.sizes)
+
+    def tables(self, codes: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """The exact marginal tables (concatenated) of records given as level codes."""
+        counts = np.bincount(self.cell_index(codes), minlength=self.n_cells)
+        return (counts @ self.table_features).astype(np.int64)
+
+    def log_probs(self, theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """Log p(x | θ) of every cell, shape (..., C)."""
+        logits = np.asarray(theta, dtype=float) @ self.basis.T
+        return logits - _logsumexp(logits)
+
+    def log_partition(self, theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """A(θ) = log Σ_x exp(θᵀ a(x))."""
+        return _logsumexp(np.asarray(theta, dtype=float) @ self.basis.T)[..., 0]
+
+    def moments(
+        self, theta: npt.ArrayLike, features: npt.NDArray[np.float64] | None = None
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """E_θ[g(x)] and Cov_θ[g(x)] of features g (default a(x)), summed over the domain."""
+        g = self.basis if features is None else features
+        prob = np.exp(self.log_probs(theta))
+        mean = prob @ g
+        second = np.einsum("...c,ci,cj->...ij", prob, g, g)
+        return mean, second - mean[..., :, None] * mean[..., None, :]
+
+
+def _one_hot(cells: np.ndarray, sizes: Sequence[int], marginal: Sequence[int]) -> np.ndarray:
+    sub = tuple(sizes[k] for k in marginal)
+    index = np.ravel_multi_index(tuple(cells[:, k] for k in marginal), sub)
+    out = np.zeros((cells.shape[0], math.prod(sub)))
+    out[np.arange(cells.shape[0]), index] = 1.0
+    return out
+
+
+def _corner_basis(
+    cells: np.ndarray, sizes: Sequence[int], marginals: Sequence[tuple[int, ...]]
+) -> tuple[tuple, np.ndarray]:
+    subsets: set[tuple[int, ...]] = set()
+    for m in marginals:
+        for r in range(1, len(m) + 1):
+            subsets.update(tuple(sorted(s)) for s in itertools.combinations(m, r))
+    terms = []
+    columns = []
+    for s in sorted(subsets, key=lambda s: (len(s), s)):
+        for levels in itertools.product(*(range(1, sizes[k]) for k in s)):
+            terms.append((s, levels))
+            hit = np.ones(cells.shape[0], dtype=bool)
+            for k, v in zip(s, levels, strict=True):
+                hit &= cells[:, k] == v
+            columns.append(hit.astype(float))
+    return tuple(terms), np.stack(columns, axis=1)
+
+
+def _logsumexp(x: np.ndarray) -> np.ndarray:
+    top = np.max(x, axis=-1, keepdims=True)
+    return top + np.log(np.sum(np.exp(x - top), axis=-1, keepdims=True))
+
+
+# --- noise laws on the integers ---
+
+
+def discrete_laplace_logpmf(k: npt.ArrayLike, scale: float) -> npt.NDArray[np.float64]:
+    """Log P(noise = k) of the discrete Laplace law, P(k) ∝ exp(-abs(k) / scale)."""
+    t = 1.0 / scale
+    return np.log(np.tanh(t / 2.0)) - t * np.abs(np.asarray(k, dtype=float))
+
+
+def discrete_laplace_variance(scale: float) -> float:
+    """Var of the discrete Laplace law: 2 e^{-1/b} / (1 - e^{-1/b})²."""
+    q = math.exp(-1.0 / scale)
+    return 2.0 * q / (1.0 - q) ** 2
+
+
+def _gaussian_support(sigma: float) -> np.ndarray:
+    half = math.ceil(12.0 * sigma) + 2
+    return np.arange(-half, half + 1, dtype=float)
+
+
+def discrete_gaussian_logpmf(k: npt.ArrayLike, sigma: float) -> npt.NDArray[np.float64]:
+    """Log P(noise = k) of the discrete Gaussian law, P(k) ∝ exp(-k² / (2σ²))."""
+    support = _gaussian_support(sigma)
+    log_norm = float(_logsumexp(-(support**2) / (2.0 * sigma**2))[0])
+    return -(np.asarray(k, dtype=float) ** 2) / (2.0 * sigma**2) - log_norm
+
+
+def discrete_gaussian_variance(sigma: float) -> float:
+    """Var of the discrete Gaussian law (slightly below σ² for σ < 1), by summation."""
+    support = _gaussian_support(sigma)
+    w = np.exp(-(support**2) / (2.0 * sigma**2))
+    return float(np.sum(w * support**2) / np.sum(w))
+
+
+# --- likelihoods ---
+
+
+def marginals_clt_logp(
+    theta: npt.ArrayLike,
+    domain: LogLinearDomain,
+    z: npt.ArrayLike,
+    *,
+    n: int,
+    noise_variance: float,
+) -> npt.NDArray[np.float64]:
+    """Collapsed normal log p(z | θ) of the projected release z = Uᵀ y.
+
+    z = Uᵀ s + Uᵀ e with s ≈ N(n E_θ[g], n Cov_θ[g]) (g = Fᵀ U, the CLT over the n records) and
+    e the noise, Cov(Uᵀ e) = v I (U is orthonormal and the noise is independent per cell; for
+    Gaussian noise the collapse is exact, for Laplace noise a normal approximation).
+    """
+    mean, cov = domain.moments(theta, domain.projected_features)
+    p = domain.n_params
+    cov = n * cov + noise_variance * np.eye(p)
+    r = np.asarray(z, dtype=float) - n * mean
+    chol = np.linalg.cholesky(cov)
+    w = np.linalg.solve(chol, r[..., None])[..., 0]
+    log_det = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=-2, axis2=-1)), axis=-1)
+    return -0.5 * (np.sum(w**2, axis=-1) + log_det + p * math.log(2.0 * math.pi))
+
+
+def marginals_clt_logp_grad(
+    theta: npt.ArrayLike,
+    domain: LogLinearDomain,
+    z: npt.ArrayLike,
+    *,
+    n: int,
+    noise_variance: float,
+) -> tuple[float, npt.NDArray[np.float64]]:
+    """:func:`marginals_clt_logp` of one θ and its gradient, analytically, in O(C p²).
+
+    With Σ = n Cov[g] + v I, r = z - n E[g] and W = Σ⁻¹ r rᵀ Σ⁻¹ - Σ⁻¹, the derivative along θ_k
+    is n Σ_x π_x (a_k(x) - E a_k) [(g(x) - E g)ᵀ Σ⁻¹ r + ½ (g(x) - E g)ᵀ W (g(x) - E g)], since
+    ∂E[g]/∂θ_k and ∂Cov[g]/∂θ_k are covariances with a_k.
+    """
+    theta = np.asarray(theta, dtype=float)
+    prob = np.exp(domain.log_probs(theta))
+    g = domain.projected_features
+    mean = prob @ g
+    gc = g - mean
+    p = domain.n_params
+    cov = n * (gc.T * prob) @ gc + noise_variance * np.eye(p)
+    r = np.asarray(z, dtype=float) - n * mean
+    chol = np.linalg.cholesky(cov)
+    w = np.linalg.solve(chol, r)
+    log_det = 2.0 * np.sum(np.log(np.diag(chol)))
+    logp = -0.5 * (w @ w + log_det + p * math.log(2.0 * math.pi))
+    inv = np.linalg.inv(cov)
+    sr = inv @ r
+    big_w = np.outer(sr, sr) - inv
+    per_cell = gc @ sr + 0.5 * np.einsum("ci,ij,cj->c", gc, big_w, gc)
+    a = domain.basis
+    ac = a - prob @ a
+    grad = n * (ac.T @ (prob * per_cell))
+    return float(logp), grad
+
+
+def enumerate_histograms(n: int, n_cells: int) -> npt.NDArray[np.int64]:
+    """Every histogram of n records over ``n_cells`` cells (compositions of n), shape (H, C)."""
+    count = math.comb(n + n_cells - 1, n_cells - 1)
+    if count > MAX_HISTOGRAMS:
+        raise ValueError(
+            f"the exact likelihood would enumerate {count} histograms (n={n}, {n_cells} cells), "
+            f"above {MAX_HISTOGRAMS}; use the collapsed normal likelihood"
+        )
+    out = np.zeros((count, n_cells), dtype=np.int64)
+    for row, bars in enumerate(itertools.combinations(range(n + n_cells - 1), n_cells - 1)):
+        edges = (-1, *bars, n + n_cells - 1)
+        out[row] = np.diff(edges) - 1
+    return out
+
+
+def exact_marginals_setup(
+    domain: LogLinearDomain,
+    y: npt.ArrayLike,
+    *,
+    n: int,
+    noise_logpmf: np.ufunc | object,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """The histograms h and the θ-free part c_h of the exact log-likelihood.
+
+    log p(y | θ) = logsumexp_h (c_h + hᵀ log π_θ), with c_h = log n!/∏h! + Σ_j log p_noise(y_j -
+    (Fᵀh)_j); ``noise_logpmf`` maps integer noise to its log-probability.
+    """
+    hist = enumerate_histograms(n, domain.n_cells)
+    tables = hist @ domain.table_features
+    log_coef = math.lgamma(n + 1) - np.sum(
+        np.vectorize(math.lgamma)(hist + 1.0), axis=1, dtype=float
+    )
+    noise = np.sum(noise_logpmf(np.asarray(y, dtype=float) - tables), axis=1)  # type: ignore[operator]
+    return hist, log_coef + noise
+
+
+def exact_marginals_logp(
+    theta: npt.ArrayLike, domain: LogLinearDomain, hist: np.ndarray, const: np.ndarray
+) -> npt.NDArray[np.float64]:
+    """The exact log p(y | θ) from :func:`exact_marginals_setup`'s histograms and constants."""
+    terms = const + domain.log_probs(theta) @ hist.T
+    return _logsumexp(terms)[..., 0]

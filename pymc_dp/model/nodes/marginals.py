@@ -1,0 +1,112 @@
+"""The observed node of a noisy marginal release: :func:`NoisyMarginals`, :func:`marginals_model`.
+
+The node observes z = Uᵀ y, the projection of the noisy tables onto the directions in which
+they vary with the data (:mod:`pymc_dp.likelihoods.marginals`); the rest of y is the noise
+alone in directions where every data set gives the same tables, and carries nothing about θ.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pymc as pm
+
+from pymc_dp.likelihoods.marginals import (
+    exact_setup,
+    marginals_clt_logp,
+    marginals_exact_logp,
+    noise_variance,
+    projected_release,
+)
+
+__all__ = ["LIKELIHOODS", "NoisyMarginals", "marginals_model", "term_names"]
+
+LIKELIHOODS = ("auto", "clt", "exact")
+"""``"clt"``: collapsed normal; ``"exact"``: enumeration of the histograms (tiny releases)."""
+_EXACT_AUTO_LIMIT = 5_000
+
+
+def term_names(release: Any) -> list[str]:
+    """A label for each log-linear parameter, e.g. ``"sex=male, income=>50K"``."""
+    dom = release.domain
+    return [
+        ", ".join(
+            f"{release.columns[k]}={release.domains[k][v]}" for k, v in zip(s, lv, strict=True)
+        )
+        for s, lv in dom.basis_terms
+    ]
+
+
+def _choose(release: Any, likelihood: str) -> str:
+    if likelihood not in LIKELIHOODS:
+        raise ValueError(f"likelihood must be one of {list(LIKELIHOODS)} (got {likelihood!r})")
+    if likelihood != "auto":
+        return likelihood
+    import math
+
+    dom = release.domain
+    count = math.comb(release.n + dom.n_cells - 1, dom.n_cells - 1)
+    return "exact" if count <= _EXACT_AUTO_LIMIT else "clt"
+
+
+def NoisyMarginals(name: str, *, release: Any, theta: Any, likelihood: str = "auto") -> Any:
+    """Add the likelihood of a noisy marginal release to the current PyMC model.
+
+    Parameters
+    ----------
+    name
+        The observed variable's name.
+    release
+        A :class:`~pymc_dp.curator.marginals.MarginalRelease`.
+    theta
+        The log-linear parameters, a PyMC vector of length ``release.domain.n_params`` (on the
+        corner basis: :func:`term_names` labels them).
+    likelihood
+        ``"clt"`` (collapsed normal, any n), ``"exact"`` (sum over every histogram of the n
+        records: tiny n and domains only) or ``"auto"`` (exact when at most 5000 histograms).
+
+    Returns
+    -------
+    The observed variable.
+    """
+    kind = _choose(release, likelihood)
+    if kind == "exact":
+        dom, hist, const = exact_setup(release)
+
+        def logp(value: Any, th: Any) -> Any:
+            return marginals_exact_logp(th, dom, hist, const)
+
+        observed = release.y
+    else:
+        dom, z = projected_release(release)
+        var = noise_variance(release)
+
+        def logp(value: Any, th: Any) -> Any:
+            # the observed value is the constant z; the Op holds it (its gradient is in θ only)
+            return marginals_clt_logp(th, dom, z, n=release.n, noise_variance=var)
+
+        observed = z
+    return pm.CustomDist(name, theta, logp=logp, observed=np.asarray(observed, dtype=float))
+
+
+def marginals_model(
+    release: Any, *, prior_sigma: float = 2.0, likelihood: str = "auto"
+) -> pm.Model:
+    """A ready model: θ ~ Normal(0, ``prior_sigma``) on every log-linear parameter, and the release.
+
+    The parameter is named ``"theta"``, with the dimension ``"term"`` (:func:`term_names`).
+
+    Examples
+    --------
+    >>> import pymc_dp as pmdp
+    >>> rel = pmdp.release_marginals({"a": [0, 1, 1], "b": [1, 1, 0]}, columns=["a", "b"],
+    ...     domains={"a": [0, 1], "b": [0, 1]}, marginals=[("a", "b")], epsilon=1.0, rng=0)
+    >>> sorted(marginals_model(rel).named_vars)
+    ['theta', 'y']
+    """
+    coords = {"term": term_names(release)}
+    with pm.Model(coords=coords) as model:
+        theta = pm.Normal("theta", 0.0, prior_sigma, dims="term")
+        NoisyMarginals("y", release=release, theta=theta, likelihood=likelihood)
+    return model
