@@ -54,3 +54,15 @@ def test_issue_35_case_sd_within_one_percent_of_whole_support_posterior(likeliho
     main = draws[draws > 1.2]
     assert (draws <= 1.2).mean() > 5e-5
     assert main.std() < 0.98 * exact.sd()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("lam", "epsilon"), [(3.0, 1.0), (2.0, 10.0)])
+def test_default_sd_within_one_percent_where_posterior_is_far_narrower_than_prior(lam, epsilon):
+    """n·ε ∈ {1000, 10^4} at n = 1000 (posterior sd ≤ 0.1 of the prior's 1.41)."""
+    rel = _release(lam, epsilon)
+    exact = exponential_window_posterior(rel, prior=(8.0, 2.0))
+    assert exact.sd() < 0.1 * np.sqrt(8.0) / 2.0
+    draws = _grid_step_draws(rel, 300_000)
+    assert abs(draws.mean() - exact.mean()) < 0.02 * exact.sd()
+    assert abs(draws.std() / exact.sd() - 1) < 0.01
