@@ -345,6 +345,9 @@ _INTERRUPTED_CHILD = textwrap.dedent(
     import pymc_dp.curator.single as single
     from pymc_dp.cli import main
 
+    # A shell that starts a job in the background (CI's, say) hands it SIGINT ignored; a
+    # terminal's Ctrl-C reaches a process with Python's default handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     where = sys.argv[1]
     target = getattr(single, where)
 
