@@ -22,7 +22,37 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-__all__ = ["InterruptGuard", "StagedOutputs", "existing_outputs", "write_text_atomic"]
+__all__ = [
+    "InterruptGuard",
+    "StagedOutputs",
+    "existing_outputs",
+    "write_temporary",
+    "write_text_atomic",
+]
+
+
+def write_temporary(path: Path, text: str, *, shared: bool) -> str:
+    """Write ``text`` to a new temporary file beside ``path``, fsync'd; return its name.
+
+    The name is unique to this writer (``.{name}.XXXX.tmp``); ``shared`` gives the file the
+    permissions the umask allows instead of ``mkstemp``'s owner-only ones. A failure removes
+    the file and re-raises.
+    """
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if shared:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(temporary, 0o666 & ~umask)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return temporary
 
 
 def write_text_atomic(path: str | Path, text: str, *, shared: bool = True) -> Path:
@@ -53,15 +83,7 @@ def write_text_atomic(path: str | Path, text: str, *, shared: bool = True) -> Pa
     path = Path(path)
     temporary = None
     try:
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if shared:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(temporary, 0o666 & ~umask)
+        temporary = write_temporary(path, text, shared=shared)
         os.replace(temporary, path)
         temporary = None
         _fsync_directory(path.parent)

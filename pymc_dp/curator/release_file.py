@@ -20,12 +20,11 @@ import dataclasses
 import json
 import math
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pymc_dp.curator.atomic import write_text_atomic
+from pymc_dp.curator.atomic import write_temporary, write_text_atomic
 from pymc_dp.curator.budget import check_receipt
 from pymc_dp.curator.data_files import InputFileError
 from pymc_dp.curator.record import Release
@@ -303,15 +302,7 @@ def write_release(release: Any, path: str | Path, *, overwrite: bool = True) -> 
         return write_text_atomic(path, text)
     temporary = None
     try:
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        # mkstemp makes the file private (0600); a release is meant to be shared.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
+        temporary = write_temporary(path, text, shared=True)  # a release is meant to be shared
         try:
             try:
                 os.link(temporary, path)  # fails if path exists: check and write at once
