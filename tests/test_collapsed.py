@@ -385,8 +385,8 @@ def test_standard_pymc_workflows_run_on_the_default_model(
 def test_collapsed_likelihood_with_negligible_noise_is_the_normal_density():
     """Noise far below the spread of s (b/sd < 1e-5): y | θ is the truncated normal's density
     (to 1e-9 at sd/b = 1e5 and at 1e19), finite with a finite gradient, and a y just outside the
-    region is scored at the region's end plus the Laplace tail. The model of a release with
-    ε = 2.56e17 (found by the property tests) has a finite logp."""
+    region is scored at the region's end times the Laplace tail's mass beyond it. The model of a
+    release with ε = 2.56e17 (found by the property tests) has a finite logp."""
     mean = pt.dscalar("mean")
     for scale in (3e-4, 1e-17):
         out = normal_laplace_logp(1210.0, mean, 900.0, 0.0, 1596.0, scale)
@@ -396,7 +396,10 @@ def test_collapsed_likelihood_with_negligible_noise_is_the_normal_density():
         assert value == pytest.approx(stats.norm.logpdf(1210.0, 1200.0, 30.0) - np.log(z), abs=1e-9)
         assert grad == pytest.approx(10.0 / 900.0, rel=1e-6)
     outside = normal_laplace_logp(-2e-17, 1200.0, 900.0, 0.0, 1596.0, 1e-17).eval()
-    assert outside == pytest.approx(stats.norm.logpdf(0.0, 1200.0, 30.0) - 2.0, abs=1e-6)
+    # s sits at the region's end: (1/2b)∫_0^∞ e^{-(s - y)/b} ds = e^{-2}/2.
+    assert outside == pytest.approx(
+        stats.norm.logpdf(0.0, 1200.0, 30.0) - 2.0 - np.log(2.0), abs=1e-6
+    )
     with pm.Model() as model:
         p = pm.Beta("p", 2.0, 2.0)
         pmdp.NoisySuffStat(

@@ -12,8 +12,9 @@ which splits at s = y into two pieces, each a shifted normal's mass on an interv
     s ≤ y:  exp(-(y - m)/b + v/(2b²)) · [Φ((min(y, U) - m⁻)/√v) - Φ((L - m⁻)/√v)],  m⁻ = m + v/b,
     s ≥ y:  exp( (y - m)/b + v/(2b²)) · [Φ((U - m⁺)/√v) - Φ((max(y, L) - m⁺)/√v)],  m⁺ = m - v/b.
 
-:func:`normal_laplace_logp` evaluates it in log space with a stable log-difference of normal
-CDFs, so it stays finite (with finite gradients) far in either tail; :class:`CollapsedLaplace`
+:func:`normal_laplace_logp` evaluates it in log space, finite (with finite gradients) far in either
+tail, as one compiled elementwise operation with a closed-form gradient
+(:mod:`pymc_dp.likelihoods.normal_laplace`); :class:`CollapsedLaplace`
 is the observed node that uses it, so NUTS or a one-dimensional grid draw can sample θ | y
 directly, without moving s in small steps.
 """
@@ -31,6 +32,8 @@ from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.variable import TensorVariable
 from scipy.stats import truncnorm
 
+from pymc_dp.likelihoods.normal_laplace import normal_laplace
+
 __all__ = [
     "CollapsedLaplace",
     "CollapsedLaplaceRV",
@@ -39,14 +42,6 @@ __all__ = [
     "log_diff_normal_cdf",
     "normal_laplace_logp",
 ]
-
-_NEGLIGIBLE_NOISE = 1e-5
-"""Below this ratio b/sd the noise is negligible against the spread of s (see below)."""
-_FLOOR = 1e-6
-"""The normal's sd is floored at this fraction of b by adding (1e-6·b)² to its variance: it then
-never divides by zero at the edge of θ's support (p = 0 or 1), and the convolution changes by a
-relative 1e-12, far below any other error."""
-
 
 _SQRT2 = pt.constant(np.sqrt(2.0), dtype="float64")
 
@@ -91,12 +86,6 @@ def as_float64(value: object) -> TensorVariable:
     return pt.constant(np.asarray(value, dtype=np.float64))
 
 
-def _logaddexp(a: TensorVariable, b: TensorVariable) -> TensorVariable:
-    top = pt.maximum(a, b)
-    safe = pt.switch(pt.isinf(top), 0.0, top)
-    return safe + pt.log(pt.exp(a - safe) + pt.exp(b - safe))
-
-
 def normal_laplace_logp(
     value: TensorVariable,
     mean: TensorVariable,
@@ -134,41 +123,7 @@ def normal_laplace_logp(
     >>> bool(np.isclose(got, np.log(exact / z), rtol=1e-10))
     True
     """
-    value, mean, var, lower, upper, scale = (
-        as_float64(v) for v in (value, mean, var, lower, upper, scale)
-    )
-    var = var + pt.sqr(_FLOOR * scale)
-    sd = pt.sqrt(var)
-    # Noise far below the spread of s: the pieces below add terms of size var/b² that cancel
-    # (catastrophically beyond sd/b ≈ 1e5). There y | θ is the truncated normal's density at y,
-    # or, for y beyond the region, at the nearest end times the Laplace tail e^(-distance/b)
-    # (the kernel is b wide, the normal sd ≫ b wide), with relative errors of order b/sd in θ.
-    # The exact branch is then fed a harmless scale so that neither branch's gradient is NaN.
-    negligible = scale < _NEGLIGIBLE_NOISE * sd
-    nearest = pt.clip(value, lower, upper)
-    normal = (
-        -0.5 * pt.sqr((nearest - mean) / sd)
-        - pt.log(sd)
-        - 0.5 * np.log(2 * np.pi)
-        - log_diff_normal_cdf(mean, sd, upper, lower)
-        - pt.abs(value - nearest) / scale
-    )
-    scale = pt.switch(negligible, sd, scale)
-    shift = var / scale
-    base = var / (2 * pt.sqr(scale))
-    # Each piece is empty when y lies beyond its end of the region; its interval is then replaced
-    # by the whole region so that neither the value nor the gradient of the unused branch is NaN.
-    has_left, has_right = value > lower, value < upper
-    left_top = pt.switch(has_left, pt.minimum(value, upper), upper)
-    right_bottom = pt.switch(has_right, pt.maximum(value, lower), lower)
-    left = -(value - mean) / scale + base + log_diff_normal_cdf(mean + shift, sd, left_top, lower)
-    right = (
-        (value - mean) / scale + base + log_diff_normal_cdf(mean - shift, sd, upper, right_bottom)
-    )
-    left = pt.switch(has_left, left, -np.inf)
-    right = pt.switch(has_right, right, -np.inf)
-    log_z = log_diff_normal_cdf(mean, sd, upper, lower)
-    return pt.switch(negligible, normal, _logaddexp(left, right) - log_z - pt.log(2 * scale))
+    return normal_laplace(value, mean, var, lower, upper, scale)
 
 
 def truncated_clt_draw(rng, mean, var, lower, upper, size):

@@ -1,0 +1,138 @@
+"""The compiled normal–Laplace convolution: its C code against an independent graph, quadrature
+and finite differences, and its replacement by the graph on the JAX and Numba backends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor
+import pytensor.tensor as pt
+import pytest
+from pytensor.compile.mode import Mode
+from scipy import integrate, stats
+
+from pymc_dp.likelihoods.normal_laplace import (
+    normal_laplace,
+    normal_laplace_graph,
+    normal_laplace_scalar,
+)
+
+NAMES = ("value", "mean", "var", "lower", "upper", "scale")
+C_MODE = Mode(linker="cvm", optimizer="fast_run")  # PyTensor 3 defaults to Numba
+
+
+def _cases(size: int, seed: int) -> list[np.ndarray]:
+    """Inputs over every regime: the mean anywhere in the region, sd/b from 1e-6 to 1e6, y far
+    outside the region."""
+    rng = np.random.default_rng(seed)
+    upper = rng.uniform(10, 3000, size)
+    mean = upper * rng.uniform(0, 1, size) ** rng.choice([0.2, 1, 5], size)
+    sd = np.exp(rng.uniform(np.log(1e-3), np.log(upper / 2)))
+    scale = np.exp(rng.uniform(-6, 7, size))
+    spread = rng.standard_t(2, size) * (sd + scale) * rng.choice([0.3, 1, 10, 100], size)
+    return [mean + spread, mean, sd**2, np.zeros(size), upper, scale]
+
+
+def _compiled(fun):
+    inputs = [pt.dvector(name) for name in NAMES]
+    out = fun(*inputs)
+    return pytensor.function(inputs, [out, *pt.grad(out.sum(), inputs)], mode=C_MODE)
+
+
+@pytest.fixture(scope="module")
+def evaluated():
+    args = _cases(20_000, seed=11)
+    return args, _compiled(normal_laplace)(*args), _compiled(normal_laplace_graph)(*args)
+
+
+def test_values_match_the_graph_and_the_python_code(evaluated):
+    """C against the autodiff graph (written without the C's cancellations, and taking the
+    noise-free limit below b/sd = 1e-5) and against the Python mirror of the C, on 20 000 random
+    inputs."""
+    args, op, graph = evaluated
+    assert np.all(np.isfinite(op[0])) and np.all(np.isfinite(graph[0]))
+    exact = np.sqrt(args[2]) / args[5] < 1e4  # where the graph is not the limit
+    np.testing.assert_allclose(op[0][exact], graph[0][exact], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(op[0], graph[0], rtol=1e-7)
+    # The partial derivatives in the mean, where NUTS spends its time.
+    rel = np.abs(op[2] - graph[2]) / (np.abs(graph[2]) + 1e-12)
+    assert np.quantile(rel[exact], 0.9999) < 1e-6
+    assert np.quantile(rel, 0.9999) < 1e-4
+    pick = np.random.default_rng(0).choice(len(args[0]), 300, replace=False)
+    python = np.array([normal_laplace_scalar(*(a[j] for a in args), grad=True) for j in pick])
+    np.testing.assert_allclose(python[:, 6], op[0][pick], rtol=1e-12, atol=1e-10)
+    for k in range(6):
+        # The same algorithm; libm and compiler flags differ in the last bits, which the
+        # cancelling terms of the variance and scale partials amplify at sd/b ≈ 1e5.
+        rel = np.abs(python[:, k] - op[k + 1][pick]) / (np.abs(op[k + 1][pick]) + 1e-12)
+        assert np.quantile(rel, 0.99) < 1e-8 and rel.max() < 1e-2
+
+
+@pytest.mark.parametrize("k", [1, 2, 5])  # mean, var, scale
+def test_gradient_matches_finite_differences(evaluated, k):
+    """Central differences of the value, at moderate sd/b (0.01 to 100) where they are accurate."""
+    args, op, _ = evaluated
+    ratio = np.sqrt(args[2]) / args[5]
+    pick = np.flatnonzero((ratio > 1e-2) & (ratio < 1e2))[:300]
+    # Steps on each input's own scale: the sd for the mean, a relative step for var and scale.
+    step = 1e-5 * np.sqrt(args[2][pick]) if k == 1 else 1e-6 * args[k][pick]
+
+    def at(sign):
+        moved = [a[pick].copy() for a in args]
+        moved[k] += sign * step
+        return np.array([normal_laplace_scalar(*row) for row in zip(*moved, strict=True)])
+
+    numeric = (at(1) - at(-1)) / (2 * step)
+    np.testing.assert_allclose(op[k + 1][pick], numeric, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("y", "m", "v", "b"),
+    [(5.0, 3.0, 4.0, 1.5), (-3.0, 2.0, 1.0, 0.5), (45.0, 30.0, 25.0, 8.0), (2.0, 1.0, 0.04, 3.0)],
+)
+def test_value_matches_quadrature(y, m, v, b):
+    """The truncated convolution on [0, 40] by numerical integration."""
+    sd = np.sqrt(v)
+    mass = stats.norm.cdf(40, m, sd) - stats.norm.cdf(0, m, sd)
+    integral = integrate.quad(
+        lambda s: stats.norm.pdf(s, m, sd) * stats.laplace.pdf(y, s, b),
+        0,
+        40,
+        points=[min(max(y, 0.0), 40.0)],
+        epsabs=0,
+        epsrel=1e-12,
+    )[0]
+    got = normal_laplace(y, m, v, 0.0, 40.0, b).eval(mode=C_MODE)
+    assert got == pytest.approx(np.log(integral / mass), rel=1e-9)
+
+
+def test_logp_and_gradient_share_one_evaluation():
+    """Compiled together (as NUTS does), the value comes from the gradient operation."""
+    mean = pt.dvector("mean")
+    out = normal_laplace(np.ones(3), mean, 2.0, 0.0, 10.0, 1.0).sum()
+    fn = pytensor.function([mean], [out, pt.grad(out, mean)], mode=C_MODE)
+    ops = [
+        type(node.op.scalar_op).__name__
+        for node in fn.maker.fgraph.apply_nodes
+        if hasattr(node.op, "scalar_op")
+    ]
+    assert ops.count("NormalLaplaceGrad") == 1 and "NormalLaplaceLogp" not in ops
+
+
+@pytest.mark.parametrize("mode", ["JAX", "NUMBA"])
+def test_other_backends_get_the_graph(mode):
+    """JAX and Numba have no C: the operation and its gradient become the graph there."""
+    pytest.importorskip("jax" if mode == "JAX" else "numba")
+    if mode == "JAX":
+        from pymc_dp.model.backends import register_jax
+
+        register_jax()  # erfcx, as pm.sample(nuts_sampler="numpyro") registers it
+    mean = pt.dvector("mean")
+    out = normal_laplace(np.array([1.0, 5.0, 30.0]), mean, 4.0, 0.0, 40.0, 2.0).sum()
+    outputs = [out, pt.grad(out, mean)]
+    point = np.array([2.0, 5.0, 20.0])
+    fn = pytensor.function([mean], outputs, mode=mode)
+    names = {type(getattr(n.op, "scalar_op", n.op)).__name__ for n in fn.maker.fgraph.apply_nodes}
+    assert not names & {"NormalLaplaceLogp", "NormalLaplaceGrad"}
+    expected = pytensor.function([mean], outputs, mode=C_MODE)(point)
+    for got, want in zip(fn(point), expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-9)
