@@ -766,3 +766,29 @@ def test_normal_draw_conjugate_matches_its_marginals():
     post = fam.conjugate_distribution(params)
     assert stats.kstest(draws[:, 0], post.mu.cdf).pvalue > ALPHA
     assert stats.kstest(draws[:, 1], post.sigma2.cdf).pvalue > ALPHA
+
+
+@pytest.mark.parametrize("bounds", [(0, 40), (0, 3), (2, 10), (5, 60)])
+def test_poisson_closed_form_window_moments_equal_lemma_1(bounds):
+    """Poisson's closed-form (log q, μ̂, Σ̂) per window, and the gradient of μ̂ + Σ̂ in λ, equal
+    the generic Lemma 1 (derivatives of log q) wherever the window holds more than 1e-6."""
+    from pymc_dp.families.counts import Poisson
+    from pymc_dp.families.truncated import TruncatedFamily
+
+    family, lam = Poisson(), pt.dscalar("lam")
+    closed = family.truncated_moments(lam, bounds)
+    generic = TruncatedFamily.truncated_moments(family, lam, bounds)
+    outputs = []
+    for (log_q, mu, sigma), (_, mu_g, sigma_g) in zip(closed, generic, strict=True):
+        total, total_g = mu[0] + sigma[0, 0], mu_g[0] + sigma_g[0, 0]
+        slope = pt.grad(total, lam, disconnected_inputs="ignore")
+        slope_g = pt.grad(total_g, lam, disconnected_inputs="ignore")
+        outputs += [log_q, mu[0], mu_g[0], sigma[0, 0], sigma_g[0, 0], slope, slope_g]
+    fn = pytensor.function([lam], outputs, on_unused_input="ignore")
+    for value in np.geomspace(1e-2, 200.0, 40):
+        got = np.asarray(fn(value)).reshape(-1, 7)
+        held = got[:, 0] > np.log(1e-6)
+        for column in (1, 3, 5):
+            np.testing.assert_allclose(
+                got[held, column], got[held, column + 1], rtol=1e-6, atol=1e-8
+            )

@@ -17,7 +17,7 @@ from pymc_dp.families.builtin.geometric import GEOMETRIC
 from pymc_dp.families.builtin.poisson import POISSON
 from pymc_dp.families.conjugate_priors import BetaPrior, GammaPrior
 from pymc_dp.families.declaration import FamilyDeclaration
-from pymc_dp.families.truncated import TruncatedFamily, guarded_log, log1mexp
+from pymc_dp.families.truncated import LOG_TINY, TruncatedFamily, guarded_log, log1mexp
 from pymc_dp.families.truncated import f64 as _f64
 
 __all__ = ["Geometric", "Poisson"]
@@ -79,6 +79,50 @@ class Poisson(_CountStatistic, GammaPrior, TruncatedFamily):
     def moments(self, theta: TensorVariable) -> tuple[TensorVariable, TensorVariable]:
         """Closed form: μ = Σ = λ."""
         return pt.reshape(theta, (1,)), pt.reshape(theta, (1, 1))
+
+    def truncated_moments(
+        self,
+        theta: TensorVariable,
+        bounds: tuple[float, float],
+        windows: tuple[str, ...] = ("lower", "centre", "upper"),
+    ) -> list[tuple[TensorVariable, TensorVariable, TensorVariable]]:
+        """(log q, μ̂, Σ̂) of x on each window {lo, ..., hi}, in closed form.
+
+        E[X 1{lo ≤ X ≤ hi}] = λ P(lo - 1 ≤ X ≤ hi - 1) and E[X(X-1) 1{...}] = λ² P(lo - 2 ≤ X ≤
+        hi - 2), so with ρ_k = P(X = k)/q::
+
+            μ̂ = λ (1 - ρ_hi + ρ_{lo-1}),
+            Σ̂ = λ² - ρ_hi λ(λ + hi) + ρ_{lo-1} λ(λ + lo - 1) + μ̂ - μ̂².
+
+        The generic Lemma 1 differentiates log q twice (and NUTS once more), through the
+        incomplete gamma function; this needs q and two probabilities only.
+        """
+        eta = self.natural_parameters(theta)
+        lam = pt.exp(eta)
+        v, w = self.window_edges(bounds)
+        masses = dict(zip(("lower", "centre", "upper"), self.window_log_masses(eta, bounds)))
+        ends = {"lower": (0.0, v), "centre": (v + 1.0, w), "upper": (w + 1.0, np.inf)}
+        log_pmf = lambda k: k * eta - lam - float(special.gammaln(k + 1.0))  # noqa: E731
+        out = []
+        for name in windows:
+            log_q = masses[name]
+            lo, hi = ends[name]
+            if (log_q.owner is None and np.isneginf(log_q.data)) or hi < lo:
+                out.append((log_q, pt.zeros(1), pt.zeros((1, 1))))
+                continue
+            mean, second = lam, pt.sqr(lam)
+            if np.isfinite(hi):
+                rho = pt.exp(log_pmf(hi) - log_q)
+                mean, second = mean - lam * rho, second - rho * lam * (lam + hi)
+            if lo > 0:
+                rho = pt.exp(log_pmf(lo - 1.0) - log_q)
+                mean, second = mean + lam * rho, second + rho * lam * (lam + lo - 1.0)
+            var = second + mean - pt.sqr(mean)
+            empty = log_q <= LOG_TINY
+            mu = pt.switch(empty, 0.0, pt.reshape(mean, (1,)))
+            sigma = pt.switch(empty, 0.0, pt.reshape(var, (1, 1)))
+            out.append((log_q, mu, sigma))
+        return out
 
     def log_cdf(self, z: float, eta: TensorVariable) -> TensorVariable:  # noqa: D102
         return guarded_log(pt.gammaincc(_f64(z + 1.0), pt.exp(eta)))
