@@ -26,6 +26,8 @@ from pymc_dp.kernels.loglinear import (
     marginals_clt_logp,
     marginals_clt_logp_grad,
 )
+from pymc_dp.kernels.loglinear_laplace import marginals_laplace
+from pymc_dp.likelihoods.marginals import noise_variance
 
 
 def _codes_to_frame(dom: LogLinearDomain, codes: np.ndarray, names: list[str]) -> dict:
@@ -253,7 +255,7 @@ def test_exact_likelihood_against_brute_force_over_data_sets(mechanism):
     n, scale = 4, 1.3
     y = np.array([1, 4, 2, 0, 1, 2])
     rel = _tiny_release(y, n, mechanism, scale)
-    model = pmdp.marginals_model(rel, likelihood="exact")
+    model = pmdp.marginals_model(rel, likelihood="exact", whiten=False)
     logp = model.compile_logp(vars=[model["y"]], sum=True)
     dom = rel.domain
     law = (
@@ -323,9 +325,37 @@ def test_huge_epsilon_gives_the_nonprivate_loglinear_posterior():
     assert np.all(np.abs(m1 - m2) < 0.05 * sd)
     np.testing.assert_allclose(np.sqrt(np.diag(c1)), sd, rtol=0.03)
     # and the model's node gives the same log-density as the kernel
-    model = pmdp.marginals_model(rel, prior_sigma=sigma, likelihood="clt")
+    model = pmdp.marginals_model(rel, prior_sigma=sigma, likelihood="clt", whiten=False)
     lp = model.compile_logp(vars=[model["y"]])
     assert math.isclose(float(lp({"theta": m1})), clt(m1) + m1 @ m1 / (2 * sigma**2), rel_tol=1e-9)
+
+
+@pytest.mark.parametrize("likelihood", ["clt", "exact"])
+def test_whitened_model_has_the_same_posterior(likelihood):
+    """θ = θ̂ + L η: log p(η | y) - log p(θ | y) is the constant log|det L| at every η."""
+    data = _frame(40, seed=3)
+    rel = pmdp.release_marginals(
+        data, columns=["a", "b", "c"], domains=DOMAINS, marginals=NAMED, epsilon=1.0, rng=0
+    )
+    if likelihood == "exact":
+        rel = _tiny_release(np.array([1, 4, 2, 0, 1, 2]), 4, "discrete-laplace", 1.3)
+    plain = pmdp.marginals_model(rel, likelihood=likelihood, whiten=False)
+    white = pmdp.marginals_model(rel, likelihood=likelihood)
+    lp_plain = plain.compile_logp()
+    lp_white = white.compile_logp()
+    dom = rel.domain
+    fit = marginals_laplace(
+        dom, rel.y @ dom.projection, n=rel.n, noise_variance=noise_variance(rel), prior_sigma=2.0
+    )
+    chol = np.linalg.cholesky(fit.cov)
+    eta = np.random.default_rng(4).normal(size=(4, dom.n_params))
+    diffs = [
+        float(lp_white({"theta_white": e})) - float(lp_plain({"theta": fit.mode + chol @ e}))
+        for e in eta
+    ]
+    assert np.ptp(diffs) < 1e-8
+    # the constant is log|det L| (the Jacobian of θ ↦ η): the two densities are the same law
+    assert math.isclose(diffs[0], np.sum(np.log(np.diag(chol))), rel_tol=1e-6)
 
 
 @pytest.mark.slow

@@ -11,7 +11,9 @@ from typing import Any
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 
+from pymc_dp.kernels.loglinear_laplace import marginals_laplace
 from pymc_dp.likelihoods.marginals import (
     exact_setup,
     marginals_clt_logp,
@@ -91,22 +93,59 @@ def NoisyMarginals(name: str, *, release: Any, theta: Any, likelihood: str = "au
 
 
 def marginals_model(
-    release: Any, *, prior_sigma: float = 2.0, likelihood: str = "auto"
+    release: Any, *, prior_sigma: float = 2.0, likelihood: str = "auto", whiten: bool = True
 ) -> pm.Model:
-    """A ready model: θ ~ Normal(0, ``prior_sigma``) on every log-linear parameter, and the release.
+    """A ready model: θ ~ Normal(0, ``prior_sigma``) on each log-linear parameter, and the release.
 
     The parameter is named ``"theta"``, with the dimension ``"term"`` (:func:`term_names`).
+
+    Parameters
+    ----------
+    release
+        A :class:`~pymc_dp.curator.marginals.MarginalRelease`.
+    prior_sigma
+        Prior standard deviation of every θ_k.
+    likelihood
+        As in :func:`NoisyMarginals`.
+    whiten
+        Sample η with θ = θ̂ + L η, where θ̂ and L Lᵀ are the mode and the Laplace covariance
+        of the collapsed normal posterior
+        (:func:`~pymc_dp.kernels.loglinear_laplace.marginals_laplace`). The prior of η is the
+        image of θ's Normal prior, so the posterior of θ (a deterministic) is unchanged; NUTS
+        then takes a few leapfrog steps per draw instead of dozens. ``False``: θ itself is the
+        free variable.
 
     Examples
     --------
     >>> import pymc_dp as pmdp
     >>> rel = pmdp.release_marginals({"a": [0, 1, 1], "b": [1, 1, 0]}, columns=["a", "b"],
     ...     domains={"a": [0, 1], "b": [0, 1]}, marginals=[("a", "b")], epsilon=1.0, rng=0)
-    >>> sorted(marginals_model(rel).named_vars)
+    >>> sorted(marginals_model(rel, whiten=False).named_vars)
     ['theta', 'y']
+    >>> sorted(marginals_model(rel).named_vars)
+    ['theta', 'theta_white', 'y']
     """
+    if not (isinstance(prior_sigma, int | float) and np.isfinite(prior_sigma) and prior_sigma > 0):
+        raise ValueError(f"prior_sigma must be a finite number > 0 (got {prior_sigma!r})")
     coords = {"term": term_names(release)}
     with pm.Model(coords=coords) as model:
-        theta = pm.Normal("theta", 0.0, prior_sigma, dims="term")
+        if whiten:
+            dom, z = projected_release(release)
+            fit = marginals_laplace(
+                dom,
+                z,
+                n=release.n,
+                noise_variance=noise_variance(release),
+                prior_sigma=float(prior_sigma),
+            )
+            chol = np.linalg.cholesky(fit.cov)
+            inv_chol = np.linalg.inv(chol)
+            # η = L⁻¹(θ - θ̂) with θ ~ N(0, σ² I): η ~ N(-L⁻¹θ̂, σ² L⁻¹L⁻ᵀ), lower Cholesky σ L⁻¹
+            white = pm.MvNormal(
+                "theta_white", mu=-inv_chol @ fit.mode, chol=prior_sigma * inv_chol, dims="term"
+            )
+            theta = pm.Deterministic("theta", fit.mode + pt.dot(chol, white), dims="term")
+        else:
+            theta = pm.Normal("theta", 0.0, prior_sigma, dims="term")
         NoisyMarginals("y", release=release, theta=theta, likelihood=likelihood)
     return model
