@@ -577,3 +577,26 @@ def test_downstream_synthetic_intervals_cover_where_the_naive_ones_do_not():
     aware, naive, _ = module.coverage(trials=150, epsilon=1.0, n=500, seed=3)
     assert np.all(aware.mean(axis=0) >= 0.85), aware.mean(axis=0)
     assert np.all(naive.mean(axis=0) < 0.8), naive.mean(axis=0)
+
+
+def test_auto_likelihood_follows_the_domain_and_the_histograms():
+    """Exact for a tiny release, clt for a small domain, clt-fixed above C·p² = 10⁸."""
+    from pymc_dp.model.nodes.marginals import choose_likelihood
+
+    tiny = _tiny_release(np.array([1, 4, 2, 0, 1, 2]), 4, "discrete-laplace", 1.3)
+    assert choose_likelihood(tiny) == "exact"
+    assert choose_likelihood(tiny, "clt-fixed") == "clt-fixed"
+    with pytest.raises(ValueError, match="likelihood must be one of"):
+        choose_likelihood(tiny, "normal")
+    from types import SimpleNamespace
+
+    def shaped(cells, params):  # the rule reads n and the domain's size only
+        return SimpleNamespace(n=10_000, domain=SimpleNamespace(n_cells=cells, n_params=params))
+
+    assert choose_likelihood(shaped(2**15, 120)) == "clt-fixed"  # 15 binary, all 2-way
+    assert choose_likelihood(shaped(2**10, 55)) == "clt"  # 10 binary, all 2-way
+    small = pmdp.release_marginals(
+        _frame(30, seed=1), columns=["a", "b", "c"], domains=DOMAINS, marginals=NAMED, epsilon=1.0
+    )
+    with pytest.raises(ValueError, match="prior_sigma must be a finite number > 0"):
+        pmdp.marginals_model(small, prior_sigma=0.0)
