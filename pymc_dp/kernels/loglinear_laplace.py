@@ -17,6 +17,7 @@ import numpy.typing as npt
 from scipy import linalg, optimize
 
 from pymc_dp.kernels.loglinear import LogLinearDomain
+from pymc_dp.kernels.loglinear_tables import TableProducts
 
 _ROUNDS = 4
 """Re-evaluations of the covariance in :func:`marginals_laplace`."""
@@ -78,11 +79,14 @@ def marginals_laplace(
     # the full law's mode up to O(1/n) (Σ's θ-dependence), plenty for a preconditioner.
     mode = np.zeros(domain.n_params)
     converged = False
+    products = TableProducts(domain)
     for _ in range(_ROUNDS):
         chol = np.linalg.cholesky(clt_covariance(mode, domain, n=n, noise_variance=noise_variance))
 
         def negative(theta: np.ndarray, chol: np.ndarray = chol) -> tuple[float, np.ndarray]:
-            logp, grad = marginals_clt_fixed_logp_grad(theta, domain, z, n=n, chol=chol)
+            logp, grad = marginals_clt_fixed_logp_grad(
+                theta, domain, z, n=n, chol=chol, products=products
+            )
             return -(logp - 0.5 * prec0 * theta @ theta), -(grad - prec0 * theta)
 
         result = optimize.minimize(
@@ -123,6 +127,7 @@ def marginals_clt_fixed_logp_grad(
     *,
     n: int,
     chol: npt.NDArray[np.float64],
+    products: TableProducts | None = None,
 ) -> tuple[float, npt.NDArray[np.float64]]:
     """The log-density N(z; n E_θ[g], Σ₀) and its gradient, Σ₀ = L Lᵀ fixed, in O(C p).
 
@@ -131,18 +136,31 @@ def marginals_clt_fixed_logp_grad(
     O(n) information about θ, the covariance's dependence on θ O(1), so over a posterior of
     width O(n^-1/2) holding Σ fixed moves the posterior by O(n^-1/2) of its sd. The gradient
     is n Cov_θ[a, g] Σ₀⁻¹ r, one pass over the domain, against O(C p²) for the full law.
+    With ``products`` (:class:`~pymc_dp.kernels.loglinear_tables.TableProducts` of the
+    domain) the passes are table sums instead of products with the dense feature matrices.
     """
     theta = np.asarray(theta, dtype=float)
-    prob = np.exp(domain.log_probs(theta))
-    g = domain.projected_features
-    mean = prob @ g
+    u = domain.projection
+    if products is None:
+        prob = np.exp(domain.log_probs(theta))
+        mean = prob @ domain.projected_features
+    else:
+        logits = products.logits(theta)
+        prob = np.exp(logits - logits.max())
+        prob /= prob.sum()
+        mean = products.tables(prob) @ u
     r = np.asarray(z, dtype=float) - n * mean
     w = linalg.solve_triangular(chol, r, lower=True, check_finite=False)
     log_det = 2.0 * np.sum(np.log(np.diag(chol)))
     p = domain.n_params
     logp = -0.5 * (w @ w + log_det + p * np.log(2.0 * np.pi))
     sr = linalg.solve_triangular(chol, w, lower=True, trans="T", check_finite=False)
-    per_cell = prob * (g @ sr - mean @ sr)
-    a = domain.basis
-    grad = n * (a.T @ per_cell - (prob @ a) * per_cell.sum())
+    if products is None:
+        per_cell = prob * (domain.projected_features @ sr - mean @ sr)
+        a = domain.basis
+        grad = n * (a.T @ per_cell - (prob @ a) * per_cell.sum())
+    else:
+        per_cell = prob * (products.table_sum(u @ sr) - mean @ sr)
+        # Σ per_cell = 0 (π sums to one), so Cov[a, g]·Σ₀⁻¹r is Aᵀ per_cell alone
+        grad = n * products.basis_transpose(per_cell)
     return float(logp), grad

@@ -37,6 +37,7 @@ from pymc_dp.kernels.loglinear import (
     marginals_clt_logp_grad,
 )
 from pymc_dp.kernels.loglinear_laplace import marginals_clt_fixed_logp_grad
+from pymc_dp.kernels.loglinear_tables import TableProducts
 
 __all__ = [
     "CLTLogp",
@@ -89,6 +90,7 @@ class CLTLogp(Op):
     ):
         self.args = (dom, np.asarray(z, dtype=float), int(n), float(noise_variance))
         self.chol = chol
+        self.products = None if chol is None else TableProducts(dom)
 
     def make_node(self, theta: Any) -> Apply:
         """θ (a vector) in; the scalar log-density and its gradient out."""
@@ -102,7 +104,9 @@ class CLTLogp(Op):
             if self.chol is None:
                 logp, grad = marginals_clt_logp_grad(inputs[0], dom, z, n=n, noise_variance=var)
             else:
-                logp, grad = marginals_clt_fixed_logp_grad(inputs[0], dom, z, n=n, chol=self.chol)
+                logp, grad = marginals_clt_fixed_logp_grad(
+                    inputs[0], dom, z, n=n, chol=self.chol, products=self.products
+                )
         outputs[0][0] = np.asarray(logp)
         outputs[1][0] = np.asarray(grad, dtype=node.outputs[1].dtype)
 
