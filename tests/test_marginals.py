@@ -606,10 +606,12 @@ def test_table_products_equal_the_dense_feature_products():
     """A θ, Aᵀ v, Fᵀ v, F w by tables equal the dense products (to 1e-12), on marginals of
     mixed order and unsorted columns; the fixed-covariance law gives the same value and
     gradient either way (to 1e-9)."""
-    from pymc_dp.kernels.loglinear_tables import TableProducts
+    from pymc_dp.kernels.loglinear_tables import TableProducts, prefer_tables
 
     dom = LogLinearDomain((2, 3, 2, 3), ((1, 0), (1, 3), (2,), (3, 0, 2)))
     tp = TableProducts(dom)
+    assert prefer_tables(LogLinearDomain((3,) * 4, ((0, 1), (1, 2), (2, 3))))
+    assert not prefer_tables(LogLinearDomain((2,) * 4, ((0, 1), (1, 2), (2, 3))))
     rng = np.random.default_rng(12)
     theta = rng.normal(size=dom.n_params)
     v = rng.normal(size=dom.n_cells)

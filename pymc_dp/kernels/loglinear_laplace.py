@@ -17,7 +17,7 @@ import numpy.typing as npt
 from scipy import linalg, optimize
 
 from pymc_dp.kernels.loglinear import LogLinearDomain
-from pymc_dp.kernels.loglinear_tables import TableProducts
+from pymc_dp.kernels.loglinear_tables import TableProducts, prefer_tables
 
 _ROUNDS = 4
 """Re-evaluations of the covariance in :func:`marginals_laplace`."""
@@ -79,7 +79,7 @@ def marginals_laplace(
     # the full law's mode up to O(1/n) (Σ's θ-dependence), plenty for a preconditioner.
     mode = np.zeros(domain.n_params)
     converged = False
-    products = TableProducts(domain)
+    products = TableProducts(domain) if prefer_tables(domain) else None
     for _ in range(_ROUNDS):
         chol = np.linalg.cholesky(clt_covariance(mode, domain, n=n, noise_variance=noise_variance))
 

@@ -37,7 +37,7 @@ from pymc_dp.kernels.loglinear import (
     marginals_clt_logp_grad,
 )
 from pymc_dp.kernels.loglinear_laplace import marginals_clt_fixed_logp_grad
-from pymc_dp.kernels.loglinear_tables import TableProducts
+from pymc_dp.kernels.loglinear_tables import TableProducts, prefer_tables
 
 __all__ = [
     "CLTLogp",
@@ -90,7 +90,8 @@ class CLTLogp(Op):
     ):
         self.args = (dom, np.asarray(z, dtype=float), int(n), float(noise_variance))
         self.chol = chol
-        self.products = None if chol is None else TableProducts(dom)
+        use_tables = chol is not None and prefer_tables(dom)
+        self.products = TableProducts(dom) if use_tables else None
 
     def make_node(self, theta: Any) -> Apply:
         """θ (a vector) in; the scalar log-density and its gradient out."""
