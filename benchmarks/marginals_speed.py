@@ -1,106 +1,153 @@
-"""Speed of the noisy-marginals model: gradient cost and a short NUTS fit against domain size.
+"""Speed of the noisy-marginals model: fit and synthetic data against domain size.
 
 For K binary or ternary columns with all 2-way marginals and n = 10⁴ records (a log-linear model
-with random 2-way terms), in one process:
+with random 2-way terms, released at ε = 1 with discrete Laplace noise), in one process:
 
-* the cost of one log-density + gradient evaluation, pymc_dp's ``Op`` (analytic gradient in
-  NumPy) against the same density as a plain PyTensor graph (``marginals_clt_logp_graph``,
-  gradient by PyTensor: the hand-written baseline), as a ratio;
-* the wall time of ``pm.sample`` (NUTS, 1 chain, ``--draws`` tune + draws) on
-  ``pmdp.marginals_model`` and of drawing 20 synthetic data sets of n records.
+* pymc_dp: the wall time of ``pmdp.marginals_model`` (including its Laplace fit, used to whiten
+  θ) plus ``pm.sample`` (NUTS, ``chains`` chains on as many cores, ``draws`` tune + ``draws``
+  draws), and of drawing 20 synthetic data sets of n records;
+* the hand-written baseline, where asked for (``--baseline``): θ ~ Normal(0, 2) and the same
+  collapsed normal density written as a plain PyTensor graph (``marginals_clt_logp_graph``,
+  gradient by PyTensor, diagonal mass-matrix adaptation), sampled the same way; the ratio is
+  baseline time over pymc_dp time. Its effective sample sizes are printed next to ours.
 
-Domains above the enumeration limit (10⁵ cells) are refused by the package and skipped here.
+BLAS is held to one thread per process (set before NumPy loads): the two cores go to the two
+chains, and a multi-threaded BLAS on small matrices on a shared machine is many times slower.
 
-Run: ``PYTHONPATH=. python benchmarks/marginals_speed.py [draws] [cases]`` with cases like
-``5x2,5x3,10x2`` (columns x levels).
+Run: ``PYTHONPATH=. python benchmarks/marginals_speed.py [draws] [cases] [baseline cases]
+[likelihood]`` with cases like ``5x2,5x3,10x2`` (columns x levels).
 """
 
 from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import itertools
 import sys
 import time
 
+import arviz as az
 import numpy as np
 import pymc as pm
-import pytensor
-import pytensor.tensor as pt
 
 import pymc_dp as pmdp
+from pymc_dp._compat import posterior_dataset
 from pymc_dp.kernels.loglinear import MAX_CELLS, LogLinearDomain
 from pymc_dp.likelihoods.marginals import (
-    marginals_clt_logp,
     marginals_clt_logp_graph,
     noise_variance,
 )
+from pymc_dp.model.nodes.marginals import choose_likelihood
 
 
-def per_call(f, x, repeat):
-    f(x)
-    start = time.perf_counter()
-    for _ in range(repeat):
-        f(x)
-    return (time.perf_counter() - start) / repeat
-
-
-def case(k, levels, draws, n=10_000, seed=0):
-    if levels**k > MAX_CELLS:
-        print(f"| {k} x {levels} | {levels**k} cells: above the enumeration limit | | | |")
-        return
+def release(k, levels, n, seed):
     names = [f"c{i}" for i in range(k)]
     pairs = list(itertools.combinations(range(k), 2))
     dom = LogLinearDomain((levels,) * k, tuple(pairs))
     rng = np.random.default_rng(seed)
     theta = rng.normal(size=dom.n_params) * 0.3
     codes = dom.cells[rng.choice(dom.n_cells, n, p=np.exp(dom.log_probs(theta)))]
-    rel = pmdp.release_marginals(
+    return pmdp.release_marginals(
         {c: codes[:, i] for i, c in enumerate(names)},
         columns=names,
         domains={c: list(range(levels)) for c in names},
         marginals=[(names[a], names[b]) for a, b in pairs],
         epsilon=1.0,
-        rng=1,
+        rng=seed + 1,
     )
+
+
+def baseline_model(rel):
+    dom = rel.domain
     z = rel.y @ dom.projection
-    x = pt.vector("x")
-    args = dict(n=n, noise_variance=noise_variance(rel))
-    ops = marginals_clt_logp(x, dom, z, **args)
-    graph = marginals_clt_logp_graph(x, dom, z, **args)
-    f_op = pytensor.function([x], [ops, pytensor.grad(ops, x)])
-    f_graph = pytensor.function([x], [graph, pytensor.grad(graph, x)])
-    repeat = max(3, int(2e7 / (dom.n_cells * dom.n_params**2)))
-    t_op = per_call(f_op, theta, repeat)
-    t_graph = per_call(f_graph, theta, repeat)
+    with pm.Model() as model:
+        theta = pm.Normal("theta", 0.0, 2.0, shape=dom.n_params)
+        pm.Potential(
+            "y",
+            marginals_clt_logp_graph(theta, dom, z, n=rel.n, noise_variance=noise_variance(rel)),
+        )
+    return model
+
+
+def fit(build, draws, chains):
     start = time.perf_counter()
+    model = build()
     idata = pm.sample(
         draws,
         tune=draws,
-        chains=1,
-        cores=1,
+        chains=chains,
+        cores=chains,
         random_seed=1,
         progressbar=False,
-        model=pmdp.marginals_model(rel, likelihood="clt"),
+        model=model,
         compute_convergence_checks=False,
     )
-    t_fit = time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    draws_ = np.asarray(posterior_dataset(idata)["theta"])
+    e = np.asarray(az.ess(az.convert_to_dataset({"x": draws_}), method="bulk")["x"])
+    steps = float(np.mean(np.asarray(idata.sample_stats["n_steps"])))
+    return idata, seconds, float(e.min()), steps
+
+
+def case(k, levels, draws, chains, baseline, likelihood, n=10_000):
+    cells = levels**k
+    if cells > MAX_CELLS:
+        print(f"| {k} x {levels} | {cells} cells: above the enumeration limit | | | | |")
+        return
+    rel = release(k, levels, n, seed=0)
+    dom = rel.domain
+    kind = choose_likelihood(rel, likelihood)
+    idata, t_fit, ess_min, steps = fit(
+        lambda: pmdp.marginals_model(rel, likelihood=likelihood), draws, chains
+    )
     start = time.perf_counter()
-    pmdp.synthetic_datasets(idata, rel, m=min(20, draws), rng=2)
+    pmdp.synthetic_datasets(idata, rel, m=20, rng=2)
     t_syn = time.perf_counter() - start
+    base = "not run"
+    if baseline:
+        _, t_base, ess_base, steps_base = fit(lambda: baseline_model(rel), draws, chains)
+        base = (
+            f"{t_base:.0f} s, min ESS {ess_base:.0f}, {steps_base:.0f} steps/draw "
+            f"({t_base / t_fit:.1f}x our time, {(ess_min / t_fit) / (ess_base / t_base):.1f}x "
+            "our ESS/s)"
+        )
     print(
-        f"| {k} x {levels} | {dom.n_cells} cells, p = {dom.n_params} | {1e3 * t_op:.2f} ms "
-        f"({t_graph / t_op:.1f}x faster than the graph) | {t_fit:.0f} s | {t_syn:.1f} s |"
+        f"| {k} x {levels} | {dom.n_cells} cells, p = {dom.n_params}, {kind} | {t_fit:.0f} s, "
+        f"min ESS {ess_min:.0f}, {steps:.0f} steps/draw | {t_syn:.1f} s | "
+        f"{t_fit + t_syn:.0f} s | {base} |",
+        flush=True,
     )
 
 
-def main(draws=200, cases="5x2,5x3,10x2"):
-    print(f"n = 10^4, all 2-way marginals, NUTS {draws} tune + {draws} draws, 1 chain")
-    print("| columns x levels | domain | logp + gradient | pm.sample | 20 synthetic sets |")
-    print("|---|---|---|---|---|")
+def main(draws=300, cases="5x2,5x3,10x2,10x3,15x2,15x3", baseline="5x2,5x3", likelihood="auto"):
+    chains = 2
+    print(
+        f"n = 10^4, all 2-way marginals, NUTS {chains} chains x ({draws} tune + {draws} draws) "
+        f"on {chains} cores, likelihood={likelihood!r}"
+    )
+    print(
+        "| columns x levels | domain | pymc_dp fit | 20 synthetic sets | total "
+        "| hand-written NUTS |"
+    )
+    print("|---|---|---|---|---|---|")
+    base = set(baseline.split(",")) if baseline else set()
+    # PyTensor's compile cache is loaded once per process (measured 16 s here): pay it first
+    warm = release(3, 2, 500, seed=5)
+    fit(lambda: pmdp.marginals_model(warm), 20, 1)
+    fit(lambda: baseline_model(warm), 20, 1)
     for spec in cases.split(","):
         k, levels = (int(v) for v in spec.split("x"))
-        case(k, levels, draws)
+        case(k, levels, draws, chains, spec in base, likelihood)
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    main(int(args[0]) if args else 200, args[1] if len(args) > 1 else "5x2,5x3,10x2")
+    main(
+        int(args[0]) if args else 300,
+        args[1] if len(args) > 1 else "5x2,5x3,10x2,10x3,15x2,15x3",
+        args[2] if len(args) > 2 else "5x2,5x3",
+        args[3] if len(args) > 3 else "auto",
+    )

@@ -67,6 +67,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _release(args: argparse.Namespace) -> int:
     """``pymc-dp release`` once its arguments are checked."""
+    if args.family.strip() == "marginals":
+        from pymc_dp.cli import marginals as marginals_cli
+
+        try:
+            settings = marginals_cli.marginals_settings(args)
+        except InputError as err:
+            return fail("release", str(err))
+        return marginals_cli.release_command(args, settings)
     try:  # family options and the window are public: checked before anything is imported
         if args.family.strip() == "regression":
             regression = regression_settings(args)

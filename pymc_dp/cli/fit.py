@@ -64,6 +64,12 @@ def _checked_fit(args: argparse.Namespace) -> int:
     out = Path(args.output_dir)
     suffix = ".zarr" if args.format == "zarr" else ".nc"
     names = [f"posterior{suffix}", "summary.csv", "posterior.png", "trace.png"]
+    from pymc_dp.cli.marginals import is_marginal_release, marginals_fit
+
+    if is_marginal_release(args.release):
+        return marginals_fit(args, out, suffix)
+    if args.synthetic is not None:
+        return fail("fit", "--synthetic applies to a marginal release (--family marginals)")
     try:  # every input is checked before sampling starts
         prior = _parse_prior(args.prior)
         rel = read_release(args.release, allow_grouped=True, allow_columns=True)

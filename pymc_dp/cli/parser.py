@@ -120,7 +120,8 @@ def _add_release_parser(sub: Any) -> None:
         required=True,
         metavar="FAMILY[,FAMILY...]",
         help="distribution of one record: " + ", ".join(family_names()) + "; one per "
-        "--column, comma-separated; or regression (with --x and --y)",
+        "--column, comma-separated; or regression (with --x and --y); or marginals (with "
+        "--marginals and --levels)",
     )
     rel.add_argument(
         "--epsilon",
@@ -267,6 +268,22 @@ def _add_release_parser(sub: Any) -> None:
         metavar=("LO", "HI"),
         help="public range of the response",
     )
+    mar = rel.add_argument_group(
+        "marginal tables (--family marginals: noisy count tables of categorical columns)"
+    )
+    mar.add_argument(
+        "--marginals",
+        metavar="A:B,B:C,...",
+        help="the tables to release over the --column names, comma-separated, columns of one "
+        "table joined by ':' (a one-way table is a single name)",
+    )
+    mar.add_argument(
+        "--levels",
+        nargs="+",
+        metavar="COLUMN=L1,L2,...",
+        help="the public labels of each --column (never read from the data; a record with "
+        "another label stops the release)",
+    )
     rel.add_argument(
         "--clamp",
         action="store_true",
@@ -366,6 +383,13 @@ def _add_fit_parser(sub: Any) -> None:
     )
     fit.add_argument(
         "--seed", type=_seed, help="seed of the sampler, for a reproducible posterior file"
+    )
+    fit.add_argument(
+        "--synthetic",
+        type=_positive_int,
+        metavar="M",
+        help="with a marginal release: write M synthetic data sets (synthetic_1.csv, ...), "
+        "each drawn from a different posterior draw",
     )
     fit.add_argument(
         "--no-progress", action="store_true", help="do not show PyMC's sampling progress bar"

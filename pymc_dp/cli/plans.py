@@ -313,6 +313,21 @@ def check_release_args(parser: argparse.ArgumentParser, args: argparse.Namespace
             "studies only; drop --mechanism for a real release (OpenDP's discrete Laplace)"
         )
     families = [f.strip() for f in args.family.split(",")]
+    marginal = _given([("--marginals", args.marginals), ("--levels", args.levels)])
+    if "marginals" in families:
+        if len(families) > 1:
+            parser.error("--family marginals is released alone, not beside other families")
+        if args.dry_run or args.by is not None:
+            parser.error("--family marginals has no --dry-run or --by yet")
+        missing = _missing(
+            [("DATA", args.data), ("--column", args.column), ("--marginals", args.marginals),
+             ("--levels", args.levels), ("--output", args.output)]
+        )  # fmt: skip
+        if missing:
+            parser.error(f"--family marginals needs {', '.join(missing)}")
+        return
+    if marginal:
+        parser.error(f"{', '.join(marginal)} apply only with --family marginals")
     if "regression" in families:
         if len(families) > 1:
             parser.error("--family regression is released alone, not beside other families")

@@ -11,20 +11,26 @@ from typing import Any
 
 import numpy as np
 import pymc as pm
+import pytensor.tensor as pt
 
+from pymc_dp.kernels.loglinear_laplace import clt_covariance, marginals_laplace
 from pymc_dp.likelihoods.marginals import (
     exact_setup,
+    marginals_clt_fixed_logp,
     marginals_clt_logp,
     marginals_exact_logp,
     noise_variance,
     projected_release,
 )
 
-__all__ = ["LIKELIHOODS", "NoisyMarginals", "marginals_model", "term_names"]
+__all__ = ["LIKELIHOODS", "NoisyMarginals", "choose_likelihood", "marginals_model", "term_names"]
 
-LIKELIHOODS = ("auto", "clt", "exact")
-"""``"clt"``: collapsed normal; ``"exact"``: enumeration of the histograms (tiny releases)."""
+LIKELIHOODS = ("auto", "clt", "clt-fixed", "exact")
+"""``"clt"``: collapsed normal; ``"clt-fixed"``: the same with its covariance held at the
+Laplace mode; ``"exact"``: enumeration of the histograms (tiny releases)."""
 _EXACT_AUTO_LIMIT = 5_000
+_FULL_CLT_AUTO_LIMIT = 10**8
+"""``"auto"`` holds the covariance fixed above this many C·p² operations per gradient."""
 
 
 def term_names(release: Any) -> list[str]:
@@ -38,7 +44,8 @@ def term_names(release: Any) -> list[str]:
     ]
 
 
-def _choose(release: Any, likelihood: str) -> str:
+def choose_likelihood(release: Any, likelihood: str = "auto") -> str:
+    """The likelihood ``"auto"`` (or the one named) takes for ``release``."""
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"likelihood must be one of {list(LIKELIHOODS)} (got {likelihood!r})")
     if likelihood != "auto":
@@ -47,10 +54,19 @@ def _choose(release: Any, likelihood: str) -> str:
 
     dom = release.domain
     count = math.comb(release.n + dom.n_cells - 1, dom.n_cells - 1)
-    return "exact" if count <= _EXACT_AUTO_LIMIT else "clt"
+    if count <= _EXACT_AUTO_LIMIT:
+        return "exact"
+    return "clt" if dom.n_cells * dom.n_params**2 <= _FULL_CLT_AUTO_LIMIT else "clt-fixed"
 
 
-def NoisyMarginals(name: str, *, release: Any, theta: Any, likelihood: str = "auto") -> Any:
+def NoisyMarginals(
+    name: str,
+    *,
+    release: Any,
+    theta: Any,
+    likelihood: str = "auto",
+    covariance_at: Any = None,
+) -> Any:
     """Add the likelihood of a noisy marginal release to the current PyMC model.
 
     Parameters
@@ -64,13 +80,19 @@ def NoisyMarginals(name: str, *, release: Any, theta: Any, likelihood: str = "au
         corner basis: :func:`term_names` labels them).
     likelihood
         ``"clt"`` (collapsed normal, any n), ``"exact"`` (sum over every histogram of the n
-        records: tiny n and domains only) or ``"auto"`` (exact when at most 5000 histograms).
+        records: tiny n and domains only), ``"clt-fixed"`` (the collapsed normal with its
+        covariance held at ``covariance_at``: a gradient in O(C p) instead of O(C p²); the
+        posterior moves by O(n^-1/2) of its sd) or ``"auto"`` (exact when at most 5000
+        histograms, else ``"clt"`` up to C·p² = 10⁸, else ``"clt-fixed"``).
+    covariance_at
+        The θ at which ``"clt-fixed"`` evaluates the covariance (default: the Laplace mode
+        under a Normal(0, 2) prior, :func:`~pymc_dp.kernels.loglinear_laplace.marginals_laplace`).
 
     Returns
     -------
     The observed variable.
     """
-    kind = _choose(release, likelihood)
+    kind = choose_likelihood(release, likelihood)
     if kind == "exact":
         dom, hist, const = exact_setup(release)
 
@@ -78,6 +100,19 @@ def NoisyMarginals(name: str, *, release: Any, theta: Any, likelihood: str = "au
             return marginals_exact_logp(th, dom, hist, const)
 
         observed = release.y
+    elif kind == "clt-fixed":
+        dom, z = projected_release(release)
+        var = noise_variance(release)
+        if covariance_at is None:
+            covariance_at = marginals_laplace(
+                dom, z, n=release.n, noise_variance=var, prior_sigma=2.0
+            ).mode
+        cov = clt_covariance(covariance_at, dom, n=release.n, noise_variance=var)
+
+        def logp(value: Any, th: Any) -> Any:
+            return marginals_clt_fixed_logp(th, dom, z, n=release.n, cov=cov)
+
+        observed = z
     else:
         dom, z = projected_release(release)
         var = noise_variance(release)
@@ -91,22 +126,57 @@ def NoisyMarginals(name: str, *, release: Any, theta: Any, likelihood: str = "au
 
 
 def marginals_model(
-    release: Any, *, prior_sigma: float = 2.0, likelihood: str = "auto"
+    release: Any, *, prior_sigma: float = 2.0, likelihood: str = "auto", whiten: bool = True
 ) -> pm.Model:
-    """A ready model: θ ~ Normal(0, ``prior_sigma``) on every log-linear parameter, and the release.
+    """A ready model: θ ~ Normal(0, ``prior_sigma``) on each log-linear parameter, and the release.
 
     The parameter is named ``"theta"``, with the dimension ``"term"`` (:func:`term_names`).
+
+    Parameters
+    ----------
+    release
+        A :class:`~pymc_dp.curator.marginals.MarginalRelease`.
+    prior_sigma
+        Prior standard deviation of every θ_k.
+    likelihood
+        As in :func:`NoisyMarginals`.
+    whiten
+        Sample η with θ = θ̂ + L η, where θ̂ and L Lᵀ are the mode and the Laplace covariance
+        of the collapsed normal posterior
+        (:func:`~pymc_dp.kernels.loglinear_laplace.marginals_laplace`). The prior of η is the
+        image of θ's Normal prior, so the posterior of θ (a deterministic) is unchanged; NUTS
+        then takes a few leapfrog steps per draw instead of dozens. ``False``: θ itself is the
+        free variable.
 
     Examples
     --------
     >>> import pymc_dp as pmdp
     >>> rel = pmdp.release_marginals({"a": [0, 1, 1], "b": [1, 1, 0]}, columns=["a", "b"],
     ...     domains={"a": [0, 1], "b": [0, 1]}, marginals=[("a", "b")], epsilon=1.0, rng=0)
-    >>> sorted(marginals_model(rel).named_vars)
+    >>> sorted(marginals_model(rel, whiten=False).named_vars)
     ['theta', 'y']
+    >>> sorted(marginals_model(rel).named_vars)
+    ['theta', 'theta_white', 'y']
     """
+    if not (isinstance(prior_sigma, int | float) and np.isfinite(prior_sigma) and prior_sigma > 0):
+        raise ValueError(f"prior_sigma must be a finite number > 0 (got {prior_sigma!r})")
     coords = {"term": term_names(release)}
+    dom, z = projected_release(release)
+    fit = marginals_laplace(
+        dom, z, n=release.n, noise_variance=noise_variance(release), prior_sigma=float(prior_sigma)
+    )
     with pm.Model(coords=coords) as model:
-        theta = pm.Normal("theta", 0.0, prior_sigma, dims="term")
-        NoisyMarginals("y", release=release, theta=theta, likelihood=likelihood)
+        if whiten:
+            chol = np.linalg.cholesky(fit.cov)
+            inv_chol = np.linalg.inv(chol)
+            # η = L⁻¹(θ - θ̂) with θ ~ N(0, σ² I): η ~ N(-L⁻¹θ̂, σ² L⁻¹L⁻ᵀ), lower Cholesky σ L⁻¹
+            white = pm.MvNormal(
+                "theta_white", mu=-inv_chol @ fit.mode, chol=prior_sigma * inv_chol, dims="term"
+            )
+            theta = pm.Deterministic("theta", fit.mode + pt.dot(chol, white), dims="term")
+        else:
+            theta = pm.Normal("theta", 0.0, prior_sigma, dims="term")
+        NoisyMarginals(
+            "y", release=release, theta=theta, likelihood=likelihood, covariance_at=fit.mode
+        )
     return model
