@@ -43,6 +43,7 @@ SLOW = {
     "cli-bash-in-grouped-releases-2",
     "cli-bash-in-category-labels",
     "cli-bash-in-regression",
+    "cli-bash-in-marginal-tables",
 }
 
 
