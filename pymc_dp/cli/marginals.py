@@ -119,8 +119,8 @@ def is_marginal_release(path: str | Path) -> bool:
     try:
         with open(path, encoding="utf-8") as handle:
             return json.load(handle).get("kind") == "marginals"
-    except (OSError, ValueError, AttributeError):
-        return False
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return False  # not one: the release reader then refuses the file in one line
 
 
 def marginals_fit(args: argparse.Namespace, out: Path, suffix: str) -> int:
