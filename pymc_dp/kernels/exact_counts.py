@@ -8,7 +8,9 @@ law to s, so
 
 where k is the noise law of the mechanism that made the release (:class:`NoiseLaw`): the
 Laplace density, or the discrete Laplace or discrete Gaussian probability of an integer. Every
-term is kept; nothing is truncated, so these are exact up to floating point.
+term is kept, so these are exact up to floating point; one multinomial release is summed over
+each category's central window of counts only where the terms left out are proved below 1.7e-15
+of the sum (:func:`_trimmed_log_likelihood`).
 
 The multinomial sum runs over count vectors with Σ s = n. It factorises over categories given
 the total, so a forward recursion over categories in log space,
@@ -395,8 +397,17 @@ def multinomial_log_likelihood(
     True
     """
     y, p = _check_counts(released, theta)
-    terms = _category_terms(y, p, n, noise)
     k = y.shape[-1]
+    if y.ndim == 1:
+        trimmed = _trimmed_log_likelihood(_category_terms(y, p, n, noise), n)
+        if trimmed is not None:
+            return np.float64(trimmed)
+    elif y[..., 0].size * (n + 1) ** 2 > MAX_BATCH_TERMS:
+        # Row by row, each by the trimmed sum, rather than (n + 1)² log terms per row at once.
+        flat_y, flat_p = y.reshape(-1, k), p.reshape(-1, k)
+        out = [multinomial_log_likelihood(a, b, n, noise) for a, b in zip(flat_y, flat_p)]
+        return np.reshape(out, y.shape[:-1])
+    terms = _category_terms(y, p, n, noise)
     # The last category takes whatever the others leave: s_K = n - c.
     if k == 2:
         closing = terms[..., 0, :] + terms[..., 1, ::-1]
@@ -404,6 +415,60 @@ def multinomial_log_likelihood(
         first = _forward(terms, n, k - 2)[-1]
         closing = _combine(first, terms[..., k - 2, :], n, terms[..., k - 1, ::-1])
     return gammaln(n + 1.0) - xlogy(n, n) + _logsumexp(closing)
+
+
+# Each category's trimmed window leaves out at most this share of its own terms' mass on each side.
+_TRIM_TAIL = math.exp(-40.0)
+# The trimmed sum is used when the terms it leaves out are proved below this share of it.
+_TRIM_TOLERANCE = math.exp(-34.0)  # 1.7e-15
+# Scaled terms within a window are above e^-745 relative to the product of the categories'
+# largest; a trimmed sum this far below that product could have lost terms to underflow.
+_TRIM_FLOOR = -500.0
+
+
+def _trimmed_log_likelihood(terms: npt.NDArray[np.float64], n: int) -> float | None:
+    """Log p(y | θ) of one release summed over each category's central window of counts.
+
+    Most of the (n + 1)² terms of the sum (K = 3) are negligible: a_j(s) is peaked (the Poisson
+    factor within a few sd(s) of n θ_j, the noise within a few b of y_j). Each category keeps
+    the window of counts outside which at most e^-40 of its own mass lies on either side. The
+    dropped count vectors have some s_j outside its window, so, dropping the constraint
+    Σ s = n, their total is at most Σ_j 2e^-40 · Π_i Z_i with Z_i = Σ_s exp a_i(s). The trimmed
+    sum is returned only where that bound is below 1.7e-15 of it (a relative error at the
+    level of rounding); else ``None``, and the caller sums every term.
+
+    ``terms`` are :func:`_category_terms` of one release, shape ``(K, n + 1)``.
+    """
+    k = terms.shape[0]
+    top = np.max(terms, axis=-1)
+    if not np.all(np.isfinite(top)):
+        return None
+    w = np.exp(terms - top[:, None])
+    left = np.cumsum(w, axis=-1)
+    right = np.cumsum(w[:, ::-1], axis=-1)[:, ::-1]
+    mass = left[:, -1]
+    cut = _TRIM_TAIL * mass[:, None]
+    lo = np.argmax(left > cut, axis=-1)  # the first count whose left tail is not negligible
+    hi = n - np.argmax(right[:, ::-1] > cut, axis=-1)
+    # The first K - 1 categories by linear convolution of their windows (all scaled terms in a
+    # window are above e^-745 unless the sum is too small to trust, tested below).
+    h, offset = w[0, lo[0] : hi[0] + 1], int(lo[0])
+    for j in range(1, k - 1):
+        h = np.convolve(h, w[j, lo[j] : hi[j] + 1])
+        offset += int(lo[j])
+    # The last category takes whatever the others leave: s_K = n - c over c in h's support.
+    c = np.arange(offset, offset + h.size)
+    last = n - c
+    keep = (last >= lo[-1]) & (last <= hi[-1])
+    total = float(np.dot(h[keep], w[-1, last[keep]]))
+    if not total > 0.0:
+        return None
+    log_kept = math.log(total)
+    # Relative to Π_j max_s exp a_j(s): the bound on the dropped terms, and the kept sum.
+    log_dropped = math.log(2.0 * k * _TRIM_TAIL) + float(np.sum(np.log(mass)))
+    if log_kept < _TRIM_FLOOR or log_dropped > log_kept + math.log(_TRIM_TOLERANCE):
+        return None
+    return float(gammaln(n + 1.0) - xlogy(n, n) + np.sum(top) + log_kept)
 
 
 def draw_multinomial_suffstat(
