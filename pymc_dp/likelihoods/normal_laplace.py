@@ -18,14 +18,22 @@ regime of sd/b_noise needs a separate approximation. The derivatives are closed 
 quantities (∂S/∂z = r(S_R − S_L), ∂S/∂a = −φ(a)e^{−r|z−a|}, ∂S/∂b = φ(b)e^{−r|z−b|}, and
 ∂S/∂r below), chained to (y, m, v, L, U, b_noise) through sd = √(v + (10⁻⁶ b_noise)²).
 
-The JAX and Numba backends (numpyro, blackjax, nutpie) have no C: there a rewrite replaces each
-operation by :func:`normal_laplace_graph`, the same formula as a PyTensor graph, and the gradient
-operation by that graph's autodiff. Without a C compiler the Python ``impl`` runs.
+The Numba backend (nutpie, and PyTensor 3's default mode) compiles the Python mirror of the C
+(:func:`normal_laplace_scalar`, the reference the C is tested against) with Numba. JAX (numpyro,
+blackjax) has neither: there a rewrite replaces each operation by :func:`normal_laplace_graph`,
+the same formula as a PyTensor graph, and the gradient operation by that graph's autodiff (so
+does Numba with a PyTensor too old to take a Numba implementation). Without a C compiler the
+Python ``impl`` runs.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
 import math
+import types
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -166,17 +174,16 @@ static double pmdp_normal_laplace(double y, double m, double v, double lo, doubl
 def _log_mills(x: float) -> float:
     if x > -37.0:
         return math.log(0.5 * math.erfc(-x / math.sqrt(2.0))) + 0.5 * x * x
+    return -0.5 * math.log(2 * math.pi) - math.log(-x) + math.log1p(_mills_series(x))
+
+
+def _mills_series(x: float) -> float:
     q = 1.0 / (x * x)
-    series = q * (-1.0 + q * (3.0 + q * (-15.0 + q * (105.0 - 945.0 * q))))
-    return -0.5 * math.log(2 * math.pi) - math.log(-x) + math.log1p(series)
+    return q * (-1.0 + q * (3.0 + q * (-15.0 + q * (105.0 - 945.0 * q))))
 
 
 def _log_mills_diff(x1: float, x2: float, d: float) -> float:
-    def series(x: float) -> float:
-        q = 1.0 / (x * x)
-        return q * (-1.0 + q * (3.0 + q * (-15.0 + q * (105.0 - 945.0 * q))))
-
-    return math.log1p(d / x1) + math.log1p(series(x1)) - math.log1p(series(x2))
+    return math.log1p(d / x1) + math.log1p(_mills_series(x1)) - math.log1p(_mills_series(x2))
 
 
 def _ls(c: float, r: float) -> float:
@@ -209,6 +216,17 @@ def normal_laplace_scalar(
     y: float, m: float, v: float, lo: float, hi: float, sb: float, grad: bool = False
 ) -> Any:
     """Log p(y) and, with ``grad``, its six partial derivatives (the C code, in Python)."""
+    out = _normal_laplace_core(y, m, v, lo, hi, sb, grad)
+    return out if grad else out[6]
+
+
+def _normal_laplace_core(
+    y: float, m: float, v: float, lo: float, hi: float, sb: float, grad: bool
+) -> tuple[float, float, float, float, float, float, float]:
+    """(∂/∂y, ∂/∂m, ∂/∂v, ∂/∂L, ∂/∂U, ∂/∂b, log p); the partials are 0 without ``grad``.
+
+    Numba compiles it as written (:func:`_numba_core`): one return type, module-level helpers.
+    """
     sd = math.sqrt(v + 1e-12 * sb * sb)
     r = sd / sb
     z, a, b = (y - m) / sd, (lo - m) / sd, (hi - m) / sd
@@ -242,7 +260,7 @@ def normal_laplace_scalar(
         log_z = phi_b + _log1mexp(_ls(a, 0.0) - phi_b)
     value = log_s - log_z - math.log(2.0 * sb)
     if not grad:
-        return value
+        return (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, value)
     big, small = 1.0 / (1.0 + gap), gap / (1.0 + gap)
     wl, wr = (big, small) if diff > 0.0 else (small, big)
     l_c = l_a = r_c = r_b = fr = 0.0
@@ -442,7 +460,75 @@ def _logp_from_grad(fgraph: Any, node: Apply) -> list | None:
     return None
 
 
-# Only the JAX and Numba modes query these tags; the C backend keeps the compiled operation.
+# ---- Numba: the Python mirror, compiled -------------------------------------------------------
+_NUMBA_HELPERS = (
+    "_mills_series",
+    "_log_mills",
+    "_log_mills_diff",
+    "_ls",
+    "_log1mexp",
+    "_logphi",
+    "_mills_gap",
+    "_exp",
+    "_normal_laplace_core",
+)
+# Numba's on-disk cache of the compiled operations is keyed by the helpers' source, so an edit
+# of the algorithm is never served a stale build.
+_NUMBA_KEY = hashlib.sha256(
+    "".join(inspect.getsource(globals()[name]) for name in _NUMBA_HELPERS).encode()
+).hexdigest()
+
+
+@functools.cache
+def _numba_core() -> Callable:
+    """:func:`_normal_laplace_core` compiled by Numba, without fastmath (IEEE, as the C).
+
+    Each helper is compiled from its own code, with globals in which the other helpers are the
+    compiled ones, so the Python mirror stays plain Python.
+    """
+    import numba
+
+    env = dict(globals())
+    for name in _NUMBA_HELPERS:
+        code = globals()[name].__code__
+        env[name] = numba.njit(types.FunctionType(code, env, name), fastmath=False)
+    return env["_normal_laplace_core"]
+
+
+def _register_numba() -> bool:
+    """Give both operations a Numba implementation; False where PyTensor cannot take one."""
+    try:
+        from pytensor.link.numba.dispatch import basic as numba_basic
+        from pytensor.link.numba.dispatch.basic import register_funcify_and_cache_key
+    except ImportError:  # no Numba, or a PyTensor without cache-keyed Numba dispatch
+        return False
+
+    @register_funcify_and_cache_key(NormalLaplaceLogp)
+    def _logp_numba(op: Any, node: Apply, **kwargs: Any) -> tuple[Callable, str]:
+        core = _numba_core()
+
+        @numba_basic.numba_njit(fastmath=False)
+        def normal_laplace_logp(y, m, v, lo, hi, sb):
+            return core(y, m, v, lo, hi, sb, False)[6]
+
+        return normal_laplace_logp, f"pmdp_normal_laplace_logp_{_NUMBA_KEY}"
+
+    @register_funcify_and_cache_key(NormalLaplaceGrad)
+    def _grad_numba(op: Any, node: Apply, **kwargs: Any) -> tuple[Callable, str]:
+        core = _numba_core()
+
+        @numba_basic.numba_njit(fastmath=False)
+        def normal_laplace_grad(y, m, v, lo, hi, sb):
+            return core(y, m, v, lo, hi, sb, True)
+
+        return normal_laplace_grad, f"pmdp_normal_laplace_grad_{_NUMBA_KEY}"
+
+    return True
+
+
+# Only the JAX (and, where the Numba implementation could not be registered, the Numba) mode
+# queries these tags; the C and Numba backends keep the compiled operation.
+_GRAPH_TAGS = ("jax",) if _register_numba() else ("jax", "numba")
 for _name, _rewrite in (("logp", _logp_as_graph), ("grad", _grad_as_graph)):
-    optdb["specialize"].register(f"pmdp_normal_laplace_{_name}_as_graph", _rewrite, "jax", "numba")
+    optdb["specialize"].register(f"pmdp_normal_laplace_{_name}_as_graph", _rewrite, *_GRAPH_TAGS)
 register_specialize(_logp_from_grad, "pmdp_normal_laplace_logp_from_grad")
