@@ -143,6 +143,30 @@ def grouped_poisson():
     )
 
 
+def _grouped_categorical(epsilon):
+    rng = np.random.default_rng(22)
+    site = rng.choice(list("abcd"), size=400)
+    rs = pmdp.release_grouped(
+        rng.choice(3, p=[0.2, 0.5, 0.3], size=400), pm.Categorical, categories=3, by=site,
+        groups=list("abcd"), sizes="public", epsilon=epsilon, rng=23,
+    )  # fmt: skip
+    with pm.Model(coords={**rs.coords(), "y_category": [0, 1, 2]}) as model:
+        mu = pm.ZeroSumNormal("mu", sigma=1.0, dims="y_category")
+        tau = pm.HalfNormal("tau", 0.5)
+        z = pm.ZeroSumNormal("z", sigma=1.0, dims=("group", "y_category"))
+        p = pm.math.softmax(pt.specify_shape(mu + tau * z, (4, 3)), axis=-1)
+        pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p), release=rs, dims="group")
+    return model
+
+
+def grouped_categorical_clt():
+    return _grouped_categorical(0.5)
+
+
+def grouped_categorical_exact():
+    return _grouped_categorical(2.0)
+
+
 MODELS = {
     "binomial-clt": binomial_clt,
     "bernoulli-exact": bernoulli_exact,
@@ -155,6 +179,8 @@ MODELS = {
     "categorical-exact": categorical_exact,
     "grouped-binomial": grouped_binomial,
     "grouped-poisson": grouped_poisson,
+    "grouped-categorical-clt": grouped_categorical_clt,
+    "grouped-categorical-exact": grouped_categorical_exact,
 }
 
 
@@ -172,6 +198,8 @@ def test_the_models_cover_every_likelihood_a_default_model_can_get():
     assert built["binomial-clt"] == "clt" and built["bernoulli-exact"] == "exact"
     assert built["poisson-window-exact"] == "exact" and built["exponential-lattice"] == "exact"
     assert built["categorical-exact"] == "exact" and built["normal-pair"] == "clt"
+    assert built["grouped-categorical-clt"] == "clt"
+    assert built["grouped-categorical-exact"] == "exact"
 
 
 def check_jax_logp(key):
@@ -237,7 +265,16 @@ def test_jax_logp_gradient_and_samplers_equal_the_default_backend():
 
 
 @needs_nutpie
-@pytest.mark.parametrize("key", ["binomial-clt", "poisson-window-exact", "normal-pair"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "binomial-clt",
+        "poisson-window-exact",
+        "normal-pair",
+        "grouped-poisson",
+        "grouped-categorical-exact",
+    ],
+)
 def test_nutpie_compiles_logp_and_gradient_equal_to_the_default_backend(key):
     model = MODELS[key]()
     reference = model.compile_fn([model.logp(), model.dlogp()], point_fn=True)
@@ -324,6 +361,7 @@ MATRIX = [
     "normal-pair",
     "categorical-exact",
     "grouped-binomial",
+    "grouped-categorical-clt",
 ]
 
 

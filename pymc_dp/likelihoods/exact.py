@@ -264,14 +264,57 @@ class MultinomialLogLikelihood(ExactLikelihoodOp):
     wrt = 1
 
     def perform(self, node, inputs, outputs) -> None:  # noqa: D102
-        value, theta = inputs
+        outputs[0][0] = self._one(*inputs, self.n)
+
+    def _one(self, value: np.ndarray, theta: np.ndarray, n: int) -> np.ndarray:
+        """The output for one release of ``n`` records."""
         if self.gradient:
-            mean = multinomial_expected_counts(value, theta, self.n, self.noise)
+            mean = multinomial_expected_counts(value, theta, n, self.noise)
             # A category with θ_j = 0 has s_j = 0 for sure: no pull on θ_j from the data.
             out = np.divide(mean, theta, out=np.zeros_like(mean), where=theta > 0)
         else:
-            out = multinomial_log_likelihood(value, theta, self.n, self.noise)
-        outputs[0][0] = np.asarray(out, dtype=np.float64)
+            out = multinomial_log_likelihood(value, theta, n, self.noise)
+        return np.asarray(out, dtype=np.float64)
+
+
+class GroupedMultinomialLogLikelihood(MultinomialLogLikelihood):
+    """:class:`MultinomialLogLikelihood` of G groups in one operation: y, θ of shape ``(G, K)``.
+
+    ``n`` holds each group's records. The output is each group's log p(y_g | θ_g), shape
+    ``(G,)`` (with ``gradient=True``, ∂/∂θ of their sum, ``(G, K)``). One operation for every
+    group, where one per group made a graph of G operations and their gradients that took
+    minutes to compile at G = 500.
+    """
+
+    ndims = (2, 2)
+    signatures = ("(g,k),(g,k)->(g)", "(g,k),(g,k)->(g,k)")
+
+    def __init__(self, n: Sequence[int], noise: NoiseLaw, gradient: bool = False):
+        super().__init__(0, noise, gradient)
+        self.n = tuple(int(v) for v in n)
+
+    def make_node(self, *inputs: Any) -> Apply:
+        node = super().make_node(*inputs)
+        return node if self.gradient else Apply(self, node.inputs, [pt.dvector()])
+
+    def infer_shape(self, *args: Any) -> list:
+        shapes = args[-1]
+        return [shapes[1]] if self.gradient else [(shapes[0][0],)]
+
+    def perform(self, node, inputs, outputs) -> None:
+        value, theta = inputs
+        if value.shape[0] != len(self.n) or theta.shape[0] != len(self.n):
+            raise ValueError(f"y and θ need one row per group ({len(self.n)})")
+        outputs[0][0] = np.stack(
+            [self._one(v, t, n) for v, t, n in zip(value, theta, self.n, strict=True)]
+        )
+
+    def pullback(self, inputs, outputs, cotangents):
+        if self.gradient:
+            return [grad_not_implemented(self, i, x) for i, x in enumerate(inputs)]
+        # Row g of the gradient Op is ∂ log p_g / ∂θ_g: each row takes its group's cotangent.
+        d_theta = type(self)(self.n, self.noise, gradient=True)(*inputs)
+        return [grad_not_implemented(self, 0, inputs[0]), cotangents[0][:, None] * d_theta]
 
 
 def multinomial_exact_logp(
@@ -362,6 +405,11 @@ class MultinomialCounts(StatisticLaw):
 
     def log_likelihood(self, value, theta, size, noise):  # noqa: D102
         return multinomial_exact_logp(value, theta, size, noise, self.categories)
+
+    def logp(self, value, theta, noise):  # noqa: D102
+        if not self.grouped:
+            return super().logp(value, theta, noise)
+        return GroupedMultinomialLogLikelihood(self.sizes, noise)(value, theta)
 
     def draw(self, rng, theta, size):  # noqa: D102
         return rng.multinomial(self.sizes, theta, size=size)

@@ -41,7 +41,7 @@ def _output_shapes(op: Any, shapes: Sequence[tuple[int, ...]]) -> list[tuple[int
     from pymc_dp.likelihoods.exact import ElementwiseInTheta, ExactLikelihoodOp
 
     if isinstance(op, ExactLikelihoodOp):
-        return [tuple(shapes[op.wrt])] if op.gradient else [()]
+        return [tuple(shape) for shape in op.infer_shape(shapes)]
     if isinstance(op, ElementwiseInTheta):
         return [np.broadcast_shapes(*shapes)]
     if isinstance(op, WindowMomentsOp):

@@ -41,11 +41,7 @@ from pymc_dp.likelihoods.exact_windows import WindowCounts
 from pymc_dp.likelihoods.grouped import CltLaw, MixedLaw
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.model.nodes.collapsed import collapsed_y, mark_theta
-from pymc_dp.model.nodes.grouped_vector import (
-    check_vector_likelihood,
-    group_theta,
-    vector_grouped_y,
-)
+from pymc_dp.model.nodes.grouped_vector import group_theta, vector_grouped_y
 from pymc_dp.model.nodes.info import NoisySuffStatInfo, tag_node
 
 __all__ = ["grouped_likelihood", "grouped_node"]
@@ -60,8 +56,8 @@ def grouped_likelihood(
     and the exact sum affordable (:func:`~pymc_dp.likelihoods.choice.choose_likelihood`); a
     :class:`~pymc_dp.likelihoods.choice.CltWarning` names the groups where the CLT is used
     outside its measured safe region. Vector statistics take one likelihood for every group: the
-    exact one if it is affordable in every group (a grouped Categorical release with Laplace
-    noise has no CLT node), else the CLT.
+    exact one if the CLT is untrusted in some group and the exact sum affordable in every group,
+    else the CLT.
     """
     rel = release.first
     bounds = _window(family, rel)
@@ -79,11 +75,17 @@ def grouped_likelihood(
             "per group can use it"
         )
     elif family.stat_shape not in ((), (1,)):
-        affordable = likelihood == "exact" or (
-            likelihood == "auto"
-            and all(exact_cost(family, int(n_g), bounds) <= EXACT_MAX_TERMS for _, n_g, _ in rows)
+        # One likelihood for every group: the exact sum where the CLT is untrusted in some
+        # group and the sum affordable in all (one operation sums every group).
+        affordable = all(
+            exact_cost(family, int(n_g), bounds) <= EXACT_MAX_TERMS for _, n_g, _ in rows
         )
-        choices = ["exact" if affordable else "clt"] * len(rows)
+        untrusted_any = likelihood == "auto" and not all(
+            clt_trust(family, int(n_g), value, rel.scale, bounds=bounds)[0]
+            for _, n_g, value in rows
+        )
+        exact = likelihood == "exact" or (untrusted_any and affordable)
+        choices = ["exact" if exact else "clt"] * len(rows)
         why = "the exact likelihood is too large for some group"
     else:
         resolved = [
@@ -177,8 +179,6 @@ def grouped_node(
     gaussian = rel.mechanism == DISCRETE_GAUSSIAN
     choices = grouped_likelihood(family, release, likelihood)
     choice = choices[0] if len(set(choices)) == 1 else "mixed"
-    if vector:
-        check_vector_likelihood(family, release, choice, likelihood)
     value = None if vector else np.asarray(release.value, dtype=np.float64).reshape(size)
     sizes = release.n
     noise = None

@@ -8,8 +8,10 @@ evaluated for every group at once:
 =====================  =========================  ==================================================
 release                likelihood                 per group, as for one release
 =====================  =========================  ==================================================
-Categorical counts     exact (``"auto"``)         the multinomial sum of
+Categorical counts     exact                      the multinomial sum of
                                                   :func:`~pymc_dp.likelihoods.exact.multinomial_exact_logp`
+Categorical counts     CLT (counts latent)        y_g ~ Laplace(s_g, Δ/ε), s_g the CLT normal's
+                                                  counts, non-centred (below)
 Categorical, Gaussian  CLT                        y_g ~ N(n_g p_g, n_g (diag p_g − p_g p_gᵀ) + τ² I)
 Normal, LogNormal      CLT (pair, ŝ₁ latent)      ŝ₁_g a model variable (``{name}_s1``, in
                                                   standard units of its posterior given y₁) and
@@ -18,10 +20,15 @@ Normal, LogNormal      CLT (pair, ŝ₁ latent)      ŝ₁_g a model variable (`
                                                   N(m_g, V_g + τ² I) for a Gaussian mechanism
 =====================  =========================  ==================================================
 
-A Categorical release with Laplace noise under the CLT is modelled, for one release, by a
-partially collapsed node whose latent s and σ² are Gibbs steps of their own; those steps do not
-run per group, so a grouped Categorical release needs the exact likelihood (``"auto"`` takes it
-when every group's sum is affordable) and is refused otherwise, with the way out in the message.
+Categorical counts with Laplace noise under the CLT have no closed form once s is integrated
+(a multivariate normal against a product of Laplace kernels), so their counts stay latent, as in
+the model a user writes by hand: s_g = (s_g1, …, s_gK) with s_gK = n_g − Σ_{j<K} s_gj, each
+s_gj given the earlier ones the joint CLT normal's conditional, N((n_g − S_g,j−1) q_gj,
+n_g p_gj (1 − P_gj)/(1 − P_g,j−1)) with P_gj = p_g1 + … + p_gj and q_gj = p_gj/(1 − P_g,j−1),
+non-centred (``{name}_s_std``, one standard normal per group and count), and y_g ~ Laplace(s_g,
+Δ/ε) (:func:`_laplace_counts`). NUTS samples the counts with θ, so every NUTS backend runs it;
+``"auto"`` takes it where the CLT is trusted in every group, and the exact sum (one operation
+for every group) otherwise, where affordable.
 """
 
 from __future__ import annotations
@@ -29,13 +36,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pymc as pm
 import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp.curator.release_set import ReleaseSet
 from pymc_dp.families import Categorical, ExponentialFamily
 from pymc_dp.kernels.exact_counts import NoiseLaw
-from pymc_dp.likelihoods.choice import exact_cost, noise_law
+from pymc_dp.likelihoods.choice import noise_law
 from pymc_dp.likelihoods.clt import grouped_joint_clt, grouped_joint_clt_entries
 from pymc_dp.likelihoods.collapsed_pair import (
     LaplacePairGivenFirst,
@@ -46,7 +54,7 @@ from pymc_dp.likelihoods.grouped import GroupedExactCounts
 from pymc_dp.likelihoods.released_normal import ReleasedNormal
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 
-__all__ = ["check_vector_likelihood", "group_theta", "vector_grouped_y"]
+__all__ = ["group_theta", "vector_grouped_y"]
 
 
 def group_theta(family: ExponentialFamily, dist: TensorVariable, size: int) -> TensorVariable:
@@ -74,36 +82,6 @@ def group_theta(family: ExponentialFamily, dist: TensorVariable, size: int) -> T
             "per-group parameters the group dimension first"
         )
     return pt.broadcast_to(theta, (size, theta.shape[-1]))
-
-
-def check_vector_likelihood(
-    family: ExponentialFamily, release: ReleaseSet, choice: str, likelihood: str
-) -> None:
-    """Refuse a grouped Categorical release with Laplace noise under the CLT, saying why.
-
-    Called before anything is added to the model.
-    """
-    rel = release.first
-    if not isinstance(family, Categorical) or choice == "exact":
-        return
-    if rel.mechanism == DISCRETE_GAUSSIAN:
-        return
-    largest = int(np.max(release.n))
-    cost = exact_cost(family, largest)
-    asked = (
-        "likelihood='clt' was asked for"
-        if likelihood == "clt"
-        else (
-            f"the largest group (n = {largest}) is too large for likelihood='auto' to take the "
-            f"exact sum ({cost} terms per evaluation)"
-        )
-    )
-    raise ValueError(
-        f"a grouped Categorical release with Laplace noise needs the exact likelihood, and "
-        f"{asked}: the CLT node of a Categorical release samples its latent counts and noise "
-        "variances by Gibbs steps that do not run per group yet. Pass likelihood='exact' "
-        "(slower for large groups), or add one NoisySuffStat per group"
-    )
 
 
 def vector_grouped_y(
@@ -137,7 +115,9 @@ def vector_grouped_y(
             dims=dims,
         )
         return y, noise
-    if rel.mechanism != DISCRETE_GAUSSIAN:  # a pair: Categorical counts were refused before
+    if rel.mechanism != DISCRETE_GAUSSIAN:
+        if isinstance(family, Categorical):
+            return _laplace_counts(name, theta, release, value, dims), None
         return _laplace_pair(name, family, theta, release, value, dims), None
     mean, cov = _group_clt(family, theta, sizes, rel.bounds)
     scale = float(rel.scale)
@@ -164,6 +144,38 @@ def _laplace_pair(
     centre, var = conditional_second(first, m1, m2, covs[0, 0], covs[0, 1], covs[1, 1])
     scale = np.full(value.shape[1], rel.scale)
     return LaplacePairGivenFirst(name, first, centre, var, scale, observed=value, dims=dims)
+
+
+def _laplace_counts(
+    name: str,
+    theta: TensorVariable,
+    release: ReleaseSet,
+    value: np.ndarray,
+    dims: tuple[str, str],
+) -> TensorVariable:
+    """Laplace-noised Categorical counts: each group's counts latent, from the CLT normal.
+
+    The module docstring gives the chain of conditionals; the first K − 1 counts are
+    non-centred on ``{name}_s_std`` (dimensions: the groups, then ``{name}_s_count``).
+    """
+    n = np.asarray(release.n, dtype=np.float64)
+    k = value.shape[1]
+    model = pm.modelcontext(None)
+    count_dim = f"{name}_s_count"
+    if count_dim not in model.coords:
+        model.add_coord(count_dim, list(model.coords[dims[1]])[: k - 1])
+    std = pm.Normal(f"{name}_s_std", 0.0, 1.0, dims=(dims[0], count_dim))
+    counts, left, before = [], pt.as_tensor_variable(n), 0.0  # n_g − S_g,j−1 and P_g,j−1
+    for j in range(k - 1):
+        p_j = theta[:, j]
+        rest = 1.0 - before
+        var = n * p_j * (rest - p_j) / rest
+        s_j = left * p_j / rest + pt.sqrt(var) * std[:, j]
+        counts.append(s_j)
+        left, before = left - s_j, before + p_j
+    s = pt.stack([*counts, left], axis=-1)
+    scale = float(release.first.scale)
+    return pm.Laplace(name, mu=s, b=scale, observed=value, dims=dims)
 
 
 def _group_clt(
