@@ -152,3 +152,21 @@ def test_integer_cells_under_wide_noise_change_the_distance_little(monkeypatch, 
     assert np.max(np.abs(coarse[2] - fine[2])) < 1e-4
     np.testing.assert_allclose(coarse[0], fine[0], rtol=1e-9)
     np.testing.assert_allclose(coarse[1], fine[1], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("family", "bounds"), [(Poisson(), (2.0, 10.0)), (Exponential(), (0.0, 1.5))]
+)
+def test_groups_below_the_direct_n_share_tables_and_stay_strict(monkeypatch, family, bounds):
+    """n between _SMALL_N and _DIRECT_N is rounded to an eighth-octave grid: near the level the
+    distance moves up (a stricter rule) or down by at most 1.5e-3, against the direct table."""
+    for n in (23, 71):
+        for beta in (0.5, 4.0):
+            got = window_trust._ks_table(family, n, bounds, beta)[2]
+            monkeypatch.setattr(window_trust, "_SMALL_N", 1000)
+            want = window_trust._ks_table(family, n, bounds, beta)[2]
+            monkeypatch.undo()
+            near = (want > 0.003) & (want < 0.03)
+            assert near.any()
+            assert np.min(got[near] - want[near]) > -1.5e-3
+            assert np.max(np.abs(got - want)) < 0.05
