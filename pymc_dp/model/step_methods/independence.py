@@ -43,7 +43,7 @@ class _Conditional:
     The block's values are concatenated into one vector on their unconstrained scale.
     """
 
-    def __init__(self, model: pm.Model, rvs: list, compile_kwargs: dict):
+    def __init__(self, model: pm.Model, rvs: list, compile_kwargs: dict, *, windowed: bool):
         values, total, others = conditional_logp(model, rvs)
         self.names = [v.name for v in values]
         self.input_names = [v.name for v in others]
@@ -65,7 +65,10 @@ class _Conditional:
             [flat, *others], [single, pt.grad(single, flat)], on_unused_input="ignore", **kwargs
         )
         self._block = pm_compile([block, *others], batched, on_unused_input="ignore", **kwargs)
-        self._prior = _prior_box(model, values) if sum(self.sizes) == 2 and not others else None
+        # Only a windowed release can leave a far mode: its expected window sum can turn back as
+        # θ moves, while released counts have the mean nθ, linear in θ.
+        plane = windowed and sum(self.sizes) == 2 and not others
+        self._prior = _prior_box(model, values) if plane else None
         self._key: tuple | None = None
         self._start: np.ndarray | None = None
         self.proposal: Any = None
@@ -223,7 +226,10 @@ class IndependenceStep(DPGibbsStep):
             key = tag if isinstance(tag, tuple) else (rv.name,)
             blocks.setdefault(key, []).append(rv)
         self._conditionals = [
-            _Conditional(model, block, compile_kwargs) for block in blocks.values()
+            _Conditional(
+                model, block, compile_kwargs, windowed=isinstance(self.links(block[0]), tuple)
+            )
+            for block in blocks.values()
         ]
 
     def step(self, point: dict) -> tuple[dict, list[dict]]:
