@@ -7,12 +7,16 @@ Normal. A proposal fitted once to it (in θ's unconstrained space: the mode and 
 there, then importance-sampled moments of a multivariate t with heavier tails than the target)
 makes Metropolis–Hastings an *independence* sampler: the chain stays exact, and where the fit is
 good almost every proposal is accepted, so successive draws are close to independent at the
-cost of one log-density per draw and no gradients. A fixed two-dimensional conditional is
-tabulated on an adaptive grid from the prior's box (:mod:`pymc_dp.kernels.plane_grid`), which
-finds a far mode and fits curved, skewed, funnel and ridge shapes, mixed with the mode's
+cost of one log-density per draw and no gradients. A fixed two-dimensional conditional of a
+windowed release is tabulated on an adaptive grid from the prior's box
+(:mod:`pymc_dp.kernels.plane_grid`), which finds a far mode (the expected window sum can turn
+back as θ moves) and fits curved, skewed, funnel and ridge shapes, mixed with the mode's
 fitted proposal where the posterior is far narrower than the prior
-(:func:`~pymc_dp.kernels.independence.fit_plane_proposal`). Proposals do not depend on the
-chain, so while the conditional is fixed they and their log-densities are computed in blocks.
+(:func:`~pymc_dp.kernels.independence.fit_plane_proposal`). Released counts (a Dirichlet θ of
+K = 3) have the mean nθ, linear in θ, and get the mode's proposal alone: the prior's grid cost
+about 5 000 likelihoods, 2.4 s of a 4 s ``pm.sample`` at n = 1000 (issue 35). Proposals do
+not depend on the chain, so while the conditional is fixed they and their log-densities are
+computed in blocks.
 """
 
 from __future__ import annotations
