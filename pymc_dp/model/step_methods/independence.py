@@ -212,6 +212,12 @@ class IndependenceStep(DPGibbsStep):
     so the proposal depends only on the other variables and the Metropolis–Hastings ratio
     π(z')q(z) / (π(z)q(z')) keeps the conditional invariant. A conditional with several modes
     is still sampled correctly, but the proposal covers one mode best.
+
+    No rule hands released counts to Algorithm 1 where the noise is small against sd(s):
+    measured at K = 3, n = 1000 (``benchmarks/collapsed_ess.py --families categorical --n 1000
+    --baselines alg1``, three releases), this step gave 1.4–2.1× Algorithm 1's ESS/s at ε = 1
+    (b / sd(s) = 0.13), 8–34× at ε = 0.1 and 1.2–7× at ε = 10 (b / sd(s) = 0.013), where
+    Algorithm 1 draws almost independently but pays the same cost per step.
     """
 
     nuts_can_replace = True  # NUTS samples θ too (pm.sample(nuts_sampler="nutpie"), ...)
