@@ -129,6 +129,26 @@ def test_separated_modes_are_warned_with_their_masses():
     assert "separated modes" not in one
 
 
+def test_separated_modes_of_a_regression_coefficient_are_warned():
+    """Issue 36: the regression fit's note covers each coefficient, not only a family's θ."""
+    import xarray as xr
+
+    rng = np.random.default_rng(2)
+    theta = rng.normal(0.0, 0.1, (4000, 3))
+    theta[:600, 1] += 5.0  # 15% far from the rest, on the second coefficient only
+    fit = {
+        "posterior": xr.Dataset(
+            {
+                "theta": (("chain", "draw", "coef"), rng.permutation(theta).reshape(4, 1000, 3)),
+                "sigma2": (("chain", "draw"), rng.gamma(50.0, 0.02, (4, 1000))),
+            }
+        )
+    }
+    note = mixing_note(fit, ["theta", "sigma2"], 4)
+    assert "warning: theta[1] has 2 separated modes: 85% near" in note
+    assert "theta[0]" not in note and "theta[2]" not in note and "sigma2 has" not in note
+
+
 def test_summary_formats_each_value_not_each_column():
     table = pd.DataFrame(
         {"mean": [0.312, 152000.0], "sd": [0.05, 3.1e-6], "ess_bulk": [3612.4, 980.0],
