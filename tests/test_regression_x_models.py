@@ -157,3 +157,72 @@ def test_shape_sampler_runs_with_and_without_moments():
     with pytest.raises(TypeError, match="x_prior"):
         sample_x_model(1, released=rel.value[None], n=200, prior=PRIOR, x_model="shape",
                        scale=1.0, draws=1)  # fmt: skip
+
+
+def _nig_model(p):
+    import pymc as pm
+
+    model = pm.Model()
+    with model:
+        sigma2 = pm.InverseGamma("sigma2", 20.0, 1.9)
+        theta = pm.MvNormal("theta", np.zeros(p), cov=sigma2 * 2.0 * np.eye(p))
+    return model, theta, sigma2
+
+
+def test_binary_node_variables_attrs_and_errors():
+    from pymc_dp.regression import NoisyRegressionStat
+    from pymc_dp.regression.model.noisy_regression import regression_attrs
+
+    rel = release_regression(np.eye(4)[:, :2], np.zeros(4), x_bounds=[(0, 1)] * 2,
+                             y_bounds=(-3, 3), epsilon=1.0, rng=0)  # fmt: skip
+    model, theta, sigma2 = _nig_model(3)
+    with model:
+        NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel, x_model="binary")
+    assert "z_x_probs" in model.named_vars and "z_x_loc" not in model.named_vars
+    assert model.coords["z_cell"] == ("x1=0,x2=0", "x1=0,x2=1", "x1=1,x2=0", "x1=1,x2=1")
+    assert regression_attrs(model) == {
+        "pymc_dp_x_model_z": "binary",
+        "pymc_dp_method_z": "gibbs-ss",
+    }
+    model, theta, sigma2 = _nig_model(3)
+    with model:
+        NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel)
+        assert regression_attrs(model)["pymc_dp_x_model_z"] == "normal"
+        with pytest.raises(ValueError, match="x_model must be one of"):
+            NoisyRegressionStat("w", theta=theta, sigma2=sigma2, release=rel, x_model="beta")
+        with pytest.raises(ValueError, match="gibbs-ss"):
+            NoisyRegressionStat("w", theta=theta, sigma2=sigma2, release=rel, x_model="binary",
+                                method="collapsed")  # fmt: skip
+    rel3 = release_regression(np.eye(5)[:, :3], np.zeros(5), x_bounds=[(0, 1)] * 3,
+                              y_bounds=(-3, 3), epsilon=1.0, rng=0)  # fmt: skip
+    model, theta, sigma2 = _nig_model(4)
+    with model, pytest.raises(ValueError, match="d <= 2"):
+        NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel3, x_model="binary")
+
+
+@pytest.mark.slow
+def test_binary_node_at_huge_epsilon_is_the_conjugate_posterior():
+    """pm.sample with x_model='binary', d = 2, ε = 1e5: the non-private NIG posterior (~70 s)."""
+    import pymc as pm
+
+    from pymc_dp.regression import NoisyRegressionStat
+
+    rng = np.random.default_rng(6)
+    n = 300
+    x = (rng.uniform(size=(n, 2)) < [0.3, 0.5]).astype(float)
+    y = np.clip(0.2 + 0.5 * x[:, 0] - 0.3 * x[:, 1] + 0.3 * rng.standard_normal(n), -3, 3)
+    rel = release_regression(x, y, x_bounds=[(0, 1)] * 2, y_bounds=(-3, 3), epsilon=1e5, rng=7)
+    model, theta, sigma2 = _nig_model(3)
+    with model:
+        NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel, x_model="binary")
+        idata = pm.sample(draws=1000, tune=300, chains=2, random_seed=1, progressbar=False,
+                          compute_convergence_checks=False)  # fmt: skip
+    exact = nig_update(NIG(np.zeros(3), 0.5 * np.eye(3), np.array(20.0), np.array(1.9)),
+                       statistic=regression_statistic(x, y), n=n)  # fmt: skip
+    th, _ = draw_nig(rng, exact, size=(20000,))
+    post = idata.posterior["theta"].values.reshape(-1, 3)
+    np.testing.assert_allclose(post.mean(0), th.mean(0), atol=0.01)
+    np.testing.assert_allclose(post.std(0), th.std(0), rtol=0.12)
+    probs = idata.posterior["z_x_probs"].values.reshape(-1, 4).mean(0)
+    cells = [np.mean((x[:, 0] == i) & (x[:, 1] == j)) for i in (0, 1) for j in (0, 1)]
+    np.testing.assert_allclose(probs, cells, atol=0.02)

@@ -33,6 +33,7 @@ from pymc_dp.regression.kernels.moments import XMoments, x_moments_from_monomial
 __all__ = [
     "ShapePrior",
     "binary_cell_counts",
+    "binary_cell_tensor",
     "binary_cells",
     "binary_x_moments",
     "moment_log_likelihood",
@@ -154,6 +155,19 @@ def binary_x_moments(probs: npt.ArrayLike) -> XMoments:
     # Monomial value at each cell: x^k = x for k >= 1.
     values = np.prod(np.where(powers[:, None, :] > 0, cells[None, :, :], 1.0), axis=-1)
     return x_moments_from_monomial_means(probs @ values.T, d=d)
+
+
+@functools.cache
+def binary_cell_tensor(d: int) -> npt.NDArray[np.float64]:
+    """``x̃_a x̃_b x̃_c x̃_e`` at each cell of ``{0, 1}^d``, shape ``(2^d, p, p, p, p)``.
+
+    ``E[x̃⊗4] = Σ_c π_c T[c]``: the fourth (and, at ``[..., 0, 0, :, :]``, second) moments of
+    binary covariates are linear in the cell probabilities.
+    """
+    cells = np.concatenate([np.ones((2**d, 1)), binary_cells(d)], axis=1)
+    out = np.einsum("ia,ib,ic,ie->iabce", cells, cells, cells, cells)
+    out.setflags(write=False)
+    return out
 
 
 def binary_cell_counts(s: npt.ArrayLike, n: npt.ArrayLike, d: int) -> npt.NDArray[np.float64]:
