@@ -40,6 +40,7 @@ from pymc_dp.regression.kernels.conjugate import NIG, draw_nig
 
 PRIOR = NIG(np.zeros(2), 0.5 * np.eye(2), np.array(20.0), np.array(1.9))
 DESIGNS = ("normal", "uniform", "exponential", "binary")
+METHODS = ("default", "shape", "binary", "gibbs_noisy", "gibbs_update")
 EXTRA_DESIGNS = ("normal-narrow", "uniform-wide")
 Y_BOUND = 3.0
 
@@ -100,10 +101,16 @@ def run_cell(design, n, eps, moments, trials, args, seed):
     z = np.stack([r.value for r in rels])
     scale = np.array([r.scale for r in rels])
     x_prior = default_x_prior(rels[0].x_bounds)
+    if args.x_prior_dof is not None:  # a wider prior of the spread of x, for comparison
+        d = x_prior.loc.shape[0]
+        x_prior = x_prior._replace(dof=np.array(d - 1 + args.x_prior_dof),
+                                   scale=args.x_prior_scale * x_prior.scale)  # fmt: skip
     kw = {"draws": args.draws, "tune": args.tune, "chains": args.chains}
     out = {}
 
     def timed(name, fn):
+        if name not in args.methods:
+            return
         t0 = time.perf_counter()
         tr = fn()
         out[name] = (coverage(tr.theta, tr.sigma2, truth), time.perf_counter() - t0)
@@ -175,6 +182,19 @@ def main(argv=None):
     parser.add_argument("--tune", type=int, default=300)
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--seed", type=int, default=34)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument(
+        "--x-prior-dof",
+        type=float,
+        default=None,
+        help="NIW dof minus (d - 1) of the x prior of every method (default: the box's)",
+    )
+    parser.add_argument(
+        "--x-prior-scale",
+        type=float,
+        default=1.0,
+        help="factor on the box prior's NIW scale (with --x-prior-dof)",
+    )
     parser.add_argument("--output", default=None, help="append JSON rows here")
     args = parser.parse_args(argv)
     if args.quick:
