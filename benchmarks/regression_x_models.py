@@ -3,7 +3,7 @@
 Grid: x normal / uniform on a sub-box / clipped exponential / binary × n × ε × with and
 without released degree 3–4 moments (``moments_share=0.2``). Per trial: θ, σ² from the NIG
 prior of the synthetic study (θ | σ² ~ N(0, 2σ² I), σ² ~ InvGamma(20, 1.9)), x from the design,
-y = θ₀ + θ₁x + N(0, σ²), redrawn when a y falls off the public box y ∈ [−3, 3]; the public box
+y = θ₀ + θ₁x + N(0, σ²), redrawn when a record falls off the public box (y ∈ [−3, 3]); the public box
 of x is [−2, 2] ([0, 1] for binary). Every method samples the same releases, batched:
 
 * ``default``: today's collapsed sampler (normal model of x, NIW prior from the box);
@@ -70,8 +70,9 @@ def simulate(rng, design, n, eps, trials, moments):
         theta, sigma2 = draw_nig(rng, PRIOR)
         x = draw_x(rng, design, n)
         y = theta[0] + theta[1] * x[:, 0] + np.sqrt(sigma2) * rng.standard_normal(n)
-        if np.any(np.abs(y) > Y_BOUND):
-            continue
+        low, high = x_bounds[0]
+        if np.any(np.abs(y) > Y_BOUND) or np.any((x < low) | (x > high)):
+            continue  # data conditioned on the public box, as the synthetic study
         rel = release_regression(
             x, y, x_bounds=x_bounds, y_bounds=(-Y_BOUND, Y_BOUND), epsilon=eps,
             moments_share=0.2 if moments else None, rng=rng,
