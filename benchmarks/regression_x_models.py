@@ -3,8 +3,8 @@
 Grid: x normal / uniform on a sub-box / clipped exponential / binary × n × ε × with and
 without released degree 3–4 moments (``moments_share=0.2``). Per trial: θ, σ² from the NIG
 prior of the synthetic study (θ | σ² ~ N(0, 2σ² I), σ² ~ InvGamma(20, 1.9)), x from the design,
-y = θ₀ + θ₁x + N(0, σ²), redrawn when a record falls off the public box (y ∈ [−3, 3]); the public box
-of x is [−2, 2] ([0, 1] for binary). Every method samples the same releases, batched:
+y = θ₀ + θ₁x + N(0, σ²), redrawn when a record falls off the public box: y ∈ [−3, 3], x ∈
+[−2, 2] ([0, 1] for binary). Every method samples the same releases, batched:
 
 * ``default``: today's collapsed sampler (normal model of x, NIW prior from the box);
 * ``shape``: Gibbs-SS with the shape model of x (:mod:`pymc_dp.regression.kernels.x_models`,
