@@ -71,6 +71,8 @@ from .model.step_methods import RecordStep as RecordStep
 from .model.synthetic import combine as combine
 from .model.synthetic import synthetic_datasets as synthetic_datasets
 from .regression.model.noisy_regression import NoisyRegressionStat as NoisyRegressionStat
+from .regression.model.noisy_regression import regression_attrs as regression_attrs
+from .regression.model.steps import BinaryCovariateStep as BinaryCovariateStep
 from .regression.model.steps import CovariateModelStep as CovariateModelStep
 from .regression.model.steps import RegressionConjugateStep as RegressionConjugateStep
 from .regression.model.steps import RegressionNoiseVarianceStep as RegressionNoiseVarianceStep

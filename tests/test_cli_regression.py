@@ -227,6 +227,8 @@ def test_fit_end_to_end_prints_the_coefficients_and_writes_the_plots(csv_path, t
     idata = az.from_netcdf(fit_dir / "posterior.nc")
     assert idata.posterior["theta"].coords["z_coef"].values.tolist() == ["intercept", "age", "dose"]
     assert json.loads(idata.attrs["pymc_dp_release_z"])["covariates"] == ["age", "dose"]
+    assert idata.attrs["pymc_dp_x_model_z"] == "normal"
+    assert idata.attrs["pymc_dp_method_z"] == "collapsed"
     theta = idata.posterior["theta"].mean(("chain", "draw")).values
     sd = idata.posterior["theta"].std(("chain", "draw")).values
     # The posterior covers the truth (4 sd: the release is noisy and the chains short).

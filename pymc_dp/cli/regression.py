@@ -245,11 +245,13 @@ def fit_regression(args: argparse.Namespace, entry: Any, out: Path, names: list[
     from pymc_dp.cli.outputs import save_posterior
     from pymc_dp.cli.sampling import format_summary, mixing_note, run_sampler
     from pymc_dp.curator.atomic import StagedOutputs
+    from pymc_dp.regression.model.noisy_regression import regression_attrs
 
     rel = entry.release
     idata = run_sampler(args, model)
     mu, cov, alpha, beta = default_nig_prior(rel.x_bounds, rel.y_bounds)
     idata.attrs["pymc_dp_release_z"] = json.dumps(entry.to_dict())
+    idata.attrs.update(regression_attrs(model))
     idata.attrs["pymc_dp_prior"] = json.dumps(
         {"distribution": "NormalInverseGamma", "mean": mu.tolist(), "cov_over_sigma2":
          cov.tolist(), "alpha": alpha, "beta": beta}

@@ -23,6 +23,7 @@ from pymc_dp.curator.regression.statistics import (
 )
 from pymc_dp.regression.engine.collapsed import CollapsedTrace, sample_regression
 from pymc_dp.regression.engine.gibbs_ss import RegressionTrace, sample_gibbs_ss
+from pymc_dp.regression.engine.x_model_gibbs import XModelTrace, sample_x_model
 from pymc_dp.regression.evaluation.baselines import (
     naive_regression_posterior,
     nonprivate_regression_posterior,
@@ -49,6 +50,7 @@ from pymc_dp.regression.kernels.moments import (
 )
 from pymc_dp.regression.kernels.psd import project_psd
 from pymc_dp.regression.kernels.suffstat import draw_regression_suffstat, is_valid_statistic
+from pymc_dp.regression.kernels.x_models import ShapePrior, binary_x_moments, shape_x_moments
 from pymc_dp.regression.model.collapsed_step import RegressionCollapsedStep
 from pymc_dp.regression.model.default_prior import default_x_prior
 from pymc_dp.regression.model.mcmc_ind import mcmc_ind_model, sample_mcmc_ind
@@ -56,9 +58,11 @@ from pymc_dp.regression.model.noisy_regression import (
     NoisyRegressionInfo,
     NoisyRegressionStat,
     nig_prior_parameters,
+    regression_attrs,
     statistic_labels,
 )
 from pymc_dp.regression.model.steps import (
+    BinaryCovariateStep,
     CovariateModelStep,
     RegressionConjugateStep,
     RegressionNoiseVarianceStep,
@@ -68,6 +72,7 @@ from pymc_dp.regression.model.steps import (
 __all__ = [
     "NIG",
     "NIW",
+    "BinaryCovariateStep",
     "CollapsedTrace",
     "CovariateModelStep",
     "MomentRelease",
@@ -79,7 +84,10 @@ __all__ = [
     "RegressionRelease",
     "RegressionSuffStatStep",
     "RegressionTrace",
+    "ShapePrior",
+    "XModelTrace",
     "XMoments",
+    "binary_x_moments",
     "check_nig",
     "check_niw",
     "default_x_prior",
@@ -100,6 +108,7 @@ __all__ = [
     "predictive_coverage",
     "predictive_draws",
     "project_psd",
+    "regression_attrs",
     "regression_sensitivity",
     "regression_statistic",
     "release_regression",
@@ -107,6 +116,8 @@ __all__ = [
     "sample_gibbs_ss",
     "sample_mcmc_ind",
     "sample_regression",
+    "sample_x_model",
+    "shape_x_moments",
     "statistic_labels",
     "suffstat_moments",
     "unpack_statistic",

@@ -7,6 +7,7 @@ Importing this package registers the step methods (:mod:`~pymc_dp.regression.mod
 from pymc_dp.regression.model.collapsed_step import RegressionCollapsedStep
 from pymc_dp.regression.model.noisy_regression import NoisyRegressionStat
 from pymc_dp.regression.model.steps import (
+    BinaryCovariateStep,
     CovariateModelStep,
     RegressionConjugateStep,
     RegressionNoiseVarianceStep,
@@ -14,6 +15,7 @@ from pymc_dp.regression.model.steps import (
 )
 
 __all__ = [
+    "BinaryCovariateStep",
     "CovariateModelStep",
     "NoisyRegressionStat",
     "RegressionCollapsedStep",

@@ -34,6 +34,7 @@ from pymc_dp.regression.kernels.moments import XMoments, suffstat_moments
 from pymc_dp.regression.kernels.normal_model import draw_statistic
 from pymc_dp.regression.kernels.psd import project_psd
 from pymc_dp.regression.kernels.suffstat import is_valid_statistic
+from pymc_dp.regression.kernels.x_models import binary_cell_tensor
 
 __all__ = [
     "InverseWishart",
@@ -42,6 +43,7 @@ __all__ = [
     "NormalModelSuffStatRV",
     "RegressionSuffStat",
     "RegressionSuffStatRV",
+    "binary_x_moments_pt",
     "clt_moments_pt",
     "normal_x_moments_pt",
 ]
@@ -109,6 +111,19 @@ def normal_x_moments_pt(
         + sig[:, None, None, :] * sig[None, :, :, None]
     )
     return second, phi
+
+
+def binary_x_moments_pt(
+    probs: pt.TensorVariable, d: int
+) -> tuple[pt.TensorVariable, pt.TensorVariable]:
+    """E[x̃x̃ᵀ] and Φ of x̃ = (1, x) for binary x with cell probabilities π (2^d,), in PyTensor.
+
+    Linear in π (:func:`~pymc_dp.regression.kernels.x_models.binary_cell_tensor`); the same as
+    :func:`~pymc_dp.regression.kernels.x_models.binary_x_moments`.
+    """
+    e4 = pt.tensordot(probs, pt.constant(binary_cell_tensor(d)), axes=1)
+    second = e4[0, 0]
+    return second, e4 - second[:, :, None, None] * second[None, None, :, :]
 
 
 def _unpack_pt(value: pt.TensorVariable, n: pt.TensorVariable, d: int) -> pt.TensorVariable:

@@ -42,11 +42,13 @@ from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.model.distributions import LaplaceNoiseVariance
 from pymc_dp.regression.kernels.data_model import NIW, check_niw
 from pymc_dp.regression.kernels.moments import XMoments, check_x_moments, x_moments_from_release
+from pymc_dp.regression.kernels.x_models import binary_cells
 from pymc_dp.regression.model.default_prior import default_x_prior
 from pymc_dp.regression.model.distributions import (
     InverseWishart,
     NormalModelSuffStat,
     RegressionSuffStat,
+    binary_x_moments_pt,
     normal_x_moments_pt,
 )
 
@@ -55,6 +57,7 @@ __all__ = [
     "NoisyRegressionStat",
     "coefficient_labels",
     "nig_prior_parameters",
+    "regression_attrs",
     "statistic_labels",
 ]
 
@@ -93,6 +96,12 @@ class NoisyRegressionInfo:
     """Standard deviation of Gaussian noise; ``None`` for Laplace noise (mixing variances)."""
     laplace_scale: float | None = None
     """Scale b of Laplace noise; ``None`` for Gaussian noise."""
+    x_model: str = "normal"
+    """Model of the covariates: ``"normal"``, ``"binary"`` or ``"moments"`` (fixed moments)."""
+    x_probs: str | None = None
+    """Binary model: name of the cell probabilities π over ``{0, 1}^d``."""
+    x_probs_prior: tuple[float, ...] | None = None
+    """Binary model: Dirichlet concentration of π."""
 
 
 def coefficient_labels(covariates: Sequence[str]) -> list[str]:
@@ -243,6 +252,14 @@ class NoisyRegressionStat:
         moves (:class:`~pymc_dp.regression.RegressionCollapsedStep`); calibrated and fast to mix.
         ``"gibbs-ss"``: the paper's Algorithm 1 (CLT for s, Gibbs steps), as Gibbs-SS-Noisy
         (release moments or ``x_moments``) or Gibbs-SS-Update (``x_prior``).
+    x_model
+        ``"normal"`` (the default): x ~ N(μ_x, Σ_x) as above. ``"binary"``: every covariate is
+        0 or 1 (a treated/untreated indicator, a dummy-coded category; d ≤ 2): x has cell
+        probabilities ``{name}_x_probs`` ~ Dirichlet(1, ..., 1) over ``{0, 1}^d``, every moment
+        ``E[Π x_j^k_j]`` is the probability of the cells where the x_j present are 1, and the
+        CLT moments of s are exact functions of π (Gibbs-SS, ``method="gibbs-ss"``; π | s is
+        Dirichlet, :class:`~pymc_dp.regression.model.steps.BinaryCovariateStep`). A box of
+        [0, 1] per covariate keeps the sensitivity smallest.
     n, epsilon, sensitivity, observed
         The release given explicitly: number of records, ε, L1 sensitivity Δ (noise scale
         Δ/ε), released vector of length (d + 2)(d + 3)/2 − 1.
@@ -318,6 +335,7 @@ class NoisyRegressionStat:
         x_prior: NIW | tuple | None = None,
         x_moments: XMoments | None = None,
         method: str = "auto",
+        x_model: str = "normal",
         n: int | None = None,
         epsilon: float | None = None,
         sensitivity: float | None = None,
@@ -347,8 +365,11 @@ class NoisyRegressionStat:
                 f"covariates: theta needs d + 1 = {p} (intercept first)"
             )
         covariates = _covariate_names(covariates, d)
-        method = _method(method, x_moments)
-        if method == "collapsed":
+        binary = _binary_model(x_model, x_moments, x_prior, method, d)
+        method = "gibbs-ss" if binary else _method(method, x_moments)
+        if binary:
+            x_prior = None
+        elif method == "collapsed":
             x_prior = _default_x_prior(x_prior, rel, bounds, d)
         else:
             x_prior = _x_model(x_moments, x_prior, rel, d)
@@ -372,7 +393,14 @@ class NoisyRegressionStat:
         # regression steps draw the parameters from their prior at a chain's first step. No
         # initval: PyMC's model transforms (pm.do, pm.observe, ...) refuse non-default ones.
         with model:
-            if isinstance(x_prior, NIW):
+            if binary:
+                cell_dim = f"{name}_cell"
+                _add_coord(model, cell_dim, _cell_labels(covariates))
+                alpha = np.ones(2**d)
+                probs = pm.Dirichlet(f"{name}_x_probs", a=alpha, dims=cell_dim)
+                second, phi = binary_x_moments_pt(probs, d)
+                names = {"x_probs": probs.name, "x_probs_prior": tuple(alpha.tolist())}
+            elif isinstance(x_prior, NIW):
                 x_dim = f"{name}_covariate"
                 _add_coord(model, x_dim, covariates)
                 _add_coord(model, f"{x_dim}_bis", covariates)
@@ -425,14 +453,80 @@ class NoisyRegressionStat:
             method=method,
             noise_sd=scale if gaussian else None,
             laplace_scale=None if gaussian else scale,
+            x_model="binary" if binary else "normal" if isinstance(x_prior, NIW) else "moments",
             **names,
         )
         own = (s, *(() if noise is None else (noise,)))
-        for rv in (*own, *(model[v] for k, v in names.items() if k != "x_prior")):
+        linked = (model[v] for k, v in names.items() if k in ("x_loc", "x_cov", "x_probs"))
+        for rv in (*own, *linked):
             setattr(rv.tag, TAG, info)
         for rv in (theta, sigma2):
             setattr(rv.tag, TAG, (*getattr(rv.tag, TAG, ()), info))
         return z
+
+
+X_MODELS = ("normal", "binary")
+
+
+def _binary_model(x_model: Any, x_moments: Any, x_prior: Any, method: Any, d: int) -> bool:
+    """Whether the node uses the binary model of x (after checking the combination)."""
+    if x_model not in X_MODELS:
+        raise ValueError(f"x_model must be one of {X_MODELS} (got {x_model!r})")
+    if x_model == "normal":
+        return False
+    if x_moments is not None or x_prior is not None:
+        raise TypeError(
+            "x_model='binary' models x itself (cell probabilities with a Dirichlet prior): "
+            "give neither x_moments= nor x_prior="
+        )
+    if method == "collapsed":
+        raise ValueError(
+            "method='collapsed' is the exact law of s for normal x; x_model='binary' needs "
+            "method='gibbs-ss' (or 'auto')"
+        )
+    if d > 2:
+        raise ValueError(
+            f"x_model='binary' supports d <= 2 covariates (got d={d}): for more, the released "
+            "sums no longer fix the cell counts"
+        )
+    return True
+
+
+def _cell_labels(covariates: Sequence[str]) -> list[str]:
+    """Labels of the cells of ``{0, 1}^d``, e.g. ``x1=0,x2=1``, in binary order."""
+    d = len(covariates)
+    return [
+        ",".join(f"{c}={int(v)}" for c, v in zip(covariates, cell, strict=True))
+        for cell in binary_cells(d)
+    ]
+
+
+def regression_attrs(model: pm.Model | None = None) -> dict[str, str]:
+    """Trace attributes naming each regression node's sampler and model of x.
+
+    ``idata.attrs.update(regression_attrs(model))`` records, per node ``{name}``,
+    ``pymc_dp_x_model_{name}`` (``"normal"``, ``"binary"`` or ``"moments"`` for fixed moments)
+    and ``pymc_dp_method_{name}`` (``"collapsed"`` or ``"gibbs-ss"``); ``pymc-dp fit`` does so.
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm
+    >>> with pm.Model() as model:
+    ...     sigma2 = pm.InverseGamma("sigma2", 2.0, 0.1)
+    ...     theta = pm.MvNormal("theta", np.zeros(2), cov=sigma2 * np.eye(2))
+    ...     z = NoisyRegressionStat("z", theta=theta, sigma2=sigma2, n=50, epsilon=1.0,
+    ...                             sensitivity=16.0, observed=np.ones(5), x_model="binary")
+    >>> regression_attrs(model)
+    {'pymc_dp_x_model_z': 'binary', 'pymc_dp_method_z': 'gibbs-ss'}
+    """
+    model = pm.modelcontext(model)
+    attrs = {}
+    for rv in model.free_RVs:
+        info = getattr(rv.tag, TAG, None)
+        if isinstance(info, NoisyRegressionInfo) and info.suffstat == rv.name:
+            attrs[f"pymc_dp_x_model_{info.name}"] = info.x_model
+            attrs[f"pymc_dp_method_{info.name}"] = info.method
+    return attrs
 
 
 def _add_coord(model: pm.Model, dim: str, labels: Sequence[str]) -> None:

@@ -11,6 +11,8 @@ sample_gibbs_ss` uses for the same conditional, and writes the draw back (Bernst
   (:func:`~pymc_dp.regression.nig_update`, :func:`~pymc_dp.regression.draw_nig`);
 * :class:`CovariateModelStep`: Gibbs-SS-Update's (μ_x, Σ_x) from the NIW posterior given s
   (:func:`~pymc_dp.regression.niw_update`, :func:`~pymc_dp.regression.draw_niw`);
+* :class:`BinaryCovariateStep`: binary covariates' cell probabilities π | s ~ Dirichlet
+  (:func:`~pymc_dp.regression.kernels.x_models.binary_cell_counts`);
 * :class:`RegressionNoiseVarianceStep`: the Laplace mixing variances
   (:func:`pymc_dp.kernels.draw_noise_variance`, via :class:`~pymc_dp.NoiseVarianceStep`).
 
@@ -34,10 +36,12 @@ from pymc_dp.regression.kernels.conjugate import NIG, draw_nig, nig_update
 from pymc_dp.regression.kernels.data_model import draw_niw, niw_update
 from pymc_dp.regression.kernels.moments import XMoments, suffstat_moments
 from pymc_dp.regression.kernels.suffstat import draw_regression_suffstat
+from pymc_dp.regression.kernels.x_models import binary_cell_counts
 from pymc_dp.regression.model.distributions import RegressionSuffStatRV
 from pymc_dp.regression.model.noisy_regression import TAG, nig_prior_parameters
 
 __all__ = [
+    "BinaryCovariateStep",
     "CovariateModelStep",
     "RegressionConjugateStep",
     "RegressionNoiseVarianceStep",
@@ -294,6 +298,58 @@ class CovariateModelStep(DPGibbsStep):
         return point, [{}]
 
 
+class BinaryCovariateStep(DPGibbsStep):
+    """Binary covariates: draw the cell probabilities π | s ~ Dirichlet(α + counts(s)).
+
+    For d ≤ 2 binary covariates the covariate sums of s fix the cell counts
+    (:func:`~pymc_dp.regression.kernels.x_models.binary_cell_counts`; clipped at 0, since the
+    CLT's s is continuous), which are sufficient for π.
+
+    Parameters
+    ----------
+    vars
+        ``{name}_x_probs``; by default those of every node with ``x_model="binary"``.
+    model, rng, initial_point, compile_kwargs, blocked
+        As for :class:`~pymc_dp.model.step_methods.base.DPGibbsStep`.
+    """
+
+    name = "dp_binary_covariates"
+    role: ClassVar[str] = "it is not the binary covariate model of a NoisyRegressionStat node"
+    link_tag: ClassVar[str] = TAG
+
+    @classmethod
+    def owns(cls, rv: Any) -> bool:  # noqa: D102
+        info = cls.links(rv)
+        return (
+            info is not None
+            and not isinstance(info, tuple)
+            and info.x_probs is not None
+            and rv.name == info.x_probs
+        )
+
+    def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
+        self._plan, outputs = [], []
+        for rv in rvs:
+            info = self.links(rv)
+            outputs.append(model[info.suffstat])
+            self._plan.append((info, ValueWriter(model, rv, **compile_kwargs)))
+        self._read = PointReader(model, outputs, **compile_kwargs)
+
+    def step(self, point: dict) -> tuple[dict, list[dict]]:
+        """Draw every π from its Dirichlet posterior given the current s."""
+        values = self._read(point)
+        point = dict(point)
+        from_prior = self._starts_chain()
+        for (info, writer), s in zip(self._plan, values, strict=True):
+            alpha = np.asarray(info.x_probs_prior, dtype=np.float64)
+            if not from_prior:
+                alpha = alpha + binary_cell_counts(np.asarray(s, np.float64), info.n, info.d)
+            draw = self.rng.standard_gamma(alpha)
+            draw = np.maximum(draw / draw.sum(), 1e-300)
+            point[writer.name] = writer(draw / draw.sum(), point)
+        return point, [{}]
+
+
 class RegressionNoiseVarianceStep(NoiseVarianceStep):
     """Gibbs step for the Laplace mixing variances of a NoisyRegressionStat node.
 
@@ -315,6 +371,7 @@ register_step_methods(
         RegressionSuffStatStep,
         RegressionConjugateStep,
         CovariateModelStep,
+        BinaryCovariateStep,
         RegressionNoiseVarianceStep,
     ]
 )
