@@ -12,7 +12,10 @@ parameters θ (:mod:`pymc_dp.kernels.loglinear` holds the NumPy side):
 * :func:`marginals_exact_logp`, the exact law for a tiny release: a log-sum-exp over every
   histogram of the n records (:func:`~pymc_dp.kernels.loglinear.exact_marginals_setup`).
 
-The moments are sums over the enumerated domain (a softmax of A θ), so NUTS gets gradients.
+The moments are sums over the enumerated domain (a softmax of A θ), so NUTS gets gradients;
+above :data:`~pymc_dp.kernels.loglinear.MAX_CELLS` cells the fixed-covariance law takes them
+from a junction tree (exact) or the Bethe approximation
+(:func:`~pymc_dp.kernels.loglinear_moments.feature_method`).
 """
 
 from __future__ import annotations
@@ -37,6 +40,11 @@ from pymc_dp.kernels.loglinear import (
     marginals_clt_logp_grad,
 )
 from pymc_dp.kernels.loglinear_laplace import marginals_clt_fixed_logp_grad
+from pymc_dp.kernels.loglinear_moments import (
+    clt_fixed_logp_grad,
+    feature_method,
+    feature_moments,
+)
 from pymc_dp.kernels.loglinear_tables import TableProducts, prefer_tables
 
 __all__ = [
@@ -90,7 +98,14 @@ class CLTLogp(Op):
     ):
         self.args = (dom, np.asarray(z, dtype=float), int(n), float(noise_variance))
         self.chol = chol
-        use_tables = chol is not None and prefer_tables(dom)
+        # domains too large to enumerate: the moments by junction tree or Bethe, covariance fixed
+        self.engine = None if feature_method(dom) == "enumerate" else feature_moments(dom)
+        if self.engine is not None and chol is None:
+            raise ValueError(
+                f"the domain has {dom.n_cells} cells, too many to enumerate: only the "
+                "fixed-covariance likelihood ('clt-fixed') is available for it"
+            )
+        use_tables = chol is not None and self.engine is None and prefer_tables(dom)
         self.products = TableProducts(dom) if use_tables else None
 
     def make_node(self, theta: Any) -> Apply:
@@ -102,7 +117,11 @@ class CLTLogp(Op):
         """Evaluate the log-density and its gradient in NumPy."""
         dom, z, n, var = self.args
         with _BLAS.limit(limits=1, user_api="blas"):
-            if self.chol is None:
+            if self.engine is not None:
+                logp, grad = clt_fixed_logp_grad(
+                    inputs[0], dom, self.engine, z, n=n, chol=self.chol
+                )
+            elif self.chol is None:
                 logp, grad = marginals_clt_logp_grad(inputs[0], dom, z, n=n, noise_variance=var)
             else:
                 logp, grad = marginals_clt_fixed_logp_grad(
