@@ -21,10 +21,14 @@ from scipy import linalg
 
 from pymc_dp.kernels.loglinear import LogLinearDomain, marginal_table_map
 
-__all__ = ["BetheMoments"]
+__all__ = ["BetheDidNotConverge", "BetheMoments"]
 
 _PAD = -1e4
 """Log-potential of the padding levels of columns with fewer levels than the largest."""
+
+
+class BetheDidNotConverge(RuntimeError):
+    """Loopy belief propagation found no fixed point (couplings too strong for Bethe)."""
 
 
 class BetheMoments:
@@ -106,23 +110,30 @@ class BetheMoments:
         e = len(self.pairs)
         # pair potentials oriented (src level, dst level) per directed edge
         oriented = np.concatenate([pair, np.swapaxes(pair, 1, 2)])
-        msg = self.messages
         k_cols = len(self.sizes)
-        for it in range(self.max_iter):
-            incoming = np.zeros((k_cols, self.width))
-            np.add.at(incoming, self.dst, msg)
-            cavity = single[self.src] + incoming[self.src] - msg[self.rev]
-            x = cavity[:, :, None] + oriented
-            top = x.max(axis=(1, 2), keepdims=True)
-            new = np.log(np.exp(x - top).sum(axis=1)) + top[:, 0]
-            new -= new.max(axis=1, keepdims=True)
-            new = (1.0 - self.damping) * new + self.damping * msg
-            delta = np.max(np.abs(new - msg)) if msg.size else 0.0
-            msg = new
-            if delta < self.tol:
+        # warm start from the last θ's messages; failing that, from zero, damped harder
+        for start, damping in ((self.messages, self.damping), (None, max(self.damping, 0.6))):
+            msg = np.zeros_like(self.messages) if start is None else start
+            for it in range(self.max_iter):
+                incoming = np.zeros((k_cols, self.width))
+                np.add.at(incoming, self.dst, msg)
+                cavity = single[self.src] + incoming[self.src] - msg[self.rev]
+                x = cavity[:, :, None] + oriented
+                top = x.max(axis=(1, 2), keepdims=True)
+                new = np.log(np.exp(x - top).sum(axis=1)) + top[:, 0]
+                new -= new.max(axis=1, keepdims=True)
+                new = (1.0 - damping) * new + damping * msg
+                delta = np.max(np.abs(new - msg)) if msg.size else 0.0
+                msg = new
+                if not np.isfinite(delta):
+                    break
+                if delta < self.tol:
+                    break
+            if np.isfinite(delta) and delta < self.tol:
                 break
         else:
-            raise RuntimeError(
+            self.messages = np.zeros_like(self.messages)
+            raise BetheDidNotConverge(
                 f"loopy belief propagation did not converge in {self.max_iter} sweeps (last "
                 f"change {delta:.2e}); the couplings are too strong for the Bethe approximation"
             )

@@ -45,6 +45,7 @@ def marginals_laplace(
     noise_variance: float,
     prior_sigma: float,
     max_iter: int = 1000,
+    method: str | None = None,
 ) -> LaplaceFit:
     """Mode of log p(z | θ) + log N(θ; 0, σ² I) and the inverse Fisher information there.
 
@@ -68,6 +69,10 @@ def marginals_laplace(
         Standard deviation of the Normal(0, σ) prior on every θ_k.
     max_iter
         Iterations of L-BFGS.
+    method
+        The feature moments' method (default
+        :func:`~pymc_dp.kernels.loglinear_moments.feature_method`): ``"enumerate"``,
+        ``"junction"`` or ``"bethe"``.
 
     Returns
     -------
@@ -75,8 +80,10 @@ def marginals_laplace(
     """
     z = np.asarray(z, dtype=float)
     prec0 = 1.0 / prior_sigma**2
-    if loglinear_moments.feature_method(domain) != "enumerate":
-        return _laplace_by_engine(domain, z, n, noise_variance, prec0, max_iter)
+    method = loglinear_moments.feature_method(domain) if method is None else method
+    if method != "enumerate":
+        engine = loglinear_moments.feature_moments(domain, method)
+        return _laplace_by_engine(domain, engine, z, n, noise_variance, prec0, max_iter)
     # The mode under the law with Σ held at the current point, Σ re-evaluated there, a few
     # rounds: each gradient is O(C p) rather than the full law's O(C p²); the fixed point is
     # the full law's mode up to O(1/n) (Σ's θ-dependence), plenty for a preconditioner.
@@ -117,6 +124,7 @@ def marginals_laplace(
 
 def _laplace_by_engine(
     domain: LogLinearDomain,
+    engine: loglinear_moments.FeatureMoments,
     z: np.ndarray,
     n: int,
     noise_variance: float,
@@ -124,7 +132,6 @@ def _laplace_by_engine(
     max_iter: int,
 ) -> LaplaceFit:
     """:func:`marginals_laplace` with the moments of a junction tree or of Bethe."""
-    engine = loglinear_moments.feature_moments(domain)
     mode = np.zeros(domain.n_params)
     converged = False
     for _ in range(_ROUNDS):

@@ -39,6 +39,7 @@ from pymc_dp.kernels.loglinear import (
     exact_marginals_setup,
     marginals_clt_logp_grad,
 )
+from pymc_dp.kernels.loglinear_bethe import BetheDidNotConverge
 from pymc_dp.kernels.loglinear_laplace import marginals_clt_fixed_logp_grad
 from pymc_dp.kernels.loglinear_moments import (
     clt_fixed_logp_grad,
@@ -118,9 +119,14 @@ class CLTLogp(Op):
         dom, z, n, var = self.args
         with _BLAS.limit(limits=1, user_api="blas"):
             if self.engine is not None:
-                logp, grad = clt_fixed_logp_grad(
-                    inputs[0], dom, self.engine, z, n=n, chol=self.chol
-                )
+                try:
+                    logp, grad = clt_fixed_logp_grad(
+                        inputs[0], dom, self.engine, z, n=n, chol=self.chol
+                    )
+                except BetheDidNotConverge:
+                    # far from the posterior (a sampler's early excursion) the Bethe law is
+                    # undefined: the point is rejected (NUTS counts a divergence)
+                    logp, grad = -np.inf, np.zeros_like(inputs[0])
             elif self.chol is None:
                 logp, grad = marginals_clt_logp_grad(inputs[0], dom, z, n=n, noise_variance=var)
             else:
