@@ -120,7 +120,8 @@ def case(k, levels, draws, chains, baseline, likelihood, n=10_000, chain=False):
             "our ESS/s)"
         )
     print(
-        f"| {k} x {levels}{' chain' if chain else ''} | {dom.n_cells} cells, p = {dom.n_params}, {kind}, "
+        f"| {k} x {levels}{' chain' if chain else ''} | {dom.n_cells} cells, "
+        f"p = {dom.n_params}, {kind}, "
         f"{feature_method(dom)} | {t_fit:.0f} s, "
         f"min ESS {ess_min:.0f}, {steps:.0f} steps/draw | {t_syn:.1f} s | "
         f"{t_fit + t_syn:.0f} s | {base} |",
