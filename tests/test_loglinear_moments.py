@@ -256,3 +256,23 @@ def test_model_on_a_domain_too_large_to_enumerate():
     idata = {"posterior": {"theta": (fit.mode + np.zeros((1, 3, 1)))}}
     frames = pmdp.synthetic_datasets(idata, rel, m=2, n=50, rng=16)
     assert frames[0].shape == (50, 12) and set(frames[0]["c0"]) <= {"a", "b", "c"}
+
+
+@pytest.mark.parametrize("method", ["enumerate", "junction", "bethe"])
+def test_feature_mean_op_gradient(method):
+    import pytensor
+    import pytensor.tensor as pt
+
+    from pymc_dp.likelihoods.marginals import FeatureMean
+
+    dom = LogLinearDomain((3, 2, 3, 2), ((0, 1), (1, 2), (2, 3)))
+    rng = np.random.default_rng(17)
+    theta0 = rng.normal(size=dom.n_params) * 0.5
+    w = rng.normal(size=dom.n_params)
+    theta = pt.dvector("theta")
+    out = pt.dot(FeatureMean(dom, method)(theta), w)
+    f = pytensor.function([theta], [out, pytensor.grad(out, theta)])
+    value, grad = f(theta0)
+    mean, cov = dom.moments(theta0)  # a tree: Bethe is exact too
+    assert value == pytest.approx(mean @ w, rel=1e-9)
+    np.testing.assert_allclose(grad, cov @ w, rtol=1e-7, atol=1e-9)

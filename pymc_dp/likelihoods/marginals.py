@@ -50,6 +50,7 @@ from pymc_dp.kernels.loglinear_tables import TableProducts, prefer_tables
 
 __all__ = [
     "CLTLogp",
+    "FeatureMean",
     "marginals_clt_fixed_logp",
     "marginals_clt_logp",
     "marginals_clt_logp_graph",
@@ -145,6 +146,60 @@ class CLTLogp(Op):
     def connection_pattern(self, node: Any) -> list[list[bool]]:
         """Both outputs depend on θ."""
         return [[True, True]]
+
+
+class FeatureMean(Op):
+    """E_θ[a] of a log-linear domain as a differentiable PyTensor Op, by any feature method.
+
+    The derivative of the mean is the covariance, so the vector-Jacobian product gᵀ ∂E[a]/∂θ
+    is Cov_θ[a] g (Cov is symmetric), one more pass of the engine
+    (:meth:`~pymc_dp.kernels.loglinear_moments.FeatureMoments.mean_and_jvp`): the junction
+    tree's complex step, the enumerated sums, or Bethe's linear response (whose "covariance" is
+    the derivative of the Bethe mean, so the gradient is consistent with the value).
+
+    Parameters
+    ----------
+    dom
+        The domain.
+    method
+        ``"enumerate"``, ``"junction"``, ``"bethe"`` or None
+        (:func:`~pymc_dp.kernels.loglinear_moments.feature_method`).
+    """
+
+    def __init__(self, dom: LogLinearDomain, method: str | None = None):
+        self.engine = feature_moments(dom, method)
+        self.jvp = _FeatureJVP(self.engine)
+
+    def make_node(self, theta: Any) -> Apply:
+        """θ (a vector) in, E_θ[a] out."""
+        theta = pt.as_tensor_variable(theta)
+        return Apply(self, [theta], [theta.type()])
+
+    def perform(self, node: Any, inputs: Any, outputs: Any) -> None:
+        """E_θ[a] in NumPy."""
+        outputs[0][0] = np.asarray(self.engine.mean(inputs[0]), dtype=node.outputs[0].dtype)
+
+    def grad(self, inputs: Any, output_grads: Any) -> list[Any]:
+        """Cov_θ[a] times the output gradient."""
+        return [self.jvp(inputs[0], output_grads[0])]
+
+
+class _FeatureJVP(Op):
+    """Cov_θ[a] v (no further derivatives)."""
+
+    def __init__(self, engine: Any):
+        self.engine = engine
+
+    def make_node(self, theta: Any, v: Any) -> Apply:
+        theta, v = pt.as_tensor_variable(theta), pt.as_tensor_variable(v)
+        return Apply(self, [theta, v], [theta.type()])
+
+    def perform(self, node: Any, inputs: Any, outputs: Any) -> None:
+        _, jvp = self.engine.mean_and_jvp(inputs[0], inputs[1])
+        outputs[0][0] = np.asarray(jvp, dtype=node.outputs[0].dtype)
+
+    def grad(self, inputs: Any, output_grads: Any) -> list[Any]:
+        return [grad_not_implemented(self, i, inputs[i], "third moments") for i in range(2)]
 
 
 def marginals_clt_logp(
