@@ -152,6 +152,12 @@ class LogLinearDomain:
         return vt[:rank].T
 
     @functools.cached_property
+    def projected_table_map(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """(Uᵀc, UᵀM): g(x) = Uᵀ F(x) as an affine function of a(x), shapes (p,) and (p, p)."""
+        c, m = self.table_map
+        return self.projection.T @ c, self.projection.T @ m
+
+    @functools.cached_property
     def projected_features(self) -> npt.NDArray[np.float64]:
         """G = F U, shape (C, p) (enumerated domains only)."""
         return self.table_features @ self.projection

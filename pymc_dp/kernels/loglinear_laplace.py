@@ -154,7 +154,7 @@ def _laplace_by_engine(
         if step < 1e-4:
             break
     _, cov_a = engine.moments(mode)
-    um = domain.projection.T @ domain.table_map[1]
+    um = domain.projected_table_map[1]
     jac = n * um @ cov_a
     sigma = n * um @ cov_a @ um.T + noise_variance * np.eye(domain.n_params)
     info = jac.T @ np.linalg.solve(sigma, jac) + prec0 * np.eye(domain.n_params)

@@ -120,7 +120,7 @@ def clt_covariance(
 ) -> npt.NDArray[np.float64]:
     """Σ(θ) = n Uᵀ M Cov_θ[a] Mᵀ U + v I (Cov[g] through the table map)."""
     _, cov = engine.moments(theta)
-    um = domain.projection.T @ domain.table_map[1]
+    um = domain.projected_table_map[1]
     return n * um @ cov @ um.T + noise_variance * np.eye(domain.n_params)
 
 
@@ -138,14 +138,12 @@ def clt_fixed_logp_grad(
     E[g] = Uᵀ (c + M E[a]); the gradient is the derivative of the mean along Mᵀ U Σ₀⁻¹ r,
     one pass of the engine (:meth:`FeatureMoments.mean_and_jvp`).
     """
-    c, m = domain.table_map
-    u = domain.projection
-    um = u.T @ m
+    uc, um = domain.projected_table_map
     theta = np.asarray(theta, dtype=float)
     # the mean first (the direction needs it), then its derivative: a real and a complex
     # pass for the junction tree; for Bethe the second starts at the fixed point
     mu = engine.mean(theta)
-    r = np.asarray(z, dtype=float) - n * (u.T @ c + um @ mu)
+    r = np.asarray(z, dtype=float) - n * (uc + um @ mu)
     w = linalg.solve_triangular(chol, r, lower=True, check_finite=False)
     sr = linalg.solve_triangular(chol, w, lower=True, trans="T", check_finite=False)
     _, jvp = engine.mean_and_jvp(theta, um.T @ sr)
