@@ -50,7 +50,7 @@ class BetheMoments:
         domain: LogLinearDomain,
         *,
         tol: float = 1e-10,
-        max_iter: int = 2000,
+        max_iter: int = 500,
         damping: float = 0.3,
     ) -> None:
         if max(len(m) for m in domain.marginals) > 2:
