@@ -15,7 +15,12 @@ BLAS is held to one thread per process (set before NumPy loads): the two cores g
 chains, and a multi-threaded BLAS on small matrices on a shared machine is many times slower.
 
 Run: ``PYTHONPATH=. python benchmarks/marginals_speed.py [draws] [cases] [baseline cases]
-[likelihood]`` with cases like ``5x2,5x3,10x2`` (columns x levels).
+[likelihood]`` with cases like ``5x2,5x3,10x2`` (columns x levels; a trailing ``c``, e.g.
+``30x3c``, releases the 2-way marginals of neighbouring columns only, a chain).
+
+Which feature method each case uses is printed (``enumerate``, ``junction`` or ``bethe``, see
+:func:`pymc_dp.kernels.loglinear_moments.feature_method`); 15 ternary columns with all 2-way
+marginals use the Bethe approximation.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ import pymc as pm
 
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
-from pymc_dp.kernels.loglinear import MAX_CELLS, LogLinearDomain
+from pymc_dp.kernels.loglinear import LogLinearDomain
+from pymc_dp.kernels.loglinear_moments import feature_method, sample_records
 from pymc_dp.likelihoods.marginals import (
     marginals_clt_logp_graph,
     noise_variance,
@@ -43,13 +49,16 @@ from pymc_dp.likelihoods.marginals import (
 from pymc_dp.model.nodes.marginals import choose_likelihood
 
 
-def release(k, levels, n, seed):
+def release(k, levels, n, seed, chain=False):
     names = [f"c{i}" for i in range(k)]
-    pairs = list(itertools.combinations(range(k), 2))
+    if chain:
+        pairs = [(i, i + 1) for i in range(k - 1)]
+    else:
+        pairs = list(itertools.combinations(range(k), 2))
     dom = LogLinearDomain((levels,) * k, tuple(pairs))
     rng = np.random.default_rng(seed)
     theta = rng.normal(size=dom.n_params) * 0.3
-    codes = dom.cells[rng.choice(dom.n_cells, n, p=np.exp(dom.log_probs(theta)))]
+    codes = sample_records(dom, theta, n, rng)
     return pmdp.release_marginals(
         {c: codes[:, i] for i, c in enumerate(names)},
         columns=names,
@@ -92,12 +101,8 @@ def fit(build, draws, chains):
     return idata, seconds, float(e.min()), steps
 
 
-def case(k, levels, draws, chains, baseline, likelihood, n=10_000):
-    cells = levels**k
-    if cells > MAX_CELLS:
-        print(f"| {k} x {levels} | {cells} cells: above the enumeration limit | | | | |")
-        return
-    rel = release(k, levels, n, seed=0)
+def case(k, levels, draws, chains, baseline, likelihood, n=10_000, chain=False):
+    rel = release(k, levels, n, seed=0, chain=chain)
     dom = rel.domain
     kind = choose_likelihood(rel, likelihood)
     idata, t_fit, ess_min, steps = fit(
@@ -115,7 +120,9 @@ def case(k, levels, draws, chains, baseline, likelihood, n=10_000):
             "our ESS/s)"
         )
     print(
-        f"| {k} x {levels} | {dom.n_cells} cells, p = {dom.n_params}, {kind} | {t_fit:.0f} s, "
+        f"| {k} x {levels}{' chain' if chain else ''} | {dom.n_cells} cells, "
+        f"p = {dom.n_params}, {kind}, "
+        f"{feature_method(dom)} | {t_fit:.0f} s, "
         f"min ESS {ess_min:.0f}, {steps:.0f} steps/draw | {t_syn:.1f} s | "
         f"{t_fit + t_syn:.0f} s | {base} |",
         flush=True,
@@ -139,8 +146,9 @@ def main(draws=300, cases="5x2,5x3,10x2,10x3,15x2,15x3", baseline="5x2,5x3", lik
     fit(lambda: pmdp.marginals_model(warm), 20, 1)
     fit(lambda: baseline_model(warm), 20, 1)
     for spec in cases.split(","):
-        k, levels = (int(v) for v in spec.split("x"))
-        case(k, levels, draws, chains, spec in base, likelihood)
+        chain = spec.endswith("c")
+        k, levels = (int(v) for v in spec.rstrip("c").split("x"))
+        case(k, levels, draws, chains, spec in base, likelihood, chain=chain)
 
 
 if __name__ == "__main__":

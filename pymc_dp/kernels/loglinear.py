@@ -10,13 +10,15 @@ the released tables onto the directions that carry information about θ, the col
 likelihood of that projection and the exact likelihood of a tiny release (enumeration of the
 histograms).
 
-The full domain is enumerated: at most :data:`MAX_CELLS` cells. Larger domains need message
-passing over a junction tree of the marginals, which this module does not implement.
+The full domain is enumerated up to :data:`MAX_CELLS` cells; above that only the parts that
+need no enumeration are available (the terms, the table map, the projection), and the moments
+come from message passing (:mod:`pymc_dp.kernels.loglinear_moments`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -36,6 +38,7 @@ __all__ = [
     "enumerate_histograms",
     "exact_marginals_logp",
     "exact_marginals_setup",
+    "marginal_table_map",
     "marginals_clt_logp",
     "marginals_clt_logp_grad",
 ]
@@ -59,20 +62,16 @@ class LogLinearDomain:
 
     Attributes
     ----------
-    cells : numpy.ndarray
-        Every cell of the domain, shape (C, K), in row-major order (the last column fastest).
-    table_features : numpy.ndarray
-        F, shape (C, T): the one-hot indicator of each cell in each marginal table, the tables
-        concatenated in the order of ``marginals``, each table row-major over its columns.
-    basis : numpy.ndarray
-        A, shape (C, p): the log-linear features a(x) on the independent (corner) basis.
     basis_terms : tuple
-        For each column of A, its subset of columns and levels, ``((k, ...), (v, ...))``.
-    projection : numpy.ndarray
-        U, shape (T, p): an orthonormal basis of the directions in which the tables vary with
-        the data; Uᵀ y is the part of a release that carries information about θ.
-    projected_features : numpy.ndarray
-        G = F U, shape (C, p).
+        For each log-linear parameter, its subset of columns and levels,
+        ``((k, ...), (v, ...))``: the feature a_j(x) is the indicator of x_k = v for each pair.
+
+    Notes
+    -----
+    ``cells``, ``table_features`` (F), ``basis`` (A), ``projection`` (U) and
+    ``projected_features`` (G = F U) are built on first use; all but U enumerate the domain and
+    are refused above :data:`MAX_CELLS` cells, where the features' moments come from
+    :func:`pymc_dp.kernels.loglinear_moments.feature_moments` instead.
     """
 
     sizes: tuple[int, ...]
@@ -82,13 +81,6 @@ class LogLinearDomain:
         sizes = tuple(int(s) for s in self.sizes)
         if not sizes or min(sizes) < 2:
             raise ValueError(f"every column needs at least 2 levels (got sizes {sizes})")
-        n_cells = math.prod(sizes)
-        if n_cells > MAX_CELLS:
-            raise ValueError(
-                f"the product domain has {n_cells} cells, above {MAX_CELLS}: the features are "
-                "summed over the full domain (junction-tree message passing is not implemented); "
-                "release fewer or coarser columns"
-            )
         marginals = []
         for m in self.marginals:
             m = tuple(int(k) for k in m)
@@ -99,32 +91,86 @@ class LogLinearDomain:
             raise ValueError("marginals must name at least one marginal")
         object.__setattr__(self, "sizes", sizes)
         object.__setattr__(self, "marginals", tuple(marginals))
-        cells = np.indices(sizes).reshape(len(sizes), -1).T
-        object.__setattr__(self, "cells", cells)
-        tables = [_one_hot(cells, sizes, m) for m in marginals]
-        features = np.concatenate(tables, axis=1)
-        object.__setattr__(self, "table_features", features)
-        terms, basis = _corner_basis(cells, sizes, marginals)
-        object.__setattr__(self, "basis_terms", terms)
-        object.__setattr__(self, "basis", basis)
+        object.__setattr__(self, "basis_terms", _corner_terms(sizes, marginals))
+
+    # The enumerated attributes are built on first use, and only for domains of at most
+    # MAX_CELLS cells; larger domains use the table map and a message-passing feature method
+    # (pymc_dp.kernels.loglinear_moments.feature_moments).
+
+    def _enumerable(self, what: str) -> None:
+        if self.n_cells > MAX_CELLS:
+            raise ValueError(
+                f"{what} enumerates the product domain, which has {self.n_cells} cells, above "
+                f"{MAX_CELLS}; large domains go through "
+                "pymc_dp.kernels.loglinear_moments.feature_moments (junction tree or Bethe)"
+            )
+
+    @functools.cached_property
+    def cells(self) -> npt.NDArray[np.int64]:
+        """Every cell of the domain, shape (C, K), row-major (enumerated domains only)."""
+        self._enumerable("cells")
+        return np.indices(self.sizes).reshape(len(self.sizes), -1).T
+
+    @functools.cached_property
+    def table_features(self) -> npt.NDArray[np.float64]:
+        """F, shape (C, T): each cell's one-hot indicators in the tables (enumerated only)."""
+        self._enumerable("table_features")
+        return np.concatenate([_one_hot(self.cells, self.sizes, m) for m in self.marginals], axis=1)
+
+    @functools.cached_property
+    def basis(self) -> npt.NDArray[np.float64]:
+        """A, shape (C, p): the corner features of every cell (enumerated domains only)."""
+        self._enumerable("basis")
+        return _corner_columns(self.cells, self.basis_terms)
+
+    @functools.cached_property
+    def table_map(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """(c, M) with F(x) = c + M a(x): the tables as affine functions of the features.
+
+        Each indicator of a marginal cell is a function of that marginal's columns, so it is
+        solved for on the marginal's own small domain: c has shape (T,), M shape (T, p).
+        """
+        return marginal_table_map(self.sizes, self.marginals, self.basis_terms)
+
+    @functools.cached_property
+    def projection(self) -> npt.NDArray[np.float64]:
+        """U, shape (T, p): an orthonormal basis of the directions the tables vary in.
+
+        On an enumerated domain the right singular vectors of the centred F; otherwise an
+        orthonormal basis of the columns of M (:attr:`table_map`), the same subspace (F - E F
+        = M (a - E a) and the centred corner features are linearly independent).
+        """
+        if self.n_cells > MAX_CELLS:
+            q, _ = np.linalg.qr(self.table_map[1])
+            return q
+        features = self.table_features
         centred = features - features.mean(axis=0)
         _, sv, vt = np.linalg.svd(centred, full_matrices=False)
         rank = int(np.sum(sv > 1e-9 * max(sv.max(), 1.0)))
-        if rank != basis.shape[1]:  # pragma: no cover - a property of the corner basis
-            raise AssertionError(f"table rank {rank} != basis size {basis.shape[1]}")
-        projection = vt[:rank].T
-        object.__setattr__(self, "projection", projection)
-        object.__setattr__(self, "projected_features", features @ projection)
+        if rank != self.n_params:  # pragma: no cover - a property of the corner basis
+            raise AssertionError(f"table rank {rank} != basis size {self.n_params}")
+        return vt[:rank].T
+
+    @functools.cached_property
+    def projected_table_map(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """(Uᵀc, UᵀM): g(x) = Uᵀ F(x) as an affine function of a(x), shapes (p,) and (p, p)."""
+        c, m = self.table_map
+        return self.projection.T @ c, self.projection.T @ m
+
+    @functools.cached_property
+    def projected_features(self) -> npt.NDArray[np.float64]:
+        """G = F U, shape (C, p) (enumerated domains only)."""
+        return self.table_features @ self.projection
 
     @property
     def n_cells(self) -> int:
         """C, the number of cells of the product domain."""
-        return int(self.cells.shape[0])
+        return math.prod(self.sizes)
 
     @property
     def n_params(self) -> int:
         """p, the number of free log-linear parameters."""
-        return int(self.basis.shape[1])
+        return len(self.basis_terms)
 
     @property
     def table_sizes(self) -> tuple[int, ...]:
@@ -138,8 +184,13 @@ class LogLinearDomain:
 
     def tables(self, codes: npt.ArrayLike) -> npt.NDArray[np.int64]:
         """The exact marginal tables (concatenated) of records given as level codes."""
-        counts = np.bincount(self.cell_index(codes), minlength=self.n_cells)
-        return (counts @ self.table_features).astype(np.int64)
+        codes = np.asarray(codes, dtype=np.int64)
+        out = []
+        for m, size in zip(self.marginals, self.table_sizes, strict=True):
+            sub = tuple(self.sizes[k] for k in m)
+            index = np.ravel_multi_index(tuple(codes[:, k] for k in m), sub)
+            out.append(np.bincount(index, minlength=size))
+        return np.concatenate(out).astype(np.int64)
 
     def log_probs(self, theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Log p(x | θ) of every cell, shape (..., C)."""
@@ -169,23 +220,65 @@ def _one_hot(cells: np.ndarray, sizes: Sequence[int], marginal: Sequence[int]) -
     return out
 
 
-def _corner_basis(
-    cells: np.ndarray, sizes: Sequence[int], marginals: Sequence[tuple[int, ...]]
-) -> tuple[tuple, np.ndarray]:
+def _corner_terms(sizes: Sequence[int], marginals: Sequence[tuple[int, ...]]) -> tuple:
     subsets: set[tuple[int, ...]] = set()
     for m in marginals:
         for r in range(1, len(m) + 1):
             subsets.update(tuple(sorted(s)) for s in itertools.combinations(m, r))
-    terms = []
+    return tuple(
+        (s, levels)
+        for s in sorted(subsets, key=lambda s: (len(s), s))
+        for levels in itertools.product(*(range(1, sizes[k]) for k in s))
+    )
+
+
+def _corner_columns(cells: np.ndarray, terms: Sequence[tuple]) -> np.ndarray:
     columns = []
-    for s in sorted(subsets, key=lambda s: (len(s), s)):
-        for levels in itertools.product(*(range(1, sizes[k]) for k in s)):
-            terms.append((s, levels))
-            hit = np.ones(cells.shape[0], dtype=bool)
+    for s, levels in terms:
+        hit = np.ones(cells.shape[0], dtype=bool)
+        for k, v in zip(s, levels, strict=True):
+            hit &= cells[:, k] == v
+        columns.append(hit.astype(float))
+    return np.stack(columns, axis=1)
+
+
+def marginal_table_map(
+    sizes: Sequence[int], marginals: Sequence[tuple[int, ...]], terms: Sequence[tuple]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(c, M) with the marginal tables' indicators F(x) = c + M a(x), a the corner ``terms``.
+
+    Every subset of each marginal must be among ``terms``; each table is solved for on its
+    own columns' domain (never the product domain).
+    """
+    index = {t: j for j, t in enumerate(terms)}
+    consts, rows = [], []
+    for m in marginals:
+        local_sizes = tuple(sizes[k] for k in m)
+        local_cells = np.indices(local_sizes).reshape(len(m), -1).T
+        # the corner terms on subsets of m, in m's local column numbering
+        local_terms, where = [], []
+        for (s, levels), j in index.items():
+            if set(s) <= set(m):
+                local_terms.append((tuple(m.index(k) for k in s), levels))
+                where.append(j)
+        # local columns of a term listed in global column order: reorder to local order
+        design = np.ones((local_cells.shape[0], 1 + len(local_terms)))
+        for c, (s, levels) in enumerate(local_terms):
+            hit = np.ones(local_cells.shape[0], dtype=bool)
             for k, v in zip(s, levels, strict=True):
-                hit &= cells[:, k] == v
-            columns.append(hit.astype(float))
-    return tuple(terms), np.stack(columns, axis=1)
+                hit &= local_cells[:, k] == v
+            design[:, 1 + c] = hit
+        # indicator of local cell i = design @ coef[:, i]
+        coef = np.linalg.solve(design, np.eye(local_cells.shape[0]))
+        block = np.zeros((local_cells.shape[0], len(terms)))
+        block[:, where] = coef[1:].T
+        consts.append(coef[0])
+        rows.append(block)
+    const = np.concatenate(consts)
+    const[np.abs(const) < 1e-12] = 0.0
+    matrix = np.concatenate(rows)
+    matrix[np.abs(matrix) < 1e-12] = 0.0
+    return const, np.rint(matrix) if np.allclose(matrix, np.rint(matrix)) else matrix
 
 
 def _logsumexp(x: np.ndarray) -> np.ndarray:

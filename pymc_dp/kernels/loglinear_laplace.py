@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import linalg, optimize
 
+from pymc_dp.kernels import loglinear_moments
 from pymc_dp.kernels.loglinear import LogLinearDomain
 from pymc_dp.kernels.loglinear_tables import TableProducts, prefer_tables
 
@@ -44,6 +45,7 @@ def marginals_laplace(
     noise_variance: float,
     prior_sigma: float,
     max_iter: int = 1000,
+    method: str | None = None,
 ) -> LaplaceFit:
     """Mode of log p(z | θ) + log N(θ; 0, σ² I) and the inverse Fisher information there.
 
@@ -67,6 +69,10 @@ def marginals_laplace(
         Standard deviation of the Normal(0, σ) prior on every θ_k.
     max_iter
         Iterations of L-BFGS.
+    method
+        The feature moments' method (default
+        :func:`~pymc_dp.kernels.loglinear_moments.feature_method`): ``"enumerate"``,
+        ``"junction"`` or ``"bethe"``.
 
     Returns
     -------
@@ -74,6 +80,10 @@ def marginals_laplace(
     """
     z = np.asarray(z, dtype=float)
     prec0 = 1.0 / prior_sigma**2
+    method = loglinear_moments.feature_method(domain) if method is None else method
+    if method != "enumerate":
+        engine = loglinear_moments.feature_moments(domain, method)
+        return _laplace_by_engine(domain, engine, z, n, noise_variance, prec0, max_iter)
     # The mode under the law with Σ held at the current point, Σ re-evaluated there, a few
     # rounds: each gradient is O(C p) rather than the full law's O(C p²); the fixed point is
     # the full law's mode up to O(1/n) (Σ's θ-dependence), plenty for a preconditioner.
@@ -112,10 +122,55 @@ def marginals_laplace(
     return LaplaceFit(mode, 0.5 * (cov + cov.T), converged)
 
 
+def _laplace_by_engine(
+    domain: LogLinearDomain,
+    engine: loglinear_moments.FeatureMoments,
+    z: np.ndarray,
+    n: int,
+    noise_variance: float,
+    prec0: float,
+    max_iter: int,
+) -> LaplaceFit:
+    """:func:`marginals_laplace` with the moments of a junction tree or of Bethe."""
+    mode = np.zeros(domain.n_params)
+    converged = False
+    for _ in range(_ROUNDS):
+        sigma = loglinear_moments.clt_covariance(
+            mode, domain, engine, n=n, noise_variance=noise_variance
+        )
+        chol = np.linalg.cholesky(sigma)
+
+        def negative(theta: np.ndarray, chol: np.ndarray = chol) -> tuple[float, np.ndarray]:
+            logp, grad = loglinear_moments.clt_fixed_logp_grad(
+                theta, domain, engine, z, n=n, chol=chol
+            )
+            return -(logp - 0.5 * prec0 * theta @ theta), -(grad - prec0 * theta)
+
+        result = optimize.minimize(
+            negative, mode, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "gtol": 1e-6}
+        )
+        step = np.max(np.abs(result.x - mode))
+        mode, converged = result.x, bool(result.success)
+        if step < 1e-4:
+            break
+    _, cov_a = engine.moments(mode)
+    um = domain.projected_table_map[1]
+    jac = n * um @ cov_a
+    sigma = n * um @ cov_a @ um.T + noise_variance * np.eye(domain.n_params)
+    info = jac.T @ np.linalg.solve(sigma, jac) + prec0 * np.eye(domain.n_params)
+    cov = np.linalg.inv(info)
+    return LaplaceFit(mode, 0.5 * (cov + cov.T), converged)
+
+
 def clt_covariance(
     theta: npt.ArrayLike, domain: LogLinearDomain, *, n: int, noise_variance: float
 ) -> npt.NDArray[np.float64]:
     """Σ(θ) = n Cov_θ[g] + v I, the covariance of the collapsed normal law of z at θ."""
+    if loglinear_moments.feature_method(domain) != "enumerate":
+        engine = loglinear_moments.feature_moments(domain)
+        return loglinear_moments.clt_covariance(
+            theta, domain, engine, n=n, noise_variance=noise_variance
+        )
     _, cov = domain.moments(theta, domain.projected_features)
     return n * cov + noise_variance * np.eye(domain.n_params)
 

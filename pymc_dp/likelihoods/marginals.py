@@ -12,7 +12,10 @@ parameters θ (:mod:`pymc_dp.kernels.loglinear` holds the NumPy side):
 * :func:`marginals_exact_logp`, the exact law for a tiny release: a log-sum-exp over every
   histogram of the n records (:func:`~pymc_dp.kernels.loglinear.exact_marginals_setup`).
 
-The moments are sums over the enumerated domain (a softmax of A θ), so NUTS gets gradients.
+The moments are sums over the enumerated domain (a softmax of A θ), so NUTS gets gradients;
+above :data:`~pymc_dp.kernels.loglinear.MAX_CELLS` cells the fixed-covariance law takes them
+from a junction tree (exact) or the Bethe approximation
+(:func:`~pymc_dp.kernels.loglinear_moments.feature_method`).
 """
 
 from __future__ import annotations
@@ -36,11 +39,18 @@ from pymc_dp.kernels.loglinear import (
     exact_marginals_setup,
     marginals_clt_logp_grad,
 )
+from pymc_dp.kernels.loglinear_bethe import BetheDidNotConverge
 from pymc_dp.kernels.loglinear_laplace import marginals_clt_fixed_logp_grad
+from pymc_dp.kernels.loglinear_moments import (
+    clt_fixed_logp_grad,
+    feature_method,
+    feature_moments,
+)
 from pymc_dp.kernels.loglinear_tables import TableProducts, prefer_tables
 
 __all__ = [
     "CLTLogp",
+    "FeatureMean",
     "marginals_clt_fixed_logp",
     "marginals_clt_logp",
     "marginals_clt_logp_graph",
@@ -90,7 +100,14 @@ class CLTLogp(Op):
     ):
         self.args = (dom, np.asarray(z, dtype=float), int(n), float(noise_variance))
         self.chol = chol
-        use_tables = chol is not None and prefer_tables(dom)
+        # domains too large to enumerate: the moments by junction tree or Bethe, covariance fixed
+        self.engine = None if feature_method(dom) == "enumerate" else feature_moments(dom)
+        if self.engine is not None and chol is None:
+            raise ValueError(
+                f"the domain has {dom.n_cells} cells, too many to enumerate: only the "
+                "fixed-covariance likelihood ('clt-fixed') is available for it"
+            )
+        use_tables = chol is not None and self.engine is None and prefer_tables(dom)
         self.products = TableProducts(dom) if use_tables else None
 
     def make_node(self, theta: Any) -> Apply:
@@ -102,7 +119,16 @@ class CLTLogp(Op):
         """Evaluate the log-density and its gradient in NumPy."""
         dom, z, n, var = self.args
         with _BLAS.limit(limits=1, user_api="blas"):
-            if self.chol is None:
+            if self.engine is not None:
+                try:
+                    logp, grad = clt_fixed_logp_grad(
+                        inputs[0], dom, self.engine, z, n=n, chol=self.chol
+                    )
+                except BetheDidNotConverge:
+                    # far from the posterior (a sampler's early excursion) the Bethe law is
+                    # undefined: the point is rejected (NUTS counts a divergence)
+                    logp, grad = -np.inf, np.zeros_like(inputs[0])
+            elif self.chol is None:
                 logp, grad = marginals_clt_logp_grad(inputs[0], dom, z, n=n, noise_variance=var)
             else:
                 logp, grad = marginals_clt_fixed_logp_grad(
@@ -120,6 +146,60 @@ class CLTLogp(Op):
     def connection_pattern(self, node: Any) -> list[list[bool]]:
         """Both outputs depend on θ."""
         return [[True, True]]
+
+
+class FeatureMean(Op):
+    """E_θ[a] of a log-linear domain as a differentiable PyTensor Op, by any feature method.
+
+    The derivative of the mean is the covariance, so the vector-Jacobian product gᵀ ∂E[a]/∂θ
+    is Cov_θ[a] g (Cov is symmetric), one more pass of the engine
+    (:meth:`~pymc_dp.kernels.loglinear_moments.FeatureMoments.mean_and_jvp`): the junction
+    tree's complex step, the enumerated sums, or Bethe's linear response (whose "covariance" is
+    the derivative of the Bethe mean, so the gradient is consistent with the value).
+
+    Parameters
+    ----------
+    dom
+        The domain.
+    method
+        ``"enumerate"``, ``"junction"``, ``"bethe"`` or None
+        (:func:`~pymc_dp.kernels.loglinear_moments.feature_method`).
+    """
+
+    def __init__(self, dom: LogLinearDomain, method: str | None = None):
+        self.engine = feature_moments(dom, method)
+        self.jvp = _FeatureJVP(self.engine)
+
+    def make_node(self, theta: Any) -> Apply:
+        """θ (a vector) in, E_θ[a] out."""
+        theta = pt.as_tensor_variable(theta)
+        return Apply(self, [theta], [theta.type()])
+
+    def perform(self, node: Any, inputs: Any, outputs: Any) -> None:
+        """E_θ[a] in NumPy."""
+        outputs[0][0] = np.asarray(self.engine.mean(inputs[0]), dtype=node.outputs[0].dtype)
+
+    def grad(self, inputs: Any, output_grads: Any) -> list[Any]:
+        """Cov_θ[a] times the output gradient."""
+        return [self.jvp(inputs[0], output_grads[0])]
+
+
+class _FeatureJVP(Op):
+    """Cov_θ[a] v (no further derivatives)."""
+
+    def __init__(self, engine: Any):
+        self.engine = engine
+
+    def make_node(self, theta: Any, v: Any) -> Apply:
+        theta, v = pt.as_tensor_variable(theta), pt.as_tensor_variable(v)
+        return Apply(self, [theta, v], [theta.type()])
+
+    def perform(self, node: Any, inputs: Any, outputs: Any) -> None:
+        _, jvp = self.engine.mean_and_jvp(inputs[0], inputs[1])
+        outputs[0][0] = np.asarray(jvp, dtype=node.outputs[0].dtype)
+
+    def grad(self, inputs: Any, output_grads: Any) -> list[Any]:
+        return [grad_not_implemented(self, i, inputs[i], "third moments") for i in range(2)]
 
 
 def marginals_clt_logp(

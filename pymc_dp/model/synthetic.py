@@ -16,6 +16,7 @@ import numpy.typing as npt
 from scipy import stats
 
 from pymc_dp._validation import check_rng
+from pymc_dp.kernels.loglinear_moments import sample_records
 
 __all__ = ["SyntheticCombined", "combine", "synthetic_datasets"]
 
@@ -69,9 +70,7 @@ def synthetic_datasets(
     picks = rng.choice(len(theta), size=m, replace=False)
     out = []
     for i in picks:
-        prob = np.exp(dom.log_probs(theta[i]))
-        cells = rng.choice(dom.n_cells, size=n, p=prob / prob.sum())
-        codes = dom.cells[cells]
+        codes = sample_records(dom, theta[i], n, rng)
         out.append(
             pd.DataFrame(
                 {

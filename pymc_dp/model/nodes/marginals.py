@@ -14,6 +14,7 @@ import pymc as pm
 import pytensor.tensor as pt
 
 from pymc_dp.kernels.loglinear_laplace import clt_covariance, marginals_laplace
+from pymc_dp.kernels.loglinear_moments import feature_method
 from pymc_dp.likelihoods.marginals import (
     exact_setup,
     marginals_clt_fixed_logp,
@@ -49,10 +50,17 @@ def choose_likelihood(release: Any, likelihood: str = "auto") -> str:
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"likelihood must be one of {list(LIKELIHOODS)} (got {likelihood!r})")
     if likelihood != "auto":
+        if likelihood != "clt-fixed" and feature_method(release.domain) != "enumerate":
+            raise ValueError(
+                f"likelihood={likelihood!r} sums over the product domain, which has "
+                f"{release.domain.n_cells} cells here: use 'clt-fixed' (or 'auto')"
+            )
         return likelihood
     import math
 
     dom = release.domain
+    if feature_method(dom) != "enumerate":
+        return "clt-fixed"
     count = math.comb(release.n + dom.n_cells - 1, dom.n_cells - 1)
     if count <= _EXACT_AUTO_LIMIT:
         return "exact"
@@ -83,7 +91,9 @@ def NoisyMarginals(
         records: tiny n and domains only), ``"clt-fixed"`` (the collapsed normal with its
         covariance held at ``covariance_at``: a gradient in O(C p) instead of O(C p²); the
         posterior moves by O(n^-1/2) of its sd) or ``"auto"`` (exact when at most 5000
-        histograms, else ``"clt"`` up to C·p² = 10⁸, else ``"clt-fixed"``).
+        histograms, else ``"clt"`` up to C·p² = 10⁸, else ``"clt-fixed"``; always
+        ``"clt-fixed"`` above 10⁵ cells, where the moments come from a junction tree or the
+        Bethe approximation, :func:`~pymc_dp.kernels.loglinear_moments.feature_method`).
     covariance_at
         The θ at which ``"clt-fixed"`` evaluates the covariance (default: the Laplace mode
         under a Normal(0, 2) prior, :func:`~pymc_dp.kernels.loglinear_laplace.marginals_laplace`).

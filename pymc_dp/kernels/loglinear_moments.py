@@ -1,0 +1,203 @@
+"""Which method computes the log-linear features' moments, and the likelihood pieces built on it.
+
+:func:`feature_method` chooses, for a :class:`~pymc_dp.kernels.loglinear.LogLinearDomain`:
+
+* ``"enumerate"``: sums over the full product domain, up to
+  :data:`~pymc_dp.kernels.loglinear.MAX_CELLS` cells (exact; the only method that also gives the
+  third moments the full ``"clt"`` likelihood's gradient needs);
+* ``"junction"``: above that, exact message passing over a junction tree of the marginals
+  (:class:`~pymc_dp.kernels.loglinear_junction.JunctionTree`) while its cliques hold at most
+  :data:`MAX_CLIQUE_CELLS` cells in all;
+* ``"bethe"``: above that, for marginals of at most two columns, the Bethe approximation by
+  loopy belief propagation (:class:`~pymc_dp.kernels.loglinear_bethe.BetheMoments`):
+  **approximate**, biased on loopy graphs;
+* otherwise a ValueError.
+
+The functions here are the NumPy side of the fixed-covariance collapsed likelihood
+(:func:`clt_fixed_logp_grad`), its covariance (:func:`clt_covariance`) and synthetic records
+(:func:`sample_records`) for any method, written through the table map F(x) = c + M a(x) so
+nothing enumerates the domain.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+from scipy import linalg
+
+from pymc_dp.kernels.loglinear import MAX_CELLS, LogLinearDomain
+from pymc_dp.kernels.loglinear_bethe import BetheMoments
+from pymc_dp.kernels.loglinear_junction import JunctionTree, min_fill_cliques
+
+__all__ = [
+    "MAX_CLIQUE_CELLS",
+    "MAX_SAMPLE_CELLS",
+    "FeatureMoments",
+    "clt_covariance",
+    "clt_fixed_logp_grad",
+    "feature_method",
+    "feature_moments",
+    "sample_records",
+]
+
+MAX_CLIQUE_CELLS = 1_000_000
+"""Largest junction tree (cells summed over its cliques) passed over exactly."""
+MAX_SAMPLE_CELLS = 50_000_000
+"""Largest domain whose cell probabilities are built in full to draw records (400 MB)."""
+
+
+class FeatureMoments(Protocol):
+    """E_θ[a] and its derivative (Cov_θ[a] times a vector) of a log-linear domain."""
+
+    def mean(self, theta: Any) -> np.ndarray:
+        """E_θ[a]."""
+
+    def mean_and_jvp(self, theta: Any, v: Any) -> tuple[np.ndarray, np.ndarray]:
+        """E_θ[a] and Cov_θ[a] v."""
+
+    def moments(self, theta: Any) -> tuple[np.ndarray, np.ndarray]:
+        """E_θ[a] and Cov_θ[a]."""
+
+
+class _Enumerated:
+    """The full-domain sums of :class:`LogLinearDomain` behind the :class:`FeatureMoments` API."""
+
+    def __init__(self, domain: LogLinearDomain) -> None:
+        self.domain = domain
+
+    def mean(self, theta: Any) -> np.ndarray:
+        return np.exp(self.domain.log_probs(theta)) @ self.domain.basis
+
+    def mean_and_jvp(self, theta: Any, v: Any) -> tuple[np.ndarray, np.ndarray]:
+        prob = np.exp(self.domain.log_probs(theta))
+        a = self.domain.basis
+        mean = prob @ a
+        return mean, ((a - mean) @ np.asarray(v, dtype=float) * prob) @ a
+
+    def moments(self, theta: Any) -> tuple[np.ndarray, np.ndarray]:
+        return self.domain.moments(theta)
+
+
+def feature_method(domain: LogLinearDomain) -> str:
+    """``"enumerate"``, ``"junction"`` or ``"bethe"``: see the module docstring."""
+    if domain.n_cells <= MAX_CELLS:
+        return "enumerate"
+    cliques = min_fill_cliques(domain.sizes, domain.marginals)
+    if sum(math.prod(domain.sizes[k] for k in c) for c in cliques) <= MAX_CLIQUE_CELLS:
+        return "junction"
+    if max(len(m) for m in domain.marginals) <= 2:
+        return "bethe"
+    raise ValueError(
+        f"the product domain has {domain.n_cells} cells and the junction tree of the "
+        f"marginals holds more than {MAX_CLIQUE_CELLS} cells, with marginals of more than two "
+        "columns (no approximation is implemented for those): release fewer, coarser or "
+        "sparser marginals"
+    )
+
+
+def feature_moments(domain: LogLinearDomain, method: str | None = None) -> FeatureMoments:
+    """The moment engine of ``method`` (default :func:`feature_method`) for ``domain``."""
+    method = feature_method(domain) if method is None else method
+    if method == "enumerate":
+        return _Enumerated(domain)
+    if method == "junction":
+        return JunctionTree(domain)
+    if method == "bethe":
+        return BetheMoments(domain)
+    raise ValueError(f"method must be 'enumerate', 'junction' or 'bethe' (got {method!r})")
+
+
+def clt_covariance(
+    theta: npt.ArrayLike,
+    domain: LogLinearDomain,
+    engine: FeatureMoments,
+    *,
+    n: int,
+    noise_variance: float,
+) -> npt.NDArray[np.float64]:
+    """Σ(θ) = n Uᵀ M Cov_θ[a] Mᵀ U + v I (Cov[g] through the table map)."""
+    _, cov = engine.moments(theta)
+    um = domain.projected_table_map[1]
+    return n * um @ cov @ um.T + noise_variance * np.eye(domain.n_params)
+
+
+def clt_fixed_logp_grad(
+    theta: npt.ArrayLike,
+    domain: LogLinearDomain,
+    engine: FeatureMoments,
+    z: npt.ArrayLike,
+    *,
+    n: int,
+    chol: npt.NDArray[np.float64],
+) -> tuple[float, npt.NDArray[np.float64]]:
+    """The log-density N(z; n E_θ[g], L Lᵀ) and its gradient n Cov_θ[a] Mᵀ U Σ₀⁻¹ r, by ``engine``.
+
+    E[g] = Uᵀ (c + M E[a]); the gradient is the derivative of the mean along Mᵀ U Σ₀⁻¹ r,
+    one pass of the engine (:meth:`FeatureMoments.mean_and_jvp`).
+    """
+    uc, um = domain.projected_table_map
+    theta = np.asarray(theta, dtype=float)
+    # the mean first (the direction needs it), then its derivative: a real and a complex
+    # pass for the junction tree; for Bethe the second starts at the fixed point
+    mu = engine.mean(theta)
+    r = np.asarray(z, dtype=float) - n * (uc + um @ mu)
+    w = linalg.solve_triangular(chol, r, lower=True, check_finite=False)
+    sr = linalg.solve_triangular(chol, w, lower=True, trans="T", check_finite=False)
+    _, jvp = engine.mean_and_jvp(theta, um.T @ sr)
+    p = domain.n_params
+    log_det = 2.0 * np.sum(np.log(np.diag(chol)))
+    logp = -0.5 * (w @ w + log_det + p * math.log(2.0 * math.pi))
+    return float(logp), n * jvp
+
+
+def _logits(domain: LogLinearDomain, theta: np.ndarray) -> np.ndarray:
+    """θᵀ a(x) over the full domain, built column by column (each term added at its last column)."""
+    by_last: dict[int, list[int]] = {}
+    for j, (s, _) in enumerate(domain.basis_terms):
+        by_last.setdefault(max(s), []).append(j)
+    sizes = domain.sizes
+    out = np.zeros(())
+    for k in range(len(sizes)):
+        out = np.repeat(out[..., None], sizes[k], axis=-1)
+        for j in by_last.get(k, []):
+            s, levels = domain.basis_terms[j]
+            index = tuple(levels[s.index(i)] if i in s else slice(None) for i in range(k + 1))
+            out[index] += theta[j]
+    return out.reshape(-1)
+
+
+def sample_records(
+    domain: LogLinearDomain,
+    theta: npt.ArrayLike,
+    n: int,
+    rng: np.random.Generator,
+    method: str | None = None,
+) -> npt.NDArray[np.int64]:
+    """Draw n records (level codes, shape (n, K)) drawn exactly from p(x | θ).
+
+    Enumerated domains draw cells as before; a junction tree samples forward from its root;
+    otherwise (the Bethe case) the cell probabilities are built in full, up to
+    :data:`MAX_SAMPLE_CELLS` cells (15 ternary columns: 1.4·10⁷ cells, a few seconds a draw).
+    """
+    theta = np.asarray(theta, dtype=float)
+    method = feature_method(domain) if method is None else method
+    if method == "enumerate":
+        prob = np.exp(domain.log_probs(theta))
+        cells = rng.choice(domain.n_cells, size=n, p=prob / prob.sum())
+        return domain.cells[cells]
+    if method == "junction":
+        return JunctionTree(domain).sample(theta, n, rng)
+    if domain.n_cells > MAX_SAMPLE_CELLS:
+        raise ValueError(
+            f"drawing records needs the {domain.n_cells} cell probabilities (above "
+            f"{MAX_SAMPLE_CELLS}); no approximate sampler is implemented"
+        )
+    logits = _logits(domain, theta)
+    logits -= logits.max()
+    prob = np.exp(logits, out=logits)
+    prob /= prob.sum()
+    cells = rng.choice(domain.n_cells, size=n, p=prob)
+    return np.stack(np.unravel_index(cells, domain.sizes), axis=1).astype(np.int64)
