@@ -143,11 +143,11 @@ def grouped_poisson():
     )
 
 
-def _grouped_categorical(epsilon):
+def _grouped_categorical(epsilon, sizes=None):
     rng = np.random.default_rng(22)
-    site = rng.choice(list("abcd"), size=400)
+    site = rng.choice(list("abcd"), size=400) if sizes is None else np.repeat(list("abcd"), sizes)
     rs = pmdp.release_grouped(
-        rng.choice(3, p=[0.2, 0.5, 0.3], size=400), pm.Categorical, categories=3, by=site,
+        rng.choice(3, p=[0.2, 0.5, 0.3], size=site.size), pm.Categorical, categories=3, by=site,
         groups=list("abcd"), sizes="public", epsilon=epsilon, rng=23,
     )  # fmt: skip
     with pm.Model(coords={**rs.coords(), "y_category": [0, 1, 2]}) as model:
@@ -167,6 +167,11 @@ def grouped_categorical_exact():
     return _grouped_categorical(2.0)
 
 
+def grouped_categorical_mixed():
+    # At ε = 1 the CLT is untrusted in the small groups a and c only: the exact sum there.
+    return _grouped_categorical(1.0, sizes=(30, 600, 40, 500))
+
+
 MODELS = {
     "binomial-clt": binomial_clt,
     "bernoulli-exact": bernoulli_exact,
@@ -181,6 +186,7 @@ MODELS = {
     "grouped-poisson": grouped_poisson,
     "grouped-categorical-clt": grouped_categorical_clt,
     "grouped-categorical-exact": grouped_categorical_exact,
+    "grouped-categorical-mixed": grouped_categorical_mixed,
 }
 
 
@@ -200,6 +206,7 @@ def test_the_models_cover_every_likelihood_a_default_model_can_get():
     assert built["categorical-exact"] == "exact" and built["normal-pair"] == "clt"
     assert built["grouped-categorical-clt"] == "clt"
     assert built["grouped-categorical-exact"] == "exact"
+    assert built["grouped-categorical-mixed"].startswith("mixed: exact in 2 of 4 groups (a, c)")
 
 
 def check_jax_logp(key):
@@ -273,6 +280,7 @@ def test_jax_logp_gradient_and_samplers_equal_the_default_backend():
         "normal-pair",
         "grouped-poisson",
         "grouped-categorical-exact",
+        "grouped-categorical-mixed",
     ],
 )
 def test_nutpie_compiles_logp_and_gradient_equal_to_the_default_backend(key):

@@ -260,8 +260,8 @@ def test_bad_vector_inputs_are_refused_with_the_rule():
 
 
 def test_large_categorical_groups_under_auto_take_the_clt_with_a_warning():
-    """A group too large for the exact sum: the CLT node for both groups, and a warning that
-    names the groups where the CLT is untrusted (both, at ε = 1)."""
+    """Group by group at ε = 1: the small group 'a' (CLT untrusted, sum cheap) takes the exact
+    sum, the large group 'b' (CLT untrusted, sum too dear) the CLT, and the warning names 'b'."""
     rng = np.random.default_rng(9)
     by = np.repeat(["a", "b"], [50, 3000])
     rs = pmdp.release_grouped(
@@ -269,9 +269,69 @@ def test_large_categorical_groups_under_auto_take_the_clt_with_a_warning():
         groups=["a", "b"], sizes="public", rng=10,
     )  # fmt: skip
     with pm.Model() as model:
-        with pytest.warns(CltWarning, match=r"groups \['a', 'b'\]"):
+        with pytest.warns(CltWarning, match=r"groups \['b'\]"):
             pmdp.NoisySuffStat("y", pm.Categorical.dist(p=np.full(3, 1 / 3)), release=rs)
-    assert release_attrs(model)["pymc_dp_likelihood_y"] == "clt"
+    chosen = release_attrs(model)["pymc_dp_likelihood_y"]
+    assert chosen.startswith("mixed: exact in 1 of 2 groups (a)")
+    assert model.named_vars_to_dims["y_s_std"] == ("y_s_group", "y_s_count")
+    assert list(model.coords["y_s_group"]) == ["b"]
+
+
+def _mixed_categorical(mechanism):
+    """Groups 'a', 'c' small with a rare category (CLT untrusted at ε = 1), 'b' large (trusted)."""
+    rng = np.random.default_rng(31)
+    sizes, shares = (60, 900, 50), [0.05, 0.35, 0.6]
+    by = np.repeat(KEYS, sizes)
+    x = rng.choice(3, size=by.size, p=shares)
+    # OpenDP's discrete Gaussian cannot be seeded; the groups' trust does not hinge on its draw.
+    noise = {"epsilon": 1.0, "rng": 32}
+    if mechanism == "gaussian":
+        noise = {"mechanism": "discrete-gaussian", "rho": 0.5}
+    rs = pmdp.release_grouped(
+        x, pm.Categorical, categories=3, by=by, groups=KEYS, sizes="public", **noise
+    )
+    return rs
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+def test_mixed_categorical_node_is_each_groups_own_likelihood(mechanism):
+    """Exact where the CLT is untrusted, the CLT elsewhere, in one node: each row of y's log
+    density is the single release's exact one, or the CLT's (Laplace given the latent counts, or
+    the collapsed normal), and the gradient in p is finite."""
+    rs = _mixed_categorical(mechanism)
+    p0 = np.array([[0.06, 0.34, 0.6], [0.05, 0.35, 0.6], [0.1, 0.3, 0.6]])
+    with pm.Model() as model:
+        p = pytensor.shared(p0, shape=(3, 3))
+        pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p), release=rs)
+    assert release_attrs(model)["pymc_dp_likelihood_y"].startswith(
+        "mixed: exact in 2 of 3 groups (a, c)"
+    )
+    point = {}
+    if mechanism == "laplace":
+        assert list(model.coords["y_s_group"]) == ["b"]
+        point = {"y_s_std": np.array([[0.3, -1.1]])}
+    got = _logp_of_y(model, point)
+    for g in (0, 2):
+        with pm.Model() as single:
+            pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p0[g]), release=rs[KEYS[g]],
+                               likelihood="exact")  # fmt: skip
+        np.testing.assert_allclose(got[g], _logp_of_y(single, {}), rtol=1e-10)
+    with pm.Model() as clt:
+        pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p0[1]), release=rs["b"], likelihood="clt")
+    if mechanism == "laplace":
+        n, (p1, p2, _) = rs.n[1], p0[1]
+        s1 = n * p1 + np.sqrt(n * p1 * (1 - p1)) * 0.3
+        s2 = (n - s1) * p2 / (1 - p1) + np.sqrt(n * p2 * (1 - p1 - p2) / (1 - p1)) * -1.1
+        s = np.array([s1, s2, n - s1 - s2])
+        want = stats.laplace.logpdf(rs.value[1], s, rs.first.scale).sum()
+    else:
+        want = float(np.sum(_logp_of_y(clt, {})))
+    np.testing.assert_allclose(got[1], want, rtol=1e-9)
+    inputs = [model.rvs_to_values[v] for v in model.free_RVs]
+    grad = pytensor.function(inputs, pytensor.grad(model.logp(), p))
+    assert np.all(np.isfinite(grad(*point.values())))
+    draws = pm.draw(model["y"], draws=2, random_seed=5)
+    assert draws.shape == (2, 3, 3)
 
 
 # ---- the ready-made hierarchical models -----------------------------------------------------
@@ -290,7 +350,9 @@ def test_default_hyperparameters_come_from_the_window():
 def test_hierarchical_models_have_the_documented_variables():
     cats, _, _ = _categorical(13)
     model = build_grouped_model(cats)
-    assert [v.name for v in model.free_RVs] == ["mu", "tau", "z"]
+    # Group 'b' (90 records) takes the CLT at ε = 1, its counts latent; 'a' and 'c' the exact sum.
+    assert [v.name for v in model.free_RVs] == ["mu", "tau", "z", "y_s_std"]
+    assert list(model.coords["y_s_group"]) == ["b"]
     assert model.named_vars_to_dims["p"] == ("group", "y_category")
     p = pm.draw(model["p"], random_seed=1)
     np.testing.assert_allclose(p.sum(axis=-1), 1.0)

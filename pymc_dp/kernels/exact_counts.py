@@ -323,7 +323,7 @@ def _combine(
     terms = h + other
     if deep is None:
         return terms
-    if _logsumexp(terms[deep]) > _logsumexp(terms[~deep]) - _NEGLIGIBLE:
+    if np.all(deep) or _logsumexp(terms[deep]) > _logsumexp(terms[~deep]) - _NEGLIGIBLE:
         rows = np.flatnonzero(deep)
         terms[rows] = _log_convolve_rows(f, g, n, n - rows if reverse else rows) + other[rows]
     else:

@@ -268,12 +268,23 @@ class MultinomialLogLikelihood(ExactLikelihoodOp):
 
     def _one(self, value: np.ndarray, theta: np.ndarray, n: int) -> np.ndarray:
         """The output for one release of ``n`` records."""
+        # One release of a few hundred records: the compiled sums skip NumPy's per-call cost
+        # (imported here: Numba loads only when an exact multinomial sum is evaluated).
+        from pymc_dp.kernels.multinomial_jit import (
+            JIT_MAX_N,
+            multinomial_expected_counts_jit,
+            multinomial_log_likelihood_jit,
+        )
+
+        jit = value.ndim == 1 and theta.ndim == 1 and n <= JIT_MAX_N
         if self.gradient:
-            mean = multinomial_expected_counts(value, theta, n, self.noise)
+            expected = multinomial_expected_counts_jit if jit else multinomial_expected_counts
+            mean = expected(value, theta, n, self.noise)
             # A category with θ_j = 0 has s_j = 0 for sure: no pull on θ_j from the data.
             out = np.divide(mean, theta, out=np.zeros_like(mean), where=theta > 0)
         else:
-            out = multinomial_log_likelihood(value, theta, n, self.noise)
+            log_likelihood = multinomial_log_likelihood_jit if jit else multinomial_log_likelihood
+            out = log_likelihood(value, theta, n, self.noise)
         return np.asarray(out, dtype=np.float64)
 
 

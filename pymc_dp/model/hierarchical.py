@@ -413,6 +413,8 @@ def build_grouped_model(
         Free variables ``mu``, ``tau``, ``z`` (dims ``group``; Categorical: ``mu`` and ``z``
         also along ``{name}_category``; Normal: also ``log_sigma``, ``tau_sigma`` and
         ``z_sigma``); deterministic ``p``, ``lam``, or ``mu_g`` and ``sigma_g`` per group.
+        The node may add latent variables after these: the CLT groups' counts of a Categorical
+        release with Laplace noise (``{name}_s_std``), or Σz of a Normal window (``{name}_s1``).
 
     Examples
     --------

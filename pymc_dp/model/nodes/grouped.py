@@ -55,9 +55,9 @@ def grouped_likelihood(
     With ``"auto"`` each group takes the exact likelihood only where the CLT is untrusted for it
     and the exact sum affordable (:func:`~pymc_dp.likelihoods.choice.choose_likelihood`); a
     :class:`~pymc_dp.likelihoods.choice.CltWarning` names the groups where the CLT is used
-    outside its measured safe region. Vector statistics take one likelihood for every group: the
-    exact one if the CLT is untrusted in some group and the exact sum affordable in every group,
-    else the CLT.
+    outside its measured safe region. Vector statistics (Categorical counts) are resolved group
+    by group too, with :func:`~pymc_dp.likelihoods.choice.clt_trust` and
+    :func:`~pymc_dp.likelihoods.choice.exact_cost`.
     """
     rel = release.first
     bounds = _window(family, rel)
@@ -75,18 +75,21 @@ def grouped_likelihood(
             "per group can use it"
         )
     elif family.stat_shape not in ((), (1,)):
-        # One likelihood for every group: the exact sum where the CLT is untrusted in some
-        # group and the sum affordable in all (one operation sums every group).
-        affordable = all(
-            exact_cost(family, int(n_g), bounds) <= EXACT_MAX_TERMS for _, n_g, _ in rows
-        )
-        untrusted_any = likelihood == "auto" and not all(
-            clt_trust(family, int(n_g), value, rel.scale, bounds=bounds)[0]
-            for _, n_g, value in rows
-        )
-        exact = likelihood == "exact" or (untrusted_any and affordable)
-        choices = ["exact" if exact else "clt"] * len(rows)
-        why = "the exact likelihood is too large for some group"
+        # Each group its own: the exact sum where the CLT is untrusted for it and the sum
+        # affordable; untrusted groups are those with few expected counts, whose sums are cheap.
+        if likelihood == "exact":
+            choices = ["exact"] * len(rows)
+        elif likelihood == "auto":
+            choices = [
+                "exact"
+                if not clt_trust(family, int(n_g), value, rel.scale, bounds=bounds)[0]
+                and exact_cost(family, int(n_g), bounds) <= EXACT_MAX_TERMS
+                else "clt"
+                for _, n_g, value in rows
+            ]
+        else:
+            choices = ["clt"] * len(rows)
+        why = "the exact likelihood is too large for them; pass likelihood='exact' to use it"
     else:
         resolved = [
             choose_likelihood(
@@ -189,7 +192,7 @@ def grouped_node(
                 family=family,
                 theta=theta_g,
                 release=release,
-                choice=choice,
+                choices=choices,
                 dims=(dims, stat_dim),
             )
         elif choice in ("exact", "mixed"):

@@ -33,6 +33,7 @@ for every group) otherwise, where affordable.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,7 @@ from pymc_dp.likelihoods.collapsed_pair import (
     conditional_second,
     first_statistic,
 )
+from pymc_dp.likelihoods.exact import MultinomialCounts, draw_noise
 from pymc_dp.likelihoods.grouped import GroupedExactCounts
 from pymc_dp.likelihoods.released_normal import ReleasedNormal
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
@@ -90,19 +92,23 @@ def vector_grouped_y(
     family: ExponentialFamily,
     theta: TensorVariable,
     release: ReleaseSet,
-    choice: str,
+    choices: Sequence[str],
     dims: tuple[str, str],
 ) -> tuple[TensorVariable, NoiseLaw | None]:
     """Add the observed y of shape ``(G, k)`` (inside a model context); return it and its noise.
 
-    ``theta`` is :func:`group_theta`'s ``(G, d)``; ``choice`` is ``"exact"`` or ``"clt"``;
-    ``dims`` names the groups and the statistic's components. The noise law is ``None`` for the
-    Laplace pair, as for one release.
+    ``theta`` is :func:`group_theta`'s ``(G, d)``; ``choices`` holds ``"exact"`` or ``"clt"``
+    for each group (both only for Categorical counts); ``dims`` names the groups and the
+    statistic's components. The noise law is ``None`` for the Laplace pair, as for one release.
     """
     rel = release.first
     sizes = release.n
     value = np.asarray(release.value, dtype=np.float64).reshape(len(release), -1)
     k = value.shape[1]
+    choice = choices[0] if len(set(choices)) == 1 else "mixed"
+    if choice == "mixed":
+        noise = noise_law(rel.mechanism, rel.scale, rel.quantum)
+        return _mixed_counts(name, family, theta, release, value, choices, noise, dims), noise
     if choice == "exact":  # Categorical counts: continuous records have no grouped exact node
         noise = noise_law(rel.mechanism, rel.scale, rel.quantum)
         y = GroupedExactCounts(
@@ -158,8 +164,16 @@ def _laplace_counts(
     The module docstring gives the chain of conditionals; the first K − 1 counts are
     non-centred on ``{name}_s_std`` (dimensions: the groups, then ``{name}_s_count``).
     """
-    n = np.asarray(release.n, dtype=np.float64)
-    k = value.shape[1]
+    s = _latent_counts(name, theta, release.n, value.shape[1], dims)
+    scale = float(release.first.scale)
+    return pm.Laplace(name, mu=s, b=scale, observed=value, dims=dims)
+
+
+def _latent_counts(
+    name: str, theta: TensorVariable, n: Any, k: int, dims: tuple[str, str]
+) -> TensorVariable:
+    """The CLT counts of the groups ``dims[0]`` (θ and n one row each): shape ``(G, k)``."""
+    n = np.asarray(n, dtype=np.float64)
     model = pm.modelcontext(None)
     count_dim = f"{name}_s_count"
     if count_dim not in model.coords:
@@ -173,9 +187,71 @@ def _laplace_counts(
         s_j = left * p_j / rest + pt.sqrt(var) * std[:, j]
         counts.append(s_j)
         left, before = left - s_j, before + p_j
-    s = pt.stack([*counts, left], axis=-1)
+    return pt.stack([*counts, left], axis=-1)
+
+
+def _mixed_counts(
+    name: str,
+    family: ExponentialFamily,
+    theta: TensorVariable,
+    release: ReleaseSet,
+    value: np.ndarray,
+    choices: Sequence[str],
+    noise: NoiseLaw,
+    dims: tuple[str, str],
+) -> TensorVariable:
+    """Categorical counts, the exact sum in some groups and the CLT in the others.
+
+    The CLT groups are modelled as when every group takes it: latent counts under Laplace noise
+    (``{name}_s_std`` has the dimension ``{name}_s_group``, those groups' labels), the collapsed
+    normal under Gaussian noise. One ``CustomDist`` holds both, so y stays one variable whose
+    log density is each group's own.
+    """
+    exact = np.flatnonzero(np.asarray(choices) == "exact")
+    clt = np.flatnonzero(np.asarray(choices) == "clt")
+    sizes = np.asarray(release.n)
+    model = pm.modelcontext(None)
+    exact_law = MultinomialCounts(sizes[exact], family.categories)  # its log density only
+    gaussian = release.first.mechanism == DISCRETE_GAUSSIAN
+    if gaussian:
+        latent = pt.zeros_like(theta)  # unused: the CLT groups' counts are integrated
+    else:
+        group_dim = f"{name}_s_group"
+        model.add_coord(group_dim, [list(model.coords[dims[0]])[g] for g in clt])
+        s_clt = _latent_counts(name, theta[clt], sizes[clt], value.shape[1], (group_dim, dims[1]))
+        latent = pt.set_subtensor(pt.zeros_like(theta)[clt], s_clt)
     scale = float(release.first.scale)
-    return pm.Laplace(name, mu=s, b=scale, observed=value, dims=dims)
+
+    def logp(value, theta, latent):
+        out = pt.zeros(value.shape[:-1], dtype="float64")
+        out = pt.set_subtensor(out[exact], exact_law.logp(value[exact], theta[exact], noise))
+        if gaussian:
+            mean, cov = _group_clt(family, theta[clt], sizes[clt], None)
+            k = value.shape[-1]
+            part = pm.logp(pm.MvNormal.dist(mean, cov + scale * scale * pt.eye(k)), value[clt])
+        else:
+            part = pt.sum(-np.log(2.0 * scale) - pt.abs(value[clt] - latent[clt]) / scale, axis=-1)
+        return pt.set_subtensor(out[clt], part)
+
+    def random(theta, latent, rng=None, size=None):
+        theta = np.asarray(theta, dtype=np.float64)
+        s = np.array(np.broadcast_to(np.asarray(latent, dtype=np.float64), theta.shape))
+        # Records are drawn as they are (multinomial counts) wherever the counts are not latent.
+        drawn = exact if not gaussian else np.arange(theta.shape[-2])
+        s[..., drawn, :] = rng.multinomial(sizes[drawn], theta[..., drawn, :])
+        return s + draw_noise(rng, noise, s.shape)
+
+    return pm.CustomDist(
+        name,
+        theta,
+        latent,
+        logp=logp,
+        random=random,
+        signature="(k),(k)->(k)",
+        dtype="float64",
+        observed=value,
+        dims=dims,
+    )
 
 
 def _group_clt(
