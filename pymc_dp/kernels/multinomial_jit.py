@@ -10,7 +10,9 @@ algorithm, one release at a time, in compiled loops:
 - each category's log-terms a_j(s) = s log(n θ_j) − log s! + log k(y_j − s), s = 0…n;
 - each convolution of two tables in linear space, each scaled by its largest term, which is exact
   to rounding for sums of positive terms wherever no term underflows; an output below 1e-280 of
-  the scaled product (where terms may have underflowed) is recomputed in log space;
+  the scaled product (where terms may have underflowed) is recomputed in log space, or, in the
+  last convolution, dropped when its bound (from its largest product) is 40 nats below the
+  other terms' sum;
 - log p(y | θ) = log n! − n log n + log Σ_c (a_0 ⊛ … ⊛ a_(K−2))(c) · a_(K−1)(n − c), and E[s_j | y]
   from the convolution of the tables before and after category j.
 
@@ -34,7 +36,12 @@ JIT_MAX_N = 300
 K = 3): above it the NumPy kernels' trimmed sums, which skip the terms that carry no mass and the
 tail outputs that cannot matter, cost less than the full O(K n²) convolutions."""
 
+# As in exact_counts: below 1e-280 of the scaled product an output may have lost terms to
+# underflow (its true value is then below 2e-280 of it); a group of terms bounded 40 nats below
+# the rest changes a log-sum by < 1e-17.
 _DEEP = 1e-280
+_LOG_DEEP_BOUND = math.log(2e-280)
+_NEGLIGIBLE = 40.0
 
 
 @numba.njit(cache=True)
@@ -60,12 +67,16 @@ def _log_sum(x):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
-def _log_convolve(f, g, n):  # pragma: no cover - compiled
-    """h(c) = log Σ_{s ≤ c} exp(f(c − s) + g(s)), c = 0…n."""
+def _lazy_convolve(f, g, n):  # pragma: no cover - compiled
+    """(h, deep): h(c) = log Σ_{s ≤ c} exp(f(c − s) + g(s)), c = 0…n, with bounds at ``deep``.
+
+    At the ``deep`` outputs products may have underflowed and h holds an upper bound instead.
+    """
     out = np.full(n + 1, -math.inf)
+    deep = np.zeros(n + 1, dtype=np.bool_)
     mf, mg = np.max(f), np.max(g)
     if not (np.isfinite(mf) and np.isfinite(mg)):
-        return out
+        return out, deep
     ef, eg = np.exp(f - mf), np.exp(g - mg)
     for c in range(n + 1):
         acc = 0.0
@@ -73,17 +84,63 @@ def _log_convolve(f, g, n):  # pragma: no cover - compiled
             acc += ef[c - s] * eg[s]
         if acc >= _DEEP:
             out[c] = math.log(acc) + mf + mg
-            continue
-        # Deep in the tails some products may have underflowed: the sum in log space.
-        top = -math.inf
-        for s in range(c + 1):
-            top = max(top, f[c - s] + g[s])
-        if top > -math.inf:
-            acc = 0.0
-            for s in range(c + 1):
-                acc += math.exp(f[c - s] + g[s] - top)
-            out[c] = math.log(acc) + top
+        else:  # each of the ≤ n + 1 lost products is below 2.2e-308
+            out[c] = _LOG_DEEP_BOUND + mf + mg
+            deep[c] = True
+    return out, deep
+
+
+@numba.njit(cache=True)
+def _exact_row(f, g, c):  # pragma: no cover - compiled
+    """Output c of the convolution in log space."""
+    top = -math.inf
+    for s in range(c + 1):
+        top = max(top, f[c - s] + g[s])
+    if top == -math.inf:
+        return top
+    acc = 0.0
+    for s in range(c + 1):
+        acc += math.exp(f[c - s] + g[s] - top)
+    return math.log(acc) + top
+
+
+@numba.njit(cache=True)
+def _log_convolve(f, g, n):  # pragma: no cover - compiled
+    """h(c) = log Σ_{s ≤ c} exp(f(c − s) + g(s)), c = 0…n, every output exact."""
+    out, deep = _lazy_convolve(f, g, n)
+    for c in range(n + 1):
+        if deep[c]:
+            out[c] = _exact_row(f, g, c)
     return out
+
+
+@numba.njit(cache=True)
+def _combine(f, g, n, other):  # pragma: no cover - compiled
+    """Log-terms (f ⊛ g)(n − c) + other(c), c = 0…n.
+
+    An output of f ⊛ g deep in the tails is computed exactly only if its bound, (r + 1) times its
+    largest product at r = n − c, could matter to the log-sum of the terms; the outputs dropped
+    are each below e^-40/(n + 1) of the rest, together below e^-40 of it.
+    """
+    h, deep = _lazy_convolve(f, g, n)
+    terms = h[::-1] + other
+    deep = deep[::-1]
+    if not np.any(deep):
+        return terms
+    kept = -math.inf
+    for c in range(n + 1):
+        if not deep[c]:
+            kept = np.logaddexp(kept, terms[c])
+    limit = kept - _NEGLIGIBLE - math.log(n + 1.0)
+    for c in range(n + 1):
+        if not deep[c]:
+            continue
+        r, top = n - c, -math.inf
+        for s in range(r + 1):
+            top = max(top, f[r - s] + g[s])
+        bound = top + math.log(r + 1.0) + other[c]
+        terms[c] = _exact_row(f, g, r) + other[c] if bound > limit else -math.inf
+    return terms
 
 
 @numba.njit(cache=True)
@@ -101,10 +158,9 @@ def _log_likelihood(y, p, n, gaussian, b, log_c):  # pragma: no cover - compiled
     terms = _terms(y, p, n, gaussian, b, log_c)
     k = y.shape[0]
     if k == 2:
-        head = terms[0]
+        closing = terms[0][::-1] + terms[1]
     else:
-        head = _log_convolve(_chain(terms, n, 0, 1, k - 2)[k - 3], terms[k - 2], n)
-    closing = head + terms[k - 1][::-1]
+        closing = _combine(_chain(terms, n, 0, 1, k - 2)[k - 3], terms[k - 2], n, terms[k - 1])
     log_n = n * math.log(n) if n > 0 else 0.0
     return math.lgamma(n + 1.0) - log_n + _log_sum(closing)
 
@@ -119,16 +175,15 @@ def _expected_counts(y, p, n, gaussian, b, log_c):  # pragma: no cover - compile
     means = np.empty(k)
     s = np.arange(n + 1).astype(np.float64)
     for j in range(k):
-        # The others' table at total n − v, for s_j = v.
+        # s_j = v with the others' table at total n − v.
         if k == 2:
-            rest = terms[1 - j]
+            logw = terms[j] + terms[1 - j][::-1]
         elif j == 0:
-            rest = _log_convolve(backward[k - 3], terms[1], n)
+            logw = _combine(backward[k - 3], terms[1], n, terms[0])
         elif j == k - 1:
-            rest = _log_convolve(forward[k - 3], terms[k - 2], n)
+            logw = _combine(forward[k - 3], terms[k - 2], n, terms[j])
         else:
-            rest = _log_convolve(forward[j - 1], backward[k - 2 - j], n)
-        logw = terms[j] + rest[::-1]
+            logw = _combine(forward[j - 1], backward[k - 2 - j], n, terms[j])
         top = np.max(logw)
         w = np.exp(logw - top)
         means[j] = np.sum(w * s) / np.sum(w)
