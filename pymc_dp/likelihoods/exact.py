@@ -272,11 +272,13 @@ class MultinomialLogLikelihood(ExactLikelihoodOp):
         # (imported here: Numba loads only when an exact multinomial sum is evaluated).
         from pymc_dp.kernels.multinomial_jit import (
             JIT_MAX_N,
+            JIT_MAX_N_EXPECTED,
             multinomial_expected_counts_jit,
             multinomial_log_likelihood_jit,
         )
 
-        jit = value.ndim == 1 and theta.ndim == 1 and n <= JIT_MAX_N
+        one = value.ndim == 1 and theta.ndim == 1
+        jit = one and n <= (JIT_MAX_N_EXPECTED if self.gradient else JIT_MAX_N)
         if self.gradient:
             expected = multinomial_expected_counts_jit if jit else multinomial_expected_counts
             mean = expected(value, theta, n, self.noise)
