@@ -68,6 +68,7 @@ from pymc_dp.model.distributions import (
     WindowSuffStat,
 )
 from pymc_dp.model.nodes.collapsed import collapsed_node, collapsed_pair_node, exact_node
+from pymc_dp.model.nodes.counted import counted_node
 from pymc_dp.model.nodes.gaussian import gaussian_collapsed_node
 from pymc_dp.model.nodes.grouped import grouped_node
 from pymc_dp.model.nodes.info import (
@@ -307,6 +308,21 @@ class NoisySuffStat:
             if method != "augmented"
             else "clt"
         )
+        counted = release is not None and release.window_count is not None
+        if counted and method == "augmented":
+            raise ValueError(
+                "method='augmented' models the window sum alone; this release also holds the "
+                "window count, which the default method uses: use method='auto'"
+            )
+        if counted and choice != "exact":
+            return counted_node(model, name, spec, theta=theta)
+        if counted:
+            warnings.warn(
+                "the exact likelihood models the window sum alone: this release's window "
+                "count is not used (pass likelihood='clt' to use it)",
+                UserWarning,
+                stacklevel=2,
+            )
         if choice == "exact" and needs_records(family) and method != "augmented":
             # (Σz, Σz²): the record-level node, which needs the Normal–Inverse-Gamma prior.
             why = records_ready(model, family, dist)
