@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pymc_dp.cli.dry_run import public_sizes
-from pymc_dp.cli.inputs import check_output, is_parquet, open_budget
+from pymc_dp.cli.inputs import check_output, count_share, is_parquet, open_budget
 from pymc_dp.cli.messages import InputError, fail, one_line, release_message
 from pymc_dp.cli.plans import ColumnPlan
 
@@ -81,7 +81,7 @@ def _release_command(
                 raise InputError("--count-share applies to a single release, not to --by groups")
             rel = _release_grouped(args, family, options, parquet)
         elif parquet:
-            options["count_share"] = _count_share(args)
+            options["count_share"] = count_share(args)
             rel = _release_parquet(
                 args,
                 lambda data, client: release(
@@ -90,7 +90,7 @@ def _release_command(
             )
         else:  # CSV, streamed: read (and checked) one batch at a time, memory bounded
             source = CsvColumn(args.data, args.column, file_format=args.format)
-            options["count_share"] = _count_share(args)
+            options["count_share"] = count_share(args)
             rel = release(source, family, column=args.column, **options)
         # The charge is in the ledger already (saved when made): a failed write still counts.
         write_release(rel, output, overwrite=args.overwrite)
@@ -130,18 +130,6 @@ def _release_command(
         )
     )
     return 0
-
-
-def _count_share(args: argparse.Namespace) -> float | str | None:
-    """``count_share`` of a single release: ``"auto"`` unless ``--count-share`` says (0: none)."""
-    share = args.count_share
-    if share is None:
-        return "auto"
-    if share == 0:
-        return None
-    if not 0 < share < 1:
-        raise InputError(f"--count-share must lie in [0, 1) (got {share:g})")
-    return share
 
 
 def _release_grouped(
