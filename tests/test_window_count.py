@@ -379,3 +379,13 @@ def test_cli_release_includes_the_count_by_default_and_says_so(tmp_path):
         cwd=tmp_path,
     )
     assert done.returncode != 0 and "--count-share" in done.stderr
+
+
+def test_cli_dry_run_states_the_split(tmp_path):
+    done = _cli("release", "--dry-run", "--n", "1000", "--family", "poisson", "--bounds", "0",
+                "40", "--epsilon", "0.5", "--mechanism", "laplace-float", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    # Δ = 40 at ε = 0.45 for the sum; the count at ε = 0.05, scale 20.
+    assert "epsilon = 0.45 for the window sum" in done.stdout
+    assert f"noise scale {40 / 0.45:.4g}," in done.stdout
+    assert "the number of records in the window: epsilon = 0.05, noise scale 20" in done.stdout

@@ -516,7 +516,6 @@ def release_from_totals(
         totals = tuple(totals)
         count_epsilon = epsilon * count_share
         epsilon = epsilon - count_epsilon
-        window_count = _noisy_count(inside, n, mechanism, count_epsilon, rng)
     gaussian = mechanism == DISCRETE_GAUSSIAN
     magnitude = _statistic_magnitude(fam, window, n)
     sensitivity = _sensitivity(fam, window, gaussian)
@@ -533,6 +532,8 @@ def release_from_totals(
         rng=rng,
         magnitude=magnitude,
     )
+    if count_share is not None:  # the sum's noise first, then the count's
+        window_count = _noisy_count(inside, n, mechanism, count_epsilon, rng)
     return Release(
         value=noisy.value,
         n=n,
