@@ -393,3 +393,13 @@ def test_cli_dry_run_states_the_split(tmp_path):
     assert "epsilon = 0.45 for the window sum" in done.stdout
     assert f"noise scale {40 / 0.45:.4g}," in done.stdout
     assert "the number of records in the window: epsilon = 0.05, noise scale 20" in done.stdout
+
+
+def test_private_window_then_count_then_sum_share_epsilon():
+    x = np.random.default_rng(3).exponential(2.0, size=2000)
+    rel = pmdp.release(x, pm.Exponential, epsilon=1.0, bounds="private", bounds_share=0.2,
+                       bounds_range=(0.0, 40.0), count_share=0.25, rng=1)  # fmt: skip
+    assert rel.bounds_epsilon == pytest.approx(0.2)
+    assert rel.count_epsilon == pytest.approx(0.2) and rel.epsilon == pytest.approx(0.6)
+    assert rel.total_epsilon == pytest.approx(1.0)
+    assert rel.scale == pytest.approx(rel.sensitivity / 0.6)
