@@ -577,8 +577,8 @@ def _noisy_count(
 DEFAULT_COUNT_SHARE = 0.1
 """The share of ε that ``count_share="auto"`` (the command line's default) spends on the window
 count: it costs at most 18% of the Fisher information about θ (sd 11% wider) where the noise
-dominates, and adds up
-to 1.5× where the window cuts the data (``benchmarks/window_count_share.py``)."""
+dominates, and adds up to 1.5× where the window cuts the data
+(``benchmarks/window_count_share.py``)."""
 
 
 def counts_window(fam: ExponentialFamily, gaussian: bool) -> bool:

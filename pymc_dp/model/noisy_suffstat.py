@@ -172,6 +172,13 @@ class NoisySuffStat:
     ``pmdp.sample_latent(idata, model)`` adds ``{name}_s`` and ``{name}_sigma2`` to a posterior,
     drawn exactly given θ and y. Both methods target the same posterior.
 
+    A windowed release that carries the window count (``Release.window_count``, from
+    ``pmdp.release(..., count_share=...)``) gives y = (window sum, window count), dimension
+    ``{name}_stat`` (``window_sum``, ``window_count``): their bivariate normal–Laplace likelihood
+    (:mod:`pymc_dp.model.nodes.counted`), with no latent statistic for ``sample_latent``. Where
+    ``likelihood="auto"`` takes the exact likelihood of the sum, the count is not used (a
+    warning says so).
+
     For a windowed family, ``{name}_s`` holds the stacked (ŝ, s) (dimension ``{name}_part``):
     the statistic of the records inside the window, which y releases, then that of all records,
     which θ's conjugate update uses (Algorithm 2).
