@@ -6,15 +6,20 @@ For each fit it checks that
 
 - the posterior is within its honest width of the non-private answer: the posterior mean is
   within 2 posterior sds of the reference (for a windowed family, the same model given the exact
-  window sum, i.e. the same release at ε = 1000; for the grouped release, each group's share;
-  for the regression, OLS);
+  window sum and window count, i.e. the same release at ε = 1000; for the grouped release, each
+  group's share; for the regression, OLS);
+- a windowed release carries the window count (the command line's default): without the window
+  premise (the plain Gamma prior, ``build_model(..., window_records=0)``) no more than 1% of the
+  mass may lie 3× away from the reference. ``--sum-alone`` also fits the window sum alone
+  (``--count-share 0``), with and without the premise, for contrast (printed, not checked);
 - no separated mode away from the reference holds more than 1% of the mass unless the fit's
   output warns of it (``separated_modes``);
 - the regression's σ² 94% interval covers OLS's residual variance.
 
 Run (needs statsmodels, in the ``test`` extra; a few minutes on 2 cores):
 
-    python benchmarks/real_data_defaults.py [--seed 1] [--out real_data_out]
+    python benchmarks/real_data_defaults.py [--seed 1] [--out real_data_out] [--only windowed]
+        [--sum-alone]
 
 The plots of each fit are left in ``--out`` to be looked at.
 """
