@@ -6,15 +6,20 @@ For each fit it checks that
 
 - the posterior is within its honest width of the non-private answer: the posterior mean is
   within 2 posterior sds of the reference (for a windowed family, the same model given the exact
-  window sum, i.e. the same release at ε = 1000; for the grouped release, each group's share;
-  for the regression, OLS);
+  window sum and window count, i.e. the same release at ε = 1000; for the grouped release, each
+  group's share; for the regression, OLS);
+- a windowed release carries the window count (the command line's default): without the window
+  premise (the plain Gamma prior, ``build_model(..., window_records=0)``) no more than 1% of the
+  mass may lie 3× away from the reference. ``--sum-alone`` also fits the window sum alone
+  (``--count-share 0``), with and without the premise, for contrast (printed, not checked);
 - no separated mode away from the reference holds more than 1% of the mass unless the fit's
   output warns of it (``separated_modes``);
 - the regression's σ² 94% interval covers OLS's residual variance.
 
 Run (needs statsmodels, in the ``test`` extra; a few minutes on 2 cores):
 
-    python benchmarks/real_data_defaults.py [--seed 1] [--out real_data_out]
+    python benchmarks/real_data_defaults.py [--seed 1] [--out real_data_out] [--only windowed]
+        [--sum-alone]
 
 The plots of each fit are left in ``--out`` to be looked at.
 """
@@ -73,7 +78,24 @@ def _reference_lam(release_path: Path) -> tuple[float, float]:
     return float(lam.mean()), float(lam.std())
 
 
-def windowed(paths: dict[str, Path], out: Path, seed: int) -> list[bool]:
+def _far_mass(lam: np.ndarray, reference: float) -> float:
+    """Mass of the separated modes away from the reference, the heaviest mode left out.
+
+    The heaviest mode is the fit's answer, judged by its distance to the reference (in
+    posterior sds); the others are far modes unless they hold the reference.
+    """
+    modes = sorted(separated_modes(lam), key=lambda m: m.mass)[:-1]
+    return float(sum(m.mass for m in modes if not m.low <= reference <= m.high))
+
+
+def _plain_prior_lam(release_path: Path, seed: int) -> np.ndarray:
+    """Draws of λ from the release without the window premise: the plain Gamma prior."""
+    with build_model(read_release(release_path), window_records=0):
+        idata = pm.sample(draws=5000, tune=500, chains=2, random_seed=seed, progressbar=False)
+    return idata.posterior["lam"].values.ravel()
+
+
+def windowed(paths: dict[str, Path], out: Path, seed: int, sum_alone: bool = False) -> list[bool]:
     ok = []
     for name, data, column, family, (a, b) in WINDOWED:
         release = out / f"{name}.json"
@@ -91,14 +113,40 @@ def windowed(paths: dict[str, Path], out: Path, seed: int) -> list[bool]:
                     "--seed", str(seed), "--no-progress")  # fmt: skip
         lam = az.from_netcdf(out / name / "posterior.nc").posterior["lam"].values.ravel()
         ref_mean, ref_sd = _reference_lam(exact_release)
+        if sum_alone:
+            # The release of earlier versions, for contrast: the window sum alone (not a check).
+            alone = out / f"{name}_sum_alone.json"
+            _cli("release", str(paths[data]), "--column", column, "--family", family,
+                 "--bounds", str(a), str(b), "--epsilon", str(EPSILON[family]), "--seed",
+                 str(seed), "--mechanism", "laplace-float", "--count-share", "0", "--output",
+                 str(alone), "--overwrite")  # fmt: skip
+            _cli("fit", str(alone), "--output-dir", str(out / f"{name}_sum_alone"),
+                 "--overwrite", "--seed", str(seed), "--no-progress")  # fmt: skip
+            post = az.from_netcdf(out / f"{name}_sum_alone" / "posterior.nc").posterior
+            old = post["lam"].values.ravel()
+            old_away = _far_mass(old, ref_mean)
+            print(f"{name:12s} window sum alone (--count-share 0): lam = {old.mean():.4g} ± "
+                  f"{old.std():.2g}; far-mode mass {old_away:.2%}")  # fmt: skip
+            plain = _plain_prior_lam(alone, seed)
+            plain_away = float(np.mean(np.abs(np.log(plain / ref_mean)) > np.log(3)))
+            print(f"{name:12s} window sum alone, plain prior: lam = {plain.mean():.4g} ± "
+                  f"{plain.std():.2g}; mass off by > 3x {plain_away:.2%}")  # fmt: skip
         mean, sd = float(lam.mean()), float(lam.std())
-        away = sum(m.mass for m in separated_modes(lam) if not m.low <= ref_mean <= m.high)
+        away = _far_mass(lam, ref_mean)
+        if read_release(release).window_count is not None:
+            # The count alone, without the premise: no far mode may hold 1% of the mass.
+            plain = _plain_prior_lam(release, seed)
+            plain_away = float(np.mean(np.abs(np.log(plain / ref_mean)) > np.log(3)))
+            ok.append(plain_away <= 0.01)
+            print(f"{name:12s} with the count, plain prior (no window premise): lam = "
+                  f"{plain.mean():.4g} ± {plain.std():.2g}; mass off by > 3x {plain_away:.2%}  "
+                  f"{'OK' if plain_away <= 0.01 else 'FAIL'}")  # fmt: skip
         warned = "separated modes" in text
         good = abs(mean - ref_mean) <= 2 * sd and (away <= 0.01 or warned)
         ok.append(good)
         print(
             f"{name:12s} {family:11s} [{a}, {b}] eps={EPSILON[family]}: lam = {mean:.4g} ± "
-            f"{sd:.2g}; non-private (exact window sum) {ref_mean:.4g} ± {ref_sd:.2g}; "
+            f"{sd:.2g}; non-private (exact statistics) {ref_mean:.4g} ± {ref_sd:.2g}; "
             f"far-mode mass {away:.2%}{' (warned)' if warned else ''}; "
             f"mass off by > 3x from it {np.mean(np.abs(np.log(lam / ref_mean)) > np.log(3)):.2%}  "
             f"{'OK' if good else 'FAIL'}"
@@ -167,13 +215,19 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("real_data_out"))
     parser.add_argument("--only", choices=["windowed", "grouped", "regression"])
+    parser.add_argument(
+        "--sum-alone",
+        action="store_true",
+        help="also fit each windowed release without its window count, for contrast",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     paths = _write_data(args.out)
     ok = []
     for part in (windowed, grouped, regression):
         if args.only in (None, part.__name__):
-            ok += part(paths, args.out, args.seed)
+            extra = {"sum_alone": args.sum_alone} if part is windowed else {}
+            ok += part(paths, args.out, args.seed, **extra)
     print(f"{sum(ok)} of {len(ok)} checks passed")
     return 0 if all(ok) else 1
 

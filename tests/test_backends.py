@@ -69,6 +69,13 @@ def poisson_window_exact():
     return _scalar(lambda a: pm.Poisson.dist(mu=pm.math.exp(a)), rel, (1.0, 0.5), "exact")
 
 
+def poisson_window_count():
+    # The window sum with the window count (issue 36): the bivariate pair likelihood.
+    x = np.random.default_rng(4).poisson(3.0, size=400)
+    rel = pmdp.release(x, pm.Poisson, epsilon=0.5, bounds=(0, 6), count_share=0.2, rng=15)
+    return _scalar(lambda a: pm.Poisson.dist(mu=pm.math.exp(a)), rel, (1.0, 0.5))
+
+
 def poisson_window_clt():
     x = np.random.default_rng(4).poisson(3.0, size=200)
     rel = pmdp.release(x, pm.Poisson, epsilon=0.5, bounds=(0, 12), rng=14)
@@ -177,6 +184,7 @@ MODELS = {
     "bernoulli-exact": bernoulli_exact,
     "binomial-gaussian": binomial_gaussian_mechanism,
     "poisson-window-exact": poisson_window_exact,
+    "poisson-window-count": poisson_window_count,
     "poisson-window-clt": poisson_window_clt,
     "exponential-lattice": exponential_lattice,
     "normal-window-clt": normal_known_sigma_window,
@@ -204,6 +212,7 @@ def test_the_models_cover_every_likelihood_a_default_model_can_get():
     assert built["binomial-clt"] == "clt" and built["bernoulli-exact"] == "exact"
     assert built["poisson-window-exact"] == "exact" and built["exponential-lattice"] == "exact"
     assert built["categorical-exact"] == "exact" and built["normal-pair"] == "clt"
+    assert built["poisson-window-count"] == "clt"
     assert built["grouped-categorical-clt"] == "clt"
     assert built["grouped-categorical-exact"] == "exact"
     assert built["grouped-categorical-mixed"].startswith("mixed: exact in 2 of 4 groups (a, c)")
@@ -277,6 +286,7 @@ def test_jax_logp_gradient_and_samplers_equal_the_default_backend():
     [
         "binomial-clt",
         "poisson-window-exact",
+        "poisson-window-count",
         "normal-pair",
         "grouped-poisson",
         "grouped-categorical-exact",
@@ -364,6 +374,7 @@ MATRIX = [
     "binomial-clt",
     "bernoulli-exact",
     "poisson-window-exact",
+    "poisson-window-count",
     "exponential-lattice",
     "normal-window-clt",
     "normal-pair",

@@ -35,9 +35,9 @@ def no_reading(monkeypatch, tmp_path):
 def test_laplace_float_noise_sd_is_sqrt2_sensitivity_over_epsilon(capsys, no_reading):
     out = _dry(
         capsys, "--n", "1000", "--family", "poisson", "--bounds", "0", "40", "--epsilon", "0.5",
-        "--mechanism", "laplace-float",
+        "--mechanism", "laplace-float", "--count-share", "0",
     )  # fmt: skip
-    # Δ = 40 for a count window [0, 40]; sd = √2 · 40 / 0.5; range n · 40.
+    # Δ = 40 for a count window [0, 40]; sd = √2 · 40 / 0.5; range n · 40 (the sum alone).
     assert "sensitivity 40," in out and "noise scale 80," in out
     assert f"noise sd {math.sqrt(2) * 80:.4g}" in out
     assert "plausible range 40000 (n × 40)" in out
@@ -94,6 +94,7 @@ def test_private_window_uses_the_search_range_and_the_rest_of_epsilon(capsys, no
     out = _dry(
         capsys, "--n", "100", "--family", "exponential", "--private-bounds", "0", "20",
         "--bounds-share", "0.2", "--epsilon", "1", "--mechanism", "laplace-float",
+        "--count-share", "0",
     )  # fmt: skip
     assert "window [0, 20] (the private window's search range)" in out
     assert "epsilon = 0.8 (after the private window's share)" in out

@@ -192,6 +192,7 @@ def test_dry_run_plans_its_noise(negbinomial, capsys):
     argv = [
         "release", "--dry-run", "--n", "1000", "--family", "negbinomial", "--successes", "3",
         "--bounds", "0", "40", "--epsilon", "0.5", "--mechanism", "laplace-float",
+        "--count-share", "0",
     ]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -230,7 +231,7 @@ def test_cli_release_then_fit(negbinomial, records, release, tmp_path, capsys):
     assert main([
         "release", str(data), "--column", "failures", "--family", "negbinomial",
         "--successes", "3", "--bounds", "0", "40", "--epsilon", "0.5", "--seed", str(SEED),
-        "-o", str(out),
+        "--count-share", "0", "-o", str(out),
     ]) == 0  # fmt: skip
     assert "wrote" in capsys.readouterr().out
     written = json.loads(out.read_text())

@@ -293,7 +293,11 @@ def test_cli_streams_parquet_files_directories_and_globs_and_uses_a_scheduler(tm
         assert main(["release", str(data), *common, "--seed", "1", "-o", str(out), *extra]) == 0
         releases.append(read_release(out))
     assert all(rel == releases[0] for rel in releases)
-    assert releases[0] == pmdp.release(x, pm.Poisson, epsilon=1.0, bounds=(0, 8), rng=1)
+    # The command line releases the window count by default (issue 36): counted from Parquet
+    # as from the array.
+    assert releases[0] == pmdp.release(
+        x, pm.Poisson, epsilon=1.0, bounds=(0, 8), count_share="auto", rng=1
+    )
 
     # Grouped releases stream the records and keys together, here or on the cluster.
     site = np.array(["a", "b"], dtype=object)[RNG.integers(0, 2, N)]

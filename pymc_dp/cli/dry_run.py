@@ -13,6 +13,7 @@ import argparse
 import math
 from typing import Any, NamedTuple
 
+from pymc_dp.cli.inputs import count_share
 from pymc_dp.cli.messages import InputError, fail, one_line, release_message
 from pymc_dp.cli.plans import ColumnPlan
 from pymc_dp.cli.texts import windowed_families
@@ -33,6 +34,8 @@ class NoisePlan(NamedTuple):
     window: tuple[float, float]
     ranges: tuple[float, ...]
     components: tuple[str, ...]
+    count_epsilon: float | None = None
+    """ε of the window count released with the sum (its noise scale 1/ε), else ``None``."""
 
 
 def discrete_laplace_sd(scale: float) -> float:
@@ -49,6 +52,7 @@ def noise_plan(
     epsilon: float | None,
     rho: float | None = None,
     mechanism: str | None = None,
+    count_share: float | str | None = None,
 ) -> NoisePlan:
     """The noise a release would add and the range of its statistic, from public values only.
 
@@ -67,6 +71,8 @@ def noise_plan(
         The budget of the whole release: ε, or ρ for ``mechanism="discrete-gaussian"``.
     mechanism
         ``"discrete-laplace"`` (default), ``"discrete-gaussian"`` or ``"laplace-float"``.
+    count_share
+        As :func:`pymc_dp.release` takes it: the share of ε spent on the window count.
 
     Returns
     -------
@@ -95,6 +101,7 @@ def noise_plan(
     from pymc_dp._validation import check_positive
     from pymc_dp.curator.fixed_point import choose_quantum, quantised_sensitivity
     from pymc_dp.curator.noise import is_integer_statistic
+    from pymc_dp.curator.single import DEFAULT_COUNT_SHARE, counts_window
     from pymc_dp.families import declared_families, family_declaration, get_family
 
     mechanism = mechanism or "discrete-laplace"
@@ -106,6 +113,7 @@ def noise_plan(
     }
     params = {k: v for k, v in settings.items() if k in declared}
     fam = get_family(family, **params)
+    count_epsilon = None
     if fam.needs_bounds:
         if settings.get("bounds") == "private":
             window = fam.check_bounds(settings["bounds_range"])
@@ -113,6 +121,11 @@ def noise_plan(
             budget *= 1.0 - share  # as pymc_dp.release splits ε (or ρ) with the window
         else:
             window = fam.check_bounds(settings["bounds"])
+        if count_share == "auto":
+            count_share = DEFAULT_COUNT_SHARE if counts_window(fam, gaussian) else None
+        if count_share is not None:  # as pymc_dp.release splits ε with the window count
+            count_epsilon = budget * count_share
+            budget -= count_epsilon
         sensitivity = (
             fam.release_sensitivity_l2(window) if gaussian else fam.release_sensitivity(window)
         )
@@ -143,7 +156,7 @@ def noise_plan(
     components = family_declaration(fam.name).component_labels(len(ranges))
     return NoisePlan(
         family, n, budget, mechanism, float(sensitivity), float(scale), float(sd),
-        (float(window[0]), float(window[1])), ranges, components,
+        (float(window[0]), float(window[1])), ranges, components, count_epsilon,
     )  # fmt: skip
 
 
@@ -156,10 +169,13 @@ def dry_run(args: argparse.Namespace, plans: list[ColumnPlan]) -> int:
     try:
         if args.by is not None:
             return _dry_run_grouped(args, plans[0], mechanism)
+        single = len(plans) == 1 and plans[0].labels is None
+        if not single and args.count_share is not None:
+            raise InputError("--count-share applies to a single --column release")
         for plan in plans:
             noise = noise_plan(
                 plan.family, plan.settings, n=args.n, epsilon=plan.epsilon, rho=args.rho,
-                mechanism=mechanism,
+                mechanism=mechanism, count_share=count_share(args) if single else None,
             )  # fmt: skip
             private = plan.settings.get("bounds") == "private"
             _print_plan(noise, private, f"{plan.column} " if len(plans) > 1 else "")
@@ -176,6 +192,8 @@ def dry_run(args: argparse.Namespace, plans: list[ColumnPlan]) -> int:
 def _print_plan(plan: NoisePlan, private: bool, what: str) -> None:
     gaussian = plan.mechanism == "discrete-gaussian"
     budget = f"rho = {plan.budget:g}" if gaussian else f"epsilon = {plan.budget:g}"
+    if plan.count_epsilon is not None:
+        budget += " for the window sum"
     window = ""
     if plan.family in windowed_families():
         window = f", window [{plan.window[0]:g}, {plan.window[1]:g}]"
@@ -188,6 +206,11 @@ def _print_plan(plan: NoisePlan, private: bool, what: str) -> None:
         f"noise sd {plan.noise_sd:.4g}"
     )
     _print_ranges(plan, "  ")
+    if plan.count_epsilon is not None:
+        print(
+            f"  and the number of records in the window: epsilon = {plan.count_epsilon:g}, "
+            f"noise scale {1.0 / plan.count_epsilon:.4g} (--count-share 0 for the sum alone)"
+        )
 
 
 def _print_ranges(plan: NoisePlan, indent: str) -> None:

@@ -197,9 +197,15 @@ def _sample_and_write(
         summary.to_csv(staged.path("summary.csv"))
         save_fit_figures(idata, rel, prior, staged.directory)
         staged.commit()
+    counted = ""
+    if getattr(rel, "window_count", None) is not None:
+        used = idata.attrs["pymc_dp_likelihood_y"] != "exact"
+        counted = f" for the window sum + {rel.count_epsilon:g} for the window count" + (
+            "" if used else ", which the exact likelihood does not use"
+        )
     print(
         f"Noise-aware posterior from the {rel.family} release (n = {rel.n}, epsilon = "
-        f"{rel.epsilon:g}, {idata.attrs['pymc_dp_likelihood_y']} likelihood); prior "
+        f"{rel.epsilon:g}{counted}, {idata.attrs['pymc_dp_likelihood_y']} likelihood); prior "
         f"{prior_summary(rel, prior)['text']}:"
     )
     print(format_summary(summary))

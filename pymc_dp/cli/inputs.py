@@ -13,7 +13,23 @@ from typing import Any
 
 from pymc_dp.cli.messages import InputError
 
-__all__ = ["check_output", "is_parquet", "open_budget"]
+__all__ = ["check_output", "count_share", "is_parquet", "open_budget"]
+
+
+def count_share(args: argparse.Namespace) -> float | str | None:
+    """``count_share`` of a single release: ``"auto"`` unless ``--count-share`` says (0: none).
+
+    ``"auto"`` is :data:`pymc_dp.curator.single.DEFAULT_COUNT_SHARE` for a windowed family with
+    one statistic and Laplace noise, no count otherwise.
+    """
+    share = args.count_share
+    if share is None:
+        return "auto"
+    if share == 0:
+        return None
+    if not 0 < share < 1:
+        raise InputError(f"--count-share must lie in [0, 1) (got {share:g})")
+    return share
 
 
 def check_output(output: Path, overwrite: bool) -> None:

@@ -114,6 +114,8 @@ def save_fit_figures(
     naive = naive_marginals(release, prior)
     priors = prior_marginals(release, prior)
     title = f"{release.family} release: n = {release.n}, ε = {release.epsilon:g}"
+    if getattr(release, "window_count", None) is not None:
+        title += f" (sum) + {release.count_epsilon:g} (window count)"
     cols = 2 if len(naive) == 4 else min(len(naive), 3)
     rows = -(-len(naive) // cols)
     fig, axes = plt.subplots(

@@ -242,6 +242,14 @@ def _add_release_parser(sub: Any) -> None:
         help="with --private-bounds: share of epsilon spent on the window (default: 0.1)",
     )
     win.add_argument(
+        "--count-share",
+        type=_number,
+        help="share of epsilon spent on the number of records inside the window, released "
+        "with the window sum of a one-statistic windowed family (Poisson, Exponential, ...) so "
+        "that the fit can tell a window holding most records from one holding few (default: "
+        "0.1; 0 releases the sum alone)",
+    )
+    win.add_argument(
         "--bounds-quantiles",
         nargs=2,
         type=_number,

@@ -268,6 +268,7 @@ def _check_regression_args(parser: argparse.ArgumentParser, args: argparse.Names
             ("--private-bounds", args.private_bounds),
             ("--bounds-share", args.bounds_share),
             ("--bounds-quantiles", args.bounds_quantiles),
+            ("--count-share", args.count_share),
             *[(f"--{flag}", getattr(args, flag.replace("-", "_"))) for flag in family_options()],
             ("--epsilon-split", args.epsilon_split),
             ("--dry-run", args.dry_run),

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pymc_dp.cli.dry_run import public_sizes
-from pymc_dp.cli.inputs import check_output, is_parquet, open_budget
+from pymc_dp.cli.inputs import check_output, count_share, is_parquet, open_budget
 from pymc_dp.cli.messages import InputError, fail, one_line, release_message
 from pymc_dp.cli.plans import ColumnPlan
 
@@ -38,6 +38,9 @@ def _release_command(
         check_output(output, args.overwrite)
         if len(plans) > 1 or plans[0].labels is not None:
             from pymc_dp.cli.columns import release_columns
+
+            if args.count_share is not None:
+                raise InputError("--count-share applies to a single --column release")
 
             return release_columns(args, plans, output, ledger)
         from pymc_dp._validation import check_positive
@@ -74,8 +77,11 @@ def _release_command(
             **settings,
         )
         if args.by is not None:
+            if args.count_share is not None:
+                raise InputError("--count-share applies to a single release, not to --by groups")
             rel = _release_grouped(args, family, options, parquet)
         elif parquet:
+            options["count_share"] = count_share(args)
             rel = _release_parquet(
                 args,
                 lambda data, client: release(
@@ -84,6 +90,7 @@ def _release_command(
             )
         else:  # CSV, streamed: read (and checked) one batch at a time, memory bounded
             source = CsvColumn(args.data, args.column, file_format=args.format)
+            options["count_share"] = count_share(args)
             rel = release(source, family, column=args.column, **options)
         # The charge is in the ledger already (saved when made): a failed write still counts.
         write_release(rel, output, overwrite=args.overwrite)
@@ -103,10 +110,16 @@ def _release_command(
     params = ", ".join(f"{k}={v:g}" for k, v in rel.family_params.items())
     family = f"{rel.family}({params})" if params else rel.family  # poisson, not poisson()
     spent = f" + {rel.bounds_epsilon:g} for the private window" if rel.bounds_epsilon else ""
+    counted = (
+        f" for the window sum + {rel.count_epsilon:g} for the window count (count = "
+        f"{rel.window_count:g}, scale = {rel.count_scale:g}; --count-share 0 for the sum alone)"
+        if rel.window_count is not None
+        else ""
+    )
     print(
         f"wrote {output}: {family} release of column {args.column!r}, "
-        f"n = {rel.n}, epsilon = {rel.epsilon:g}{spent}, sensitivity = {rel.sensitivity:g}, "
-        f"{rel.mechanism} scale = {rel.scale:g}"
+        f"n = {rel.n}, epsilon = {rel.epsilon:g}{counted}{spent}, "
+        f"sensitivity = {rel.sensitivity:g}, {rel.mechanism} scale = {rel.scale:g}"
         + (f", quantum = {rel.quantum:g}" if rel.quantum is not None else "")
         + f", bounds = [{rel.bounds[0]:g}, {rel.bounds[1]:g}]"
         + (", records clamped to the family's range" if rel.clamped else "")

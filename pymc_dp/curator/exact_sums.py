@@ -215,6 +215,9 @@ class FamilyPlan:
         Whether records outside the family's domain are clamped to it (``clamp=True``).
     name
         How messages name the records, e.g. ``"x"`` or ``"column 'visits'"``.
+    count
+        Whether the totals end with one more: the number of records inside the window (a
+        windowed family's window count, released with its sum).
     """
 
     family: ExponentialFamily
@@ -222,6 +225,7 @@ class FamilyPlan:
     quantum: float | None = None
     clamp: bool = False
     name: str = "x"
+    count: bool = False
 
     @classmethod
     def for_release(
@@ -231,9 +235,15 @@ class FamilyPlan:
         *,
         clamp: bool = False,
         name: str = "x",
+        count: bool = False,
     ) -> FamilyPlan:
-        """The plan of a release over ``window`` (``None`` for a bounded family)."""
+        """The plan of a release over ``window`` (``None`` for a bounded family).
+
+        ``count`` adds the number of records inside the window as a last total.
+        """
         if not family.needs_bounds:
+            if count:
+                raise TypeError(f"a window count needs a windowed family, not {family!r}")
             return cls(family, None, None, clamp, name)
         k = family.stat_size
         probe = np.asarray(family.statistic(np.array([3.0]))).ravel()
@@ -242,12 +252,12 @@ class FamilyPlan:
         lower, upper = family.latent_window(window)
         quantum = record_quantum(lower, upper, k, integer=getattr(family, "discrete", False))
         grid_limits(lower, upper, quantum, "the window")
-        return cls(family, tuple(map(float, window)), quantum, clamp, name)
+        return cls(family, tuple(map(float, window)), quantum, clamp, name, count)
 
     @property
     def size(self) -> int:
-        """Number of released components."""
-        return int(np.prod(self.family.stat_shape, dtype=np.int64))
+        """Number of exact totals: the released components, and the window count if asked."""
+        return int(np.prod(self.family.stat_shape, dtype=np.int64)) + int(self.count)
 
     def batch_totals(self, values: npt.ArrayLike, *, checked: bool = False) -> BatchTotals:
         """Check one batch of records and sum its statistic exactly.
@@ -264,12 +274,22 @@ class FamilyPlan:
             return BatchTotals(0, (0,) * self.size)
         fast = self._fast_totals(arr)
         if fast is not None:
-            return BatchTotals(int(arr.shape[0]), fast)
+            return BatchTotals(int(arr.shape[0]), fast + self._window_count(arr))
         if not checked:
             arr, problem = self.check_batch(arr)
             if problem is not None:
                 return BatchTotals(int(arr.shape[0]), (), problem)
-        return BatchTotals(int(arr.shape[0]), self._totals(arr))
+        return BatchTotals(int(arr.shape[0]), self._totals(arr) + self._window_count(arr))
+
+    def _window_count(self, records: npt.NDArray) -> tuple[int, ...]:
+        """``(number of records with a ≤ x ≤ b,)`` if the plan counts them, else ``()``.
+
+        The same test as the sum's (records outside [a, b] add nothing to it).
+        """
+        if not self.count:
+            return ()
+        a, b = self.window
+        return (int(np.count_nonzero((records >= a) & (records <= b))),)
 
     def _fast_totals(self, arr: npt.NDArray) -> tuple[int, ...] | None:
         """The totals of a clean batch of a windowed family, block by block, or ``None``.
@@ -433,12 +453,17 @@ class FamilyPlan:
     def units(self) -> tuple[float, ...]:
         """The unit of each exact total: component j of s is ``totals[j] · units()[j]``."""
         k = int(np.prod(self.family.stat_shape, dtype=np.int64))
+        counted = (1.0,) if self.count else ()
         if self.quantum is None:
-            return (1.0,) * k
-        return tuple(self.quantum ** (j + 1) for j in range(k))
+            return (1.0,) * k + counted
+        return tuple(self.quantum ** (j + 1) for j in range(k)) + counted
 
     def statistic(self, totals: tuple[int, ...]) -> npt.NDArray[np.float64]:
-        """The statistic s from exact integer totals: total_j · q**(j + 1), shape ``stat_shape``."""
+        """The statistic s from exact integer totals: total_j · q**(j + 1), shape ``stat_shape``.
+
+        A window count, the last total of a counting plan, is not part of s.
+        """
+        totals = totals[: len(totals) - int(self.count)]
         if self.quantum is None:
             out = np.array([float(t) for t in totals])
         else:

@@ -107,6 +107,16 @@ class Release:
     budget : Mapping or None
         What a :class:`~pymc_dp.curator.budget.PrivacyBudget` recorded when it charged this release:
         ``{"unit", "total", "spent", "remaining", "label"}``; ``None`` without an accountant.
+    window_count : float or None
+        For a windowed family with a one-number statistic: the number of records inside the
+        window, released with its own Laplace noise of scale 1/``count_epsilon`` (a count moves
+        by at most 1 when one record is replaced), on the integers for ``"discrete-laplace"``.
+        It tells a window that holds most records from one that holds few (the sum alone
+        cannot, :func:`pymc_dp.release`'s ``count_share``). ``None`` when no count was released
+        (files written before this field existed).
+    count_epsilon : float or None
+        The ε spent on ``window_count``, on top of ``epsilon`` (the sum's): the release is
+        (``epsilon + count_epsilon + bounds_epsilon``)-DP. ``None`` without a count.
 
     Examples
     --------
@@ -136,6 +146,8 @@ class Release:
     rho: float | None = None
     delta: float = 0.0
     budget: Mapping[str, Any] | None = None
+    window_count: float | None = None
+    count_epsilon: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.family, str):
@@ -197,6 +209,7 @@ class Release:
             )
         object.__setattr__(self, "family_params", types.MappingProxyType(fam.params()))
         _check_noise_fields(self, gaussian)
+        _check_count_fields(self, fam, gaussian)
         if not self.scale <= MAX_NOISE_SCALE:
             # The analyst's mixing variances hold 2·scale²: they would overflow.
             raise ValueError(
@@ -207,8 +220,13 @@ class Release:
 
     @property
     def total_epsilon(self) -> float:
-        """Privacy cost of the whole release: statistics plus private bounds."""
-        return self.epsilon + self.bounds_epsilon
+        """Privacy cost of the whole release: statistics (sum and window count) plus bounds."""
+        return self.epsilon + (self.count_epsilon or 0.0) + self.bounds_epsilon
+
+    @property
+    def count_scale(self) -> float | None:
+        """Laplace scale 1/``count_epsilon`` of the window count's noise; ``None`` without one."""
+        return None if self.count_epsilon is None else 1.0 / self.count_epsilon
 
     @property
     def scale(self) -> float:
@@ -249,10 +267,21 @@ class Release:
             self.rho,
             self.delta,
             json.dumps(_plain(self.budget), sort_keys=True),
+            self.window_count,
+            self.count_epsilon,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dictionary (floats round-trip exactly through :mod:`json`)."""
+        """A JSON-ready dictionary (floats round-trip exactly through :mod:`json`).
+
+        The window count's fields are written only when a count was released, so a release
+        without one is the same file as before they existed.
+        """
+        counted = (
+            {"window_count": self.window_count, "count_epsilon": self.count_epsilon}
+            if self.window_count is not None
+            else {}
+        )
         return {
             "format_version": FORMAT_VERSION,
             "value": self.value.tolist(),
@@ -273,6 +302,7 @@ class Release:
             "delta": self.delta,
             "noise_scale": self.scale,
             "budget": _plain(self.budget),
+            **counted,
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -317,7 +347,7 @@ class Release:
         required = {"value", "n", "epsilon", "sensitivity", "bounds", "family"}
         if set(data) - expected or required - set(data):
             raise ValueError(f"a release needs the fields {sorted(expected)} (got {sorted(data)})")
-        for name in ("quantum", "record_quantum", "rho"):
+        for name in ("quantum", "record_quantum", "rho", "window_count", "count_epsilon"):
             if data.get(name) is not None:
                 check_json_numbers(data[name], name, scalar=True)
         if "delta" in data:
@@ -390,6 +420,41 @@ def _check_bounds_mechanism(name: Any, bounds_epsilon: float) -> None:
         raise ValueError(
             f"bounds_mechanism {name!r} needs bounds_epsilon > 0: a private window has a cost"
         )
+
+
+def _check_count_fields(rel: Release, fam: ExponentialFamily, gaussian: bool) -> None:
+    """Check ``window_count`` and ``count_epsilon``: both or neither, for a one-number window."""
+    count, count_epsilon = rel.window_count, rel.count_epsilon
+    if count is None and count_epsilon is None:
+        return
+    if count is None or count_epsilon is None:
+        raise ValueError(
+            "window_count and count_epsilon go together: give both (a released window count "
+            "and its ε) or neither"
+        )
+    if not fam.needs_bounds or getattr(fam, "stat_size", 0) != 1:
+        raise ValueError(
+            f"a window count goes with the window sum of a windowed family with one statistic, "
+            f"not {fam!r}"
+        )
+    if gaussian:
+        raise ValueError(
+            "a window count is released with Laplace noise; this release used the Gaussian "
+            "mechanism: release it without a count"
+        )
+    if isinstance(count, bool) or not isinstance(count, numbers.Real):
+        raise TypeError(f"window_count must be a number (got {count!r})")
+    count = float(count)
+    if not math.isfinite(count):
+        raise ValueError("window_count must be finite")
+    object.__setattr__(rel, "window_count", count)
+    count_epsilon = check_positive(count_epsilon, "count_epsilon")
+    if not 1.0 / count_epsilon <= MAX_NOISE_SCALE:
+        raise ValueError(
+            f"count_epsilon {count_epsilon:g} gives the window count a noise scale above "
+            f"{MAX_NOISE_SCALE:g}: such a count carries no information"
+        )
+    object.__setattr__(rel, "count_epsilon", count_epsilon)
 
 
 def _plain(budget: Mapping[str, Any] | None) -> dict[str, Any] | None:

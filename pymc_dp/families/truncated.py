@@ -475,6 +475,29 @@ class TruncatedFamily(ExponentialFamily):
         lower, upper, _, _ = self.record_region(n, bounds)
         return n * mean, pt.maximum(var, 0.0), float(lower[0]), float(upper[0])
 
+    def counted_clt(
+        self, theta: TensorVariable, n: int, bounds: tuple[float, float]
+    ) -> tuple[TensorVariable, TensorVariable]:
+        """CLT mean ``(2,)`` and covariance ``(2, 2)`` of the window sum and the window count.
+
+        Per record t̃(x) = (t(x)·1[a ≤ x ≤ b], 1[a ≤ x ≤ b]), with q the window's mass and μ̂,
+        Σ̂ the moments of t on it (Lemma 1): E t̃ = (q μ̂, q), Var t̃₁ = q(Σ̂ + μ̂²) - q²μ̂²,
+        Cov(t̃₁, t̃₂) = q(1 - q) μ̂ and Var t̃₂ = q(1 - q); n records multiply both by n. Only for
+        a one-number statistic t.
+        """
+        if self.stat_size != 1:
+            raise TypeError(f"{self!r} releases a vector statistic; a count goes with one number")
+        ((log_q, mu, sigma),) = self.truncated_moments(theta, bounds, windows=("centre",))
+        q = pt.exp(log_q)
+        out = -pt.expm1(log_q)  # 1 - q, accurate when the window holds nearly every record
+        m1 = mu[0]
+        var_sum = q * (sigma[0, 0] + pt.sqr(m1)) - pt.sqr(q * m1)
+        cov = q * out * m1
+        var_count = q * out
+        mean = pt.stack([n * q * m1, n * q])
+        covariance = n * pt.stack([pt.stack([var_sum, cov]), pt.stack([cov, var_count])])
+        return mean, covariance
+
     def joint_clt(
         self, theta: TensorVariable, n: int, bounds: tuple[float, float]
     ) -> tuple[TensorVariable, TensorVariable]:

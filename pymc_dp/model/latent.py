@@ -85,8 +85,10 @@ def sample_latent(idata: Any, model: pm.Model | None = None, *, random_seed: Any
     posterior = posterior_dataset(idata)
     added = {}
     for info in node_infos(model):
-        if not info.collapsed or info.groups:
-            continue  # grouped nodes: per-group latent draws are not implemented yet
+        if not info.collapsed or info.groups or info.counted:
+            # Grouped nodes, and the (window sum, window count) pair: latent draws are not
+            # implemented yet.
+            continue
         if info.likelihood == "exact":
             added.update(_exact_latent(rng, model, info, posterior))
             continue

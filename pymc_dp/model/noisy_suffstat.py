@@ -68,6 +68,7 @@ from pymc_dp.model.distributions import (
     WindowSuffStat,
 )
 from pymc_dp.model.nodes.collapsed import collapsed_node, collapsed_pair_node, exact_node
+from pymc_dp.model.nodes.counted import counted_node
 from pymc_dp.model.nodes.gaussian import gaussian_collapsed_node
 from pymc_dp.model.nodes.grouped import grouped_node
 from pymc_dp.model.nodes.info import (
@@ -170,6 +171,13 @@ class NoisySuffStat:
     θ and the observed y only;
     ``pmdp.sample_latent(idata, model)`` adds ``{name}_s`` and ``{name}_sigma2`` to a posterior,
     drawn exactly given θ and y. Both methods target the same posterior.
+
+    A windowed release that carries the window count (``Release.window_count``, from
+    ``pmdp.release(..., count_share=...)``) gives y = (window sum, window count), dimension
+    ``{name}_stat`` (``window_sum``, ``window_count``): their bivariate normal–Laplace likelihood
+    (:mod:`pymc_dp.model.nodes.counted`), with no latent statistic for ``sample_latent``. Where
+    ``likelihood="auto"`` takes the exact likelihood of the sum, the count is not used (a
+    warning says so).
 
     For a windowed family, ``{name}_s`` holds the stacked (ŝ, s) (dimension ``{name}_part``):
     the statistic of the records inside the window, which y releases, then that of all records,
@@ -307,6 +315,21 @@ class NoisySuffStat:
             if method != "augmented"
             else "clt"
         )
+        counted = release is not None and release.window_count is not None
+        if counted and method == "augmented":
+            raise ValueError(
+                "method='augmented' models the window sum alone; this release also holds the "
+                "window count, which the default method uses: use method='auto'"
+            )
+        if counted and choice != "exact":
+            return counted_node(model, name, spec, theta=theta)
+        if counted:
+            warnings.warn(
+                "the exact likelihood models the window sum alone: this release's window "
+                "count is not used (pass likelihood='clt' to use it)",
+                UserWarning,
+                stacklevel=2,
+            )
         if choice == "exact" and needs_records(family) and method != "augmented":
             # (Σz, Σz²): the record-level node, which needs the Normal–Inverse-Gamma prior.
             why = records_ready(model, family, dist)

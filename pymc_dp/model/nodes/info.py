@@ -82,6 +82,9 @@ class NoisySuffStatInfo:
     groups: tuple = ()
     """The group keys of a node on a grouped release (:class:`~pymc_dp.ReleaseSet`), whose y
     has one entry per group and whose ``n`` is then the tuple of group sizes; ``()`` otherwise."""
+    counted: bool = False
+    """Whether y is the pair (window sum, window count) of a release with a window count
+    (:mod:`pymc_dp.model.nodes.counted`)."""
 
     @classmethod
     def of_node(
