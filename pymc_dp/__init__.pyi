@@ -59,6 +59,7 @@ from .evaluation.measures import ks_band as ks_band
 from .evaluation.measures import ks_statistic as ks_statistic
 from .evaluation.measures import mmd2_unbiased as mmd2_unbiased
 from .model.latent import sample_latent as sample_latent
+from .model.marginals_laplace import marginals_laplace_posterior as marginals_laplace_posterior
 from .model.nodes.marginals import NoisyMarginals as NoisyMarginals
 from .model.nodes.marginals import marginals_model as marginals_model
 from .model.noisy_suffstat import NoisySuffStat as NoisySuffStat

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -182,6 +183,19 @@ def test_release_records_sensitivity_scale_and_exact_tables():
     cross = np.zeros((3, 2))
     np.add.at(cross, (data["b"], data["c"].astype(int)), 1)
     np.testing.assert_allclose(big.value[2], cross, atol=1e-3)
+
+
+def test_release_builds_its_domain_once():
+    """The domain (and the projection it caches) is built once per release, not per access."""
+    rel = pmdp.release_marginals(
+        _frame(), columns=["a", "b", "c"], domains=DOMAINS, marginals=NAMED, epsilon=1.0, rng=0
+    )
+    assert rel.domain is rel.domain
+    projection = rel.domain.projection
+    assert rel.domain.projection is projection
+    # a copy with other tables is a new release with its own domain
+    other = dataclasses.replace(rel, value=tuple(v + 1 for v in rel.value))
+    assert other.domain is not rel.domain and other.domain == rel.domain
 
 
 def test_release_from_pandas_and_polars_agree_and_round_trips(tmp_path):

@@ -163,11 +163,20 @@ def _laplace_by_engine(
 
 
 def clt_covariance(
-    theta: npt.ArrayLike, domain: LogLinearDomain, *, n: int, noise_variance: float
+    theta: npt.ArrayLike,
+    domain: LogLinearDomain,
+    *,
+    n: int,
+    noise_variance: float,
+    method: str | None = None,
 ) -> npt.NDArray[np.float64]:
-    """Σ(θ) = n Cov_θ[g] + v I, the covariance of the collapsed normal law of z at θ."""
-    if loglinear_moments.feature_method(domain) != "enumerate":
-        engine = loglinear_moments.feature_moments(domain)
+    """Σ(θ) = n Cov_θ[g] + v I, the covariance of the collapsed normal law of z at θ.
+
+    ``method`` is the feature moments' method, as in :func:`marginals_laplace`.
+    """
+    method = loglinear_moments.feature_method(domain) if method is None else method
+    if method != "enumerate":
+        engine = loglinear_moments.feature_moments(domain, method)
         return loglinear_moments.clt_covariance(
             theta, domain, engine, n=n, noise_variance=noise_variance
         )

@@ -37,6 +37,7 @@ __all__ = [
     "MAX_SAMPLE_CELLS",
     "FeatureMoments",
     "clt_covariance",
+    "clt_fixed_logp",
     "clt_fixed_logp_grad",
     "feature_method",
     "feature_moments",
@@ -122,6 +123,23 @@ def clt_covariance(
     _, cov = engine.moments(theta)
     um = domain.projected_table_map[1]
     return n * um @ cov @ um.T + noise_variance * np.eye(domain.n_params)
+
+
+def clt_fixed_logp(
+    theta: npt.ArrayLike,
+    domain: LogLinearDomain,
+    engine: FeatureMoments,
+    z: npt.ArrayLike,
+    *,
+    n: int,
+    chol: npt.NDArray[np.float64],
+) -> float:
+    """The log-density N(z; n E_θ[g], L Lᵀ) alone (one pass of the engine, no gradient)."""
+    uc, um = domain.projected_table_map
+    r = np.asarray(z, dtype=float) - n * (uc + um @ engine.mean(np.asarray(theta, dtype=float)))
+    w = linalg.solve_triangular(chol, r, lower=True, check_finite=False)
+    log_det = 2.0 * np.sum(np.log(np.diag(chol)))
+    return float(-0.5 * (w @ w + log_det + domain.n_params * math.log(2.0 * math.pi)))
 
 
 def clt_fixed_logp_grad(

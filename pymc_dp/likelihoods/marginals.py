@@ -97,15 +97,17 @@ class CLTLogp(Op):
         n: int,
         noise_variance: float,
         chol: np.ndarray | None = None,
+        method: str | None = None,
     ):
         self.args = (dom, np.asarray(z, dtype=float), int(n), float(noise_variance))
         self.chol = chol
         # domains too large to enumerate: the moments by junction tree or Bethe, covariance fixed
-        self.engine = None if feature_method(dom) == "enumerate" else feature_moments(dom)
+        method = feature_method(dom) if method is None else method
+        self.engine = None if method == "enumerate" else feature_moments(dom, method)
         if self.engine is not None and chol is None:
             raise ValueError(
-                f"the domain has {dom.n_cells} cells, too many to enumerate: only the "
-                "fixed-covariance likelihood ('clt-fixed') is available for it"
+                f"the moments come from {method!r} (the domain has {dom.n_cells} cells): only "
+                "the fixed-covariance likelihood ('clt-fixed') is available with them"
             )
         use_tables = chol is not None and self.engine is None and prefer_tables(dom)
         self.products = TableProducts(dom) if use_tables else None
@@ -210,14 +212,16 @@ def marginals_clt_logp(
 
 
 def marginals_clt_fixed_logp(
-    theta: Any, dom: LogLinearDomain, z: Any, *, n: int, cov: Any
+    theta: Any, dom: LogLinearDomain, z: Any, *, n: int, cov: Any, method: str | None = None
 ) -> pt.TensorVariable:
     """Collapsed normal log p(z | θ) with its covariance held at ``cov`` (an Op, O(C p)).
 
-    See :func:`~pymc_dp.kernels.loglinear_laplace.marginals_clt_fixed_logp_grad`.
+    See :func:`~pymc_dp.kernels.loglinear_laplace.marginals_clt_fixed_logp_grad`; ``method``
+    is the feature moments' method (default
+    :func:`~pymc_dp.kernels.loglinear_moments.feature_method`).
     """
     chol = np.linalg.cholesky(np.asarray(cov, dtype=float))
-    return CLTLogp(dom, z, n, 0.0, chol)(theta)[0]
+    return CLTLogp(dom, z, n, 0.0, chol, method)(theta)[0]
 
 
 def marginals_clt_logp_graph(

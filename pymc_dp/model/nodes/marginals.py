@@ -24,8 +24,18 @@ from pymc_dp.likelihoods.marginals import (
     projected_release,
 )
 
-__all__ = ["LIKELIHOODS", "NoisyMarginals", "choose_likelihood", "marginals_model", "term_names"]
+__all__ = [
+    "FEATURES",
+    "LIKELIHOODS",
+    "NoisyMarginals",
+    "choose_likelihood",
+    "marginals_model",
+    "term_names",
+]
 
+FEATURES = (None, "enumerate", "junction", "bethe")
+"""The feature moments' methods a model can be asked for
+(:func:`~pymc_dp.kernels.loglinear_moments.feature_method` chooses where None)."""
 LIKELIHOODS = ("auto", "clt", "clt-fixed", "exact")
 """``"clt"``: collapsed normal; ``"clt-fixed"``: the same with its covariance held at the
 Laplace mode; ``"exact"``: enumeration of the histograms (tiny releases)."""
@@ -45,21 +55,35 @@ def term_names(release: Any) -> list[str]:
     ]
 
 
-def choose_likelihood(release: Any, likelihood: str = "auto") -> str:
-    """The likelihood ``"auto"`` (or the one named) takes for ``release``."""
+def choose_likelihood(release: Any, likelihood: str = "auto", features: str | None = None) -> str:
+    """The likelihood ``"auto"`` (or the one named) takes for ``release``.
+
+    ``features`` is the feature moments' method (default
+    :func:`~pymc_dp.kernels.loglinear_moments.feature_method`): anything but ``"enumerate"``
+    allows ``"clt-fixed"`` only.
+    """
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"likelihood must be one of {list(LIKELIHOODS)} (got {likelihood!r})")
+    if features not in FEATURES:
+        raise ValueError(f"features must be one of {list(FEATURES)} (got {features!r})")
+    dom = release.domain
+    enumerated = (feature_method(dom) if features is None else features) == "enumerate"
+    if features == "enumerate" and feature_method(dom) != "enumerate":
+        raise ValueError(
+            f"features='enumerate' sums over the product domain, which has {dom.n_cells} cells "
+            "here (too many): leave features=None"
+        )
     if likelihood != "auto":
-        if likelihood != "clt-fixed" and feature_method(release.domain) != "enumerate":
+        if likelihood != "clt-fixed" and not enumerated:
             raise ValueError(
                 f"likelihood={likelihood!r} sums over the product domain, which has "
-                f"{release.domain.n_cells} cells here: use 'clt-fixed' (or 'auto')"
+                f"{dom.n_cells} cells here or is not enumerated (features={features!r}): use "
+                "'clt-fixed' (or 'auto')"
             )
         return likelihood
     import math
 
-    dom = release.domain
-    if feature_method(dom) != "enumerate":
+    if not enumerated:
         return "clt-fixed"
     count = math.comb(release.n + dom.n_cells - 1, dom.n_cells - 1)
     if count <= _EXACT_AUTO_LIMIT:
@@ -74,6 +98,7 @@ def NoisyMarginals(
     theta: Any,
     likelihood: str = "auto",
     covariance_at: Any = None,
+    features: str | None = None,
 ) -> Any:
     """Add the likelihood of a noisy marginal release to the current PyMC model.
 
@@ -97,12 +122,17 @@ def NoisyMarginals(
     covariance_at
         The θ at which ``"clt-fixed"`` evaluates the covariance (default: the Laplace mode
         under a Normal(0, 2) prior, :func:`~pymc_dp.kernels.loglinear_laplace.marginals_laplace`).
+    features
+        How E_θ[a] and Cov_θ[a] are computed: None (the default,
+        :func:`~pymc_dp.kernels.loglinear_moments.feature_method` by the domain's size),
+        ``"enumerate"``, ``"junction"`` or ``"bethe"``. Forcing ``"junction"`` or ``"bethe"`` on
+        a small domain is for checking them against the exact sums.
 
     Returns
     -------
     The observed variable.
     """
-    kind = choose_likelihood(release, likelihood)
+    kind = choose_likelihood(release, likelihood, features)
     if kind == "exact":
         dom, hist, const = exact_setup(release)
 
@@ -115,12 +145,12 @@ def NoisyMarginals(
         var = noise_variance(release)
         if covariance_at is None:
             covariance_at = marginals_laplace(
-                dom, z, n=release.n, noise_variance=var, prior_sigma=2.0
+                dom, z, n=release.n, noise_variance=var, prior_sigma=2.0, method=features
             ).mode
-        cov = clt_covariance(covariance_at, dom, n=release.n, noise_variance=var)
+        cov = clt_covariance(covariance_at, dom, n=release.n, noise_variance=var, method=features)
 
         def logp(value: Any, th: Any) -> Any:
-            return marginals_clt_fixed_logp(th, dom, z, n=release.n, cov=cov)
+            return marginals_clt_fixed_logp(th, dom, z, n=release.n, cov=cov, method=features)
 
         observed = z
     else:
@@ -136,7 +166,12 @@ def NoisyMarginals(
 
 
 def marginals_model(
-    release: Any, *, prior_sigma: float = 2.0, likelihood: str = "auto", whiten: bool = True
+    release: Any,
+    *,
+    prior_sigma: float = 2.0,
+    likelihood: str = "auto",
+    whiten: bool = True,
+    features: str | None = None,
 ) -> pm.Model:
     """A ready model: θ ~ Normal(0, ``prior_sigma``) on each log-linear parameter, and the release.
 
@@ -157,6 +192,8 @@ def marginals_model(
         image of θ's Normal prior, so the posterior of θ (a deterministic) is unchanged; NUTS
         then takes a few leapfrog steps per draw instead of dozens. ``False``: θ itself is the
         free variable.
+    features
+        As in :func:`NoisyMarginals`.
 
     Examples
     --------
@@ -170,23 +207,41 @@ def marginals_model(
     """
     if not (isinstance(prior_sigma, int | float) and np.isfinite(prior_sigma) and prior_sigma > 0):
         raise ValueError(f"prior_sigma must be a finite number > 0 (got {prior_sigma!r})")
+    choose_likelihood(release, likelihood, features)  # bad arguments fail before the fit
     coords = {"term": term_names(release)}
     dom, z = projected_release(release)
     fit = marginals_laplace(
-        dom, z, n=release.n, noise_variance=noise_variance(release), prior_sigma=float(prior_sigma)
+        dom,
+        z,
+        n=release.n,
+        noise_variance=noise_variance(release),
+        prior_sigma=float(prior_sigma),
+        method=features,
     )
     with pm.Model(coords=coords) as model:
         if whiten:
             chol = np.linalg.cholesky(fit.cov)
             inv_chol = np.linalg.inv(chol)
             # η = L⁻¹(θ - θ̂) with θ ~ N(0, σ² I): η ~ N(-L⁻¹θ̂, σ² L⁻¹L⁻ᵀ), lower Cholesky σ L⁻¹
+            # NUTS starts at the mode (η = 0), not at the prior's centre θ = 0: that lies tens of
+            # posterior sd away at n = 10⁴, where warm-up builds trajectories of hundreds of
+            # steps and the Bethe moments have no fixed point
             white = pm.MvNormal(
-                "theta_white", mu=-inv_chol @ fit.mode, chol=prior_sigma * inv_chol, dims="term"
+                "theta_white",
+                mu=-inv_chol @ fit.mode,
+                chol=prior_sigma * inv_chol,
+                dims="term",
+                initval=np.zeros(len(fit.mode)),
             )
             theta = pm.Deterministic("theta", fit.mode + pt.dot(chol, white), dims="term")
         else:
-            theta = pm.Normal("theta", 0.0, prior_sigma, dims="term")
+            theta = pm.Normal("theta", 0.0, prior_sigma, dims="term", initval=fit.mode)
         NoisyMarginals(
-            "y", release=release, theta=theta, likelihood=likelihood, covariance_at=fit.mode
+            "y",
+            release=release,
+            theta=theta,
+            likelihood=likelihood,
+            covariance_at=fit.mode,
+            features=features,
         )
     return model
