@@ -51,13 +51,14 @@ def _uniform_trials(rng, trials, n, epsilon):
 def test_default_sampler_is_calibrated_on_a_narrow_uniform_covariate():
     """The hardest cell of ``benchmarks/regression_x_models.py``: n = 1000, ε = 1, x uniform on a
     quarter of its box, where the old box prior covered the slope in 0.755 of 200 releases.
-    100 releases: each 90 % interval's coverage must lie in the two-sided 99 % binomial band
-    [0.82, 0.97] (3 parameters: a family-wise false alarm rate under 3 %)."""
-    truth, z, scale, x_bounds = _uniform_trials(np.random.default_rng(34), 100, 1000, 1.0)
+    200 releases: each 90 % interval's coverage must lie in the two-sided 99 % binomial band
+    [0.84, 0.95] (3 parameters: a family-wise false alarm rate under 3 %). On these releases the
+    previous prior (ν = d + 3) covers the slope 0.765 and this one 0.905 (θ₀ 0.910, σ² 0.925)."""
+    truth, z, scale, x_bounds = _uniform_trials(np.random.default_rng(34), 200, 1000, 1.0)
     tr = sample_regression(35, released=z, n=1000, prior=PRIOR, x_prior=default_x_prior(x_bounds),
                            scale=scale, tries=8, draws=500, tune=300, chains=2)  # fmt: skip
     draws = np.concatenate([tr.theta, tr.sigma2[..., None]], axis=-1)
     draws = draws.reshape(-1, *draws.shape[2:])
     lo, hi = np.quantile(draws, [0.05, 0.95], axis=0)
     cov = np.mean((truth >= lo) & (truth <= hi), axis=0)
-    assert np.all((cov >= 0.82) & (cov <= 0.97)), cov
+    assert np.all((cov >= 0.84) & (cov <= 0.95)), cov
