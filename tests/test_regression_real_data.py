@@ -29,8 +29,8 @@ def test_default_sigma2_prior_reaches_the_widest_residuals_the_range_allows(y_bo
 
 @pytest.mark.slow
 def test_fair_fit_sigma2_interval_covers_ols(tmp_path):
-    """``pymc-dp release`` then ``pymc-dp fit`` with the default prior (2 chains × 1000 draws
-    after 500, seeded): the 94 % interval of σ² covers OLS's residual variance (0.905), and
+    """``pymc-dp release`` then ``pymc-dp fit`` with the default prior (2 chains × 600 draws
+    after 400, seeded): the 94 % interval of σ² covers OLS's residual variance (0.905), and
     each coefficient's posterior mean is within 2 posterior sds of OLS."""
     sm = pytest.importorskip("statsmodels.api")
     smf = pytest.importorskip("statsmodels.formula.api")
@@ -46,7 +46,7 @@ def test_fair_fit_sigma2_interval_covers_ols(tmp_path):
                  "--mechanism", "laplace-float", "--output", str(release)]) == 0  # fmt: skip
     out = tmp_path / "fit"
     assert main(["fit", str(release), "--output-dir", str(out), "--seed", "1", "--no-progress",
-                 "--draws", "1000", "--tune", "500", "--chains", "2"]) == 0  # fmt: skip
+                 "--draws", "600", "--tune", "400", "--chains", "2"]) == 0  # fmt: skip
     post = az.from_netcdf(out / "posterior.nc").posterior
     ols = smf.ols("rate_marriage ~ yrs_married + educ", data).fit()
     lo, hi = np.quantile(post["sigma2"].values.ravel(), [0.03, 0.97])
