@@ -8,7 +8,10 @@ Three samplers on releases of the same data, in one process:
 * **gibbs_ss_noisy**: the previous default, Gibbs-SS with the release's noisy moments of x
   (``moments_share=0.2``, ``method="gibbs-ss"``), the paper's Algorithm 1;
 * **gibbs_ss_update**: Gibbs-SS-Update (``method="gibbs-ss"`` with the same prior of x as the
-  default), all ε on the statistic.
+  default), all ε on the statistic;
+* **default_box_v1** (only with ``--samplers``): the default sampler under the box prior of x
+  that was the default before issue 34 (ν = d + 3, E Σ_x = diag(h²/4)), given as ``x_prior``,
+  for the ratio of today's default to it.
 
 Time is the wall time of building the model and the whole ``pm.sample`` call (compilation,
 tuning, draws; 2 chains, ``cores=1``). ESS is ArviZ's bulk ESS, the smallest over θ's
@@ -24,6 +27,7 @@ Usage::
     python benchmarks/regression_ess.py --n 200 --epsilon 0.5 --d 1 --draws 1000
     python benchmarks/regression_ess.py --baseline-draws 20000   # longer Gibbs-SS chains
     python benchmarks/regression_ess.py --baseline-draws 20000 --repeats 3
+    python benchmarks/regression_ess.py --samplers default default_box_v1 --repeats 3
 
 ``--repeats`` runs every sampler that many times on the same release with different chain
 seeds and reports the pooled ESS/s (summed ESS over summed time): one pair of chains' ESS
@@ -53,6 +57,9 @@ import pytensor.tensor as pt
 
 from pymc_dp._compat import posterior_dataset
 from pymc_dp.regression import NoisyRegressionStat, default_x_prior, release_regression
+from pymc_dp.regression.kernels.data_model import NIW
+
+SAMPLERS = ("default", "gibbs_ss_noisy", "gibbs_ss_update", "default_box_v1")
 
 
 def make_data(rng: np.random.Generator, n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -71,10 +78,12 @@ def run(
     share = 0.2 if kind == "gibbs_ss_noisy" else None
     rel = release_regression(x, y, epsilon=epsilon, moments_share=share, rng=seed, **bounds)
     kwargs = {}
-    if kind != "default":
+    if kind.startswith("gibbs"):
         kwargs["method"] = "gibbs-ss"
     if kind == "gibbs_ss_update":
         kwargs["x_prior"] = default_x_prior(bounds["x_bounds"])
+    if kind == "default_box_v1":  # the box prior before issue 34: ν = d + 3, Ψ = 2 diag(h²/4)
+        kwargs["x_prior"] = NIW(np.zeros(d), np.array(1.0), np.array(d + 3.0), 0.5 * np.eye(d))
     start = time.perf_counter()
     with pm.Model():
         sigma2 = pm.InverseGamma("sigma2", 3.0, 0.1)
@@ -114,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs per sampler, chain seeds seed, seed + 1, ...")  # fmt: skip
+    parser.add_argument("--samplers", nargs="+", choices=SAMPLERS, default=list(SAMPLERS[:3]),
+                        help="samplers to run; the first is the ratios' numerator")  # fmt: skip
     parser.add_argument("--output", default=None, help="write the rows as JSON here")
     args = parser.parse_args(argv)
     logging.getLogger("pymc").setLevel(logging.ERROR)
@@ -122,9 +133,11 @@ def main(argv: list[str] | None = None) -> int:
     pytensor.function([], pt.exp(pt.constant(1.0)))()  # load the module cache (docstring)
     rows = []
     pooled = {}
-    for kind in ("default", "gibbs_ss_noisy", "gibbs_ss_update"):
-        draws = args.draws if kind == "default" else (args.baseline_draws or args.draws)
-        for r in range(args.repeats):
+    # Repeats outer, samplers inner: a change of machine load falls on every sampler alike.
+    for r in range(args.repeats):
+        for kind in args.samplers:
+            baseline = args.baseline_draws or args.draws
+            draws = args.draws if kind.startswith("default") else baseline
             row = run(kind, x, y, args.epsilon, draws=draws, tune=args.tune, seed=args.seed,
                       chain_seed=args.seed + r)  # fmt: skip
             row["draws"], row["chain_seed"] = draws, args.seed + r
@@ -134,12 +147,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"ESS/s {row['ess_per_second']:7.2f}  R-hat max {row['rhat_max']:.3f}",
                 flush=True,
             )
+    for kind in args.samplers:
         mine = [row for row in rows if row["sampler"] == kind]
         pooled[kind] = sum(r["ess_min"] for r in mine) / sum(r["seconds"] for r in mine)
-    base = pooled["default"]
-    for kind in ("gibbs_ss_noisy", "gibbs_ss_update"):
-        print(f"default / {kind}: {base / pooled[kind]:.1f}x (pooled ESS/s {base:.2f} and "
-              f"{pooled[kind]:.2f})")  # fmt: skip
+    base = pooled[args.samplers[0]]
+    for kind in args.samplers[1:]:
+        print(f"{args.samplers[0]} / {kind}: {base / pooled[kind]:.2f}x (pooled ESS/s "
+              f"{base:.2f} and {pooled[kind]:.2f})")  # fmt: skip
     if args.output:
         meta = {
             "n": args.n, "epsilon": args.epsilon, "d": args.d, "draws": args.draws,

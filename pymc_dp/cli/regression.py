@@ -144,6 +144,19 @@ def default_nig_prior(
     prior sets where the posterior of σ² sits; with shape 2 and scale (w_y / 8)² it put 3% of
     its mass above 0.9 on a response in [1, 5] and the posterior of a marriage-rating regression
     missed its OLS residual variance 0.905 (issue 36, ``benchmarks/real_data_defaults.py``).
+
+    The left tail is light on purpose. Under this Normal–Inverse-Gamma form (the one the exact
+    samplers need) θ's prior sd scales with σ, so where the release says little about σ² the
+    posterior gains a factor of about σ^−p exp(−Q / 2σ²) from θ's prior, Q the fitted line's
+    distance from the prior line in V⁻¹: it leans towards the smallest σ² that keeps Q / σ²
+    of order p, and only a prior with little mass there stops it. On the ``fair`` release
+    (seed 1) priors that spread their mass evenly over log σ² put the posterior there and
+    missed OLS's 0.905 by a factor 4 to 20: 94 % intervals [0.002, 0.22] under
+    InverseGamma(1/4, w_y²/5000), [0.006, 0.17] under InverseGamma(1/2, w_y²/1000) (both with
+    θ's scale s0 = w_y/32), [0.001, 0.094] and [0.014, 0.044] with s0 = w_y/8. This prior's
+    mass below w_y²/1000 is e⁻²⁸: residual sds under a thirtieth of the range are ruled out a
+    priori, a cost stated in ``docs/regression.md``; at that scale a DP release rarely informs
+    σ² (the noise of the y² sum per record, Δ/(nε), must be well below w_y²/1000).
     Given σ², with the reference scale ``s0 = w_y / 8``, the line at the box's centre
     ``a = θ₀ + Σ θ_j c_j ~ N(c_y, σ² (w_y / s0)²)`` and each slope
     ``θ_j ~ N(0, σ² (2 w_y / (w_j s0))²)``, independent: at σ = s0 the centre's value has sd

@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+from scipy import stats
 
 from pymc_dp._validation import check_int, check_rng
 from pymc_dp.curator.regression.statistics import (
@@ -104,7 +105,9 @@ class CollapsedTrace(NamedTuple):
 def initial_step_sd(prior: NIG, x_prior: NIW) -> npt.NDArray[np.float64]:
     """Random-walk standard deviations before adaptation: a tenth of the prior's spread.
 
-    θ's from the NIG prior's mean σ², μ_x's from the NIW prior's mean Σ_x / κ, and 0.1 for
+    θ's from the NIG prior's mean σ² (its median where the mean does not exist, a ≤ 1),
+    μ_x's from the NIW prior's mean Σ_x / κ (its median where
+    the mean does not exist, ν ≤ d + 1, as in the default prior), and 0.1 for
     log σ² and the log-Cholesky entries of Σ_x. ``x_prior`` has the node axis J last in its
     batch shape. Returns shape ``(..., k)``, in the order of
     :func:`~pymc_dp.regression.kernels.collapsed.pack_parameters`.
@@ -117,13 +120,18 @@ def initial_step_sd(prior: NIG, x_prior: NIW) -> npt.NDArray[np.float64]:
     [0.1, 0.1, 0.1, 0.1, 0.1]
     """
     a = np.asarray(prior.shape, dtype=np.float64)
-    mean_sigma2 = np.where(a > 1, prior.scale / np.maximum(a - 1, 1e-300), prior.scale)
+    # σ² ~ scale / Gamma(a): its mean where it exists (a > 1), else its median.
+    mean_sigma2 = np.where(
+        a > 1, prior.scale / np.maximum(a - 1, 1e-300), prior.scale / stats.gamma.median(a)
+    )
     theta_var = np.asarray(mean_sigma2)[..., None] * np.diagonal(
         np.linalg.inv(prior.precision), 0, -2, -1
     )
     d = x_prior.loc.shape[-1]
     dof = np.asarray(x_prior.dof, dtype=np.float64)
-    denom = np.where(dof > d + 1, dof - d - 1, dof)
+    # Σ_jj ~ Ψ_jj / χ²_{ν−d+1}: its mean Ψ_jj / (ν − d − 1) where it exists, else its median.
+    median = stats.chi2.median(np.maximum(dof - d + 1, 1e-12))
+    denom = np.where(dof > d + 1, dof - d - 1, median)
     loc_var = np.diagonal(x_prior.scale, 0, -2, -1) / (denom * x_prior.kappa)[..., None]
     chol_sd = np.full((*loc_var.shape[:-1], d * (d + 1) // 2), 0.1)
     node = np.concatenate([0.1 * np.sqrt(loc_var), chol_sd], axis=-1)
