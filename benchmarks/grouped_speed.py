@@ -301,10 +301,15 @@ def _latent_normal(name: str, mean: Any, sd: Any, latent: str, *, dims: str) -> 
     return pm.Deterministic(name, mean + sd * e, dims=dims)
 
 
-def build(setting: Setting, rs: Any, side: str, latent: str) -> pm.Model:
+def build(setting: Setting, rs: Any, side: str, latent: str, hierarchy: str = "readme") -> pm.Model:
     if side == "hand":
         return hand_written_model(setting, rs, latent)
-    return default_model(setting, rs, "clt" if side == "clt" else "auto")
+    likelihood = "clt" if side == "clt" else "auto"
+    if hierarchy == "fit":  # the model `pymc-dp fit` builds (its own priors and parametrisation)
+        from pymc_dp.model.hierarchical import build_grouped_model
+
+        return build_grouped_model(rs, likelihood=likelihood)
+    return default_model(setting, rs, likelihood)
 
 
 def likelihood_of(model: pm.Model) -> str:
@@ -406,7 +411,7 @@ def gradient_cost(setting: Setting, rs: Any, side: str, args: argparse.Namespace
         with warnings.catch_warnings(), time_limit(args.time_limit, progress):
             warnings.simplefilter("ignore")
             start = time.perf_counter()
-            model = build(setting, rs, side, args.latent)
+            model = build(setting, rs, side, args.latent, args.hierarchy)
             built = time.perf_counter() - start
             if side != "hand":
                 likelihood = likelihood_of(model)
@@ -473,7 +478,7 @@ def sample_side(setting: Setting, rs: Any, side: str, args: argparse.Namespace) 
         with warnings.catch_warnings(), time_limit(args.time_limit, progress):
             warnings.simplefilter("ignore")
             start = time.perf_counter()
-            model = build(setting, rs, side, args.latent)
+            model = build(setting, rs, side, args.latent, args.hierarchy)
             if side != "hand":
                 likelihood = likelihood_of(model)
             progress["phase"] = "compiling or starting to sample"
@@ -630,6 +635,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--sections", nargs="+", choices=("gradient", "sampling"), default=["gradient", "sampling"]
     )
+    parser.add_argument(
+        "--hierarchy",
+        choices=("readme", "fit"),
+        default="readme",
+        help="the pymc_dp sides' population model: the README's non-centred one, or "
+        "pmdp.build_grouped_model's (what `pymc-dp fit` samples; binomial, poisson)",
+    )
+    parser.add_argument(
+        "--sampling-sides",
+        nargs="+",
+        choices=SIDES,
+        default=["default", "hand"],
+        help="models of the sampling runs (clt: the default node with likelihood='clt')",
+    )
     parser.add_argument("--repeats", type=int, default=7, help="gradient timings (median)")
     parser.add_argument(
         "--time-limit",
@@ -706,7 +725,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for eps in args.epsilons:
                     setting = Setting(family, size, eps, **common)
                     rs = make_release(setting)
-                    for side in ("default", "hand"):
+                    for side in args.sampling_sides:
                         row = sample_side(setting, rs, side, args)
                         sampling.append(row)
                         print(

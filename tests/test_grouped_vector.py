@@ -88,9 +88,10 @@ def test_categorical_exact_gradient_is_each_single_releases():
 
 
 def test_categorical_clt_counts_have_the_multinomial_clt_law():
-    """The latent counts are a linear map of the standard normals: its covariance is the
-    multinomial CLT's n(diag p − ppᵀ) and its mean n p, the K-th count n minus the others, and
-    y given them is Laplace(s, Δ/ε)."""
+    """The latent counts are a map of their standardised values u whose law is the multinomial
+    CLT's: u's log density minus log |det ∂s/∂u| is the normal N(n p, n(diag p − ppᵀ)) of the
+    first K − 1 counts at random points, the K-th count is n minus the others, prior draws of u
+    map to counts with the CLT's mean and covariance, and y given the counts is Laplace(s, Δ/ε)."""
     rs, _, _ = _categorical(3, sizes=(60, 90, 40), k=4)
     p = np.array([[0.1, 0.2, 0.3, 0.4], [0.25, 0.25, 0.25, 0.25], [0.5, 0.1, 0.3, 0.1]])
     with pm.Model() as model:
@@ -101,18 +102,28 @@ def test_categorical_clt_counts_have_the_multinomial_clt_law():
     s = node.op.dist_params(node)[0]  # Laplace(mu=s, b)
     counts = pytensor.function([std], s)
     jac = pytensor.function([std], pytensor.gradient.jacobian(s.ravel(), std))
-    origin = np.zeros((3, 3))
-    mean, lin = counts(origin), jac(origin).reshape(3, 4, 3, 3)
+    logp_u = model.compile_logp(vars=[std], sum=False)
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        u = rng.normal(size=(3, 3))
+        s_at, lin = counts(u), jac(u).reshape(3, 4, 3, 3)
+        got = logp_u({"y_s_std": u})[0]
+        for g, n in enumerate(rs.n):
+            cov = n * (np.diag(p[g]) - np.outer(p[g], p[g]))
+            want = stats.multivariate_normal(n * p[g, :3], cov[:3, :3]).logpdf(s_at[g, :3])
+            log_det = np.linalg.slogdet(lin[g, :3, g, :])[1]
+            np.testing.assert_allclose(got[g] - log_det, want, rtol=1e-9)
+            assert np.isclose(s_at[g].sum(), n)
+    draws = pm.draw(s, draws=20_000, random_seed=5)
     for g, n in enumerate(rs.n):
-        a = lin[g, :, g, :]  # ∂s_g / ∂std_g
         cov = n * (np.diag(p[g]) - np.outer(p[g], p[g]))
-        np.testing.assert_allclose(mean[g], n * p[g], rtol=1e-12)
-        np.testing.assert_allclose(a @ a.T, cov, atol=1e-9)
+        sd = np.sqrt(np.diag(cov) / 20_000)
+        np.testing.assert_array_less(np.abs(draws[:, g].mean(0) - n * p[g]), 5 * sd + 1e-9)
+        np.testing.assert_allclose(np.cov(draws[:, g].T), cov, atol=0.05 * cov.max())
     assert release_attrs(model)["pymc_dp_likelihood_y"] == "clt"
-    point = {"y_s_std": np.random.default_rng(4).normal(size=(3, 3))}
+    point = {"y_s_std": rng.normal(size=(3, 3))}
     logp_y = model.compile_logp(vars=[model["y"]])(point)
-    s_at = counts(point["y_s_std"])
-    want = stats.laplace.logpdf(rs.value, s_at, rs.first.scale).sum()
+    want = stats.laplace.logpdf(rs.value, counts(point["y_s_std"]), rs.first.scale).sum()
     np.testing.assert_allclose(logp_y, want, rtol=1e-8)
 
 
@@ -319,10 +330,17 @@ def test_mixed_categorical_node_is_each_groups_own_likelihood(mechanism):
     with pm.Model() as clt:
         pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p0[1]), release=rs["b"], likelihood="clt")
     if mechanism == "laplace":
-        n, (p1, p2, _) = rs.n[1], p0[1]
-        s1 = n * p1 + np.sqrt(n * p1 * (1 - p1)) * 0.3
-        s2 = (n - s1) * p2 / (1 - p1) + np.sqrt(n * p2 * (1 - p1 - p2) / (1 - p1)) * -1.1
-        s = np.array([s1, s2, n - s1 - s2])
+        # Each count given the earlier ones: its CLT conditional N(c, v) combined with y read
+        # as N(y, 2b²) gives N(m, d²), and s = m + d·u.
+        n, (p1, p2, _), y, b = rs.n[1], p0[1], rs.value[1], rs.first.scale
+        s, left, before = [], n, 0.0
+        for u, p_j, y_j in zip((0.3, -1.1), (p1, p2), y[:2], strict=True):
+            c = left * p_j / (1 - before)
+            v = n * p_j * (1 - before - p_j) / (1 - before) + (1e-6 * b) ** 2
+            d2 = 1 / (1 / v + 1 / (2 * b * b))
+            s.append(d2 * (c / v + y_j / (2 * b * b)) + np.sqrt(d2) * u)
+            left, before = left - s[-1], before + p_j
+        s = np.array([*s, left])
         want = stats.laplace.logpdf(rs.value[1], s, rs.first.scale).sum()
     else:
         want = float(np.sum(_logp_of_y(clt, {})))

@@ -11,7 +11,7 @@ release                likelihood                 per group, as for one release
 Categorical counts     exact                      the multinomial sum of
                                                   :func:`~pymc_dp.likelihoods.exact.multinomial_exact_logp`
 Categorical counts     CLT (counts latent)        y_g ~ Laplace(s_g, Δ/ε), s_g the CLT normal's
-                                                  counts, non-centred (below)
+                                                  counts, standardised (below)
 Categorical, Gaussian  CLT                        y_g ~ N(n_g p_g, n_g (diag p_g − p_g p_gᵀ) + τ² I)
 Normal, LogNormal      CLT (pair, ŝ₁ latent)      ŝ₁_g a model variable (``{name}_s1``, in
                                                   standard units of its posterior given y₁) and
@@ -25,10 +25,11 @@ Categorical counts with Laplace noise under the CLT have no closed form once s i
 the model a user writes by hand: s_g = (s_g1, …, s_gK) with s_gK = n_g − Σ_{j<K} s_gj, each
 s_gj given the earlier ones the joint CLT normal's conditional, N((n_g − S_g,j−1) q_gj,
 n_g p_gj (1 − P_gj)/(1 − P_g,j−1)) with P_gj = p_g1 + … + p_gj and q_gj = p_gj/(1 − P_g,j−1),
-non-centred (``{name}_s_std``, one standard normal per group and count), and y_g ~ Laplace(s_g,
-Δ/ε) (:func:`_laplace_counts`). NUTS samples the counts with θ, so every NUTS backend runs it;
-``"auto"`` takes it where the CLT is trusted in every group, and the exact sum (one operation
-for every group) otherwise, where affordable.
+each in standard units of that conditional combined with its released count
+(``{name}_s_std``, one value per group and count; :func:`_count_chain`), and y_g ~ Laplace(s_g,
+Δ/ε) (:func:`_laplace_counts`). NUTS samples the counts with θ, so every NUTS backend runs it.
+``"auto"`` decides each group: the exact sum where the CLT is untrusted and the sum affordable
+(one operation for those groups), the CLT elsewhere.
 """
 
 from __future__ import annotations
@@ -162,32 +163,88 @@ def _laplace_counts(
     """Laplace-noised Categorical counts: each group's counts latent, from the CLT normal.
 
     The module docstring gives the chain of conditionals; the first K − 1 counts are
-    non-centred on ``{name}_s_std`` (dimensions: the groups, then ``{name}_s_count``).
+    standardised on ``{name}_s_std`` (dimensions: the groups, then ``{name}_s_count``).
     """
-    s = _latent_counts(name, theta, release.n, value.shape[1], dims)
     scale = float(release.first.scale)
+    s = _latent_counts(name, theta, release.n, value, scale, dims)
     return pm.Laplace(name, mu=s, b=scale, observed=value, dims=dims)
 
 
+def _count_chain(
+    u: Any, p: Any, n: Any, released: Any, scale: float, m: int, lib: Any = pt
+) -> tuple[Any, Any]:
+    """The CLT counts s_g,1..K−1 from their standardised u, and u's log density (per group).
+
+    Count j given the earlier ones has the CLT conditional N(c_j, v_j) (module docstring). Its
+    free variable is u_j with s_j = m_j + d_j·u_j, where N(m_j, d_j²) combines N(c_j, v_j) with
+    y_j read as a normal of the Laplace noise's variance 2b², as
+    :func:`~pymc_dp.likelihoods.collapsed_pair.first_statistic` does for ŝ₁. So u is of order
+    one both where the noise is wide (s ≈ its prior: u is the non-centred standard normal) and
+    where it is narrow against the counts' spread (s pinned within b of y, where the
+    non-centred map ties each standard normal to θ), and its log density is the counts' CLT
+    density times the Jacobian Π d_j: the law of s is the CLT's whatever the map.
+
+    ``u``, ``p`` (the first m = K − 1 probabilities) and ``released`` (y's first m counts) have
+    the count last, ``n`` not; ``lib`` is ``pytensor.tensor`` (the model) or NumPy (draws, with
+    ``u`` then the CLT draws' standard normals and the returned u their standardised values).
+    """
+    noise_var = 2.0 * scale * scale
+    floor = (1e-6 * scale) ** 2  # as the collapsed nodes: v_j = 0 would divide by zero
+    counts, logp, left, before = [], 0.0, n, 0.0  # n_g − S_g,j−1 and P_g,j−1
+    for j in range(m):
+        p_j = p[..., j]
+        rest = 1.0 - before
+        c = left * p_j / rest
+        v = n * p_j * (rest - p_j) / rest + floor
+        d = 1.0 / lib.sqrt(1.0 / v + 1.0 / noise_var)
+        m = d * d * (c / v + released[..., j] / noise_var)
+        if lib is pt:
+            s_j = m + d * u[..., j]
+            logp = logp - 0.5 * (s_j - c) ** 2 / v - 0.5 * lib.log(2.0 * np.pi * v) + lib.log(d)
+            counts.append(s_j)
+        else:  # a prior draw: s_j from N(c_j, v_j), reported as its u_j
+            s_j = c + lib.sqrt(v) * u[..., j]
+            counts.append((s_j - m) / d)
+        left, before = left - s_j, before + p_j
+    return lib.stack(counts, axis=-1), logp
+
+
 def _latent_counts(
-    name: str, theta: TensorVariable, n: Any, k: int, dims: tuple[str, str]
+    name: str, theta: TensorVariable, n: Any, value: np.ndarray, scale: float, dims: tuple
 ) -> TensorVariable:
-    """The CLT counts of the groups ``dims[0]`` (θ and n one row each): shape ``(G, k)``."""
+    """The CLT counts of the groups ``dims[0]`` (θ, n and y one row each): shape ``(G, K)``."""
     n = np.asarray(n, dtype=np.float64)
+    k = value.shape[1]
     model = pm.modelcontext(None)
     count_dim = f"{name}_s_count"
     if count_dim not in model.coords:
         model.add_coord(count_dim, list(model.coords[dims[1]])[: k - 1])
-    std = pm.Normal(f"{name}_s_std", 0.0, 1.0, dims=(dims[0], count_dim))
-    counts, left, before = [], pt.as_tensor_variable(n), 0.0  # n_g − S_g,j−1 and P_g,j−1
-    for j in range(k - 1):
-        p_j = theta[:, j]
-        rest = 1.0 - before
-        var = n * p_j * (rest - p_j) / rest
-        s_j = left * p_j / rest + pt.sqrt(var) * std[:, j]
-        counts.append(s_j)
-        left, before = left - s_j, before + p_j
-    return pt.stack([*counts, left], axis=-1)
+    head = theta[:, : k - 1]
+    released = np.asarray(value, dtype=np.float64)[:, : k - 1]
+
+    def logp(u, p, n, y):
+        return _count_chain(u, p, n, y, scale, k - 1)[1]
+
+    def random(p, n, y, rng=None, size=None):
+        arrays = (np.asarray(a, dtype=np.float64) for a in (p, np.asarray(n)[..., None], y))
+        p, n, y = np.broadcast_arrays(*arrays)
+        shape = p.shape if size is None else (*np.atleast_1d(size), p.shape[-1])
+        p, n, y = (np.broadcast_to(a, shape) for a in (p, n, y))
+        return _count_chain(rng.normal(size=shape), p, n[..., 0], y, scale, k - 1, lib=np)[0]
+
+    u = pm.CustomDist(
+        f"{name}_s_std",
+        head,
+        n,
+        released,
+        logp=logp,
+        random=random,
+        signature="(m),(),(m)->(m)",
+        dtype="float64",
+        dims=(dims[0], count_dim),
+    )
+    s = _count_chain(u, head, n, released, scale, k - 1)[0]
+    return pt.concatenate([s, (n - pt.sum(s, axis=-1))[:, None]], axis=-1)
 
 
 def _mixed_counts(
@@ -213,14 +270,15 @@ def _mixed_counts(
     model = pm.modelcontext(None)
     exact_law = MultinomialCounts(sizes[exact], family.categories)  # its log density only
     gaussian = release.first.mechanism == DISCRETE_GAUSSIAN
+    scale = float(release.first.scale)
     if gaussian:
         latent = pt.zeros_like(theta)  # unused: the CLT groups' counts are integrated
     else:
         group_dim = f"{name}_s_group"
         model.add_coord(group_dim, [list(model.coords[dims[0]])[g] for g in clt])
-        s_clt = _latent_counts(name, theta[clt], sizes[clt], value.shape[1], (group_dim, dims[1]))
+        clt_dims = (group_dim, dims[1])
+        s_clt = _latent_counts(name, theta[clt], sizes[clt], value[clt], scale, clt_dims)
         latent = pt.set_subtensor(pt.zeros_like(theta)[clt], s_clt)
-    scale = float(release.first.scale)
 
     def logp(value, theta, latent):
         out = pt.zeros(value.shape[:-1], dtype="float64")
