@@ -58,6 +58,7 @@ from .evaluation.measures import interval_coverage as interval_coverage
 from .evaluation.measures import ks_band as ks_band
 from .evaluation.measures import ks_statistic as ks_statistic
 from .evaluation.measures import mmd2_unbiased as mmd2_unbiased
+from .model.hierarchical import centring_weights as centring_weights
 from .model.latent import sample_latent as sample_latent
 from .model.marginals_laplace import marginals_laplace_posterior as marginals_laplace_posterior
 from .model.nodes.marginals import NoisyMarginals as NoisyMarginals

@@ -339,7 +339,7 @@ def test_fit_model_centres_each_group_by_its_information_and_keeps_the_prior():
     from scipy import stats
 
     from pymc_dp.families import Binomial
-    from pymc_dp.model.hierarchical import GROUPED_LINKS, build_grouped_model, centring_weights
+    from pymc_dp.model.hierarchical import GROUPED_LINKS, build_grouped_model, information_weights
 
     rng = np.random.default_rng(51)
     keys = ["tiny", "mid", "large"]
@@ -347,7 +347,8 @@ def test_fit_model_centres_each_group_by_its_information_and_keeps_the_prior():
     x = rng.binomial(TRIALS, np.repeat([0.3, 0.5, 0.6], [3, 200, 5000]))
     rs = _release(x, by, keys, 1.0, 52)
     estimate, info = GROUPED_LINKS["logit"].information(Binomial(trials=TRIALS), rs)
-    weight = centring_weights(estimate, info, 1.0)
+    weight = information_weights(estimate, info, 1.0)
+    np.testing.assert_array_equal(pmdp.centring_weights(rs), weight)
     assert np.all((weight >= 0) & (weight <= 1)) and weight[0] < 0.3 < 0.97 < weight[2]
     assert np.all(np.diff(weight) > 0)
     model = build_grouped_model(rs)
@@ -358,3 +359,27 @@ def test_fit_model_centres_each_group_by_its_information_and_keeps_the_prior():
         assert stats.kstest((eta[:, g] - mu) / tau, "norm").pvalue > 1e-3, keys[g]
     with pytest.raises(AssertionError):  # the check can fail: a wrong scale is caught
         assert stats.kstest((eta[:, 2] - mu) / tau**0.5, "norm").pvalue > 1e-3
+
+
+def test_fit_model_centres_a_normal_windows_group_means_and_keeps_their_prior():
+    """The location-scale link: μ_g centred where Σz pins it, and (μ_g − μ)/τ ~ N(0, 1)."""
+    from scipy import stats
+
+    from pymc_dp.families import Normal
+    from pymc_dp.likelihoods.choice import CltWarning
+    from pymc_dp.model.hierarchical import GROUPED_LINKS, build_grouped_model, information_weights
+
+    rng = np.random.default_rng(61)
+    keys = ["tiny", "large"]
+    by = np.repeat(keys, [4, 20_000])
+    x = rng.normal(np.repeat([0.5, -0.5], [4, 20_000]), 1.0)
+    rs = pmdp.release_grouped(
+        x, pm.Normal, bounds=(-5, 5), epsilon=5.0, by=by, groups=keys, sizes="public", rng=62
+    )
+    weight = information_weights(*GROUPED_LINKS["location-scale"].information(Normal(), rs), 2.5)
+    assert weight[0] < 0.5 and weight[1] > 0.95, weight
+    with pytest.warns(CltWarning):  # 4 records
+        model = build_grouped_model(rs)
+    mu, tau, mu_g = pm.draw([model["mu"], model["tau"], model["mu_g"]], draws=4000, random_seed=63)
+    for g in range(2):
+        assert stats.kstest((mu_g[:, g] - mu) / tau, "norm").pvalue > 1e-3, keys[g]

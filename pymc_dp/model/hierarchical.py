@@ -1,10 +1,11 @@
 """Partially pooled models of grouped releases (:class:`~pymc_dp.ReleaseSet`), for ``fit``.
 
 One release per group, one parameter per group, drawn from a common population on the link
-scale. Vector and location-scale links are non-centred, so that NUTS mixes when the groups are
-alike (small τ); scalar links (logit, log) are partially non-centred group by group
-(:func:`centring_weights`): non-centred where a group's release says little about its θ_g,
-centred where it pins θ_g (large groups at a large ε), where the non-centred model mixes badly.
+scale. A scalar θ_g (logit, log) and a location-scale μ_g are partially non-centred group by
+group (:func:`information_weights`): non-centred where a group's release says little about it (NUTS
+then mixes when the groups are alike, small τ), centred where the release pins it (large groups
+at a large ε), where the non-centred model mixes badly. Categorical z_g and the Normal's log σ_g
+are non-centred.
 A family joins one of these models by naming its link in its declaration
 (:attr:`~pymc_dp.families.FamilyDeclaration.grouped_link`; :data:`GROUPED_LINKS`):
 
@@ -14,7 +15,7 @@ link            model (built-in families)
 logit           logit p_g ~ N(μ, τ²) (bernoulli, binomial)
 log             log λ_g ~ N(μ, τ²) (poisson)
 softmax         p_g = softmax(μ + τ z_g), μ and z_g zero-sum normal vectors (categorical)
-location-scale  μ_g = μ + τ z_g, log σ_g = ν + τ_σ w_g, z_g, w_g ~ N(0, 1) (normal, lognormal)
+location-scale  μ_g ~ N(μ, τ²), log σ_g = ν + τ_σ w_g, w_g ~ N(0, 1) (normal, lognormal)
 ==============  ==============================================================================
 
 with μ ~ N(``mu_mean``, ``mu_sd``) and τ ~ HalfNormal(``tau_sd``) (and, for the Normal,
@@ -53,10 +54,12 @@ __all__ = [
     "GROUPED_LINKS",
     "GroupedLink",
     "build_grouped_model",
+    "centring_weights",
     "group_summary",
     "group_variables",
     "grouped_prior_hyperparameters",
     "hierarchical_families",
+    "information_weights",
     "link_description",
     "population_variables",
     "save_grouped_figures",
@@ -156,13 +159,8 @@ class _ScalarLink(GroupedLink):
         tau = pm.HalfNormal("tau", values["tau_sd"])
         weight = np.zeros(size)
         if release is not None:
-            weight = centring_weights(*self.information(family, release), values["tau_sd"])
-        if np.all(weight == 0.0):
-            z = pm.Normal("z", 0.0, 1.0, dims=dims)
-            eta = mu + tau * z
-        else:  # z_g ~ N(w_g μ, τ^2w_g): η_g = μ + τ^(1−w_g) (z_g − w_g μ) ~ N(μ, τ²)
-            z = pm.Normal("z", weight * mu, tau**weight, dims=dims)
-            eta = mu + tau ** (1.0 - weight) * (z - weight * mu)
+            weight = information_weights(*self.information(family, release), values["tau_sd"])
+        eta = partially_centred("z", mu, tau, weight, dims)
         theta = self.group_variables(family)[0]
         return family.dist_at(pm.Deterministic(theta, self.inverse(eta), dims=dims))
 
@@ -173,7 +171,68 @@ def _noise_variance(release: ReleaseSet) -> float:
     return scale * scale * (1.0 if release.first.mechanism == DISCRETE_GAUSSIAN else 2.0)
 
 
-def centring_weights(estimate: Any, information: Any, tau_sd: float) -> np.ndarray:
+def partially_centred(name: str, mu: Any, tau: Any, weight: np.ndarray, dims: str) -> Any:
+    """η_g ~ N(μ, τ²) through the free variable ``name``, centred by ``weight`` (in [0, 1]).
+
+    ``name`` is z_g ~ N(w_g μ, τ^(2 w_g)) and η_g = μ + τ^(1−w_g) (z_g − w_g μ); all weights
+    0 give the plain non-centred z_g ~ N(0, 1), η_g = μ + τ z_g.
+    """
+    if np.all(weight == 0.0):
+        return mu + tau * pm.Normal(name, 0.0, 1.0, dims=dims)
+    z = pm.Normal(name, weight * mu, tau**weight, dims=dims)
+    return mu + tau ** (1.0 - weight) * (z - weight * mu)
+
+
+def centring_weights(release: ReleaseSet, *, tau_sd: float | None = None) -> np.ndarray:
+    """How far to centre each group's effect in a partially pooled model, from public values.
+
+    For a model of your own, ``w = pmdp.centring_weights(rs)`` then
+    ``z = pm.Normal("z", w * mu, tau**w, dims="group")`` and
+    ``eta = mu + tau**(1 - w) * (z - w * mu)`` gives η_g ~ N(μ, τ²) as ``mu + tau * z`` with
+    ``z ~ N(0, 1)`` does, and the same posterior, with far better mixing where some groups'
+    releases pin their η_g (:func:`information_weights`; :func:`build_grouped_model` does this).
+
+    Parameters
+    ----------
+    release
+        A grouped release of a family with a scalar link (logit, log) or a location-scale one
+        (the weights are then those of the groups' means).
+    tau_sd
+        Scale of τ's prior (HalfNormal); default the link's (:func:`grouped_prior_hyperparameters`).
+
+    Returns
+    -------
+    numpy.ndarray
+        w_g in [0, 1], one per group.
+
+    Raises
+    ------
+    ValueError
+        If the family's link has no scalar effect per group (Categorical).
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm, pymc_dp as pmdp
+    >>> rng = np.random.default_rng(0)
+    >>> by = np.repeat(["a", "b", "c"], [10, 1000, 5000])
+    >>> rs = pmdp.release_grouped(rng.binomial(1, 0.3, by.size), pm.Bernoulli, epsilon=1.0,
+    ...     by=by, groups=["a", "b", "c"], sizes="public", rng=1)
+    >>> pmdp.centring_weights(rs).round(2)
+    array([0.01, 0.68, 0.91])
+    """
+    family = _check_family(release)
+    link = _link(family.name)
+    if not hasattr(link, "information"):
+        raise ValueError(
+            f"release: a grouped {family.name} release has no scalar effect per group to "
+            "centre; its model stays non-centred"
+        )
+    if tau_sd is None:
+        tau_sd = link.defaults(family, release)["tau_sd"]
+    return information_weights(*link.information(family, release), tau_sd)
+
+
+def information_weights(estimate: Any, information: Any, tau_sd: float) -> np.ndarray:
     """How far to centre each group's z_g: w_g = τ̂² / (τ̂² + 1/I_g), in [0, 1].
 
     For η_g ~ N(μ, τ²) observed with variance 1/I_g, z_g ~ N(w_g μ, τ^(2 w_g)) with
@@ -300,6 +359,18 @@ class _LocationScaleLink(GroupedLink):
     def group_variables(self, family):
         return ("mu_g", "sigma_g")
 
+    def information(self, family, release):
+        # Σz of n_g records: mean n_g μ_g, variance n_g σ_g² (σ_g from the pair, at least a
+        # twentieth of the window), plus the noise; z is x, or log x for a LogNormal.
+        from pymc_dp.model.priors import window_scale
+
+        n = release.n.astype(np.float64)
+        value = np.asarray(release.value, dtype=np.float64).reshape(len(release), -1)
+        _, width = window_scale(family, release.first.bounds)
+        mean = value[:, 0] / n
+        var = np.maximum(value[:, 1] / n - mean * mean, (width / 20.0) ** 2)
+        return mean, n * n / (n * var + _noise_variance(release))
+
     def describe(self, family, values):
         return (
             f"mu_g = mu + tau z_g, log sigma_g = log_sigma + tau_sigma w_g, "
@@ -312,11 +383,14 @@ class _LocationScaleLink(GroupedLink):
     def build(self, family, values, *, size, dims, name, release=None):
         mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"])
         tau = pm.HalfNormal("tau", values["tau_sd"])
-        z = pm.Normal("z", 0.0, 1.0, dims=dims)
+        weight = np.zeros(size)
+        if release is not None:
+            weight = information_weights(*self.information(family, release), values["tau_sd"])
+        mu_g = partially_centred("z", mu, tau, weight, dims)
         log_sigma = pm.Normal("log_sigma", values["log_sigma_mean"], values["log_sigma_sd"])
         tau_sigma = pm.HalfNormal("tau_sigma", values["tau_sigma_sd"])
         z_sigma = pm.Normal("z_sigma", 0.0, 1.0, dims=dims)
-        mu_g = pm.Deterministic("mu_g", mu + tau * z, dims=dims)
+        mu_g = pm.Deterministic("mu_g", mu_g, dims=dims)
         sigma_g = pm.Deterministic(
             "sigma_g", pm.math.exp(log_sigma + tau_sigma * z_sigma), dims=dims
         )
