@@ -272,7 +272,8 @@ def test_windowed_normal_gradient_compiles_to_elementwise_loops():
     names = {type(op).__name__ for op in ops}
     assert not names & {"IncSubtensor", "AdvancedIncSubtensor", "Split"}, names
     scalar_ops = [type(op.scalar_op) for op in ops if hasattr(op, "scalar_op")]
-    assert scalar_ops.count(WindowMomentsScalar) == 1
+    c_backend = not any(k in type(fn.maker.linker).__name__ for k in ("Numba", "JAX"))
+    assert scalar_ops.count(WindowMomentsScalar) == (1 if c_backend else 0)
 
 
 def test_predictive_draws_have_the_grouped_shape():

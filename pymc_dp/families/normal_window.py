@@ -16,7 +16,8 @@ a model's logp-and-gradient graph stays small.
 When a function is compiled, a rewrite replaces the Op's forward pass by compiled code rather
 than a Python call of about 120 µs: for PyTensor's C backend one elementwise loop of
 :class:`WindowMomentsScalar` (the NumPy kernel in C, with real branches), for JAX and Numba the
-same kernel written as a PyTensor graph (:func:`window_moments_graph`). The gradient, built
+same kernel written as a PyTensor graph (:func:`window_moments_graph`); other modes (no
+rewrites) call the Op. The gradient, built
 symbolically before any rewrite, is still the Op's short polynomial.
 """
 
@@ -33,11 +34,10 @@ from pytensor.gradient import DisconnectedType
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from pytensor.graph.replace import _vectorize_node
-from pytensor.graph.rewriting.basic import node_rewriter
+from pytensor.graph.rewriting.basic import in2out, node_rewriter
 from pytensor.scalar.basic import ScalarOp, float64
 from pytensor.scalar.math import C_CODE_PATH
 from pytensor.tensor.elemwise import Elemwise
-from pytensor.tensor.rewriting.basic import register_specialize
 from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp.families.truncated import LOG_TINY, f64, normal_log_cdf
@@ -305,21 +305,31 @@ def _cast_like(values: list, outputs: list) -> list:
     ]
 
 
-@register_specialize
 @node_rewriter([WindowMomentsOp])
 def _window_moments_as_scalar(fgraph: Any, node: Apply) -> list | None:
-    """Compile the Op's forward pass as one elementwise loop (see the module docstring)."""
+    """C backend: the Op's forward pass as one elementwise loop (see the module docstring)."""
     return _cast_like(_window_moments_elemwise(*node.inputs), node.outputs)
 
 
-@node_rewriter([_window_moments_elemwise])
+@node_rewriter([WindowMomentsOp])
 def _window_moments_as_graph(fgraph: Any, node: Apply) -> list | None:
-    """JAX and Numba: the forward pass as a PyTensor graph (they compile no C)."""
+    """JAX, Numba (and PyTorch, MLX): the forward pass as a PyTensor graph (they compile no C)."""
     return _cast_like(window_moments_graph(*node.inputs), node.outputs)
 
 
+# The graph form where the linker compiles no C (the C backend's queries lack these tags). The
+# C loop is put in after the graph rewrites, just before fusion, for the C backend only
+# ("cxx_only" is excluded by the other linkers): PyTensor 3's fact inference fails on a
+# multi-output Elemwise that a rewrite's query walks through, and a late pass meets none.
 optdb["specialize"].register(
-    "pmdp_window_moments_as_graph", _window_moments_as_graph, "jax", "numba"
+    "pmdp_window_moments_as_graph", _window_moments_as_graph, "jax", "numba", "pytorch", "mlx"
+)
+optdb.register(
+    "pmdp_window_moments_as_c",
+    in2out(_window_moments_as_scalar),
+    "fast_run",
+    "cxx_only",
+    position=47.5,
 )
 
 
