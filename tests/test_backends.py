@@ -150,6 +150,26 @@ def grouped_poisson():
     )
 
 
+def grouped_normal():
+    # The windowed Normal pair: ŝ₁ latent (y_s1_std), ŝ₂ integrated given it; a window that
+    # truncates, so that the window moments' every term matters.
+    rng = np.random.default_rng(24)
+    site = rng.choice(list("abcd"), size=400)
+    x = rng.normal(np.where(site == "a", 0.5, 1.5), 1.5)
+    rs = pmdp.release_grouped(
+        x, pm.Normal, bounds=(-1.0, 4.0), by=site, groups=list("abcd"), sizes="public",
+        epsilon=1.0, rng=25,
+    )  # fmt: skip
+    with pm.Model(coords=rs.coords()) as model:
+        mu = pm.Normal("mu", 1.0, 1.0)
+        tau = pm.HalfNormal("tau", 0.5)
+        z = pm.Normal("z", 0.0, 1.0, dims="group")
+        sigma = pm.HalfNormal("sigma", 2.0)
+        dist = pm.Normal.dist(mu + tau * z, sigma)
+        pmdp.NoisySuffStat("y", dist, release=rs, dims="group", likelihood="clt")
+    return model
+
+
 def _grouped_categorical(epsilon, sizes=None):
     rng = np.random.default_rng(22)
     site = rng.choice(list("abcd"), size=400) if sizes is None else np.repeat(list("abcd"), sizes)
@@ -192,6 +212,7 @@ MODELS = {
     "categorical-exact": categorical_exact,
     "grouped-binomial": grouped_binomial,
     "grouped-poisson": grouped_poisson,
+    "grouped-normal": grouped_normal,
     "grouped-categorical-clt": grouped_categorical_clt,
     "grouped-categorical-exact": grouped_categorical_exact,
     "grouped-categorical-mixed": grouped_categorical_mixed,
@@ -213,7 +234,7 @@ def test_the_models_cover_every_likelihood_a_default_model_can_get():
     assert built["poisson-window-exact"] == "exact" and built["exponential-lattice"] == "exact"
     assert built["categorical-exact"] == "exact" and built["normal-pair"] == "clt"
     assert built["poisson-window-count"] == "clt"
-    assert built["grouped-categorical-clt"] == "clt"
+    assert built["grouped-categorical-clt"] == "clt" and built["grouped-normal"] == "clt"
     assert built["grouped-categorical-exact"] == "exact"
     assert built["grouped-categorical-mixed"].startswith("mixed: exact in 2 of 4 groups (a, c)")
 
@@ -289,6 +310,7 @@ def test_jax_logp_gradient_and_samplers_equal_the_default_backend():
         "poisson-window-count",
         "normal-pair",
         "grouped-poisson",
+        "grouped-normal",
         "grouped-categorical-exact",
         "grouped-categorical-mixed",
     ],
@@ -380,6 +402,7 @@ MATRIX = [
     "normal-pair",
     "categorical-exact",
     "grouped-binomial",
+    "grouped-normal",
     "grouped-categorical-clt",
 ]
 

@@ -231,6 +231,63 @@ def test_windowed_normal_gradient_matches_finite_differences():
         assert grad[i] == pytest.approx((f[0] - f[1]) / (2 * h), rel=1e-5, abs=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("family", "window"),
+    [
+        (pmdp.families.Normal(), (-1.0, 3.0)),  # truncation matters on both sides
+        (pmdp.families.Normal(), (-12.0, 14.0)),  # wide: q within 1e-9 of 1
+        (pmdp.families.Normal(), (2.5, 40.0)),  # one side far in the tail
+        (pmdp.families.LogNormal(), (0.0, 5.0)),  # the latent window is open below
+    ],
+)
+def test_elementwise_window_entries_equal_the_vectorised_joint_clt(family, window):
+    # The grouped pair reads its CLT entries straight off (μ_g, σ²_g): the same numbers, and
+    # the same gradients, as the vectorised joint_clt graph of θ_g it replaces.
+    from pymc_dp.likelihoods.clt import grouped_joint_clt_entries
+
+    rng = np.random.default_rng(31)
+    n = rng.integers(20, 400, size=40).astype(float)
+    mu, s2 = pytensor.tensor.dvector("mu"), pytensor.tensor.dvector("s2")
+    theta = pytensor.tensor.stack([mu, s2], axis=-1)
+    (m1, m2), covs = grouped_joint_clt_entries(family, theta, n, window)
+    old = [m1, m2, covs[0, 0], covs[0, 1], covs[1, 1]]
+    new = [n * e for e in family.pair_window_entries((mu, s2), window)]
+    weights = rng.normal(size=(5, 40))
+    cost = lambda entries: sum((w * e).sum() for w, e in zip(weights, entries))  # noqa: E731
+    fn = pytensor.function(
+        [mu, s2],
+        [*old, *new, *pytensor.grad(cost(old), [mu, s2]), *pytensor.grad(cost(new), [mu, s2])],
+    )
+    for _ in range(4):
+        values = fn(rng.normal(1.0, 2.0, size=40), np.exp(rng.normal(0.5, 0.8, size=40)))
+        for a, b in zip(values[:5] + values[10:12], values[5:10] + values[12:14]):
+            scale = np.maximum(np.abs(a), 1.0)
+            np.testing.assert_array_less(np.abs(a - b) / scale, 1e-10)
+
+
+@pytest.mark.filterwarnings("ignore::pymc_dp.likelihoods.choice.CltWarning")
+def test_windowed_normal_gradient_compiles_to_elementwise_loops():
+    # θ_g's components enter the CLT entries directly: no stacking of θ or of the entries is
+    # left for the gradient to take apart, and the window moments run as one C loop.
+    from pymc_dp.families.normal_window import WindowMomentsScalar
+
+    rs, _, _ = _normal(4)
+    with pm.Model(coords={"group": KEYS}):
+        m = pm.Normal("m", 0.0, 1.0)
+        t = pm.HalfNormal("t", 1.0)
+        z = pm.Normal("z", 0.0, 1.0, dims="group")
+        s = pm.HalfNormal("s", 1.0)
+        pmdp.NoisySuffStat("y", pm.Normal.dist(m + t * z, s), release=rs, dims="group")
+        fn = pm.modelcontext(None).logp_dlogp_function(ravel_inputs=True)._pytensor_function
+    if any(k in type(fn.maker.linker).__name__ for k in ("Numba", "JAX")):
+        pytest.skip("the C backend's graph (PyTensor 3 compiles with Numba by default)")
+    ops = [n.op for n in fn.maker.fgraph.apply_nodes]
+    names = {type(op).__name__ for op in ops}
+    assert not names & {"IncSubtensor", "AdvancedIncSubtensor", "Split"}, names
+    scalar_ops = [type(op.scalar_op) for op in ops if hasattr(op, "scalar_op")]
+    assert scalar_ops.count(WindowMomentsScalar) == 1
+
+
 def test_predictive_draws_have_the_grouped_shape():
     rs, _, _ = _categorical(5)
     p = np.array([[0.2, 0.3, 0.5], [0.3, 0.3, 0.4], [0.1, 0.6, 0.3]])

@@ -13,24 +13,31 @@ for Z = Φ(β) - Φ(α), r_α = φ(α)/Z, r_β = φ(β)/Z and any g, ∂_β E g(
 -r_α r_β), ∂r_β = (r_α r_β, -r_β(β + r_β)). Derivatives of every order are therefore exact, and
 a model's logp-and-gradient graph stays small.
 
-When a function is compiled for PyTensor's default (C), JAX or Numba backends, a rewrite replaces
-the Op by the same kernel written as a PyTensor graph (:func:`window_moments_graph`): the forward
-pass is then fused C (or JAX, or Numba) code rather than a Python call of about 120 µs, while the
-gradient, built symbolically before any rewrite, is still the Op's short polynomial.
+When a function is compiled, a rewrite replaces the Op's forward pass by compiled code rather
+than a Python call of about 120 µs: for PyTensor's C backend one elementwise loop of
+:class:`WindowMomentsScalar` (the NumPy kernel in C, with real branches), for JAX and Numba the
+same kernel written as a PyTensor graph (:func:`window_moments_graph`); other modes (no
+rewrites) call the Op. The gradient, built
+symbolically before any rewrite, is still the Op's short polynomial.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pytensor.tensor as pt
+from pytensor.compile import optdb
 from pytensor.gradient import DisconnectedType
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from pytensor.graph.replace import _vectorize_node
-from pytensor.graph.rewriting.basic import node_rewriter
-from pytensor.tensor.rewriting.basic import register_specialize
+from pytensor.graph.rewriting.basic import in2out, node_rewriter
+from pytensor.scalar.basic import ScalarOp, float64
+from pytensor.scalar.math import C_CODE_PATH
+from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp.families.truncated import LOG_TINY, f64, normal_log_cdf
@@ -43,7 +50,13 @@ from pymc_dp.kernels.normal_window import (
     standard_window_moments,
 )
 
-__all__ = ["NormalWindowMoments", "WindowMomentsOp", "window_moments", "window_moments_graph"]
+__all__ = [
+    "NormalWindowMoments",
+    "WindowMomentsOp",
+    "WindowMomentsScalar",
+    "window_moments",
+    "window_moments_graph",
+]
 
 
 class WindowMomentsOp(Op):
@@ -164,14 +177,160 @@ def window_moments_graph(alpha: Any, beta: Any) -> list[TensorVariable]:
     return [values[0], *(pt.switch(ok, v, 0.0) for v in values[1:])]
 
 
-@register_specialize
-@node_rewriter([WindowMomentsOp])
-def _window_moments_as_graph(fgraph: Any, node: Apply) -> list | None:
-    """Compile the Op's forward pass as a graph (see the module docstring)."""
+_C_TEMPLATE = r"""
+#ifndef PMDP_WINDOW_MOMENTS
+#define PMDP_WINDOW_MOMENTS
+#include <math.h>
+static const double pmdp_gl_nodes[20] = {@NODES@};
+static const double pmdp_gl_weights[20] = {@WEIGHTS@};
+/* (log Z, E X, c2, c3, c4, phi(alpha)/Z, phi(beta)/Z) of N(0, 1) truncated to [alpha, beta]:
+   standard_window_moments line for line, with real branches (quadrature on narrow windows
+   only). */
+static void pmdp_window_moments(double alpha, double beta, double *o) {
+    int flip = alpha + beta < 0.0, j, k;
+    double lo = flip ? -beta : alpha, hi = flip ? -alpha : beta;
+    double a = lo / 1.4142135623730951, b = hi / 1.4142135623730951;
+    double expo = (a - b) * (a + b), ratio = exp(expo);
+    double d = Faddeeva::erfcx(a) - ratio * Faddeeva::erfcx(b);
+    if (!(d > @MIN_D@)) {
+        o[0] = -INFINITY;
+        for (k = 1; k < 7; k++) o[k] = 0.0;
+        return;
+    }
+    double log_z = log(0.5) - a * a + log(d);
+    double r_lo = @SQRT_2_OVER_PI@ / d, r_hi = r_lo * ratio;
+    double u = lo > 0.0 ? lo : 0.0, d_lo = lo - u, d_hi = hi - u;
+    double raw[4];
+    raw[0] = -u - r_lo * expm1(expo);
+    double prev2 = 1.0, prev = raw[0], p_lo = d_lo, p_hi = d_hi;
+    for (j = 2; j < 5; j++) {
+        double nxt = -u * prev + (j - 1) * prev2 + p_lo * r_lo - p_hi * r_hi;
+        raw[j - 1] = nxt;
+        prev2 = prev;
+        prev = nxt;
+        p_lo *= d_lo;
+        p_hi *= d_hi;
+    }
+    if ((hi - lo) * (2.0 * hi - lo) < @NARROW@) {
+        double mid = (lo + hi) / 2.0 - u, half = (hi - lo) / 2.0, total = 0.0;
+        double sums[4] = {0.0, 0.0, 0.0, 0.0};
+        for (k = 0; k < 20; k++) {
+            double y = mid + half * pmdp_gl_nodes[k];
+            double w = pmdp_gl_weights[k] * exp(-y * (y + 2.0 * u) / 2.0), power = y;
+            total += w;
+            for (j = 0; j < 4; j++) {
+                sums[j] += w * power;
+                power *= y;
+            }
+        }
+        for (j = 0; j < 4; j++) raw[j] = sums[j] / total;
+    }
+    double m1 = raw[0], m2 = raw[1], m3 = raw[2], m4 = raw[3];
+    double sign = flip ? -1.0 : 1.0;
+    o[0] = log_z;
+    o[1] = sign * (u + m1);
+    o[2] = m2 - m1 * m1;
+    o[3] = sign * (m3 - 3.0 * m1 * m2 + 2.0 * m1 * m1 * m1);
+    o[4] = m4 - 4.0 * m1 * m3 + 6.0 * m1 * m1 * m2 - 3.0 * m1 * m1 * m1 * m1;
+    /* Reflecting swapped the edges: phi(lo)/Z belongs to -beta when flipped. */
+    o[5] = flip ? r_hi : r_lo;
+    o[6] = flip ? r_lo : r_hi;
+}
+#endif
+"""
+_C_SUPPORT = _C_TEMPLATE
+for _key, _value in {
+    "@NODES@": ", ".join(repr(float(x)) for x in GL_NODES),
+    "@WEIGHTS@": ", ".join(repr(float(x)) for x in GL_WEIGHTS),
+    "@MIN_D@": repr(MIN_D),
+    "@SQRT_2_OVER_PI@": repr(float(np.sqrt(2.0 / np.pi))),
+    "@NARROW@": repr(NARROW),
+}.items():
+    _C_SUPPORT = _C_SUPPORT.replace(_key, _value)
+_C_VERSION = (1, int(hashlib.sha256(_C_SUPPORT.encode()).hexdigest()[:12], 16))
+
+
+class WindowMomentsScalar(ScalarOp):
+    """:class:`WindowMomentsOp`'s forward pass as a scalar operation compiled to C.
+
+    The C is :func:`~pymc_dp.kernels.normal_window.standard_window_moments` with real
+    branches: the narrow-window quadrature, which the graph form computes for every window and
+    then discards, runs only where it is taken, and the erfcx are PyTensor's own (Faddeeva).
+    No gradient: the Op's polynomial is built before this replaces it.
+    """
+
+    nin = 2
+    nout = 7
+
+    def output_types(self, types: Any) -> list:  # noqa: D102
+        return [float64] * self.nout
+
+    def impl(self, alpha: float, beta: float) -> tuple:  # noqa: D102
+        m = standard_window_moments(alpha, beta)
+        values = (m.log_z, m.mean, *m.central, m.ratio_lo, m.ratio_hi)
+        return tuple(float(v) for v in values)
+
+    def c_header_dirs(self, **kwargs: Any) -> list:  # noqa: D102
+        return [str(C_CODE_PATH)]
+
+    def c_support_code(self, **kwargs: Any) -> str:  # noqa: D102
+        # PyTensor's erfcx (Faddeeva) with the kernel; each multi-output Elemwise is a module
+        # of its own, so the copy never meets the one a fused erfcx brings.
+        return (C_CODE_PATH / "Faddeeva.cc").read_text(encoding="utf-8") + _C_SUPPORT
+
+    def c_code(self, node: Apply, name: str, inp: list, out: list, sub: dict) -> str:  # noqa: D102
+        stores = " ".join(f"{o} = m[{i}];" for i, o in enumerate(out))
+        return f"{{ double m[7]; pmdp_window_moments({inp[0]}, {inp[1]}, m); {stores} }}"
+
+    def c_code_cache_version(self) -> tuple:  # noqa: D102
+        return _C_VERSION
+
+    def grad(self, inputs: list, output_grads: list) -> list:  # noqa: D102
+        raise NotImplementedError("differentiate WindowMomentsOp, whose gradient is closed form")
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+
+_window_moments_elemwise = Elemwise(WindowMomentsScalar(name="window_moments"))
+
+
+def _cast_like(values: list, outputs: list) -> list:
     return [
         pt.cast(value, out.dtype) if value.dtype != out.dtype else value
-        for value, out in zip(window_moments_graph(*node.inputs), node.outputs)
+        for value, out in zip(values, outputs)
     ]
+
+
+@node_rewriter([WindowMomentsOp])
+def _window_moments_as_scalar(fgraph: Any, node: Apply) -> list | None:
+    """C backend: the Op's forward pass as one elementwise loop (see the module docstring)."""
+    return _cast_like(_window_moments_elemwise(*node.inputs), node.outputs)
+
+
+@node_rewriter([WindowMomentsOp])
+def _window_moments_as_graph(fgraph: Any, node: Apply) -> list | None:
+    """JAX, Numba (and PyTorch, MLX): the forward pass as a PyTensor graph (they compile no C)."""
+    return _cast_like(window_moments_graph(*node.inputs), node.outputs)
+
+
+# The graph form where the linker compiles no C (the C backend's queries lack these tags). The
+# C loop is put in after the graph rewrites, just before fusion, for the C backend only
+# ("cxx_only" is excluded by the other linkers): PyTensor 3's fact inference fails on a
+# multi-output Elemwise that a rewrite's query walks through, and a late pass meets none.
+optdb["specialize"].register(
+    "pmdp_window_moments_as_graph", _window_moments_as_graph, "jax", "numba", "pytorch", "mlx"
+)
+optdb.register(
+    "pmdp_window_moments_as_c",
+    in2out(_window_moments_as_scalar),
+    "fast_run",
+    "cxx_only",
+    position=47.5,
+)
 
 
 def window_moments(alpha: Any, beta: Any) -> list[TensorVariable]:
@@ -189,6 +348,52 @@ class NormalWindowMoments:
 
     def _location_scale_of(self, theta: TensorVariable) -> tuple[TensorVariable, Any]:
         raise NotImplementedError
+
+    def pair_window_entries(
+        self, theta_parts: Sequence[Any], bounds: tuple[float, float]
+    ) -> tuple[TensorVariable, ...]:
+        """One record's CLT entries (m₁, m₂, v₁₁, v₁₂, v₂₂) of the window's (z, z²), elementwise.
+
+        ``theta_parts`` are θ's components (μ, σ²) as tensors of any broadcastable shapes
+        (one entry per group, or shared): the same numbers as :meth:`joint_clt`'s ŝ block with
+        n = 1, written as one elementwise expression, so that a grouped model's gradient has no
+        stacking of θ or of the entries (Join, Split and IncSubtensor nodes that cost more than
+        the arithmetic).
+        """
+        loc, scale = self._location_scale_of(theta_parts)
+        v, w = self.window_edges(bounds)
+        zlo, zhi = self._latent_domain()
+        lower_empty = v < zlo or (v == zlo and not self.discrete)
+        upper_empty = w >= zhi
+        alpha = f64(-EDGE) if lower_empty else (v - loc) / scale
+        beta = f64(EDGE) if upper_empty else (w - loc) / scale
+        log_z, mean, c2, c3, c4, _, _ = window_moments(alpha, beta)
+        if lower_empty and upper_empty:
+            log_q = f64(0.0)
+        else:
+            log_q = pt.switch(pt.gt(log_z, LOG_TINY), log_z, LOG_TINY)
+        # truncated_moments and joint_clt, entry by entry.
+        scale_2 = pt.sqr(scale)
+        ez = loc + scale * mean
+        var_d = scale_2 * c2
+        skew_d = scale_2 * scale * c3
+        cov_12 = 2 * ez * var_d + skew_d
+        var_2 = 4 * pt.sqr(ez) * var_d + 4 * ez * skew_d + pt.sqr(scale_2) * (c4 - pt.sqr(c2))
+        mu_1, mu_2, s_11, s_12, s_22 = ez, pt.sqr(ez) + var_d, var_d, cov_12, var_2
+        # q(Σ̂ + μ̂μ̂ᵀ) - q²μ̂μ̂ᵀ as qΣ̂ + q(1 - q)μ̂μ̂ᵀ: no q² (which PyTensor would rewrite as
+        # one more exp per entry) and no cancellation when q is near 1. An empty window's
+        # moments are finite (the Op reports zeros), so zero weights zero every entry, as
+        # truncated_moments' zeroed μ̂ and Σ̂ do.
+        empty = pt.or_(pt.le(log_q, LOG_TINY), pt.isinf(log_z))
+        q = pt.switch(empty, 0.0, pt.exp(log_q))
+        spread = pt.switch(empty, 0.0, q * -pt.expm1(log_q))
+        return (
+            q * mu_1,
+            q * mu_2,
+            q * s_11 + spread * mu_1 * mu_1,
+            q * s_12 + spread * mu_1 * mu_2,
+            q * s_22 + spread * mu_2 * mu_2,
+        )
 
     def truncated_moments(
         self,

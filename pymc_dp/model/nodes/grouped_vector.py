@@ -40,10 +40,15 @@ from typing import Any
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
+from pytensor.graph.basic import Constant
+from pytensor.scalar.basic import Second
+from pytensor.tensor.basic import Alloc, Join, MakeVector
+from pytensor.tensor.elemwise import DimShuffle, Elemwise
 from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp.curator.release_set import ReleaseSet
 from pymc_dp.families import Categorical, ExponentialFamily
+from pymc_dp.families.normal_window import NormalWindowMoments
 from pymc_dp.kernels.exact_counts import NoiseLaw
 from pymc_dp.likelihoods.choice import noise_law
 from pymc_dp.likelihoods.clt import grouped_joint_clt, grouped_joint_clt_entries
@@ -143,14 +148,62 @@ def _laplace_pair(
     """The Laplace-noised pair: ŝ₁ of each group a model variable, ŝ₂ integrated given it.
 
     One closed-form term per group, where integrating ŝ₁ too (CollapsedLaplacePair, one
-    release) takes a quadrature; the CLT entries enter one by one (elementwise graphs).
+    release) takes a quadrature; the CLT entries enter one by one (elementwise graphs), for
+    the Normal families straight from θ's components (μ_g, σ²_g), so that the gradient has no
+    stacking of θ either.
     """
     rel = release.first
-    (m1, m2), covs = grouped_joint_clt_entries(family, theta, release.n, rel.bounds)
-    first = first_statistic(f"{name}_s1", value[:, 0], m1, covs[0, 0], rel.scale, dims=dims[0])
-    centre, var = conditional_second(first, m1, m2, covs[0, 0], covs[0, 1], covs[1, 1])
+    if isinstance(family, NormalWindowMoments):
+        n = np.asarray(release.n, dtype=np.float64).reshape(-1)
+        parts = _theta_parts(theta, family.stat_size)  # θ = (μ, σ²), as many as the statistic
+        m1, m2, v11, v12, v22 = (n * e for e in family.pair_window_entries(parts, rel.bounds))
+    else:
+        (m1, m2), covs = grouped_joint_clt_entries(family, theta, release.n, rel.bounds)
+        v11, v12, v22 = covs[0, 0], covs[0, 1], covs[1, 1]
+    first = first_statistic(f"{name}_s1", value[:, 0], m1, v11, rel.scale, dims=dims[0])
+    centre, var = conditional_second(first, m1, m2, v11, v12, v22)
     scale = np.full(value.shape[1], rel.scale)
     return LaplacePairGivenFirst(name, first, centre, var, scale, observed=value, dims=dims)
+
+
+def _theta_parts(theta: TensorVariable, size: int) -> list[TensorVariable]:
+    """θ_g's components (each broadcastable against the groups), read off the stack of them.
+
+    :func:`group_theta` stacks θ's components (a Join, or a MakeVector of scalars) and
+    broadcasts; the components themselves are what an elementwise graph wants. Any other θ is
+    indexed.
+    """
+    inner = theta.owner.inputs[0] if theta.owner and isinstance(theta.owner.op, Alloc) else theta
+    node = inner.owner
+    if node is not None and isinstance(node.op, MakeVector) and len(node.inputs) == size:
+        return [_unfilled(x) for x in node.inputs]
+    if node is not None and isinstance(node.op, DimShuffle) and node.op.new_order == (1, 0):
+        stack = node.inputs[0].owner
+        if stack is not None and isinstance(stack.op, Join) and len(stack.inputs) == size + 1:
+            axis, *rows = stack.inputs
+            expanded = [r.owner for r in rows]
+            if (
+                isinstance(axis, Constant)
+                and int(axis.data) == 0
+                and all(
+                    e is not None and isinstance(e.op, DimShuffle) and e.op.new_order == ("x", 0)
+                    for e in expanded
+                )
+            ):
+                return [_unfilled(e.inputs[0]) for e in expanded]
+    return [theta[:, j] for j in range(size)]
+
+
+def _unfilled(x: TensorVariable) -> TensorVariable:
+    """``x`` before ``pt.broadcast_arrays`` filled it to the other component's shape.
+
+    A σ shared by the groups then stays one number: its arithmetic (σ², σ³, σ⁴ of the window
+    moments) runs once, not once per group inside the fused loop.
+    """
+    node = x.owner
+    if node is not None and isinstance(node.op, Elemwise) and isinstance(node.op.scalar_op, Second):
+        return node.inputs[1]
+    return x
 
 
 def _laplace_counts(
