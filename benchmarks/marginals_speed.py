@@ -10,6 +10,12 @@ with random 2-way terms, released at ε = 1 with discrete Laplace noise), in one
   collapsed normal density written as a plain PyTensor graph (``marginals_clt_logp_graph``,
   gradient by PyTensor, diagonal mass-matrix adaptation), sampled the same way; the ratio is
   baseline time over pymc_dp time. Its effective sample sizes are printed next to ours.
+  Wherever the domain is enumerated, the cost of one gradient of each model is printed too
+  (``gradient_ms``, in this process), also where sampling the baseline is out of reach.
+
+On a shared machine the wall time follows the load; the CPU seconds of the fit (this process
+and the chains' processes, ``getrusage``) do not: on two idle cores the wall time is about half
+of them.
 
 BLAS is held to one thread per process (set before NumPy loads): the two cores go to the two
 chains, and a multi-threaded BLAS on small matrices on a shared machine is many times slower.
@@ -31,6 +37,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import itertools
+import resource
 import sys
 import time
 
@@ -81,8 +88,32 @@ def baseline_model(rel):
     return model
 
 
+def gradient_ms(model, reps):
+    """Milliseconds per log-density gradient at ``reps`` points near the initial point."""
+    dlogp = model.compile_dlogp()
+    rng = np.random.default_rng(0)
+    start = model.initial_point()
+    points = [
+        {k: v + 0.01 * rng.standard_normal(np.shape(v)) for k, v in start.items()}
+        for _ in range(reps + 1)
+    ]
+    dlogp(points[0])  # the first call pays for lazy set-up
+    begin = time.perf_counter()
+    for point in points[1:]:
+        dlogp(point)
+    return 1000 * (time.perf_counter() - begin) / reps
+
+
+def cpu_seconds():
+    """CPU seconds of this process and of its finished children (the chains' processes)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def fit(build, draws, chains):
     start = time.perf_counter()
+    cpu = cpu_seconds()
     model = build()
     idata = pm.sample(
         draws,
@@ -95,35 +126,45 @@ def fit(build, draws, chains):
         compute_convergence_checks=False,
     )
     seconds = time.perf_counter() - start
+    cpu = cpu_seconds() - cpu
     draws_ = np.asarray(posterior_dataset(idata)["theta"])
     e = np.asarray(az.ess(az.convert_to_dataset({"x": draws_}), method="bulk")["x"])
     steps = float(np.mean(np.asarray(idata.sample_stats["n_steps"])))
-    return idata, seconds, float(e.min()), steps
+    return idata, seconds, float(e.min()), steps, model, cpu
 
 
 def case(k, levels, draws, chains, baseline, likelihood, n=10_000, chain=False):
     rel = release(k, levels, n, seed=0, chain=chain)
     dom = rel.domain
     kind = choose_likelihood(rel, likelihood)
-    idata, t_fit, ess_min, steps = fit(
+    idata, t_fit, ess_min, steps, model, cpu_fit = fit(
         lambda: pmdp.marginals_model(rel, likelihood=likelihood), draws, chains
     )
     start = time.perf_counter()
     pmdp.synthetic_datasets(idata, rel, m=20, rng=2)
     t_syn = time.perf_counter() - start
     base = "not run"
+    ours_ms = gradient_ms(model, 20)
+    if feature_method(dom) == "enumerate":
+        # one gradient of each, in this process (where sampling the baseline is out of reach)
+        base_ms = gradient_ms(baseline_model(rel), 3)
+        base = f"gradient {base_ms:.1f} ms ({base_ms / ours_ms:.1f}x ours)"
     if baseline:
-        _, t_base, ess_base, steps_base = fit(lambda: baseline_model(rel), draws, chains)
+        _, t_base, ess_base, steps_base, _, cpu_base = fit(
+            lambda: baseline_model(rel), draws, chains
+        )
         base = (
-            f"{t_base:.0f} s, min ESS {ess_base:.0f}, {steps_base:.0f} steps/draw "
+            f"{base}; {t_base:.0f} s ({cpu_base:.0f} CPU s), min ESS {ess_base:.0f}, "
+            f"{steps_base:.0f} steps/draw "
             f"({t_base / t_fit:.1f}x our time, {(ess_min / t_fit) / (ess_base / t_base):.1f}x "
             "our ESS/s)"
         )
     print(
         f"| {k} x {levels}{' chain' if chain else ''} | {dom.n_cells} cells, "
         f"p = {dom.n_params}, {kind}, "
-        f"{feature_method(dom)} | {t_fit:.0f} s, "
-        f"min ESS {ess_min:.0f}, {steps:.0f} steps/draw | {t_syn:.1f} s | "
+        f"{feature_method(dom)} | {t_fit:.0f} s ({cpu_fit:.0f} CPU s), "
+        f"min ESS {ess_min:.0f}, {steps:.0f} steps/draw, gradient {ours_ms:.1f} ms | "
+        f"{t_syn:.1f} s | "
         f"{t_fit + t_syn:.0f} s | {base} |",
         flush=True,
     )

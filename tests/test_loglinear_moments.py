@@ -9,6 +9,7 @@ import pytest
 
 from pymc_dp.kernels.loglinear import LogLinearDomain
 from pymc_dp.kernels.loglinear_bethe import BetheDidNotConverge, BetheMoments
+from pymc_dp.kernels.loglinear_bethe_jit import bp_sweeps, bp_sweeps_numpy
 from pymc_dp.kernels.loglinear_junction import JunctionTree, min_fill_cliques
 from pymc_dp.kernels.loglinear_laplace import marginals_clt_fixed_logp_grad, marginals_laplace
 from pymc_dp.kernels.loglinear_moments import (
@@ -104,6 +105,44 @@ def test_bethe_error_on_a_dense_graph(scale, bound):
     mean, _ = dom.moments(theta)
     err = np.max(np.abs(BetheMoments(dom).mean(theta) - mean))
     assert 0 < err < bound
+
+
+@pytest.mark.parametrize(
+    ("sizes", "scale", "max_iter"), [((3,) * 6, 0.3, 500), ((2, 3, 3, 2, 3), 1.0, 7)]
+)
+def test_compiled_bp_sweeps_equal_numpy(sizes, scale, max_iter):
+    dom = LogLinearDomain(sizes, tuple(itertools.combinations(range(len(sizes)), 2)))
+    bethe = BetheMoments(dom)
+    rng = np.random.default_rng(10)
+    single, pair = bethe._potentials(rng.normal(size=dom.n_params) * scale)
+    oriented = np.concatenate([pair, np.swapaxes(pair, 1, 2)])
+    start = rng.normal(size=bethe.messages.shape)
+    args = (single, oriented, bethe.src, bethe.dst, bethe.rev, start, 0.3, 1e-10, max_iter)
+    got, ref = bp_sweeps(*args), bp_sweeps_numpy(*args)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-12, atol=1e-12)
+    assert got[1] == ref[1] and np.isclose(got[2], ref[2], rtol=1e-9)
+    np.testing.assert_array_equal(start, args[5])  # the start is not overwritten
+
+
+def test_bethe_hessian_equals_the_sparse_product():
+    dom = LogLinearDomain((2, 3, 3, 2), tuple(itertools.combinations(range(4), 2)))
+    bethe = BetheMoments(dom)
+    mean = bethe.mean(np.random.default_rng(12).normal(size=dom.n_params) * 0.3)
+    m = bethe.region_matrix
+    tau = bethe.region_const + m @ mean
+    dense = m.T.toarray() @ np.diag(bethe.region_weight / tau) @ m.toarray()
+    np.testing.assert_allclose(bethe.hessian(mean).toarray(), dense, rtol=1e-12, atol=1e-12)
+
+
+def test_bethe_mean_at_the_same_theta_runs_no_second_bp():
+    dom = LogLinearDomain((3,) * 5, tuple(itertools.combinations(range(5), 2)))
+    bethe = BetheMoments(dom)
+    theta = np.random.default_rng(11).normal(size=dom.n_params) * 0.3
+    first = bethe.mean(theta)
+    bethe.messages[:] = np.nan  # a second BP run would give NaN
+    mean, jvp = bethe.mean_and_jvp(theta, np.ones(dom.n_params))
+    np.testing.assert_array_equal(mean, first)
+    assert np.all(np.isfinite(jvp))
 
 
 def test_loopy_bp_that_does_not_converge_says_so():

@@ -21,6 +21,7 @@ from scipy import sparse
 from scipy.sparse import linalg as sparse_linalg
 
 from pymc_dp.kernels.loglinear import LogLinearDomain, marginal_table_map
+from pymc_dp.kernels.loglinear_bethe_jit import bp_sweeps
 
 __all__ = ["BetheDidNotConverge", "BetheMoments"]
 
@@ -96,7 +97,34 @@ class BetheMoments:
         # with 2580 entries), and the Hessian's sparse solve takes 3 ms against 10-250 ms dense
         self.region_const, self.region_matrix = const, sparse.csr_matrix(matrix)
         self.region_weight = np.concatenate(weights)
+        self._hessian_structure()
         self.iterations = 0
+        # the last θ and its mean: a gradient asks for the mean, then for the mean and its
+        # derivative at the same θ (one BP run, not two)
+        self._last: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _hessian_structure(self) -> None:
+        # ∇²Φ = Mᵀ diag(d) M has a fixed sparsity: each table cell i adds M[i, a] M[i, b] d_i
+        # to entry (a, b). Its pairs, their coefficients and their places in the CSC data are
+        # found once; building the Hessian is then one bincount (the sparse product with its
+        # format checks took 9 ms a gradient on 15 ternary columns)
+        m = self.region_matrix
+        rows, a_idx, b_idx, coef = [], [], [], []
+        for i in range(m.shape[0]):
+            cols = m.indices[m.indptr[i] : m.indptr[i + 1]]
+            vals = m.data[m.indptr[i] : m.indptr[i + 1]]
+            rows.append(np.full(len(cols) ** 2, i))
+            a_idx.append(np.repeat(cols, len(cols)))
+            b_idx.append(np.tile(cols, len(cols)))
+            coef.append(np.outer(vals, vals).ravel())
+        p = self.n_params
+        a_all, b_all = np.concatenate(a_idx), np.concatenate(b_idx)
+        key = b_all * p + a_all  # column-major: CSC order
+        unique, self._h_pos = np.unique(key, return_inverse=True)
+        self._h_row, self._h_coef = np.concatenate(rows), np.concatenate(coef)
+        self._h_indices = unique % p
+        self._h_indptr = np.searchsorted(unique // p, np.arange(p + 1))
+        self._h_nnz = len(unique)
 
     def _potentials(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         th = np.append(theta, 0.0)  # index -1 reads the 0
@@ -117,21 +145,17 @@ class BetheMoments:
         # warm start from the last θ's messages; failing that, from zero, damped harder
         for start, damping in ((self.messages, self.damping), (None, max(self.damping, 0.6))):
             msg = np.zeros_like(self.messages) if start is None else start
-            for it in range(self.max_iter):
-                incoming = np.zeros((k_cols, self.width))
-                np.add.at(incoming, self.dst, msg)
-                cavity = single[self.src] + incoming[self.src] - msg[self.rev]
-                x = cavity[:, :, None] + oriented
-                top = x.max(axis=(1, 2), keepdims=True)
-                new = np.log(np.exp(x - top).sum(axis=1)) + top[:, 0]
-                new -= new.max(axis=1, keepdims=True)
-                new = (1.0 - damping) * new + damping * msg
-                delta = np.max(np.abs(new - msg)) if msg.size else 0.0
-                msg = new
-                if not np.isfinite(delta):
-                    break
-                if delta < self.tol:
-                    break
+            msg, sweeps, delta = bp_sweeps(
+                single,
+                oriented,
+                self.src,
+                self.dst,
+                self.rev,
+                msg,
+                damping,
+                self.tol,
+                self.max_iter,
+            )
             if np.isfinite(delta) and delta < self.tol:
                 break
         else:
@@ -140,7 +164,7 @@ class BetheMoments:
                 f"loopy belief propagation did not converge in {self.max_iter} sweeps (last "
                 f"change {delta:.2e}); the couplings are too strong for the Bethe approximation"
             )
-        self.messages, self.iterations = msg, it + 1
+        self.messages, self.iterations = msg, sweeps
         incoming = np.zeros((k_cols, self.width))
         np.add.at(incoming, self.dst, msg)
         node = single + incoming
@@ -166,15 +190,22 @@ class BetheMoments:
 
     def mean(self, theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """The Bethe approximation of E_θ[a]."""
-        return self._mu(*self.beliefs(theta))
+        theta = np.array(theta, dtype=float)
+        if self._last is not None and np.array_equal(theta, self._last[0]):
+            return self._last[1].copy()
+        mu = self._mu(*self.beliefs(theta))
+        self._last = (theta, mu.copy())
+        return mu
 
     def hessian(self, mean: npt.ArrayLike) -> sparse.csc_matrix:
         """∇²Φ(μ), the inverse linear-response covariance, at pseudo-marginal means μ (sparse)."""
         tau = self.region_const + self.region_matrix @ np.asarray(mean, dtype=float)
         if np.any(tau <= 0.0):
             raise ValueError("the pseudo-marginals leave the local polytope (a table cell ≤ 0)")
-        m = self.region_matrix
-        return (m.T @ sparse.diags(self.region_weight / tau) @ m).tocsc()
+        d = self.region_weight / tau
+        data = np.bincount(self._h_pos, self._h_coef * d[self._h_row], minlength=self._h_nnz)
+        p = self.n_params
+        return sparse.csc_matrix((data, self._h_indices, self._h_indptr), shape=(p, p))
 
     def bethe_theta(self, mean: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """∇Φ(μ): the θ whose Bethe stationary point is μ (the inverse of :meth:`mean`)."""

@@ -135,11 +135,19 @@ def clt_fixed_logp(
     chol: npt.NDArray[np.float64],
 ) -> float:
     """The log-density N(z; n E_θ[g], L Lᵀ) alone (one pass of the engine, no gradient)."""
+    mu = engine.mean(np.asarray(theta, dtype=float))
+    return _fixed_normal(mu, domain, z, n, chol)[0]
+
+
+def _fixed_normal(
+    mu: np.ndarray, domain: LogLinearDomain, z: npt.ArrayLike, n: int, chol: np.ndarray
+) -> tuple[float, np.ndarray]:
+    """The log-density N(z; n E[g], L Lᵀ) at E[a] = μ, and L⁻¹ r (r = z - n E[g])."""
     uc, um = domain.projected_table_map
-    r = np.asarray(z, dtype=float) - n * (uc + um @ engine.mean(np.asarray(theta, dtype=float)))
+    r = np.asarray(z, dtype=float) - n * (uc + um @ mu)
     w = linalg.solve_triangular(chol, r, lower=True, check_finite=False)
     log_det = 2.0 * np.sum(np.log(np.diag(chol)))
-    return float(-0.5 * (w @ w + log_det + domain.n_params * math.log(2.0 * math.pi)))
+    return float(-0.5 * (w @ w + log_det + domain.n_params * math.log(2.0 * math.pi))), w
 
 
 def clt_fixed_logp_grad(
@@ -156,19 +164,13 @@ def clt_fixed_logp_grad(
     E[g] = Uᵀ (c + M E[a]); the gradient is the derivative of the mean along Mᵀ U Σ₀⁻¹ r,
     one pass of the engine (:meth:`FeatureMoments.mean_and_jvp`).
     """
-    uc, um = domain.projected_table_map
     theta = np.asarray(theta, dtype=float)
     # the mean first (the direction needs it), then its derivative: a real and a complex
     # pass for the junction tree; for Bethe the second starts at the fixed point
-    mu = engine.mean(theta)
-    r = np.asarray(z, dtype=float) - n * (uc + um @ mu)
-    w = linalg.solve_triangular(chol, r, lower=True, check_finite=False)
+    logp, w = _fixed_normal(engine.mean(theta), domain, z, n, chol)
     sr = linalg.solve_triangular(chol, w, lower=True, trans="T", check_finite=False)
-    _, jvp = engine.mean_and_jvp(theta, um.T @ sr)
-    p = domain.n_params
-    log_det = 2.0 * np.sum(np.log(np.diag(chol)))
-    logp = -0.5 * (w @ w + log_det + p * math.log(2.0 * math.pi))
-    return float(logp), n * jvp
+    _, jvp = engine.mean_and_jvp(theta, domain.projected_table_map[1].T @ sr)
+    return logp, n * jvp
 
 
 def _logits(domain: LogLinearDomain, theta: np.ndarray) -> np.ndarray:

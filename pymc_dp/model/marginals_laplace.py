@@ -21,7 +21,6 @@ import numpy as np
 
 from pymc_dp._validation import check_rng
 from pymc_dp.kernels.loglinear_bethe import BetheDidNotConverge
-from pymc_dp.kernels.loglinear_laplace import marginals_laplace
 from pymc_dp.kernels.loglinear_moments import (
     clt_covariance,
     clt_fixed_logp,
@@ -29,7 +28,7 @@ from pymc_dp.kernels.loglinear_moments import (
     feature_moments,
 )
 from pymc_dp.likelihoods.marginals import noise_variance, projected_release
-from pymc_dp.model.nodes.marginals import choose_likelihood, term_names
+from pymc_dp.model.nodes.marginals import laplace_fit, term_names
 
 __all__ = ["marginals_laplace_posterior"]
 
@@ -97,20 +96,11 @@ def marginals_laplace_posterior(
     for name, value in (("draws", draws), ("chains", chains)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
             raise ValueError(f"{name} must be a positive integer (got {value!r})")
-    if not (isinstance(prior_sigma, int | float) and np.isfinite(prior_sigma) and prior_sigma > 0):
-        raise ValueError(f"prior_sigma must be a finite number > 0 (got {prior_sigma!r})")
-    choose_likelihood(release, "clt-fixed", features)  # checks ``features``
     rng = check_rng(rng)
-    dom, z = projected_release(release)
+    # "clt-fixed": any features allowed (the check is of ``features`` alone)
+    fit = laplace_fit(release, prior_sigma=prior_sigma, likelihood="clt-fixed", features=features)
+    dom = release.domain
     method = feature_method(dom) if features is None else features
-    fit = marginals_laplace(
-        dom,
-        z,
-        n=release.n,
-        noise_variance=noise_variance(release),
-        prior_sigma=float(prior_sigma),
-        method=method,
-    )
     if not fit.converged:
         raise RuntimeError(
             "the optimiser did not find the posterior mode (L-BFGS did not converge): the "

@@ -13,7 +13,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
-from pymc_dp.kernels.loglinear_laplace import clt_covariance, marginals_laplace
+from pymc_dp.kernels.loglinear_laplace import LaplaceFit, clt_covariance, marginals_laplace
 from pymc_dp.kernels.loglinear_moments import feature_method
 from pymc_dp.likelihoods.marginals import (
     exact_setup,
@@ -29,6 +29,7 @@ __all__ = [
     "LIKELIHOODS",
     "NoisyMarginals",
     "choose_likelihood",
+    "laplace_fit",
     "marginals_model",
     "term_names",
 ]
@@ -89,6 +90,35 @@ def choose_likelihood(release: Any, likelihood: str = "auto", features: str | No
     if count <= _EXACT_AUTO_LIMIT:
         return "exact"
     return "clt" if dom.n_cells * dom.n_params**2 <= _FULL_CLT_AUTO_LIMIT else "clt-fixed"
+
+
+def laplace_fit(
+    release: Any,
+    *,
+    prior_sigma: float = 2.0,
+    likelihood: str = "auto",
+    features: str | None = None,
+) -> LaplaceFit:
+    """The Laplace fit of a release's posterior under θ ~ Normal(0, ``prior_sigma``), checked.
+
+    ``prior_sigma``, then ``likelihood`` and ``features`` (:func:`choose_likelihood`) are
+    checked before the fit, so bad arguments fail fast; the fit is
+    :func:`~pymc_dp.kernels.loglinear_laplace.marginals_laplace` on z = Uᵀ y. Shared by
+    :func:`marginals_model` (its whitening map) and
+    :func:`~pymc_dp.model.marginals_laplace.marginals_laplace_posterior`.
+    """
+    if not (isinstance(prior_sigma, int | float) and np.isfinite(prior_sigma) and prior_sigma > 0):
+        raise ValueError(f"prior_sigma must be a finite number > 0 (got {prior_sigma!r})")
+    choose_likelihood(release, likelihood, features)
+    dom, z = projected_release(release)
+    return marginals_laplace(
+        dom,
+        z,
+        n=release.n,
+        noise_variance=noise_variance(release),
+        prior_sigma=float(prior_sigma),
+        method=features,
+    )
 
 
 def NoisyMarginals(
@@ -205,19 +235,8 @@ def marginals_model(
     >>> sorted(marginals_model(rel).named_vars)
     ['theta', 'theta_white', 'y']
     """
-    if not (isinstance(prior_sigma, int | float) and np.isfinite(prior_sigma) and prior_sigma > 0):
-        raise ValueError(f"prior_sigma must be a finite number > 0 (got {prior_sigma!r})")
-    choose_likelihood(release, likelihood, features)  # bad arguments fail before the fit
+    fit = laplace_fit(release, prior_sigma=prior_sigma, likelihood=likelihood, features=features)
     coords = {"term": term_names(release)}
-    dom, z = projected_release(release)
-    fit = marginals_laplace(
-        dom,
-        z,
-        n=release.n,
-        noise_variance=noise_variance(release),
-        prior_sigma=float(prior_sigma),
-        method=features,
-    )
     with pm.Model(coords=coords) as model:
         if whiten:
             chol = np.linalg.cholesky(fit.cov)
