@@ -124,7 +124,14 @@ def run_cell(design, n, eps, moments, trials, args, seed):
     timed(
         "default",
         lambda: sample_regression(
-            seed, released=z, n=n, prior=PRIOR, x_prior=x_prior, scale=scale, tries=8, **kw
+            seed,
+            released=z,
+            n=n,
+            prior=PRIOR,
+            x_prior=x_prior,
+            scale=scale,
+            tries=args.tries,
+            **kw,
         ),
     )
     if design == "binary":
@@ -187,6 +194,7 @@ def main(argv=None):
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--tune", type=int, default=300)
     parser.add_argument("--chains", type=int, default=2)
+    parser.add_argument("--tries", type=int, default=8, help="candidates of the default's move")
     parser.add_argument("--seed", type=int, default=34)
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument(
