@@ -194,6 +194,31 @@ def test_fit_refuses_a_prior_for_a_regression(csv_path, tmp_path, capsys):
     assert not (tmp_path / "f" / "posterior.nc").exists()
 
 
+def test_fit_gives_the_regression_step_the_cli_candidates(csv_path, tmp_path, monkeypatch):
+    """``pymc-dp fit`` samples with ``RegressionCollapsedStep(tries=CLI_TRIES)`` (256: issue
+    36's ``fair`` release mixed with it and not with the library's 64); ``pm.sample`` is
+    replaced by a stub that records its ``step`` and stops the fit."""
+    import pymc as pm
+
+    from pymc_dp.cli.regression import CLI_TRIES
+    from pymc_dp.regression import RegressionCollapsedStep
+
+    out = tmp_path / "reg.json"
+    assert _release(csv_path, out, *REGRESSION, "--epsilon", "2", "--seed", "1") == 0
+    seen = {}
+
+    def stub(*args, step=None, **kwargs):
+        seen["step"] = step
+        raise RuntimeError("stub: no sampling")
+
+    monkeypatch.setattr(pm, "sample", stub)
+    with pytest.raises(RuntimeError, match="stub"):
+        main(["fit", str(out), "--output-dir", str(tmp_path / "f"), "--no-progress"])
+    (step,) = seen["step"]
+    assert isinstance(step, RegressionCollapsedStep)
+    assert CLI_TRIES == 256 and step.tries == CLI_TRIES
+
+
 @pytest.mark.slow
 def test_fit_end_to_end_prints_the_coefficients_and_writes_the_plots(csv_path, tmp_path):
     """``python -m pymc_dp`` release then fit (ε = 20 on n = 400; 2 chains × 300 draws)."""

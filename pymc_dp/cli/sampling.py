@@ -15,8 +15,11 @@ import numpy as np
 __all__ = ["format_summary", "mixing_note", "modes_notes", "run_sampler"]
 
 
-def run_sampler(args: argparse.Namespace, model: Any) -> Any:
-    """``pm.sample`` with the command's settings; ``KeyboardInterrupt`` unless it completed."""
+def run_sampler(args: argparse.Namespace, model: Any, steps: Any = None) -> Any:
+    """``pm.sample`` with the command's settings; ``KeyboardInterrupt`` unless it completed.
+
+    ``steps``, if given, is called inside the model's context for ``pm.sample``'s ``step``.
+    """
     import pymc as pm
 
     from pymc_dp._compat import posterior_dataset
@@ -25,6 +28,7 @@ def run_sampler(args: argparse.Namespace, model: Any) -> Any:
     with InterruptGuard() as guard, model:
         try:
             idata = pm.sample(
+                step=None if steps is None else steps(),
                 draws=args.draws,
                 tune=args.tune,
                 chains=args.chains,

@@ -228,7 +228,55 @@ class RegressionConjugateStep(DPGibbsStep):
         return point, [{}]
 
 
-class CovariateModelStep(DPGibbsStep):
+class _NodeCovariateStep(DPGibbsStep):
+    """What the steps that draw a node's model of x given its statistic s share.
+
+    A subclass names the node's variables it draws (:meth:`_variables`); this finds them by
+    their node, compiles the read of each node's s and the writers of those variables.
+    """
+
+    link_tag: ClassVar[str] = TAG
+
+    @staticmethod
+    def _variables(info: Any) -> tuple[str, ...]:
+        """Names of the variables of node ``info`` this step draws (empty if none)."""
+        raise NotImplementedError
+
+    @classmethod
+    def owns(cls, rv: Any) -> bool:
+        info = cls.links(rv)
+        # θ's and σ²'s link is the tuple of the nodes they feed: not a model of x.
+        return info is not None and not isinstance(info, tuple) and rv.name in cls._variables(info)
+
+    def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
+        nodes: dict[str, list[str]] = {}
+        for rv in rvs:
+            nodes.setdefault(self.links(rv).name, []).append(rv.name)
+        self._plan, outputs = [], []
+        for given in nodes.values():
+            info = self.links(model[given[0]])
+            names = self._variables(info)
+            require_block(
+                names,
+                given,
+                f"{list(names)} are drawn jointly from their posterior given s; give "
+                f"{type(self).__name__} all of them (got {given})",
+            )
+            outputs.append(model[info.suffstat])
+            writers = tuple(ValueWriter(model, model[v], **compile_kwargs) for v in names)
+            self._plan.append((info, writers))
+        self._read = PointReader(model, outputs, **compile_kwargs)
+
+    def _nodes(self, point: dict) -> list[tuple[Any, tuple, np.ndarray]]:
+        """(link, writers, current s) of every node."""
+        values = self._read(point)
+        return [
+            (info, writers, np.asarray(s, dtype=np.float64))
+            for (info, writers), s in zip(self._plan, values, strict=True)
+        ]
+
+
+class CovariateModelStep(_NodeCovariateStep):
     """Gibbs-SS-Update: draw (μ_x, Σ_x) from their NIW posterior given the covariate sums of s.
 
     Exact under the normal model of x, since (Σx, Σxxᵀ) is sufficient for (μ_x, Σ_x)
@@ -248,57 +296,27 @@ class CovariateModelStep(DPGibbsStep):
 
     name = "dp_covariate_model"
     role: ClassVar[str] = "it is not the covariate model of a NoisyRegressionStat node"
-    link_tag: ClassVar[str] = TAG
 
-    @classmethod
-    def owns(cls, rv: Any) -> bool:  # noqa: D102
-        info = cls.links(rv)
-        return (
-            info is not None
-            and not isinstance(info, tuple)
-            and info.x_prior is not None
-            and info.method == "gibbs-ss"
-            and rv.name in (info.x_loc, info.x_cov)
-        )
-
-    def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
-        nodes: dict[str, list[str]] = {}
-        for rv in rvs:
-            nodes.setdefault(self.links(rv).name, []).append(rv.name)
-        self._plan, outputs = [], []
-        for given in nodes.values():
-            info = self.links(model[given[0]])
-            require_block(
-                (info.x_loc, info.x_cov),
-                given,
-                f"{info.x_loc!r} and {info.x_cov!r} are drawn jointly from their NIW "
-                f"posterior; give CovariateModelStep both (got {given})",
-            )
-            outputs.append(model[info.suffstat])
-            writers = tuple(
-                ValueWriter(model, model[v], **compile_kwargs) for v in (info.x_loc, info.x_cov)
-            )
-            self._plan.append((info, writers))
-        self._read = PointReader(model, outputs, **compile_kwargs)
+    @staticmethod
+    def _variables(info: Any) -> tuple[str, ...]:
+        if info.x_prior is None or info.method != "gibbs-ss":
+            return ()
+        return (info.x_loc, info.x_cov)
 
     def step(self, point: dict) -> tuple[dict, list[dict]]:
         """Draw every (μ_x, Σ_x) from its NIW posterior given the current s."""
-        values = self._read(point)
+        nodes = self._nodes(point)
         point = dict(point)
         from_prior = self._starts_chain()  # a chain's start: (μ_x, Σ_x) from their prior
-        for (info, (loc_writer, cov_writer)), s in zip(self._plan, values, strict=True):
-            post = (
-                info.x_prior
-                if from_prior
-                else niw_update(info.x_prior, statistic=np.asarray(s, dtype=np.float64), n=info.n)
-            )
+        for info, (loc_writer, cov_writer), s in nodes:
+            post = info.x_prior if from_prior else niw_update(info.x_prior, statistic=s, n=info.n)
             loc, cov = draw_niw(self.rng, post)
             point[loc_writer.name] = loc_writer(loc, point)
             point[cov_writer.name] = cov_writer(0.5 * (cov + cov.T), point)
         return point, [{}]
 
 
-class BinaryCovariateStep(DPGibbsStep):
+class BinaryCovariateStep(_NodeCovariateStep):
     """Binary covariates: draw the cell probabilities π | s ~ Dirichlet(α + counts(s)).
 
     For d ≤ 2 binary covariates the covariate sums of s fix the cell counts
@@ -315,35 +333,20 @@ class BinaryCovariateStep(DPGibbsStep):
 
     name = "dp_binary_covariates"
     role: ClassVar[str] = "it is not the binary covariate model of a NoisyRegressionStat node"
-    link_tag: ClassVar[str] = TAG
 
-    @classmethod
-    def owns(cls, rv: Any) -> bool:  # noqa: D102
-        info = cls.links(rv)
-        return (
-            info is not None
-            and not isinstance(info, tuple)
-            and info.x_probs is not None
-            and rv.name == info.x_probs
-        )
-
-    def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
-        self._plan, outputs = [], []
-        for rv in rvs:
-            info = self.links(rv)
-            outputs.append(model[info.suffstat])
-            self._plan.append((info, ValueWriter(model, rv, **compile_kwargs)))
-        self._read = PointReader(model, outputs, **compile_kwargs)
+    @staticmethod
+    def _variables(info: Any) -> tuple[str, ...]:
+        return () if info.x_probs is None else (info.x_probs,)
 
     def step(self, point: dict) -> tuple[dict, list[dict]]:
         """Draw every π from its Dirichlet posterior given the current s."""
-        values = self._read(point)
+        nodes = self._nodes(point)
         point = dict(point)
         from_prior = self._starts_chain()
-        for (info, writer), s in zip(self._plan, values, strict=True):
+        for info, (writer,), s in nodes:
             alpha = np.asarray(info.x_probs_prior, dtype=np.float64)
             if not from_prior:
-                alpha = alpha + binary_cell_counts(np.asarray(s, np.float64), info.n, info.d)
+                alpha = alpha + binary_cell_counts(s, info.n, info.d)
             draw = self.rng.standard_gamma(alpha)
             draw = np.maximum(draw / draw.sum(), 1e-300)
             point[writer.name] = writer(draw / draw.sum(), point)
