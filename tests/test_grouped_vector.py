@@ -131,8 +131,8 @@ def test_categorical_clt_counts_have_the_multinomial_clt_law():
 def test_categorical_clt_and_exact_posteriors_agree_where_the_clt_is_trusted():
     """Three groups of 250–350 records at ε = 0.3 (the CLT trusted in each), p shared with a
     Dirichlet(1, 1, 1) prior: the latent-count node's posterior of p against the exact sum's,
-    means within 0.1 posterior sd + 3 Monte Carlo errors (ESS ≥ 200 assumed), sds within 10%;
-    2 chains × 500."""
+    means within 0.1 posterior sd + 3 Monte Carlo errors (ESS ≥ 400 assumed), sds within 10%
+    plus 2 Monte Carlo errors of an sd (1/√(2·ESS) each, 5% for the difference); 2 chains × 1000."""
     shares = [[0.2, 0.3, 0.5]] * 3
     rs, _, _ = _categorical(21, sizes=(250, 350, 300), epsilon=0.3, shares=shares)
     posts = {}
@@ -141,15 +141,15 @@ def test_categorical_clt_and_exact_posteriors_agree_where_the_clt_is_trusted():
             p = pm.Dirichlet("p", np.ones(3))
             pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p), release=rs, likelihood=likelihood)
         assert release_attrs(model)["pymc_dp_likelihood_y"] == likelihood
-        posts[likelihood] = _sample(model, 22, draws=500).posterior["p"]
+        posts[likelihood] = _sample(model, 22, draws=1000).posterior["p"]
     clt, exact = posts["clt"], posts["exact"]
     sd = exact.std(("chain", "draw")).values
-    mc = sd / np.sqrt(200)
+    mc = sd / np.sqrt(400)
     assert np.all(
         np.abs(clt.mean(("chain", "draw")).values - exact.mean(("chain", "draw")).values)
         < 0.1 * sd + 3 * mc
     )
-    np.testing.assert_allclose(clt.std(("chain", "draw")).values, sd, rtol=0.1)
+    np.testing.assert_allclose(clt.std(("chain", "draw")).values, sd, rtol=0.2)
 
 
 def test_categorical_gaussian_mechanism_logp_is_the_sum_over_groups():

@@ -52,6 +52,7 @@ from pymc_dp.model.noisy_suffstat import NoisySuffStat
 
 __all__ = [
     "GROUPED_LINKS",
+    "MIN_CENTRED_GROUPS",
     "GroupedLink",
     "build_grouped_model",
     "centring_weights",
@@ -214,11 +215,13 @@ def centring_weights(release: ReleaseSet, *, tau_sd: float | None = None) -> np.
     --------
     >>> import numpy as np, pymc as pm, pymc_dp as pmdp
     >>> rng = np.random.default_rng(0)
-    >>> by = np.repeat(["a", "b", "c"], [10, 1000, 5000])
+    >>> keys = [f"site{g}" for g in range(12)]
+    >>> by = np.repeat(keys, [10, *[1000] * 10, 5000])
     >>> rs = pmdp.release_grouped(rng.binomial(1, 0.3, by.size), pm.Bernoulli, epsilon=1.0,
-    ...     by=by, groups=["a", "b", "c"], sizes="public", rng=1)
-    >>> pmdp.centring_weights(rs).round(2)
-    array([0.01, 0.68, 0.91])
+    ...     by=by, groups=keys, sizes="public", rng=1)
+    >>> w = pmdp.centring_weights(rs)
+    >>> bool(w[0] < 0.1 < 0.9 < w[-1])
+    True
     """
     family = _check_family(release)
     link = _link(family.name)
@@ -232,6 +235,10 @@ def centring_weights(release: ReleaseSet, *, tau_sd: float | None = None) -> np.
     return information_weights(*link.information(family, release), tau_sd)
 
 
+MIN_CENTRED_GROUPS = 10
+"""Fewer groups than this keep the non-centred model (:func:`information_weights`)."""
+
+
 def information_weights(estimate: Any, information: Any, tau_sd: float) -> np.ndarray:
     """How far to centre each group's z_g: w_g = τ̂² / (τ̂² + 1/I_g), in [0, 1].
 
@@ -242,15 +249,17 @@ def information_weights(estimate: Any, information: Any, tau_sd: float) -> np.nd
     they pin η_g: its posterior then does not move with μ or τ), and the weight above makes
     z_g a posteriori uncorrelated with μ in the normal model. The law of η_g, and so the
     posterior, is the same for every w. τ̂² is the moment estimate var(η̂_g) − mean(1/I_g) over
-    the groups' estimates η̂_g (at least (tau_sd/10)²), or the prior's median (0.674 tau_sd)²
-    for fewer than three groups.
+    the groups' estimates η̂_g (at least (tau_sd/10)²).
+
+    With fewer than :data:`MIN_CENTRED_GROUPS` groups every weight is 0: τ is then weakly
+    identified, and a centred group's funnel at small τ mixes worse than the non-centred model
+    (3 groups at ε = 1e6: μ's posterior sd 1.33× the exact model's with centred groups).
     """
     estimate = np.asarray(estimate, dtype=np.float64)
     spread = 1.0 / np.maximum(np.asarray(information, dtype=np.float64), 1e-12)
-    if estimate.size < 3:
-        tau2 = (0.674 * tau_sd) ** 2
-    else:
-        tau2 = max(float(np.var(estimate) - np.mean(spread)), (tau_sd / 10.0) ** 2)
+    if estimate.size < MIN_CENTRED_GROUPS:
+        return np.zeros(estimate.shape)
+    tau2 = max(float(np.var(estimate) - np.mean(spread)), (tau_sd / 10.0) ** 2)
     return tau2 / (tau2 + spread)
 
 
