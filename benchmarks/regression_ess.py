@@ -11,7 +11,13 @@ Three samplers on releases of the same data, in one process:
   default), all ε on the statistic;
 * **default_box_v1** (only with ``--samplers``): the default sampler under the box prior of x
   that was the default before issue 34 (ν = d + 3, E Σ_x = diag(h²/4)), given as ``x_prior``,
-  for the ratio of today's default to it.
+  for the ratio of today's default to it;
+* **default_moments** (only with ``--samplers``, d = 1): the default on a release with
+  ``moments_share=0.2``, which it observes through the shape family of x (``x_model="auto"``
+  picks ``"shape"``); **default_moments_normal**: the same release with ``x_model="normal"``
+  (moments unused), for the cost of the shape model;
+* **default_nu_d1** (only with ``--samplers``): the default with the box prior's ν = d + 1
+  instead of d (same Ψ), the untested candidate for the Σ_x off-diagonal's slow mixing.
 
 Time is the wall time of building the model and the whole ``pm.sample`` call (compilation,
 tuning, draws; 2 chains, ``cores=1``). ESS is ArviZ's bulk ESS, the smallest over θ's
@@ -28,6 +34,7 @@ Usage::
     python benchmarks/regression_ess.py --baseline-draws 20000   # longer Gibbs-SS chains
     python benchmarks/regression_ess.py --baseline-draws 20000 --repeats 3
     python benchmarks/regression_ess.py --samplers default default_box_v1 --repeats 3
+    python benchmarks/regression_ess.py --d 1 --samplers default_moments default_moments_normal
 
 ``--repeats`` runs every sampler that many times on the same release with different chain
 seeds and reports the pooled ESS/s (summed ESS over summed time): one pair of chains' ESS
@@ -59,7 +66,15 @@ from pymc_dp._compat import posterior_dataset
 from pymc_dp.regression import NoisyRegressionStat, default_x_prior, release_regression
 from pymc_dp.regression.kernels.data_model import NIW
 
-SAMPLERS = ("default", "gibbs_ss_noisy", "gibbs_ss_update", "default_box_v1")
+SAMPLERS = (
+    "default",
+    "gibbs_ss_noisy",
+    "gibbs_ss_update",
+    "default_box_v1",
+    "default_moments",
+    "default_moments_normal",
+    "default_nu_d1",
+)
 
 
 def make_data(rng: np.random.Generator, n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
@@ -75,13 +90,18 @@ def run(
 ) -> dict:
     d = x.shape[1]
     bounds = {"x_bounds": [(-1.0, 1.0)] * d, "y_bounds": (-2.0, 2.0)}
-    share = 0.2 if kind == "gibbs_ss_noisy" else None
+    share = 0.2 if kind in ("gibbs_ss_noisy", "default_moments", "default_moments_normal") else None
     rel = release_regression(x, y, epsilon=epsilon, moments_share=share, rng=seed, **bounds)
     kwargs = {}
     if kind.startswith("gibbs"):
         kwargs["method"] = "gibbs-ss"
     if kind == "gibbs_ss_update":
         kwargs["x_prior"] = default_x_prior(bounds["x_bounds"])
+    if kind == "default_moments_normal":
+        kwargs["x_model"] = "normal"
+    if kind == "default_nu_d1":
+        box = default_x_prior(bounds["x_bounds"])
+        kwargs["x_prior"] = box._replace(dof=np.asarray(box.dof) + 1.0)
     if kind == "default_box_v1":  # the box prior before issue 34: ν = d + 3, Ψ = 2 diag(h²/4)
         kwargs["x_prior"] = NIW(np.zeros(d), np.array(1.0), np.array(d + 3.0), 0.5 * np.eye(d))
     start = time.perf_counter()

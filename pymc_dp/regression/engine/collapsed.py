@@ -70,6 +70,15 @@ from pymc_dp.regression.kernels.moment_move import (
 )
 from pymc_dp.regression.kernels.normal_model import record_moments
 from pymc_dp.regression.kernels.psd import project_psd
+from pymc_dp.regression.kernels.shape_law import (
+    XShape,
+    check_shape_moments,
+    raw_moments,
+    shape_move,
+    shape_term,
+    standardised,
+)
+from pymc_dp.regression.kernels.x_models import ShapePrior
 
 __all__ = [
     "CollapsedTrace",
@@ -78,6 +87,7 @@ __all__ = [
     "default_moves",
     "initial_step_sd",
     "sample_regression",
+    "shape_gibbs",
     "start_statistic",
 ]
 
@@ -100,6 +110,15 @@ class CollapsedTrace(NamedTuple):
     acceptance: npt.NDArray[np.float64]
     """Acceptance rate of the random-walk moves after tuning, ``(chain, batch)``; NaN where
     there were none (the default beside the moment move)."""
+    x_skew: npt.NDArray[np.float64] | None = None
+    """γ of the shape family, ``(chain, draw, batch)``, with released moments; else ``None``."""
+    x_kurt: npt.NDArray[np.float64] | None = None
+    """κ of the shape family, ``(chain, draw, batch)``, with released moments; else ``None``."""
+
+    @property
+    def x_model(self) -> str:
+        """``"shape"`` (released moments used) or ``"normal"``."""
+        return "normal" if self.x_skew is None else "shape"
 
 
 def initial_step_sd(prior: NIG, x_prior: NIW) -> npt.NDArray[np.float64]:
@@ -284,6 +303,42 @@ def collapsed_sweep(
     return state, SweepStats(moved / moves if moves else np.full_like(moved, np.nan), moment)
 
 
+def shape_gibbs(
+    rng: np.random.Generator,
+    shape: XShape,
+    suffstat: npt.ArrayLike,
+    n: npt.ArrayLike,
+    proposed: tuple[np.ndarray, np.ndarray],
+    current: tuple[np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, XShape]:
+    """(μ_x, Σ_x) and (γ, κ) given s under the shape family (d = 1, nodes on axis −1 of γ).
+
+    ``proposed`` is a draw of the NIW posterior given s, the exact conditional under the normal
+    model of x: as an independence proposal, holding the raw moments E x³, E x⁴, it is accepted
+    with the ratio of :func:`~pymc_dp.regression.kernels.shape_law.shape_term` (the shape
+    family's law of (x̄, S) over the normal one, the released moments' likelihood and the
+    prior of the raw moments given (μ, σ²)). Then
+    :func:`~pymc_dp.regression.kernels.shape_law.shape_move`. Returns μ_x ``(..., J, 1)``,
+    Σ_x ``(..., J, 1, 1)`` and the new shape.
+    """
+    s = np.asarray(suffstat, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    b_mat = unpack_statistic(s, n[:, None])
+    xbar = b_mat[..., 0, 1] / n
+    scatter = b_mat[..., 1, 1] - n * xbar**2
+    (loc, cov), (loc0, cov0) = proposed, current
+    new = shape_term(xbar, scatter, loc[..., 0], cov[..., 0, 0], n, shape)
+    old = shape_term(xbar, scatter, loc0[..., 0], cov0[..., 0, 0], n, shape)
+    with np.errstate(invalid="ignore"):
+        ok = np.log(rng.uniform(size=new.shape)) < new - old
+    ok &= np.isfinite(new)
+    loc = np.where(ok[..., None], loc, loc0)
+    cov = np.where(ok[..., None, None], cov, cov0)
+    shape, _ = shape_move(rng, shape, mean=xbar, scatter=scatter, loc=loc[..., 0],
+                          var=cov[..., 0, 0], n=n)  # fmt: skip
+    return loc, cov, shape
+
+
 def sample_regression(
     rng: int | np.random.Generator,
     *,
@@ -299,6 +354,10 @@ def sample_regression(
     moves: int | None = None,
     moment_moves: bool = True,
     tries: int = 16,
+    moments: npt.ArrayLike | None = None,
+    moment_powers: npt.ArrayLike | None = None,
+    moment_scale: npt.ArrayLike | None = None,
+    shape_prior: ShapePrior | None = None,
 ) -> CollapsedTrace:
     """Sample the posterior of a batch of regression releases with the default sampler.
 
@@ -333,6 +392,14 @@ def sample_regression(
         Its candidates per iteration. Fewer than the PyMC step's 64: in a batch of many
         releases each candidate costs arithmetic in proportion (50 releases at n = 500,
         ε = 1, d = 2: 32 took 2.2× the time of 16 for 1.2× the ESS).
+    moments, moment_powers, moment_scale
+        Released noisy sums of x³ and x⁴ ``(batch, K)``, their exponents ``(K, 1)`` and Laplace
+        scale (scalar or ``(batch,)``), d = 1 (a release's ``fourth_moments``). With them x
+        follows the shape family (skewness γ, kurtosis κ, prior ``shape_prior``) and the sums
+        are observed with their noise (:mod:`~pymc_dp.regression.kernels.shape_law`); the
+        trace then has ``x_skew`` and ``x_kurt``. Without them: the normal model of x.
+    shape_prior
+        Prior of (γ, κ); default :class:`~pymc_dp.regression.kernels.x_models.ShapePrior`.
 
     Returns
     -------
@@ -383,6 +450,24 @@ def sample_regression(
         raise ValueError(f"x_prior.loc must have {d} entries (got {x_prior.loc.shape})")
 
     rows = chains * releases  # chain-major, so that the output reshapes to (chain, ...)
+    shape = None
+    if moments is not None:
+        if d != 1:
+            raise ValueError(
+                f"released moments enter the default for d = 1 only (got d={d}); omit moments= "
+                "for the normal model of x"
+            )
+        if not laplace:
+            raise ValueError("released moments need Laplace noise (scale=), not noise_sd=")
+        values, degrees, m_scale = check_shape_moments(
+            moments, moment_powers, moment_scale, releases
+        )
+        shape_prior = ShapePrior() if shape_prior is None else shape_prior
+        skew = rng.uniform(-shape_prior.skew, shape_prior.skew, (rows, 1))
+        kurt = 1.0 + skew**2 + rng.uniform(0.0, shape_prior.excess, (rows, 1))
+        # The raw moments at the chain's first (μ_x, Σ_x), drawn below from their prior.
+        shape = XShape(skew, kurt, np.tile(values, (chains, 1))[:, None], degrees,
+                       np.tile(m_scale, chains)[:, None], shape_prior)  # fmt: skip
 
     def tile(a: npt.ArrayLike, core: int) -> np.ndarray:
         a = np.asarray(a, dtype=np.float64)
@@ -402,7 +487,10 @@ def sample_regression(
 
     theta, sigma2 = draw_nig(rng, prior)
     x_loc, x_cov = draw_niw(rng, x_prior)
-    target = collapsed_target(zt, noise_var, sizes, prior, x_prior)
+    if shape is not None:
+        third, fourth = raw_moments(x_loc[..., 0], x_cov[..., 0, 0], shape.third, shape.fourth)
+        shape = shape._replace(third=third, fourth=fourth)
+    target = collapsed_target(zt, noise_var, sizes, prior, x_prior)._replace(x_shape=shape)
     state = start_statistic(rng, pack_parameters(theta, sigma2, x_loc, x_cov), target)
 
     def mixing_variances(s: np.ndarray) -> np.ndarray:
@@ -422,6 +510,8 @@ def sample_regression(
     }
     if laplace:
         keep["noise_variance"] = np.empty((draws, rows, m))
+    if shape is not None:
+        keep["x_skew"], keep["x_kurt"] = np.empty((draws, rows)), np.empty((draws, rows))
     accepted = np.zeros(rows)
     fit = moment_prior(rng, prior, NIW(*(a[:, 0] for a in x_prior))) if moment_moves else None
     b = spread[:, None, None] if laplace and moment_moves else None
@@ -433,6 +523,11 @@ def sample_regression(
             target = target._replace(noise_variance=noise_var)
         theta, sigma2 = draw_nig(rng, nig_update(prior, statistic=s[:, 0], n=n))
         x_loc, x_cov = draw_niw(rng, niw_update(x_prior, statistic=s, n=sizes))
+        if shape is not None:
+            now = unpack_parameters(state.params, d)
+            x_loc, x_cov, shape = shape_gibbs(rng, shape, s, sizes, (x_loc, x_cov),
+                                              (now.x_loc, now.x_cov))  # fmt: skip
+            target = target._replace(x_shape=shape)
         state, sweep = collapsed_sweep(
             rng, pack_parameters(theta, sigma2, x_loc, x_cov), s, target=target,
             adaptation=adapt, fit=fit, tune=it < tune, tries=tries, laplace_scale=b,
@@ -449,6 +544,9 @@ def sample_regression(
             keep["suffstat"][i] = state.suffstat[:, 0]
             if laplace:
                 keep["noise_variance"][i] = noise_var[:, 0]
+            if shape is not None:  # (γ, κ) of the held raw moments at the new (μ_x, Σ_x)
+                g, k = standardised(shape, par.x_loc[..., 0], par.x_cov[..., 0, 0])
+                keep["x_skew"][i], keep["x_kurt"][i] = g[:, 0], k[:, 0]
 
     def by_chain(a: np.ndarray) -> np.ndarray:
         return np.moveaxis(a.reshape(draws, chains, releases, *a.shape[2:]), 0, 1)
@@ -462,4 +560,6 @@ def sample_regression(
         suffstat=out_arrays["suffstat"],
         noise_variance=out_arrays.get("noise_variance"),
         acceptance=(accepted / draws).reshape(chains, releases),
+        x_skew=out_arrays.get("x_skew"),
+        x_kurt=out_arrays.get("x_kurt"),
     )

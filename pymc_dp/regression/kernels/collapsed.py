@@ -44,6 +44,7 @@ from pymc_dp.curator.regression.statistics import unpack_statistic
 from pymc_dp.regression.kernels.conjugate import NIG
 from pymc_dp.regression.kernels.data_model import NIW
 from pymc_dp.regression.kernels.normal_model import draw_statistic, record_moments
+from pymc_dp.regression.kernels.shape_law import XShape, shape_term
 
 __all__ = [
     "CollapsedTarget",
@@ -61,6 +62,7 @@ __all__ = [
     "redraw_statistic",
     "refresh_statistic",
     "replace_where",
+    "shape_correction",
     "statistic_correction",
     "unpack_parameters",
 ]
@@ -94,6 +96,10 @@ class CollapsedTarget(NamedTuple):
     x_prior: NIW
     """Batch ``(..., J)``."""
     constants: _Constants
+    x_shape: XShape | None = None
+    """With released degree 3–4 moments of x (d = 1): the shape family's (γ, κ) and the
+    moments (:mod:`~pymc_dp.regression.kernels.shape_law`); the law of s is then the normal
+    model's times :func:`shape_correction`. ``None``: the normal model of x."""
 
 
 def collapsed_target(
@@ -366,6 +372,24 @@ def evaluate(u: npt.ArrayLike, target: CollapsedTarget) -> Evaluation:
     )
 
 
+def shape_correction(s: npt.ArrayLike, par: Parameters, target: CollapsedTarget) -> np.ndarray:
+    """Σ_j of the shape family's law of (x̄, S) over the normal one plus the moments' likelihood.
+
+    ``(...)``; zeros without ``target.x_shape`` (the normal model of x). d = 1
+    (:mod:`~pymc_dp.regression.kernels.shape_law`).
+    """
+    s = np.asarray(s, dtype=np.float64)
+    if target.x_shape is None:
+        return np.zeros(s.shape[:-2])
+    n = target.n[:, None]
+    b_mat = unpack_statistic(s, n)
+    xbar = b_mat[..., 0, 1] / target.n
+    scatter = b_mat[..., 1, 1] - target.n * xbar**2
+    out = shape_term(xbar, scatter, par.x_loc[..., 0], par.x_cov[..., 0, 0], target.n,
+                     target.x_shape)  # fmt: skip
+    return np.sum(out, axis=-1)
+
+
 def statistic_correction(s: npt.ArrayLike, ev: Evaluation, target: CollapsedTarget) -> np.ndarray:
     """Σ_j log r(s_j, φ) = log p(s_j | φ) − log N(s_j; nμ_t, nΣ_t), at the φ of ``ev``.
 
@@ -416,6 +440,8 @@ def statistic_correction(s: npt.ArrayLike, ev: Evaluation, target: CollapsedTarg
         clt = -_log_diag_sum(ev.clt_chol) - 0.5 * np.sum(white**2, -1)
         clt = clt - 0.5 * s.shape[-1] * _LOG_2PI
         out = np.sum(exact - clt, axis=-1)
+        if target.x_shape is not None:
+            out = out + shape_correction(s, par, target)
     valid = np.all(ok & (sign_c > 0) & (rss > 0), axis=-1) & np.isfinite(out)
     return np.where(valid, out, -np.inf)
 
@@ -557,9 +583,10 @@ def refresh_statistic(
 def redraw_statistic(
     rng: np.random.Generator, state: MoveState, *, target: CollapsedTarget, evaluation: Evaluation
 ) -> tuple[MoveState, npt.NDArray[np.bool_]]:
-    """Move s alone, proposing from its exact law p(s | φ).
+    """Move s alone, proposing from its exact law p(s | φ) under the normal model of x.
 
-    s' is accepted with probability min(1, N(z; s', diag w) / N(z; s, diag w)). Where the
+    s' is accepted with probability min(1, N(z; s', diag w) / N(z; s, diag w)), times the
+    ratio of :func:`shape_correction` under the shape family of x. Where the
     noise dwarfs the statistic's own spread (small n, small ε) this proposal is close to
     s | φ, z, w while the CLT one of :func:`refresh_statistic` is not; the two complement
     each other. ``evaluation`` is :func:`evaluate` at ``state.params``.
@@ -576,6 +603,10 @@ def redraw_statistic(
     w = target.noise_variance
     gap = np.sum(((target.released - state.suffstat) ** 2 - (target.released - s_new) ** 2) / w,
                  axis=(-2, -1))  # fmt: skip
+    if target.x_shape is not None:  # the proposal is the normal model's law: its factor
+        with np.errstate(invalid="ignore"):
+            gap = gap + 2.0 * (shape_correction(s_new, par, target)
+                               - shape_correction(state.suffstat, par, target))  # fmt: skip
     with np.errstate(invalid="ignore"):
         accept = np.log(rng.uniform(size=gap.shape)) < 0.5 * gap
     accept &= np.isfinite(gap)

@@ -40,6 +40,7 @@ from pymc_dp.regression.kernels.collapsed import (
     pack_parameters,
     parameter_log_jacobian,
     propose_statistic,
+    shape_correction,
     statistic_correction,
     unpack_parameters,
 )
@@ -483,6 +484,9 @@ def moment_move(
         gap = 0.5 * np.sum(((z - s) ** 2 - (z - s_exact) ** 2) / w, axis=(-2, -1))
     else:
         gap = np.sum((np.abs(z - s) - np.abs(z - s_exact)) / laplace_scale, axis=(-2, -1))
+    if target.x_shape is not None:  # the proposal is the normal model's law: its factor
+        with np.errstate(invalid="ignore"):
+            gap = gap + shape_correction(s_exact, par, target) - shape_correction(s, par, target)
     with np.errstate(invalid="ignore"):
         took = (np.log(uniform[0]) < gap) & np.isfinite(correction[tries + 1])
     s = np.where(took[..., None, None], s_exact, s)

@@ -27,7 +27,12 @@ from pymc.step_methods.state import dataclass_state
 from pymc_dp._compat import register_step_methods
 from pymc_dp.model.model_access import PointReader, ValueWriter
 from pymc_dp.model.step_methods.base import DPGibbsStep, require_block
-from pymc_dp.regression.engine.collapsed import collapsed_sweep, default_moves, initial_step_sd
+from pymc_dp.regression.engine.collapsed import (
+    collapsed_sweep,
+    default_moves,
+    initial_step_sd,
+    shape_gibbs,
+)
 from pymc_dp.regression.kernels.adaptation import RandomWalkAdaptation
 from pymc_dp.regression.kernels.collapsed import (
     CollapsedTarget,
@@ -38,6 +43,7 @@ from pymc_dp.regression.kernels.collapsed import (
 from pymc_dp.regression.kernels.conjugate import NIG, draw_nig, nig_update
 from pymc_dp.regression.kernels.data_model import NIW, draw_niw, niw_update
 from pymc_dp.regression.kernels.moment_move import moment_prior
+from pymc_dp.regression.kernels.shape_law import XShape, raw_moments, standardised
 from pymc_dp.regression.model.distributions import NormalModelSuffStatRV
 from pymc_dp.regression.model.noisy_regression import TAG, nig_prior_parameters
 from pymc_dp.regression.model.steps import require_nig_sole_use
@@ -124,7 +130,9 @@ class RegressionCollapsedStep(DPGibbsStep):
         if info is None or info.method != "collapsed":
             return False
         op = getattr(getattr(rv, "owner", None), "op", None)
-        return isinstance(op, NormalModelSuffStatRV) or rv.name in (info.x_loc, info.x_cov)
+        return isinstance(op, NormalModelSuffStatRV) or rv.name in (
+            info.x_loc, info.x_cov, info.x_skew, info.x_excess
+        )  # fmt: skip
 
     def reset_tuning(self) -> None:
         """Each chain adapts its own walk (sequential ``pm.sample`` calls this per chain)."""
@@ -146,8 +154,17 @@ class RegressionCollapsedStep(DPGibbsStep):
         self._plan = []
         for (theta_name, sigma2_name), links in blocks.items():
             names = {theta_name, sigma2_name}
+            shaped = [info.x_skew is not None for info in links]
+            if any(shaped) and len(links) > 1:
+                raise ValueError(
+                    f"nodes {[i.name for i in links]} share theta, and some observe released "
+                    "moments of x (x_model='shape'): the shape model is for a single node; give "
+                    "the nodes x_model='normal'"
+                )
             for info in links:
                 names |= {info.suffstat, info.x_loc, info.x_cov}
+                if info.x_skew is not None:
+                    names |= {info.x_skew, info.x_excess}
             require_block(
                 names,
                 given,
@@ -170,9 +187,13 @@ class RegressionCollapsedStep(DPGibbsStep):
                 if info.noise_sd is None:
                     outputs.append(model[info.noise_variance])
                 outputs.extend(model[v] for v in (info.x_loc, info.x_cov, info.suffstat))
+                if info.x_skew is not None:
+                    outputs.extend(model[v] for v in (info.x_skew, info.x_excess))
             order = [theta_name, sigma2_name]
             for info in links:
                 order += [info.x_loc, info.x_cov, info.suffstat]
+                if info.x_skew is not None:
+                    order += [info.x_skew, info.x_excess]
             writers = {v: ValueWriter(model, model[v], **compile_kwargs) for v in order}
             x_prior = NIW(*(np.stack([np.asarray(getattr(i.x_prior, f)) for i in links])
                             for f in NIW._fields))  # fmt: skip
@@ -219,6 +240,9 @@ class RegressionCollapsedStep(DPGibbsStep):
                 cov.append(values[pos + 1])
                 s.append(values[pos + 2])
                 pos += 3
+                if info.x_skew is not None:  # a single node (checked in _setup)
+                    skew, excess = float(values[pos]), float(values[pos + 1])
+                    pos += 2
             n = np.array([float(info.n) for info in links])
             s = np.stack(s)
             post, x_post = prior, x_prior
@@ -227,12 +251,33 @@ class RegressionCollapsedStep(DPGibbsStep):
                     post = nig_update(post, statistic=s[j], n=n[j])
                 x_post = niw_update(x_prior, statistic=s, n=n)
             theta, sigma2 = draw_nig(self.rng, post)
+            loc_now, cov_now = np.stack(loc), np.stack(cov)
             loc, cov = draw_niw(self.rng, x_post)
+            shape = None
+            info = links[0]
+            if info.x_skew is not None:
+                sums, degrees, m_scale, shape_prior = info.x_shape_moments
+                if from_prior:
+                    skew = self.rng.uniform(-shape_prior.skew, shape_prior.skew)
+                    excess = self.rng.uniform(0.0, shape_prior.excess)
+                    loc_now, cov_now = loc, cov
+                # The state holds the raw moments E x³, E x⁴ while (μ_x, Σ_x) move.
+                third, fourth = raw_moments(loc_now[..., 0], cov_now[..., 0, 0], skew,
+                                            1.0 + skew**2 + excess)  # fmt: skip
+                shape = XShape(third[None], fourth[None], np.array([[sums]]), np.array(degrees),
+                               np.array([[m_scale]]), shape_prior)  # fmt: skip
+                if not from_prior:
+                    # The NIW draw proposes (μ_x, Σ_x); the shape's factor accepts it.
+                    new_loc, new_cov, shape = shape_gibbs(
+                        self.rng, shape, s[None], n, (loc[None], cov[None]),
+                        (loc_now[None], cov_now[None]),
+                    )  # fmt: skip
+                    loc, cov = new_loc[0], new_cov[0]
             u = pack_parameters(theta, sigma2, loc, cov)[None]
             batch_prior = NIG(*(np.asarray(a)[None] for a in prior))
             batch_x = NIW(*(np.asarray(a)[None] for a in x_prior))
             target = self._target(k, np.stack(z)[None], n, batch_prior, batch_x)
-            target = target._replace(noise_variance=np.stack(noise)[None])
+            target = target._replace(noise_variance=np.stack(noise)[None], x_shape=shape)
             adaptation = self.adaptation.get(k)
             if adaptation is None:
                 adaptation = self.adaptation[k] = RandomWalkAdaptation(
@@ -264,6 +309,10 @@ class RegressionCollapsedStep(DPGibbsStep):
                 new[info.x_loc] = par.x_loc[j]
                 new[info.x_cov] = 0.5 * (par.x_cov[j] + par.x_cov[j].T)
                 new[info.suffstat] = state.suffstat[0, j]
+                if shape is not None:
+                    g, k = standardised(shape, par.x_loc[j, 0], par.x_cov[j, 0, 0])
+                    new[info.x_skew] = float(g[0, 0])
+                    new[info.x_excess] = float(k[0, 0] - 1.0 - g[0, 0] ** 2)
             for name, value in new.items():
                 writer = writers[name]
                 point[writer.name] = writer(value, point)

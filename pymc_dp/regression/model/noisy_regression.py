@@ -42,7 +42,8 @@ from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.model.distributions import LaplaceNoiseVariance
 from pymc_dp.regression.kernels.data_model import NIW, check_niw
 from pymc_dp.regression.kernels.moments import XMoments, check_x_moments, x_moments_from_release
-from pymc_dp.regression.kernels.x_models import binary_cells
+from pymc_dp.regression.kernels.shape_law import check_shape_moments
+from pymc_dp.regression.kernels.x_models import ShapePrior, binary_cells
 from pymc_dp.regression.model.default_prior import default_x_prior
 from pymc_dp.regression.model.distributions import (
     InverseWishart,
@@ -51,6 +52,7 @@ from pymc_dp.regression.model.distributions import (
     binary_x_moments_pt,
     normal_x_moments_pt,
 )
+from pymc_dp.regression.model.shape_potential import shape_potential
 
 __all__ = [
     "NoisyRegressionInfo",
@@ -102,6 +104,13 @@ class NoisyRegressionInfo:
     """Binary model: name of the cell probabilities π over ``{0, 1}^d``."""
     x_probs_prior: tuple[float, ...] | None = None
     """Binary model: Dirichlet concentration of π."""
+    x_skew: str | None = None
+    """Shape model: name of the skewness γ, else ``None``."""
+    x_excess: str | None = None
+    """Shape model: name of κ − 1 − γ² (the kurtosis above its bound), else ``None``."""
+    x_shape_moments: tuple | None = None
+    """Shape model: (released sums of x^k, their degrees k, their Laplace scale, the
+    :class:`~pymc_dp.regression.kernels.x_models.ShapePrior`)."""
 
 
 def coefficient_labels(covariates: Sequence[str]) -> list[str]:
@@ -253,13 +262,22 @@ class NoisyRegressionStat:
         ``"gibbs-ss"``: the paper's Algorithm 1 (CLT for s, Gibbs steps), as Gibbs-SS-Noisy
         (release moments or ``x_moments``) or Gibbs-SS-Update (``x_prior``).
     x_model
-        ``"normal"`` (the default): x ~ N(μ_x, Σ_x) as above. ``"binary"``: every covariate is
-        0 or 1 (a treated/untreated indicator, a dummy-coded category; d ≤ 2): x has cell
-        probabilities ``{name}_x_probs`` ~ Dirichlet(1, ..., 1) over ``{0, 1}^d``, every moment
-        ``E[Π x_j^k_j]`` is the probability of the cells where the x_j present are 1, and the
-        CLT moments of s are exact functions of π (Gibbs-SS, ``method="gibbs-ss"``; π | s is
-        Dirichlet, :class:`~pymc_dp.regression.model.steps.BinaryCovariateStep`). A box of
-        [0, 1] per covariate keeps the sensitivity smallest.
+        ``"auto"`` (the default): ``"shape"`` for the default (collapsed) method when the
+        release carries noisy degree 3–4 sums of x (``moments_share``) and d = 1, else
+        ``"normal"``. ``"shape"``: x = μ_x + σ_x u with u of skewness ``{name}_x_skew`` ~
+        U(−2, 2) and kurtosis ``{name}_x_kurt`` = 1 + γ² + ``{name}_x_excess``,
+        excess ~ U(0, 6) (uniform, normal, exponential and two-point shapes inside); the law
+        of the covariate's sums follows (γ, κ), and the released sums of x³ and x⁴ are
+        observed with their Laplace noise, never plugged in
+        (:mod:`~pymc_dp.regression.kernels.shape_law`; a ``pm.Potential`` ``{name}_x_shape``
+        holds both factors). ``"normal"``: x ~ N(μ_x, Σ_x), released moments unused.
+        ``"binary"``: every covariate is 0 or 1 (a treated/untreated indicator, a dummy-coded
+        category; d ≤ 2): x has cell probabilities ``{name}_x_probs`` ~ Dirichlet(1, ..., 1)
+        over ``{0, 1}^d``, every moment ``E[Π x_j^k_j]`` is the probability of the cells
+        where the x_j present are 1, and the CLT moments of s are exact functions of π
+        (Gibbs-SS, ``method="gibbs-ss"``; π | s is Dirichlet,
+        :class:`~pymc_dp.regression.model.steps.BinaryCovariateStep`). A box of [0, 1] per
+        covariate keeps the sensitivity smallest.
     n, epsilon, sensitivity, observed
         The release given explicitly: number of records, ε, L1 sensitivity Δ (noise scale
         Δ/ε), released vector of length (d + 2)(d + 3)/2 − 1.
@@ -335,7 +353,7 @@ class NoisyRegressionStat:
         x_prior: NIW | tuple | None = None,
         x_moments: XMoments | None = None,
         method: str = "auto",
-        x_model: str = "normal",
+        x_model: str = "auto",
         n: int | None = None,
         epsilon: float | None = None,
         sensitivity: float | None = None,
@@ -367,6 +385,7 @@ class NoisyRegressionStat:
         covariates = _covariate_names(covariates, d)
         binary = _binary_model(x_model, x_moments, x_prior, method, d)
         method = "gibbs-ss" if binary else _method(method, x_moments)
+        shape = None if binary else _shape_moments(x_model, method, rel, d)
         if binary:
             x_prior = None
         elif method == "collapsed":
@@ -419,11 +438,23 @@ class NoisyRegressionStat:
                 if method != "collapsed":
                     second, phi = normal_x_moments_pt(x_loc, x_cov)
                 names = {"x_loc": x_loc.name, "x_cov": x_cov.name, "x_prior": x_prior}
+                if shape is not None:
+                    prior = shape[3]
+                    skew = pm.Uniform(f"{name}_x_skew", -prior.skew, prior.skew)
+                    excess = pm.Uniform(f"{name}_x_excess", 0.0, prior.excess)
+                    kurt = pm.Deterministic(f"{name}_x_kurt", 1.0 + skew**2 + excess)
+                    names |= {"x_skew": skew.name, "x_excess": excess.name,
+                              "x_shape_moments": shape}  # fmt: skip
             else:
                 second = pt.constant(np.asarray(x_prior.second, dtype=np.float64))
                 phi = pt.constant(np.asarray(x_prior.fourth_cov, dtype=np.float64))
             if method == "collapsed":
                 s = NormalModelSuffStat(s_name, theta, sigma2, x_loc, x_cov, n, dims=stat_dim)
+                if shape is not None:
+                    pm.Potential(f"{name}_x_shape", shape_potential(
+                        s, x_loc, x_cov, skew, kurt, n=n, moments=shape[0], degrees=shape[1],
+                        moment_scale=shape[2],
+                    ))  # fmt: skip
             else:
                 s = RegressionSuffStat(s_name, theta, sigma2, second, phi, n, dims=stat_dim)
             if gaussian:
@@ -453,11 +484,21 @@ class NoisyRegressionStat:
             method=method,
             noise_sd=scale if gaussian else None,
             laplace_scale=None if gaussian else scale,
-            x_model="binary" if binary else "normal" if isinstance(x_prior, NIW) else "moments",
+            x_model="binary"
+            if binary
+            else "shape"
+            if shape is not None
+            else "normal"
+            if isinstance(x_prior, NIW)
+            else "moments",
             **names,
         )
         own = (s, *(() if noise is None else (noise,)))
-        linked = (model[v] for k, v in names.items() if k in ("x_loc", "x_cov", "x_probs"))
+        linked = (
+            model[v]
+            for k, v in names.items()
+            if k in ("x_loc", "x_cov", "x_probs", "x_skew", "x_excess")
+        )
         for rv in (*own, *linked):
             setattr(rv.tag, TAG, info)
         for rv in (theta, sigma2):
@@ -465,14 +506,40 @@ class NoisyRegressionStat:
         return z
 
 
-X_MODELS = ("normal", "binary")
+X_MODELS = ("auto", "normal", "shape", "binary")
+
+
+def _shape_moments(
+    x_model: str, method: str, rel: RegressionRelease | None, d: int
+) -> tuple | None:
+    """(sums, degrees, Laplace scale, shape prior) of the released moments the node observes."""
+    usable = (
+        method == "collapsed"
+        and d == 1
+        and rel is not None
+        and rel.fourth_moments is not None
+        and rel.mechanism != DISCRETE_GAUSSIAN
+    )
+    if x_model == "shape" and not usable:
+        raise ValueError(
+            "x_model='shape' observes the release's noisy degree 3-4 sums of x: it needs the "
+            "default method (collapsed), d = 1 and a Laplace release made with moments_share= "
+            "(use x_model='auto' or 'normal' otherwise)"
+        )
+    if x_model not in ("auto", "shape") or not usable:
+        return None
+    fm = rel.fourth_moments
+    values, degrees, scale = check_shape_moments(
+        fm.value[None], fm.powers, fm.sensitivity / fm.epsilon, 1
+    )
+    return (tuple(values[0].tolist()), tuple(degrees.tolist()), float(scale[0]), ShapePrior())
 
 
 def _binary_model(x_model: Any, x_moments: Any, x_prior: Any, method: Any, d: int) -> bool:
     """Whether the node uses the binary model of x (after checking the combination)."""
     if x_model not in X_MODELS:
         raise ValueError(f"x_model must be one of {X_MODELS} (got {x_model!r})")
-    if x_model == "normal":
+    if x_model != "binary":
         return False
     if x_moments is not None or x_prior is not None:
         raise TypeError(
@@ -505,7 +572,8 @@ def regression_attrs(model: pm.Model | None = None) -> dict[str, str]:
     """Trace attributes naming each regression node's sampler and model of x.
 
     ``idata.attrs.update(regression_attrs(model))`` records, per node ``{name}``,
-    ``pymc_dp_x_model_{name}`` (``"normal"``, ``"binary"`` or ``"moments"`` for fixed moments)
+    ``pymc_dp_x_model_{name}`` (``"normal"``, ``"shape"`` (released moments used),
+    ``"binary"`` or ``"moments"`` for fixed moments)
     and ``pymc_dp_method_{name}`` (``"collapsed"`` or ``"gibbs-ss"``); ``pymc-dp fit`` does so.
 
     Examples

@@ -1,0 +1,282 @@
+"""The default sampler with released moments of x: the shape family (kernels/shape_law.py)."""
+
+import numpy as np
+import pymc as pm
+import pytest
+from scipy import integrate, stats
+
+from pymc_dp.kernels import draw_noise_variance
+from pymc_dp.regression import (
+    NIG,
+    NIW,
+    NoisyRegressionStat,
+    draw_nig,
+    draw_niw,
+    nig_update,
+    niw_update,
+    regression_attrs,
+    release_regression,
+    sample_regression,
+)
+from pymc_dp.regression.engine.collapsed import collapsed_sweep, initial_step_sd, shape_gibbs
+from pymc_dp.regression.kernels.adaptation import RandomWalkAdaptation
+from pymc_dp.regression.kernels.collapsed import (
+    collapsed_target,
+    pack_parameters,
+    unpack_parameters,
+)
+from pymc_dp.regression.kernels.moment_move import moment_prior
+from pymc_dp.regression.kernels.shape_law import (
+    XShape,
+    moment_term,
+    raw_moments,
+    shape_log_ratio,
+    shape_term,
+    standardised,
+)
+from pymc_dp.regression.kernels.x_models import ShapePrior
+
+PRIOR = NIG(np.zeros(2), 0.5 * np.eye(2), np.array(20.0), np.array(1.9))
+X_PRIOR = NIW(np.zeros(1), np.array(4.0), np.array(20.0), np.array([[1.8]]))
+
+
+def _release(rng, d=1, moments=0.2, n=200):
+    x = rng.uniform(-0.5, 0.5, (n, d))
+    y = np.clip(0.2 + x @ np.full(d, 0.5) + 0.3 * rng.standard_normal(n), -3, 3)
+    return release_regression(x, y, x_bounds=[(-2, 2)] * d, y_bounds=(-3, 3), epsilon=1.0,
+                              moments_share=moments, rng=rng)  # fmt: skip
+
+
+def _node(rel, **kw):
+    with pm.Model() as model:
+        sigma2 = pm.InverseGamma("sigma2", 2.0, 0.1)
+        d = rel.x_bounds.shape[0] if hasattr(rel.x_bounds, "shape") else len(rel.x_bounds)
+        theta = pm.MvNormal("theta", np.zeros(d + 1), cov=sigma2 * np.eye(d + 1))
+        NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel, **kw)
+    return model
+
+
+def test_default_picks_the_shape_model_when_the_release_has_moments():
+    """``x_model="auto"``: the shape family with moments (d = 1), recorded in the attrs; the
+    normal model without them, for d = 2, or when asked; ``"shape"`` refuses a release
+    without moments by name."""
+    rng = np.random.default_rng(0)
+    with_moments, without = _release(rng), _release(rng, moments=None)
+    model = _node(with_moments)
+    assert regression_attrs(model)["pymc_dp_x_model_z"] == "shape"
+    names = {v.name for v in model.free_RVs}
+    assert {"z_x_skew", "z_x_excess"} <= names and "z_x_kurt" in model.named_vars
+    assert "z_x_shape" in {v.name for v in model.potentials}
+    assert regression_attrs(_node(without))["pymc_dp_x_model_z"] == "normal"
+    assert regression_attrs(_node(with_moments, x_model="normal"))["pymc_dp_x_model_z"] == "normal"
+    assert regression_attrs(_node(_release(rng, d=2)))["pymc_dp_x_model_z"] == "normal"
+    with pytest.raises(ValueError, match=r"x_model='shape'.*moments_share"):
+        _node(without, x_model="shape")
+
+
+def test_moment_likelihood_matches_a_hand_computation():
+    """Uniform x on [a, b] is the shape family with γ = 0, κ = 1.8: the released sums' log
+    likelihood equals the convolution of N(n E x^k, n Var_normal(x^k)) with the Laplace noise,
+    integrated numerically with E x^k = (b^{k+1} − a^{k+1}) / ((k + 1)(b − a))."""
+    a, b, n, lap = -0.3, 0.7, 150, 3.0
+    mu, var = (a + b) / 2, (b - a) ** 2 / 12
+    released = np.array([2.0, 5.5])
+    shape = XShape(np.array(0.0), np.array(1.8), released, np.array([3, 4]), np.array(lap))
+    got = moment_term(mu, var, 0.0, 1.8, n, shape)
+    normal = stats.norm(mu, np.sqrt(var))
+    want = 0.0
+    for value, k in zip(released, (3, 4), strict=True):
+        mean = n * (b ** (k + 1) - a ** (k + 1)) / ((k + 1) * (b - a))
+        sd = np.sqrt(n * (normal.moment(2 * k) - normal.moment(k) ** 2))
+        dens = integrate.quad(
+            lambda t, m=mean, s=sd, v=value: (
+                stats.norm.pdf(t, m, s) * stats.laplace.pdf(v - t, 0, lap)
+            ),
+            mean - 12 * sd, mean + 12 * sd, points=[value], limit=200,
+        )[0]  # fmt: skip
+        want += np.log(dens)
+    assert got == pytest.approx(want, rel=1e-6)
+
+
+def test_shape_law_has_the_families_moments():
+    """The law of (x̄, S): log ratio 0 at the normal shape; its Gamma and conditional normal
+    at a point against SciPy; and E S, Var S, Cov(x̄, S) against 20 000 simulated samples of
+    n = 40 uniform and exponential covariates (within 4 Monte Carlo standard errors)."""
+    assert float(shape_log_ratio(0.2, 9.0, 0.1, 0.3, 0.0, 3.0, 40)) == 0.0
+    n, mu, var, g, k = 40, 0.1, 0.3, 0.8, 4.5
+    c = ((n - 1) * k - n + 3) / (2 * n)
+    cov = (n - 1) * g * var**1.5 / n
+    var_s = 2 * c * (n - 1) * var**2
+    xbar, s = 0.2, 10.0
+    centre = mu + cov / var_s * (s - (n - 1) * var)
+    want = (stats.gamma.logpdf(s, (n - 1) / c / 2, scale=2 * c * var)
+            + stats.norm.logpdf(xbar, centre, np.sqrt(var / n - cov**2 / var_s))
+            - stats.chi2.logpdf(s / var, n - 1) + np.log(var)
+            - stats.norm.logpdf(xbar, mu, np.sqrt(var / n)))  # fmt: skip
+    assert float(shape_log_ratio(xbar, s, mu, var, g, k, n)) == pytest.approx(want, rel=1e-10)
+    rng = np.random.default_rng(3)
+    for u, g, k in [(rng.uniform(-np.sqrt(3), np.sqrt(3), (20000, n)), 0.0, 1.8),
+                    (rng.exponential(1.0, (20000, n)) - 1.0, 2.0, 9.0)]:  # fmt: skip
+        x = mu + np.sqrt(var) * u
+        xb, sc = x.mean(axis=1), ((x - x.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+        c = ((n - 1) * k - n + 3) / (2 * n)
+        for got, want in [
+            (sc.mean(), (n - 1) * var),
+            (sc.var(), 2 * c * (n - 1) * var**2),
+            (np.cov(xb, sc)[0, 1], (n - 1) * g * var**1.5 / n),
+        ]:
+            se = np.std(sc) * np.sqrt(var / n) / np.sqrt(len(sc)) + np.std(sc) ** 2 / np.sqrt(
+                len(sc) / 2
+            )  # a generous scale for the three statistics
+            assert abs(got - want) < 4 * se
+
+
+def test_potential_is_the_kernels_shape_term():
+    """The model's ``pm.Potential`` equals :func:`shape_term` at the same point."""
+    rel = _release(np.random.default_rng(5))
+    model = _node(rel)
+    point = model.initial_point()
+    outs = model.replace_rvs_by_values(
+        [model[v] for v in ("z_x_shape", "z_x_cov", "z_x_skew", "z_x_kurt")]
+    )
+    fn = model.compile_fn(outs, inputs=model.value_vars, on_unused_input="ignore", point_fn=True)
+    s = np.array([1.5, 15.0, 40.0, 8.0, 30.0])
+    point = dict(point)
+    point["z_s"] = s
+    point["z_x_loc"] = np.array([0.05])
+    point["z_x_cov"] = np.array([[0.09]])
+    point["z_x_skew_interval__"] = np.array(0.3)
+    point["z_x_excess_interval__"] = np.array(-0.4)
+    got, cov, skew_m, kurt_m = fn(point)
+    got, cov = float(got), float(cov[0, 0])
+    skew, kurt = float(skew_m), float(kurt_m)
+    assert -2 < skew < 2 and 1 + skew**2 < kurt < 7 + skew**2
+    fm = rel.fourth_moments
+    shape = XShape(np.array(skew), np.array(kurt), fm.value, fm.powers[:, 0],
+                   np.array(fm.sensitivity / fm.epsilon))  # fmt: skip
+    xbar = s[0] / rel.n
+    want = shape_term(xbar, s[1] - rel.n * xbar**2, 0.05, cov, rel.n, shape, skew, kurt)
+    assert got == pytest.approx(float(want), rel=1e-6)
+
+
+def _shape_joint(rng, rows, n, scale, m_scale):
+    """(φ, ψ, s, sums of x³ and x⁴, z) from the shape model: (x̄, S) from the shape law,
+    X̃ᵀy | X̃ᵀX̃ and the residual sum of squares from normal regression."""
+    prior = NIG(*(np.broadcast_to(np.asarray(a, float), (rows, *np.shape(a))) for a in PRIOR))
+    x_prior = NIW(*(np.broadcast_to(np.asarray(a, float), (rows, 1, *np.shape(a)))
+                    for a in X_PRIOR))  # fmt: skip
+    theta, sigma2 = draw_nig(rng, prior)
+    loc, cov = draw_niw(rng, x_prior)
+    sp = ShapePrior()
+    skew = rng.uniform(-sp.skew, sp.skew, (rows, 1))
+    kurt = 1 + skew**2 + rng.uniform(0, sp.excess, (rows, 1))
+    mu, v = loc[..., 0], cov[..., 0, 0]
+    c = ((n - 1) * kurt - n + 3) / (2 * n)
+    var_s = 2 * c * (n - 1) * v**2
+    cxs = (n - 1) * skew * v**1.5 / n
+    scat = rng.gamma((n - 1) / c / 2, 2 * c * v)
+    xbar = (
+        mu
+        + cxs / var_s * (scat - (n - 1) * v)
+        + np.sqrt(v / n - cxs**2 / var_s) * (rng.standard_normal((rows, 1)))
+    )
+    gram = np.empty((rows, 2, 2))
+    gram[:, 0, 0], gram[:, 0, 1] = n, n * xbar[:, 0]
+    gram[:, 1, 0], gram[:, 1, 1] = n * xbar[:, 0], scat[:, 0] + n * xbar[:, 0] ** 2
+    chol = np.linalg.cholesky(gram)
+    xty = (gram @ theta[..., None])[..., 0] + np.sqrt(sigma2)[:, None] * (
+        chol @ rng.standard_normal((rows, 2, 1))
+    )[..., 0]
+    rss = sigma2 * rng.chisquare(n - 2, rows)
+    yty = rss + np.sum(xty * np.linalg.solve(gram, xty[..., None])[..., 0], axis=-1)
+    s = np.stack([gram[:, 0, 1], gram[:, 1, 1], xty[:, 0], xty[:, 1], yty], -1)[:, None]
+    third, fourth = raw_moments(mu, v, skew, kurt)
+    shape = XShape(third, fourth, np.zeros((rows, 1, 2)), np.array([3, 4]),
+                   np.full((rows, 1), m_scale))  # fmt: skip
+    # The released sums: n E x^k + a normal sampling error + Laplace noise (the model's law).
+    sd = np.sqrt(v)
+    means = [mu**3 + 3 * mu * v + skew * sd**3,
+             mu**4 + 6 * mu**2 * v + 4 * mu * skew * sd**3 + kurt * v**2]  # fmt: skip
+    pw = [np.ones_like(mu), mu]
+    for j in range(2, 9):
+        pw.append(mu * pw[-1] + (j - 1) * v * pw[-2])
+    sums = np.stack([n * m + np.sqrt(n * (pw[2 * k] - pw[k] ** 2)) * rng.standard_normal(m.shape)
+                     for m, k in zip(means, (3, 4), strict=True)], -1)  # fmt: skip
+    shape = shape._replace(moments=sums + rng.laplace(0, m_scale, sums.shape))
+    z = s + rng.laplace(0.0, scale, s.shape)
+    return prior, x_prior, pack_parameters(theta, sigma2, loc, cov), shape, (skew, kurt), s, z
+
+
+@pytest.mark.parametrize("scale", [24.33, 1.0])
+def test_sweep_with_the_shape_model_leaves_the_joint_posterior_invariant(scale):
+    """Geweke's test of the default's iteration with released moments, as ``sample_regression``
+    runs it: (φ, γ, κ, s, sums of x³ and x⁴, z) from the shape model (1500 members, n = 20,
+    Laplace scale of the sums 2), then three rounds of (w | s, z; θ, σ² | s; the NIW proposal
+    of (μ_x, Σ_x) accepted by the shape's factor and the moves of (γ, κ); one collapsed sweep).
+    θ, σ², μ_x, σ_x², γ and κ must still follow the prior (KS against prior draws at
+    α = 0.001 / 7) and have moved. Laplace scale of the statistic 24.33 and 1."""
+    rows, n = 1500, 20
+    rng = np.random.default_rng(43)
+    prior, x_prior, u, shape, (skew0, _), s, z = _shape_joint(rng, rows, n, scale, 2.0)
+    start = u.copy()
+    target = collapsed_target(z, np.ones_like(z), [n], prior, x_prior)
+    adapt = RandomWalkAdaptation(u, initial_sd=2.0 * initial_step_sd(prior, x_prior))
+    adapt.center = np.broadcast_to(adapt.center.mean(axis=0), u.shape)
+    fit = moment_prior(np.random.default_rng(0), prior, NIW(*(a[:, 0] for a in x_prior)))
+    sizes = np.array([float(n)])
+    for _ in range(3):
+        w = draw_noise_variance(rng, residual=z - s, scale=scale)
+        theta, sigma2 = draw_nig(rng, nig_update(prior, statistic=s[:, 0], n=n))
+        now = unpack_parameters(u, 1)
+        loc, cov = draw_niw(rng, niw_update(x_prior, statistic=s, n=sizes))
+        loc, cov, shape = shape_gibbs(rng, shape, s, sizes, (loc, cov), (now.x_loc, now.x_cov))
+        target = target._replace(noise_variance=w, x_shape=shape)
+        state, _ = collapsed_sweep(rng, pack_parameters(theta, sigma2, loc, cov), s,
+                                   target=target, adaptation=adapt, fit=fit, moves=2, tries=8,
+                                   tune=False)  # fmt: skip
+        u, s = state.params, state.suffstat
+    par = unpack_parameters(u, 1)
+    skew, kurt = standardised(shape, par.x_loc[..., 0], par.x_cov[..., 0, 0])
+    assert np.mean(np.any(u != start, axis=-1)) > 0.5
+    assert np.mean(np.abs(skew - skew0) > 1e-9) > 0.5
+    _, _, ref_u, _, (ref_skew, ref_kurt), _, _ = _shape_joint(np.random.default_rng(7), 6000, n,
+                                                              scale, 2.0)  # fmt: skip
+    ref = unpack_parameters(ref_u, 1)
+    pairs = [
+        (par.theta[:, 0], ref.theta[:, 0]),
+        (par.theta[:, 1], ref.theta[:, 1]),
+        (par.sigma2, ref.sigma2),
+        (par.x_loc[:, 0, 0], ref.x_loc[:, 0, 0]),
+        (par.x_cov[:, 0, 0, 0], ref.x_cov[:, 0, 0, 0]),
+        (skew[:, 0], ref_skew[:, 0]),
+        (kurt[:, 0], ref_kurt[:, 0]),
+    ]
+    for ours, theirs in pairs:
+        assert stats.ks_2samp(ours, theirs).pvalue > 1e-3 / len(pairs)
+
+
+def test_sample_regression_with_moments_records_the_shape():
+    """The batched default takes the moments: its trace has γ and κ inside the prior, and it
+    refuses them for d = 2 by name."""
+    rng = np.random.default_rng(9)
+    rels = [_release(rng) for _ in range(2)]
+    fm = rels[0].fourth_moments
+    kw = dict(released=np.stack([r.value for r in rels]), n=rels[0].n, prior=PRIOR,
+              x_prior=X_PRIOR, scale=rels[0].scale, draws=30, tune=30, tries=4)  # fmt: skip
+    tr = sample_regression(
+        1,
+        **kw,
+        moments=np.stack([r.fourth_moments.value for r in rels]),
+        moment_powers=fm.powers,
+        moment_scale=fm.sensitivity / fm.epsilon,
+    )
+    assert tr.x_model == "shape" and tr.x_skew.shape == (2, 30, 2)
+    assert np.all(np.abs(tr.x_skew) < 2) and np.all(tr.x_kurt > 1 + tr.x_skew**2)
+    assert sample_regression(1, **kw).x_model == "normal"
+    rel2 = _release(rng, d=2)
+    with pytest.raises(ValueError, match="d = 1 only"):
+        sample_regression(1, released=rel2.value[None], n=rel2.n, prior=NIG(
+            np.zeros(3), np.eye(3), np.array(3.0), np.array(1.0)), x_prior=NIW(
+            np.zeros(2), np.array(1.0), np.array(4.0), np.eye(2)), scale=rel2.scale, draws=5,
+            tune=0, moments=rel2.fourth_moments.value[None],
+            moment_powers=rel2.fourth_moments.powers, moment_scale=1.0)  # fmt: skip
