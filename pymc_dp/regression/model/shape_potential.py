@@ -8,7 +8,7 @@ normal model's (:class:`~pymc_dp.regression.model.distributions.NormalModelSuffS
 ``pm.Potential`` so that the model's log density is the posterior the step
 (:class:`~pymc_dp.regression.RegressionCollapsedStep`) samples. It evaluates the NumPy kernel
 (one implementation) and has no gradient: no gradient sampler runs these variables, and a
-symbolic gradient of this expression cost ``pm.sample`` about 20 s in its step assignment.
+symbolic gradient of this expression made ``pm.sample``'s step assignment take about 10 s longer.
 """
 
 from __future__ import annotations
