@@ -9,9 +9,10 @@ y = θ₀ + θ₁x + N(0, σ²), redrawn when a record falls off the public box:
 * ``default``: the package's collapsed sampler (``sample_regression``) with the NIW prior of
   x from the box; with released moments (d = 1) it takes them (``moments=``): x follows the
   shape family (skewness, kurtosis) and the noisy degree 3–4 sums are observed with their
-  Laplace noise (:mod:`pymc_dp.regression.kernels.shape_law`), without them the normal model;
-* ``default_normal``: the same sampler ignoring released moments (the default before they
-  were used; identical to ``default`` without moments);
+  Laplace noise (:mod:`pymc_dp.regression.kernels.shape_law`; ``x_model="shape"`` of the
+  node, opt-in), without them the normal model;
+* ``default_normal``: the same sampler ignoring released moments (what the package's default,
+  ``x_model="auto"``, does; identical to ``default`` without moments);
 * ``shape``: Gibbs-SS with the shape model of x (:mod:`pymc_dp.regression.kernels.x_models`,
   (γ, κ) with a prior covering uniform to exponential; the released moments when present);
 * ``binary``: Gibbs-SS with the binary model of x (binary design only);

@@ -56,13 +56,14 @@ def _node(rel, **kw):
     return model
 
 
-def test_default_picks_the_shape_model_when_the_release_has_moments():
-    """``x_model="auto"``: the shape family with moments (d = 1), recorded in the attrs; the
-    normal model without them, for d = 2, or when asked; ``"shape"`` refuses a release
-    without moments by name."""
+def test_shape_model_is_opt_in_and_recorded():
+    """``x_model="shape"``: the shape family with moments (d = 1), recorded in the attrs;
+    ``"auto"`` keeps the normal model with or without moments, and for d = 2; ``"shape"``
+    refuses a release without moments by name."""
     rng = np.random.default_rng(0)
     with_moments, without = _release(rng), _release(rng, moments=None)
-    model = _node(with_moments)
+    assert regression_attrs(_node(with_moments))["pymc_dp_x_model_z"] == "normal"
+    model = _node(with_moments, x_model="shape")
     assert regression_attrs(model)["pymc_dp_x_model_z"] == "shape"
     names = {v.name for v in model.free_RVs}
     assert {"z_x_skew", "z_x_excess"} <= names and "z_x_kurt" in model.named_vars
@@ -134,7 +135,7 @@ def test_shape_law_has_the_families_moments():
 def test_potential_is_the_kernels_shape_term():
     """The model's ``pm.Potential`` equals :func:`shape_term` at the same point."""
     rel = _release(np.random.default_rng(5))
-    model = _node(rel)
+    model = _node(rel, x_model="shape")
     point = model.initial_point()
     outs = model.replace_rvs_by_values(
         [model[v] for v in ("z_x_shape", "z_x_cov", "z_x_skew", "z_x_kurt")]
