@@ -155,3 +155,29 @@ def test_the_family_moments_use_the_operation_for_the_centre_window():
     got = f(5.0)
     assert got[1] == pytest.approx(mean, rel=1e-12)
     assert got[2] == pytest.approx(((ks - mean) ** 2 * p).sum(), rel=1e-10)
+
+
+def test_the_python_mirror_is_the_c_code():
+    from pymc_dp.families.poisson_window import _log_factorials, _poisson_window_core
+
+    for lo, hi in WINDOWS:
+        lam = np.geomspace(1e-6, 5e3, 60)
+        got = _compiled(lo, hi, graph=False)(np.log(lam))
+        lg_l, lg_h = _log_factorials(float(max(lo, 0)), float(hi))
+        for i, x in enumerate(np.log(lam)):
+            mirror = _poisson_window_core(float(x), float(max(lo, 0)), float(hi), lg_l, lg_h)
+            np.testing.assert_allclose(mirror, [o[i] for o in got], rtol=1e-12, atol=1e-300)
+
+
+def test_numba_compiles_the_same_operation():
+    pytest.importorskip("numba")
+    eta = pt.dvector("eta")
+    lam = np.geomspace(1e-3, 200.0, 40)
+    for lo, hi in [(0, 40), (3, 12), (7, np.inf)]:
+        outputs = poisson_window(eta, lo, hi)
+        numba = pytensor.function([eta], outputs, mode="NUMBA")
+        ops = [getattr(n.op, "scalar_op", n.op) for n in numba.maker.fgraph.apply_nodes]
+        assert any(isinstance(op, PoissonWindowScalar) for op in ops), ops
+        reference = _compiled(lo, hi, graph=False)(np.log(lam))
+        for got, want in zip(numba(np.log(lam)), reference):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)

@@ -22,8 +22,11 @@ the mass gets log q = -100 (:data:`~pymc_dp.families.truncated.LOG_TINY`) and ρ
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import math
+import types
 from typing import Any
 
 import numpy as np
@@ -252,6 +255,84 @@ _C_SUPPORT = (
 _C_VERSION = (1, int(hashlib.sha256(_C_SUPPORT.encode()).hexdigest()[:12], 16))
 
 
+# ---- the same algorithm in Python (Numba compiles it; the tests compare it with the C) --------
+def _above(k: float, lam: float, pk: float, tol: float) -> float:
+    if lam < k:
+        t = s = 1.0
+        stop = tol / pk if pk > 0.0 else math.inf
+        j = 1.0
+        while t > 1e-17 * s and t > stop:
+            t *= lam / (k + j)
+            s += t
+            j += 1.0
+        return pk * s
+    return 1.0 - _below(k - 1.0, lam, pk * k / lam, 1e-18)
+
+
+def _below(k: float, lam: float, pk: float, tol: float) -> float:
+    if lam > k:
+        t = s = 1.0
+        stop = tol / pk if pk > 0.0 else math.inf
+        inv = 1.0 / lam
+        j = 0.0
+        while j < k and t > 1e-17 * s and t > stop:
+            t *= (k - j) * inv
+            s += t
+            j += 1.0
+        return pk * s
+    return 1.0 - _above(k + 1.0, lam, pk * lam / (k + 1.0), 1e-18)
+
+
+def _poisson_window_core(
+    eta: float, lo: float, hi: float, lg_l: float, lg_h: float
+) -> tuple[float, float, float]:
+    """[log q, ρ_l, ρ_h]: the C's ``pmdp_poisson_window`` line for line."""
+    lam = math.exp(eta)
+    tiny = math.exp(-100.0)
+    outside = pl = ph = 0.0
+    if lo > 0.0:
+        low = lo - 1.0
+        pl = math.exp(low * eta - lam - lg_l) if low > 0.0 else math.exp(-lam)
+        lower = _below(low, lam, pl, 1e-18) if lam > 0.0 else 1.0
+        outside += max(lower, tiny)
+    if math.isfinite(hi):
+        ph = math.exp(hi * eta - lam - lg_h) if hi > 0.0 else math.exp(-lam)
+        upper = _above(hi + 1.0, lam, ph * lam / (hi + 1.0), 1e-18) if lam > 0.0 else 0.0
+        outside += max(upper, tiny)
+    q = 1.0 - outside
+    log_q = math.log1p(-outside) if outside < 1.0 else -math.inf
+    if not math.isfinite(hi) and lo > 0.0 and lam > 0.0:
+        q = _above(lo, lam, pl * lam / lo, 0.0)
+        log_q = math.log(q) if q > 0.0 else -math.inf
+    elif outside > 0.5 and math.isfinite(hi) and lam > 0.0:
+        if lam <= lo:
+            t = s = pl * lam / lo if lo > 0.0 else math.exp(-lam)
+            k = lo + 1.0
+            while k <= hi and t > 1e-17 * s:
+                t *= lam / k
+                s += t
+                k += 1.0
+        else:
+            t = s = ph
+            k = hi
+            while k > lo and (k > lam or t > 1e-17 * s):
+                t *= k / lam
+                s += t
+                k -= 1.0
+        q = s
+        log_q = math.log(s) if s > 0.0 else -math.inf
+    if not q > 1e-10:
+        return (-100.0, 0.0, 0.0)
+    return (log_q, pl / q, ph / q)
+
+
+def _log_factorials(lo: float, hi: float) -> tuple[float, float]:
+    """Log (lo - 1)! and log hi! (0 where unused), the C's constants."""
+    lg_l = float(special.gammaln(lo)) if lo > 1 else 0.0
+    lg_h = float(special.gammaln(hi + 1.0)) if np.isfinite(hi) else 0.0
+    return lg_l, lg_h
+
+
 class PoissonWindowScalar(ScalarOp):
     """:class:`PoissonWindowOp`'s forward pass as a scalar operation compiled to C.
 
@@ -275,8 +356,7 @@ class PoissonWindowScalar(ScalarOp):
         return _C_SUPPORT
 
     def c_code(self, node: Apply, name: str, inp: list, out: list, sub: dict) -> str:  # noqa: D102
-        lg_l = float(special.gammaln(self.lo)) if self.lo > 1 else 0.0
-        lg_h = float(special.gammaln(self.hi + 1.0)) if np.isfinite(self.hi) else 0.0
+        lg_l, lg_h = _log_factorials(self.lo, self.hi)
         hi = repr(self.hi) if np.isfinite(self.hi) else "INFINITY"
         args = f"{inp[0]}, {self.lo!r}, {hi}, {lg_l!r}, {lg_h!r}"
         stores = " ".join(f"{o} = m[{i}];" for i, o in enumerate(out))
@@ -316,11 +396,57 @@ def _poisson_window_as_graph(fgraph: Any, node: Apply) -> list | None:
     return _cast_like(poisson_window_graph(node.inputs[0], node.op.lo, node.op.hi), node.outputs)
 
 
+_NUMBA_HELPERS = ("_above", "_below", "_poisson_window_core")
+# Numba's on-disk cache is keyed by the helpers' source: an edit is never served a stale build.
+_NUMBA_KEY = hashlib.sha256(
+    "".join(inspect.getsource(globals()[name]) for name in _NUMBA_HELPERS).encode()
+).hexdigest()
+
+
+@functools.cache
+def _numba_core() -> Any:
+    """:func:`_poisson_window_core` compiled by Numba (IEEE, as the C), helpers compiled too."""
+    import numba
+
+    env = dict(globals())
+    for name in _NUMBA_HELPERS:
+        code = globals()[name].__code__
+        env[name] = numba.njit(types.FunctionType(code, env, name), fastmath=False)
+    return env["_poisson_window_core"]
+
+
+def _register_numba() -> bool:
+    """Give the scalar operation a cache-keyed Numba implementation; False where impossible."""
+    try:
+        from pytensor.link.numba.dispatch import basic as numba_basic
+        from pytensor.link.numba.dispatch.basic import register_funcify_and_cache_key
+    except ImportError:  # no Numba, or a PyTensor without cache-keyed Numba dispatch
+        return False
+
+    @register_funcify_and_cache_key(PoissonWindowScalar)
+    def _window_numba(op: Any, node: Apply, **kwargs: Any) -> tuple[Any, str]:
+        core = _numba_core()
+        lo, hi = op.lo, op.hi
+        lg_l, lg_h = _log_factorials(lo, hi)
+
+        @numba_basic.numba_njit(fastmath=False)
+        def poisson_window(eta):
+            return core(eta, lo, hi, lg_l, lg_h)
+
+        return poisson_window, f"pmdp_poisson_window_{lo!r}_{hi!r}_{_NUMBA_KEY}"
+
+    return True
+
+
 # As for the Normal window's moments (normal_window.py): the graph form where the linker compiles
-# no C, and the C loop put in late, just before fusion, for the C backend only (PyTensor 3's
-# fact inference fails on a multi-output Elemwise that a rewrite's query walks through).
+# neither C nor (with a PyTensor that takes one) this Numba implementation, and the loop put in
+# late, just before fusion (PyTensor 3's fact inference fails on a multi-output Elemwise that a
+# rewrite's query walks through).
+_HAS_NUMBA = _register_numba()
 optdb["specialize"].register(
-    "pmdp_poisson_window_as_graph", _poisson_window_as_graph, "jax", "numba", "pytorch", "mlx"
+    "pmdp_poisson_window_as_graph",
+    _poisson_window_as_graph,
+    *(("jax", "pytorch", "mlx") if _HAS_NUMBA else ("jax", "numba", "pytorch", "mlx")),
 )
 optdb.register(
     "pmdp_poisson_window_as_c",
@@ -329,6 +455,10 @@ optdb.register(
     "cxx_only",
     position=47.5,
 )
+if _HAS_NUMBA:
+    optdb.register(
+        "pmdp_poisson_window_as_numba", in2out(_poisson_window_as_scalar), "numba", position=47.5
+    )
 
 
 def poisson_window(eta: Any, lo: float, hi: float) -> list[TensorVariable]:
