@@ -256,31 +256,41 @@ _C_VERSION = (1, int(hashlib.sha256(_C_SUPPORT.encode()).hexdigest()[:12], 16))
 
 
 # ---- the same algorithm in Python (Numba compiles it; the tests compare it with the C) --------
+def _above_series(k: float, lam: float, pk: float, tol: float) -> float:
+    t = s = 1.0
+    stop = tol / pk if pk > 0.0 else math.inf
+    j = 1.0
+    while t > 1e-17 * s and t > stop:
+        t *= lam / (k + j)
+        s += t
+        j += 1.0
+    return pk * s
+
+
+def _below_series(k: float, lam: float, pk: float, tol: float) -> float:
+    t = s = 1.0
+    stop = tol / pk if pk > 0.0 else math.inf
+    inv = 1.0 / lam
+    j = 0.0
+    while j < k and t > 1e-17 * s and t > stop:
+        t *= (k - j) * inv
+        s += t
+        j += 1.0
+    return pk * s
+
+
+# The C's two tails call each other once; here each calls the other's series directly (Numba's
+# cache cannot link mutually recursive functions).
 def _above(k: float, lam: float, pk: float, tol: float) -> float:
     if lam < k:
-        t = s = 1.0
-        stop = tol / pk if pk > 0.0 else math.inf
-        j = 1.0
-        while t > 1e-17 * s and t > stop:
-            t *= lam / (k + j)
-            s += t
-            j += 1.0
-        return pk * s
-    return 1.0 - _below(k - 1.0, lam, pk * k / lam, 1e-18)
+        return _above_series(k, lam, pk, tol)
+    return 1.0 - _below_series(k - 1.0, lam, pk * k / lam, 1e-18)
 
 
 def _below(k: float, lam: float, pk: float, tol: float) -> float:
     if lam > k:
-        t = s = 1.0
-        stop = tol / pk if pk > 0.0 else math.inf
-        inv = 1.0 / lam
-        j = 0.0
-        while j < k and t > 1e-17 * s and t > stop:
-            t *= (k - j) * inv
-            s += t
-            j += 1.0
-        return pk * s
-    return 1.0 - _above(k + 1.0, lam, pk * lam / (k + 1.0), 1e-18)
+        return _below_series(k, lam, pk, tol)
+    return 1.0 - _above_series(k + 1.0, lam, pk * lam / (k + 1.0), 1e-18)
 
 
 def _poisson_window_core(
@@ -396,7 +406,7 @@ def _poisson_window_as_graph(fgraph: Any, node: Apply) -> list | None:
     return _cast_like(poisson_window_graph(node.inputs[0], node.op.lo, node.op.hi), node.outputs)
 
 
-_NUMBA_HELPERS = ("_above", "_below", "_poisson_window_core")
+_NUMBA_HELPERS = ("_above_series", "_below_series", "_above", "_below", "_poisson_window_core")
 # Numba's on-disk cache is keyed by the helpers' source: an edit is never served a stale build.
 _NUMBA_KEY = hashlib.sha256(
     "".join(inspect.getsource(globals()[name]) for name in _NUMBA_HELPERS).encode()
