@@ -14,9 +14,11 @@ d P(X ≤ k)/dλ = -P(X = k) and d P(X = k)/dη = P(X = k)(k - λ)::
 When a function is compiled, a rewrite replaces the forward pass by compiled code: for PyTensor's
 C backend one elementwise loop (:class:`PoissonWindowScalar`: one exp for λ, one per edge
 probability, and the two tails as short series of ratios, λ/(k + j) above the mode and
-(k - j)/λ below it, each term smaller than the last, so every sum is of positive terms), for JAX,
-Numba, PyTorch and MLX the graph of :func:`poisson_window_graph` (the incomplete gamma functions,
-as before). Both give the same function as that graph: a window that holds less than 10⁻¹⁰ of
+(k - j)/λ below it, each term smaller than the last, so every sum is of positive terms), for
+Numba (nutpie) the same algorithm in Python (:func:`_poisson_window_core`) compiled by Numba with
+a cache key, and for JAX, PyTorch and MLX (or a PyTensor without cache-keyed Numba dispatch) the
+graph of :func:`poisson_window_graph` (the incomplete gamma functions, as before). All give
+the same function as that graph: a window that holds less than 10⁻¹⁰ of
 the mass gets log q = -100 (:data:`~pymc_dp.families.truncated.LOG_TINY`) and ρ = 0.
 """
 
