@@ -33,7 +33,8 @@ better than ``--latent centred`` (s ~ N(mean, LLᵀ) directly) in our runs at ε
 Two measurements:
 
 1. **gradient**: seconds per logp + dlogp evaluation (``model.compile_logp`` and
-   ``model.compile_dlogp``, called once each at ``model.initial_point()``; median over
+   ``model.compile_dlogp``, called once each at ``model.initial_point()``, or with
+   ``--gradient-call nuts`` the one function of both that NUTS calls; median over
    ``--repeats`` timings of a loop of at least 0.2 s) of the default node, of
    ``likelihood="clt"`` and of the hand-written model, at G ∈ ``--gradient-groups`` (one ε, the
    first of ``--epsilons``), with the ratios to the hand-written model, the time to build the
@@ -73,6 +74,7 @@ import argparse
 import contextlib
 import csv
 import dataclasses
+import functools
 import logging
 import math
 import platform
@@ -416,12 +418,19 @@ def gradient_cost(setting: Setting, rs: Any, side: str, args: argparse.Namespace
             if side != "hand":
                 likelihood = likelihood_of(model)
             progress["phase"] = f"compiling logp and dlogp (build {built:.0f} s)"
-            logp, dlogp = model.compile_logp(), model.compile_dlogp()
-            point = model.initial_point()
-            logp(point), dlogp(point)  # compiled: the C backend compiles at the first call
+            if args.gradient_call == "nuts":  # the one function of both that NUTS calls
+                func = model.logp_dlogp_function(ravel_inputs=True)
+                func.set_extra_values({})
+                x = np.concatenate([np.ravel(v) for v in model.initial_point().values()])
+                call = functools.partial(func, x)
+            else:
+                logp, dlogp = model.compile_logp(), model.compile_dlogp()
+                point = model.initial_point()
+                call = lambda: (logp(point), dlogp(point))  # noqa: E731
+            call()  # compiled: the C backend compiles at the first call
             compiled = time.perf_counter() - start - built
             progress["phase"] = f"timing logp + dlogp (compile {compiled:.0f} s)"
-            seconds = per_evaluation(lambda: (logp(point), dlogp(point)), args.repeats)
+            seconds = per_evaluation(call, args.repeats)
     except (Exception, TimeLimit) as err:  # record the failure and go on
         return GradientRow(**base, side=side, likelihood=likelihood, error=one_line(err))
     return GradientRow(
@@ -650,6 +659,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="models of the sampling runs (clt: the default node with likelihood='clt')",
     )
     parser.add_argument("--repeats", type=int, default=7, help="gradient timings (median)")
+    parser.add_argument(
+        "--gradient-call",
+        choices=("pair", "nuts"),
+        default="pair",
+        help="time PyMC's separately compiled logp and dlogp (pair), or the one function of "
+        "both that NUTS calls (nuts: model.logp_dlogp_function, without the pair's Python "
+        "overhead of about 80 µs)",
+    )
     parser.add_argument(
         "--time-limit",
         type=float,

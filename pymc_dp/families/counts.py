@@ -17,6 +17,7 @@ from pymc_dp.families.builtin.geometric import GEOMETRIC
 from pymc_dp.families.builtin.poisson import POISSON
 from pymc_dp.families.conjugate_priors import BetaPrior, GammaPrior
 from pymc_dp.families.declaration import FamilyDeclaration
+from pymc_dp.families.poisson_window import poisson_window
 from pymc_dp.families.truncated import LOG_TINY, TruncatedFamily, guarded_log, log1mexp
 from pymc_dp.families.truncated import f64 as _f64
 
@@ -110,13 +111,17 @@ class Poisson(_CountStatistic, GammaPrior, TruncatedFamily):
             if (log_q.owner is None and np.isneginf(log_q.data)) or hi < lo:
                 out.append((log_q, pt.zeros(1), pt.zeros((1, 1))))
                 continue
+            if name == "centre":
+                # One compiled operation for q and the edge probabilities (poisson_window.py).
+                log_q, rho_lo, rho_hi = poisson_window(eta, lo, hi)
+            else:
+                rho_lo = pt.exp(log_pmf(lo - 1.0) - log_q) if lo > 0 else None
+                rho_hi = pt.exp(log_pmf(hi) - log_q) if np.isfinite(hi) else None
             mean, second = lam, pt.sqr(lam)
             if np.isfinite(hi):
-                rho = pt.exp(log_pmf(hi) - log_q)
-                mean, second = mean - lam * rho, second - rho * lam * (lam + hi)
+                mean, second = mean - lam * rho_hi, second - rho_hi * lam * (lam + hi)
             if lo > 0:
-                rho = pt.exp(log_pmf(lo - 1.0) - log_q)
-                mean, second = mean + lam * rho, second + rho * lam * (lam + lo - 1.0)
+                mean, second = mean + lam * rho_lo, second + rho_lo * lam * (lam + lo - 1.0)
             var = second + mean - pt.sqr(mean)
             empty = log_q <= LOG_TINY
             mu = pt.switch(empty, 0.0, pt.reshape(mean, (1,)))

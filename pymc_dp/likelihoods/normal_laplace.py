@@ -91,12 +91,47 @@ static double pmdp_mills_gap(double x, double inv_r) {
     double q = 1.0 / (x * x);
     return (-1.0 + q * (2.0 + q * (-10.0 + q * (74.0 - 706.0 * q)))) / x;
 }
+/* Whether y lies inside the region, far from both edges (no truncation term, none of the
+   corrections below is taken: a^2 - z^2 > 2(|z| + r) + 82 implies Mills' bound puts each below
+   e^-40, since LS(z) >= -z^2/2 - 0.92 - |z - r|), with |z| + r < 30: then the convolution is
+   e^{r^2/2}(A + B), A = e^{-rz} Phi(z - r), B = e^{rz} Phi(-z - r), both representable. */
+static int pmdp_nl_plain(double y, double lo, double hi, double z, double a, double b,
+                         double r) {
+    if (!(y > lo && y < hi && fabs(z) + r < 30.0 && a < -9.0 && b > 9.0)) return 0;
+    if (a - r > -1.0 || -b - r > -1.0) return 0;
+    double room = 2.0 * (fabs(z) + r) + 82.0, z2 = z * z;
+    return a * a - z2 > room && b * b - z2 > room;
+}
+/* The same density and partials in that case, in linear space: two erfc, two exp, one log
+   (log(2 s_b) aside), where the general path takes logs of each piece. */
+static double pmdp_normal_laplace_plain(double z, double r, double sd, double sb, double *g) {
+    double e = exp(r * z);
+    double A = 0.5 * erfc((r - z) * 0.70710678118654752440) / e;
+    double B = 0.5 * erfc((z + r) * 0.70710678118654752440) * e;
+    double S = A + B, value = 0.5 * r * r + log(S) - log(2.0 * sb);
+    if (g) {
+        double inv_s = 1.0 / S, tilt = (B - A) * inv_s; /* w_R - w_L */
+        /* phi(z) e^{-r^2/2} / S: each piece's Mills term times its share */
+        double mills = 0.39894228040143267794 * exp(-0.5 * (z * z + r * r)) * inv_s;
+        double fz = r * tilt, fr = r + z * tilt - 2.0 * mills;
+        double dsd = -z * fz / sd + fr / sb;
+        g[0] = fz / sd;
+        g[1] = -fz / sd;
+        g[2] = dsd / (2.0 * sd);
+        g[3] = 0.0;
+        g[4] = 0.0;
+        g[5] = -1.0 / sb - fr * sd / (sb * sb) + dsd * 1e-12 * sb / sd;
+    }
+    return value;
+}
 /* log p(y) of y = s + Laplace(0, s_b), s ~ N(m, v) truncated to [lo, hi]; g (6, or NULL) gets
    the partial derivatives in (y, m, v, lo, hi, s_b). */
 static double pmdp_normal_laplace(double y, double m, double v, double lo, double hi, double sb,
                                   double *g) {
     double sd = sqrt(v + 1e-12 * sb * sb), r = sd / sb;
     double z = (y - m) / sd, a = (lo - m) / sd, b = (hi - m) / sd;
+    if (pmdp_nl_plain(y, lo, hi, z, a, b, r))
+        return pmdp_normal_laplace_plain(z, r, sd, sb, g);
     double c = z < a ? a : (z > b ? b : z);
     /* Distances in y's own units: standardising would round away a y just outside the region
        under tiny noise, where (y - U)/s_b is still of order one. */
@@ -212,6 +247,41 @@ def _exp(x: float) -> float:
     return 0.0 if x == -math.inf else math.exp(x)
 
 
+def _plain(y: float, lo: float, hi: float, z: float, a: float, b: float, r: float) -> bool:
+    if not (lo < y < hi and abs(z) + r < 30.0 and a < -9.0 and b > 9.0):
+        return False
+    if a - r > -1.0 or -b - r > -1.0:
+        return False
+    room = 2.0 * (abs(z) + r) + 82.0
+    return a * a - z * z > room and b * b - z * z > room
+
+
+def _normal_laplace_plain(
+    z: float, r: float, sd: float, sb: float, grad: bool
+) -> tuple[float, float, float, float, float, float, float]:
+    e = math.exp(r * z)
+    big_a = 0.5 * math.erfc((r - z) / math.sqrt(2.0)) / e
+    big_b = 0.5 * math.erfc((z + r) / math.sqrt(2.0)) * e
+    total = big_a + big_b
+    value = 0.5 * r * r + math.log(total) - math.log(2.0 * sb)
+    if not grad:
+        return (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, value)
+    tilt = (big_b - big_a) / total
+    mills = math.exp(-0.5 * (z * z + r * r)) / math.sqrt(2 * math.pi) / total
+    fz = r * tilt
+    fr = r + z * tilt - 2.0 * mills
+    dsd = -z * fz / sd + fr / sb
+    return (
+        fz / sd,
+        -fz / sd,
+        dsd / (2.0 * sd),
+        0.0,
+        0.0,
+        -1.0 / sb - fr * sd / (sb * sb) + dsd * 1e-12 * sb / sd,
+        value,
+    )
+
+
 def normal_laplace_scalar(
     y: float, m: float, v: float, lo: float, hi: float, sb: float, grad: bool = False
 ) -> Any:
@@ -230,6 +300,8 @@ def _normal_laplace_core(
     sd = math.sqrt(v + 1e-12 * sb * sb)
     r = sd / sb
     z, a, b = (y - m) / sd, (lo - m) / sd, (hi - m) / sd
+    if _plain(y, lo, hi, z, a, b, r):
+        return _normal_laplace_plain(z, r, sd, sb, grad)
     c = min(max(z, a), b)
     yc = min(max(y, lo), hi)
     e, rca, rbc = (y - yc) / sb, (yc - lo) / sb, (hi - yc) / sb
@@ -304,7 +376,7 @@ class _NormalLaplaceBase(ScalarOp):
         return _C_SUPPORT
 
     def c_code_cache_version(self) -> tuple:
-        return (10,)
+        return (11,)
 
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other)
@@ -462,6 +534,8 @@ def _logp_from_grad(fgraph: Any, node: Apply) -> list | None:
 
 # ---- Numba: the Python mirror, compiled -------------------------------------------------------
 _NUMBA_HELPERS = (
+    "_plain",
+    "_normal_laplace_plain",
     "_mills_series",
     "_log_mills",
     "_log_mills_diff",
