@@ -265,8 +265,8 @@ class NoisyRegressionStat:
         ``"auto"`` (the default): ``"normal"``, released moments unused (the shape model
         below covered the intercept worse on the calibration grid and mixes at about a third
         of the speed: ``docs/regression.md``). ``"shape"`` (the collapsed method, d = 1, a
-        Laplace release with ``moments_share``): x = μ_x + σ_x u with u of skewness ``{name}_x_skew`` ~
-        U(−2, 2) and kurtosis ``{name}_x_kurt`` = 1 + γ² + ``{name}_x_excess``,
+        Laplace release with ``moments_share``): x = μ_x + σ_x u with u of skewness
+        ``{name}_x_skew`` ~ U(−2, 2) and kurtosis ``{name}_x_kurt`` = 1 + γ² + ``{name}_x_excess``,
         excess ~ U(0, 6) (uniform, normal, exponential and two-point shapes inside); the law
         of the covariate's sums follows (γ, κ), and the released sums of x³ and x⁴ are
         observed with their Laplace noise, never plugged in
