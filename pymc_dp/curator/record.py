@@ -432,7 +432,9 @@ def _check_count_fields(rel: Release, fam: ExponentialFamily, gaussian: bool) ->
             "window_count and count_epsilon go together: give both (a released window count "
             "and its ε) or neither"
         )
-    if not fam.needs_bounds or getattr(fam, "stat_size", 0) != 1:
+    from pymc_dp.curator.single import counts_window
+
+    if not counts_window(fam, gaussian=False):
         raise ValueError(
             f"a window count goes with the window sum of a windowed family with one statistic, "
             f"not {fam!r}"
