@@ -156,7 +156,14 @@ class _ScalarLink(GroupedLink):
         )
 
     def build(self, family, values, *, size, dims, name, release=None):
-        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"])
+        start = None
+        if release is not None and getattr(release, "window_count", None) is not None:
+            # With window counts the far mode of the sums keeps a negligible mass (the counts
+            # rule it out) but stays a local mode that traps a chain started near it: start μ
+            # at the released estimates (public), not at the window's centre. The prior is
+            # unchanged.
+            start = float(np.median(self.information(family, release)[0]))
+        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"], initval=start)
         tau = pm.HalfNormal("tau", values["tau_sd"])
         weight = np.zeros(size)
         if release is not None:
@@ -390,7 +397,14 @@ class _LocationScaleLink(GroupedLink):
         )
 
     def build(self, family, values, *, size, dims, name, release=None):
-        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"])
+        start = None
+        if release is not None and getattr(release, "window_count", None) is not None:
+            # With window counts the far mode of the sums keeps a negligible mass (the counts
+            # rule it out) but stays a local mode that traps a chain started near it: start μ
+            # at the released estimates (public), not at the window's centre. The prior is
+            # unchanged.
+            start = float(np.median(self.information(family, release)[0]))
+        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"], initval=start)
         tau = pm.HalfNormal("tau", values["tau_sd"])
         weight = np.zeros(size)
         if release is not None:
