@@ -675,9 +675,16 @@ def save_grouped_figures(idata: Any, release: ReleaseSet, out_dir: str | Path) -
     # Below the panels: inside, "best" still covered a group's interval (issue 36).
     handles, texts = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, texts, loc="outside lower center", ncols=2, frameon=False)
+    counted = getattr(release, "window_count", None) is not None
+    budget = (
+        f"ε = {release.epsilon:g} (sums) + {release.first.count_epsilon:g} (window counts)"
+        if counted
+        else f"ε = {release.epsilon:g}"
+    )
     fig.suptitle(
-        f"Partially pooled fit of a grouped {release.family} release, "
-        f"ε = {release.epsilon:g}, {len(release)} groups"
+        f"Partially pooled fit of a grouped {release.family} release"
+        + ("\n" if counted else ", ")
+        + f"{budget}, {len(release)} groups"
     )
     posterior_png = out_dir / "posterior.png"
     fig.savefig(posterior_png, dpi=110)
