@@ -314,74 +314,26 @@ def _cli(*argv, cwd):
     )
 
 
+def _release_visits(tmp_path, output, *flags):
+    """``pymc-dp release`` of tmp_path/visits.csv (Poisson over [0, 8], ε = 1, seed 1)."""
+    return _cli("release", str(tmp_path / "visits.csv"), "--column", "visits", "--family",
+                "poisson", "--bounds", "0", "8", "--epsilon", "1", "--seed", "1", *flags,
+                "--output", str(tmp_path / output), cwd=tmp_path)  # fmt: skip
+
+
 def test_cli_release_includes_the_count_by_default_and_says_so(tmp_path):
     data = tmp_path / "visits.csv"
     data.write_text("visits\n" + "\n".join(map(str, _poisson(n=300))) + "\n")
-    done = _cli(
-        "release",
-        str(data),
-        "--column",
-        "visits",
-        "--family",
-        "poisson",
-        "--bounds",
-        "0",
-        "8",
-        "--epsilon",
-        "1",
-        "--seed",
-        "1",
-        "--output",
-        str(tmp_path / "r.json"),
-        cwd=tmp_path,
-    )
+    done = _release_visits(tmp_path, "r.json")
     assert done.returncode == 0, done.stderr
     assert "0.9 for the window sum + 0.1 for the window count" in done.stdout
     rel = read_release(tmp_path / "r.json")
     assert rel.count_epsilon == pytest.approx(0.1) and rel.total_epsilon == pytest.approx(1.0)
-    done = _cli(
-        "release",
-        str(data),
-        "--column",
-        "visits",
-        "--family",
-        "poisson",
-        "--bounds",
-        "0",
-        "8",
-        "--epsilon",
-        "1",
-        "--seed",
-        "1",
-        "--count-share",
-        "0",
-        "--output",
-        str(tmp_path / "s.json"),
-        cwd=tmp_path,
-    )
+    done = _release_visits(tmp_path, "s.json", "--count-share", "0")
     assert done.returncode == 0, done.stderr
     assert "window count" not in done.stdout
     assert read_release(tmp_path / "s.json").window_count is None
-    done = _cli(
-        "release",
-        str(data),
-        "--column",
-        "visits",
-        "--family",
-        "poisson",
-        "--bounds",
-        "0",
-        "8",
-        "--epsilon",
-        "1",
-        "--seed",
-        "1",
-        "--count-share",
-        "1.5",
-        "--output",
-        str(tmp_path / "t.json"),
-        cwd=tmp_path,
-    )
+    done = _release_visits(tmp_path, "t.json", "--count-share", "1.5")
     assert done.returncode != 0 and "--count-share" in done.stderr
 
 

@@ -232,9 +232,10 @@ def _dry_run_grouped(args: argparse.Namespace, plan: ColumnPlan, mechanism: str 
         )
     if min(sizes) < 1:
         raise InputError(f"--public-sizes must each be >= 1 (got {min(sizes)})")
+    share = count_share(args)
     noise = [
         noise_plan(plan.family, plan.settings, n=n, epsilon=args.epsilon, rho=args.rho,
-                   mechanism=mechanism)
+                   mechanism=mechanism, count_share=share)
         for n in sizes
     ]  # fmt: skip
     first = noise[0]
@@ -247,16 +248,27 @@ def _dry_run_grouped(args: argparse.Namespace, plan: ColumnPlan, mechanism: str 
         if plan.family in windowed_families()
         else ""
     )
+    total = budget
+    if first.count_epsilon is not None:
+        total = f"epsilon = {first.budget + first.count_epsilon:g}"
     print(
         f"dry run: {plan.family} releases of {len(groups)} groups of {args.by!r}{window}, "
-        f"{budget} for the whole set (parallel composition); no data read, no budget spent\n"
-        f"  sensitivity {first.sensitivity:.4g}; {first.mechanism} noise on each group's statistic:"
+        f"{total} for the whole set (parallel composition); no data read, no budget spent\n"
+        f"  sensitivity {first.sensitivity:.4g}; {first.mechanism} noise on each group's statistic"
+        + (f" ({budget} for the window sum)" if first.count_epsilon is not None else "")
+        + ":"
     )
     for key, group in zip(groups, noise, strict=True):
         print(
             f"  {key} (n = {group.n}): noise scale {group.scale:.4g}, noise sd {group.noise_sd:.4g}"
         )
         _print_ranges(group, "    ")
+    if first.count_epsilon is not None:
+        print(
+            f"  and each group's number of records in the window: epsilon = "
+            f"{first.count_epsilon:g}, noise scale {1.0 / first.count_epsilon:.4g} "
+            "(--count-share 0 for the sums alone)"
+        )
     return 0
 
 

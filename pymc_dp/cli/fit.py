@@ -243,7 +243,7 @@ def _grouped_fit(
         population_variables,
         save_grouped_figures,
     )
-    from pymc_dp.model.noisy_suffstat import release_attrs
+    from pymc_dp.model.noisy_suffstat import node_infos, release_attrs
 
     idata = run_sampler(args, model)
     idata.attrs.update(release_attrs(model))
@@ -256,10 +256,17 @@ def _grouped_fit(
         summary.to_csv(staged.path("summary.csv"))
         save_grouped_figures(idata, rel, staged.directory)
         staged.commit()
+    counted = ""
+    if rel.window_count is not None:
+        with_counts = node_infos(model)[0].counted
+        counted = (
+            f" ({rel.epsilon:g} for each window sum + {rel.first.count_epsilon:g} for each window "
+            "count" + ("" if with_counts else ", which the exact likelihood does not use") + ")"
+        )
     print(
         f"Partially pooled noise-aware posterior from the grouped {rel.family} release "
-        f"({len(rel)} groups, n = {int(rel.n.sum())}, epsilon = {rel.epsilon:g} for the whole "
-        f"set, {idata.attrs['pymc_dp_likelihood_y']} likelihood); "
+        f"({len(rel)} groups, n = {int(rel.n.sum())}, epsilon = {rel.total_epsilon:g} for the "
+        f"whole set{counted}, {idata.attrs['pymc_dp_likelihood_y']} likelihood); "
         f"{link_description(rel, used)}:"
     )
     print(format_summary(summary.loc[[i for i in summary.index if i.split("[")[0] in population]]))

@@ -77,8 +77,7 @@ def _release_command(
             **settings,
         )
         if args.by is not None:
-            if args.count_share is not None:
-                raise InputError("--count-share applies to a single release, not to --by groups")
+            options["count_share"] = count_share(args)
             rel = _release_grouped(args, family, options, parquet)
         elif parquet:
             options["count_share"] = count_share(args)
@@ -163,11 +162,17 @@ def _print_grouped(output: Path, args: argparse.Namespace, rs: Any) -> None:
     rel = rs.first
     params = ", ".join(f"{k}={v:g}" for k, v in rel.family_params.items())
     family = f"{rel.family}({params})" if params else rel.family
+    counted = (
+        f" ({rel.epsilon:g} for each window sum + {rel.count_epsilon:g} for each window count, "
+        f"count scale = {rel.count_scale:g}; --count-share 0 for the sums alone)"
+        if rel.window_count is not None
+        else ""
+    )
     print(
         f"wrote {output}: {family} releases of column {args.column!r} for "
         f"{len(rs)} groups of {args.by!r}, epsilon = {rs.total_epsilon:g} for the whole set "
-        f"(parallel composition), sensitivity = {rel.sensitivity:g}, {rel.mechanism} scale = "
-        f"{rel.scale:g} per group"
+        f"(parallel composition){counted}, sensitivity = {rel.sensitivity:g}, {rel.mechanism} "
+        f"scale = {rel.scale:g} per group"
         + (
             f"; budget: {rs.budget['spent']:g} of {rs.budget['total']:g} spent"
             if rs.budget is not None

@@ -35,6 +35,7 @@ from pymc_dp.curator.frames import exact_totals, is_frame
 from pymc_dp.curator.grouped_sums import GroupedPlan, is_missing_key, lookup_key
 from pymc_dp.curator.release_set import GroupKey, ReleaseSet, check_key
 from pymc_dp.curator.single import (
+    check_count_share,
     check_release_noise,
     checked_family,
     noise_settings,
@@ -58,6 +59,7 @@ def release_grouped(
     by_name: str | None = None,
     column: str | None = None,
     client: Any = None,
+    count_share: float | str | None = None,
     **release_kwargs: Any,
 ) -> ReleaseSet:
     """Release the sufficient statistics of each group of ``x`` under differential privacy.
@@ -107,6 +109,13 @@ def release_grouped(
         The column of a data frame that holds the records (data frames only).
     client
         A ``dask.distributed.Client`` for Dask input (as in :func:`pymc_dp.release`).
+    count_share
+        As for :func:`pymc_dp.release`: also release each group's number of records inside
+        the window (a windowed family with a one-number statistic, Laplace mechanisms), with
+        this share of ε. Every group's sum gets ε·(1 - share), its count ε·share; replacing one
+        record moves one group's count by at most 1, so the set still costs ε once.
+        ``"auto"``: :data:`~pymc_dp.curator.single.DEFAULT_COUNT_SHARE` where a count applies,
+        else none. ``None`` (the default): the sums alone, the files of earlier versions.
     **release_kwargs
         As for :func:`pymc_dp.release`: ``bounds`` (public; ``"private"`` is refused, since
         every group must share one window), ``clamp``, ``mechanism``, ``rho``, ``delta`` and
@@ -155,6 +164,8 @@ def release_grouped(
         release_kwargs.get("delta", 1e-9),
     )  # fmt: skip
     clamp = check_bool(release_kwargs.get("clamp", False), "clamp")
+    count_share = check_count_share(count_share, fam, gaussian)
+    counted = count_share is not None
     if fam.needs_bounds:
         if bounds is None:
             fam.check_bounds(None)  # names the missing window
@@ -174,7 +185,11 @@ def release_grouped(
         by_name = by if by_name is None else by_name
         plan = GroupedPlan(
             FamilyPlan.for_release(
-                fam, window if fam.needs_bounds else None, clamp=clamp, name=f"column {column!r}"
+                fam,
+                window if fam.needs_bounds else None,
+                clamp=clamp,
+                name=f"column {column!r}",
+                count=counted,
             ),
             groups,
             f"column {by!r}",
@@ -190,7 +205,9 @@ def release_grouped(
         x = check_records(x, "x")
         keys = _check_keys(by, int(x.shape[0]))
         plan = GroupedPlan(
-            FamilyPlan.for_release(fam, window if fam.needs_bounds else None, clamp=clamp),
+            FamilyPlan.for_release(
+                fam, window if fam.needs_bounds else None, clamp=clamp, count=counted
+            ),
             groups,
         )
         _, totals = combine_totals(
@@ -206,8 +223,9 @@ def release_grouped(
             f"groups {empty!r} have no records; a release needs n >= 1, so drop them from groups"
         )
     # Every group's noise and the budget are checked before any noise is drawn.
+    sum_epsilon = eps if count_share is None else eps * (1.0 - count_share)
     for size in counts:
-        check_release_noise(fam, window, int(size), gaussian=gaussian, epsilon=eps)
+        check_release_noise(fam, window, int(size), gaussian=gaussian, epsilon=sum_epsilon)
     label = label if label is not None else f"{fam.name} by {by_name or 'group'}"
     if budget is not None:
         # A trial charge on a copy refuses an overspend before any noise is drawn; the real
@@ -218,7 +236,7 @@ def release_grouped(
     for key, (size, group_totals) in zip(groups, per_group, strict=True):
         releases[key] = release_from_totals(
             fam, plan.plan, window, size, group_totals, mechanism=mechanism, epsilon=eps,
-            delta=delta, rng=generator,
+            delta=delta, rng=generator, count_share=count_share,
         )  # fmt: skip
     if budget is not None:
         _charge_once(budget, mechanism, epsilon, release_kwargs, label)

@@ -33,7 +33,7 @@ from pymc_dp.curator.strict_json import strict_loads
 from pymc_dp.families import ExponentialFamily, get_family
 from pymc_dp.mechanisms.vetted import DISCRETE_GAUSSIAN, LAPLACE_FLOAT
 
-__all__ = ["FORMAT_VERSION", "Release"]
+__all__ = ["FORMAT_VERSION", "Release", "counts_window"]
 
 FORMAT_VERSION = 2
 """Format 2 adds quantum, record_quantum, library, rho, delta, noise_scale and budget; format 1
@@ -422,6 +422,11 @@ def _check_bounds_mechanism(name: Any, bounds_epsilon: float) -> None:
         )
 
 
+def counts_window(fam: ExponentialFamily, gaussian: bool) -> bool:
+    """Whether a release of ``fam`` can carry a window count (one-number window sum, Laplace)."""
+    return fam.needs_bounds and getattr(fam, "stat_size", 0) == 1 and not gaussian
+
+
 def _check_count_fields(rel: Release, fam: ExponentialFamily, gaussian: bool) -> None:
     """Check ``window_count`` and ``count_epsilon``: both or neither, for a one-number window."""
     count, count_epsilon = rel.window_count, rel.count_epsilon
@@ -432,7 +437,7 @@ def _check_count_fields(rel: Release, fam: ExponentialFamily, gaussian: bool) ->
             "window_count and count_epsilon go together: give both (a released window count "
             "and its ε) or neither"
         )
-    if not fam.needs_bounds or getattr(fam, "stat_size", 0) != 1:
+    if not counts_window(fam, gaussian=False):
         raise ValueError(
             f"a window count goes with the window sum of a windowed family with one statistic, "
             f"not {fam!r}"

@@ -160,6 +160,13 @@ class ReleaseSet:
         """Released statistics, shape ``(G, *stat_shape)``."""
         return np.stack([rel.value for rel in self.releases.values()])
 
+    @property
+    def window_count(self) -> npt.NDArray[np.float64] | None:
+        """Released window counts, shape ``(G,)``, or ``None`` for sums released alone."""
+        if self.first.window_count is None:
+            return None
+        return np.array([rel.window_count for rel in self.releases.values()], dtype=np.float64)
+
     def coords(self, dims: str = "group") -> dict[str, list[GroupKey]]:
         """Model coordinates of the groups: ``pm.Model(coords=release_set.coords())``."""
         return {dims: list(self.groups)}
@@ -291,6 +298,7 @@ _SHARED_FIELDS = (
     "record_quantum",
     "rho",
     "delta",
+    "count_epsilon",
 )
 
 

@@ -37,7 +37,7 @@ from pymc_dp.curator.private_window import (
     warn_if_noisy_bounds,
     widen_to_counts,
 )
-from pymc_dp.curator.record import Release
+from pymc_dp.curator.record import Release, counts_window
 from pymc_dp.families import ExponentialFamily, get_family
 from pymc_dp.mechanisms import noise_scale
 from pymc_dp.mechanisms.laplace import laplace_mechanism
@@ -49,7 +49,7 @@ from pymc_dp.mechanisms.vetted import (
     zcdp_to_approx_dp,
 )
 
-__all__ = ["DEFAULT_COUNT_SHARE", "counts_window", "release"]
+__all__ = ["DEFAULT_COUNT_SHARE", "check_count_share", "counts_window", "release"]
 
 
 def release(
@@ -207,7 +207,7 @@ def release(
     fam = checked_family(family, family_params)
     mechanism, gaussian, epsilon, generator = noise_settings(mechanism, rng, epsilon, rho, delta)
     clamp = check_bool(clamp, "clamp")
-    count_share = _check_count_share(count_share, fam, gaussian)
+    count_share = check_count_share(count_share, fam, gaussian)
     private = fam.needs_bounds and isinstance(bounds, str) and bounds == "private"
     kind = (
         resolve_candidates(bounds_candidates, bounds_range, study=generator is not None)
@@ -581,12 +581,7 @@ dominates, and adds up to 1.5× where the window cuts the data
 (``benchmarks/window_count_share.py``)."""
 
 
-def counts_window(fam: ExponentialFamily, gaussian: bool) -> bool:
-    """Whether a release of ``fam`` can carry a window count (one-number window sum, Laplace)."""
-    return fam.needs_bounds and getattr(fam, "stat_size", 0) == 1 and not gaussian
-
-
-def _check_count_share(share: Any, fam: ExponentialFamily, gaussian: bool) -> float | None:
+def check_count_share(share: Any, fam: ExponentialFamily, gaussian: bool) -> float | None:
     """``count_share`` checked: ``None``, or a share in (0, 1) for a one-number window sum.
 
     ``"auto"`` is :data:`DEFAULT_COUNT_SHARE` where a count applies, else ``None``.
@@ -595,7 +590,7 @@ def _check_count_share(share: Any, fam: ExponentialFamily, gaussian: bool) -> fl
         return None
     if isinstance(share, str) and share == "auto":
         return DEFAULT_COUNT_SHARE if counts_window(fam, gaussian) else None
-    if not fam.needs_bounds or getattr(fam, "stat_size", 0) != 1:
+    if not counts_window(fam, gaussian=False):
         raise ValueError(
             f"count_share applies to a windowed family with one statistic (Poisson, "
             f"Exponential, ...), not {fam!r}: pass count_share=None"

@@ -156,7 +156,14 @@ class _ScalarLink(GroupedLink):
         )
 
     def build(self, family, values, *, size, dims, name, release=None):
-        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"])
+        start = None
+        if release is not None and getattr(release, "window_count", None) is not None:
+            # With window counts the far mode of the sums keeps a negligible mass (the counts
+            # rule it out) but stays a local mode that traps a chain started near it: start μ
+            # at the released estimates (public), not at the window's centre. The prior is
+            # unchanged.
+            start = float(np.median(self.information(family, release)[0]))
+        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"], initval=start)
         tau = pm.HalfNormal("tau", values["tau_sd"])
         weight = np.zeros(size)
         if release is not None:
@@ -390,7 +397,14 @@ class _LocationScaleLink(GroupedLink):
         )
 
     def build(self, family, values, *, size, dims, name, release=None):
-        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"])
+        start = None
+        if release is not None and getattr(release, "window_count", None) is not None:
+            # With window counts the far mode of the sums keeps a negligible mass (the counts
+            # rule it out) but stays a local mode that traps a chain started near it: start μ
+            # at the released estimates (public), not at the window's centre. The prior is
+            # unchanged.
+            start = float(np.median(self.information(family, release)[0]))
+        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"], initval=start)
         tau = pm.HalfNormal("tau", values["tau_sd"])
         weight = np.zeros(size)
         if release is not None:
@@ -661,9 +675,16 @@ def save_grouped_figures(idata: Any, release: ReleaseSet, out_dir: str | Path) -
     # Below the panels: inside, "best" still covered a group's interval (issue 36).
     handles, texts = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, texts, loc="outside lower center", ncols=2, frameon=False)
+    counted = getattr(release, "window_count", None) is not None
+    budget = (
+        f"ε = {release.epsilon:g} (sums) + {release.first.count_epsilon:g} (window counts)"
+        if counted
+        else f"ε = {release.epsilon:g}"
+    )
     fig.suptitle(
-        f"Partially pooled fit of a grouped {release.family} release, "
-        f"ε = {release.epsilon:g}, {len(release)} groups"
+        f"Partially pooled fit of a grouped {release.family} release"
+        + ("\n" if counted else ", ")
+        + f"{budget}, {len(release)} groups"
     )
     posterior_png = out_dir / "posterior.png"
     fig.savefig(posterior_png, dpi=110)

@@ -41,6 +41,7 @@ from pymc_dp.likelihoods.exact_windows import WindowCounts
 from pymc_dp.likelihoods.grouped import CltLaw, MixedLaw
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.model.nodes.collapsed import collapsed_y, mark_theta
+from pymc_dp.model.nodes.counted import grouped_counted_y
 from pymc_dp.model.nodes.grouped_vector import group_theta, vector_grouped_y
 from pymc_dp.model.nodes.info import NoisySuffStatInfo, tag_node
 
@@ -181,12 +182,19 @@ def grouped_node(
     bounds = _window(family, rel)
     gaussian = rel.mechanism == DISCRETE_GAUSSIAN
     choices = grouped_likelihood(family, release, likelihood)
+    counted = _counted(release, choices, likelihood, vector)
+    if counted:
+        choices = ["clt"] * size
     choice = choices[0] if len(set(choices)) == 1 else "mixed"
     value = None if vector else np.asarray(release.value, dtype=np.float64).reshape(size)
     sizes = release.n
     noise = None
     with model:
-        if vector:
+        if counted:
+            y = grouped_counted_y(
+                model, name, family=family, theta=theta_g, release=release, dims=dims
+            )
+        elif vector:
             y, noise = vector_grouped_y(
                 name,
                 family=family,
@@ -227,12 +235,42 @@ def grouped_node(
         likelihood=_node_likelihood(groups, choices),
         noise=noise,
         groups=tuple(groups),
+        counted=counted,
     )
     tag_node(y, info, theta=theta_g)
     # Only a θ shared by every group can be a GridStep variable; a hierarchical θ goes to NUTS.
     if not vector:
         mark_theta(model, theta, vector=False)
     return y
+
+
+def _counted(release: ReleaseSet, choices: list[str], likelihood: str, vector: bool) -> bool:
+    """Whether the node uses each group's window count with its sum (the CLT pair).
+
+    Only without ``likelihood="exact"``, which models the sums alone (a warning says the counts
+    are unused). Under ``"auto"`` every group takes the pair; a warning names the groups whose
+    sums alone would have taken the exact likelihood (few records: the CLT may be off there).
+    """
+    if release.window_count is None or vector:
+        return False
+    if likelihood == "exact":
+        warnings.warn(
+            "the exact likelihood models the window sums alone: this release's window counts "
+            "are not used (pass likelihood='clt' or 'auto' to use them)",
+            UserWarning,
+            stacklevel=4,
+        )
+        return False
+    exact = [g for g, c in zip(release.groups, choices, strict=True) if c == "exact"]
+    if exact:
+        warnings.warn(
+            f"the window counts are used through the CLT of (window sum, window count) in every "
+            f"group; for groups {exact!r} the CLT may be inaccurate (few records): "
+            "likelihood='exact' models their sums exactly, without the counts",
+            CltWarning,
+            stacklevel=4,
+        )
+    return True
 
 
 def _group_coords(model: pm.Model, dims: str, groups: list) -> None:
