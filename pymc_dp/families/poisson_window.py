@@ -28,7 +28,6 @@ import functools
 import hashlib
 import inspect
 import math
-import types
 from typing import Any
 
 import numpy as np
@@ -45,6 +44,7 @@ from pytensor.tensor.variable import TensorVariable
 from scipy import special, stats
 
 from pymc_dp.families.truncated import LOG_TINY, f64, guarded_log, log1mexp, logaddexp
+from pymc_dp.kernels.numba_mirror import compile_mirror
 
 __all__ = ["PoissonWindowOp", "PoissonWindowScalar", "poisson_window", "poisson_window_graph"]
 
@@ -418,13 +418,7 @@ _NUMBA_KEY = hashlib.sha256(
 @functools.cache
 def _numba_core() -> Any:
     """:func:`_poisson_window_core` compiled by Numba (IEEE, as the C), helpers compiled too."""
-    import numba
-
-    env = dict(globals())
-    for name in _NUMBA_HELPERS:
-        code = globals()[name].__code__
-        env[name] = numba.njit(types.FunctionType(code, env, name), fastmath=False)
-    return env["_poisson_window_core"]
+    return compile_mirror(globals(), _NUMBA_HELPERS, "_poisson_window_core")
 
 
 def _register_numba() -> bool:

@@ -32,7 +32,6 @@ import functools
 import hashlib
 import inspect
 import math
-import types
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +44,8 @@ from pytensor.scalar.basic import ScalarOp, float64
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.rewriting.basic import register_specialize
 from pytensor.tensor.variable import TensorVariable
+
+from pymc_dp.kernels.numba_mirror import compile_mirror
 
 __all__ = ["normal_laplace", "normal_laplace_graph"]
 
@@ -560,13 +561,7 @@ def _numba_core() -> Callable:
     Each helper is compiled from its own code, with globals in which the other helpers are the
     compiled ones, so the Python mirror stays plain Python.
     """
-    import numba
-
-    env = dict(globals())
-    for name in _NUMBA_HELPERS:
-        code = globals()[name].__code__
-        env[name] = numba.njit(types.FunctionType(code, env, name), fastmath=False)
-    return env["_normal_laplace_core"]
+    return compile_mirror(globals(), _NUMBA_HELPERS, "_normal_laplace_core")
 
 
 def _register_numba() -> bool:

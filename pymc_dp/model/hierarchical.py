@@ -156,14 +156,9 @@ class _ScalarLink(GroupedLink):
         )
 
     def build(self, family, values, *, size, dims, name, release=None):
-        start = None
-        if release is not None and getattr(release, "window_count", None) is not None:
-            # With window counts the far mode of the sums keeps a negligible mass (the counts
-            # rule it out) but stays a local mode that traps a chain started near it: start μ
-            # at the released estimates (public), not at the window's centre. The prior is
-            # unchanged.
-            start = float(np.median(self.information(family, release)[0]))
-        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"], initval=start)
+        mu = pm.Normal(
+            "mu", values["mu_mean"], values["mu_sd"], initval=counted_start(self, family, release)
+        )
         tau = pm.HalfNormal("tau", values["tau_sd"])
         weight = np.zeros(size)
         if release is not None:
@@ -177,6 +172,19 @@ def _noise_variance(release: ReleaseSet) -> float:
     """Variance of the noise added to each released value."""
     scale = float(release.first.scale)
     return scale * scale * (1.0 if release.first.mechanism == DISCRETE_GAUSSIAN else 2.0)
+
+
+def counted_start(link: Any, family: Any, release: Any) -> float | None:
+    """Initial μ for a release with window counts: the median of the released estimates.
+
+    With window counts the far mode of the sums keeps a negligible mass (the counts rule it
+    out) but stays a local mode that traps a chain started near it, so μ starts at the
+    released (public) estimates, not at the window's centre. The prior is unchanged; ``None``
+    (PyMC's default start) without counts.
+    """
+    if release is None or getattr(release, "window_count", None) is None:
+        return None
+    return float(np.median(link.information(family, release)[0]))
 
 
 def partially_centred(name: str, mu: Any, tau: Any, weight: np.ndarray, dims: str) -> Any:
@@ -397,14 +405,9 @@ class _LocationScaleLink(GroupedLink):
         )
 
     def build(self, family, values, *, size, dims, name, release=None):
-        start = None
-        if release is not None and getattr(release, "window_count", None) is not None:
-            # With window counts the far mode of the sums keeps a negligible mass (the counts
-            # rule it out) but stays a local mode that traps a chain started near it: start μ
-            # at the released estimates (public), not at the window's centre. The prior is
-            # unchanged.
-            start = float(np.median(self.information(family, release)[0]))
-        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"], initval=start)
+        mu = pm.Normal(
+            "mu", values["mu_mean"], values["mu_sd"], initval=counted_start(self, family, release)
+        )
         tau = pm.HalfNormal("tau", values["tau_sd"])
         weight = np.zeros(size)
         if release is not None:
