@@ -208,6 +208,7 @@ def _shape_joint(rng, rows, n, scale, m_scale):
     return prior, x_prior, pack_parameters(theta, sigma2, loc, cov), shape, (skew, kurt), s, z
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", [24.33, 1.0])
 def test_sweep_with_the_shape_model_leaves_the_joint_posterior_invariant(scale):
     """Geweke's test of the default's iteration with released moments, as ``sample_regression``
