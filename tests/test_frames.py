@@ -309,10 +309,11 @@ def test_cli_streams_parquet_files_directories_and_globs_and_uses_a_scheduler(tm
         args = ["release", str(tmp_path / "sites.parquet"), *common, "--seed", "2", *by]
         assert main([*args, "-o", str(out), *extra]) == 0
         grouped.append(read_release(out, allow_grouped=True))
+    # The command line releases each group's window count by default.
     expected = pmdp.release_grouped(
         x, pm.Poisson, by=site, groups=["a", "b"], sizes="public", epsilon=1.0, bounds=(0, 8),
         count_share="auto", rng=2,
-    )  # fmt: skip  (the command line releases each group's window count by default)
+    )  # fmt: skip
     for rs in grouped:
         assert rs.groups == expected.groups
         assert all(rs[key] == expected[key] for key in expected.groups)
