@@ -28,6 +28,8 @@ from pymc_dp.regression.kernels.collapsed import (
 from pymc_dp.regression.kernels.moment_move import moment_prior
 from pymc_dp.regression.kernels.shape_law import (
     XShape,
+    hold,
+    informative,
     moment_term,
     raw_moments,
     shape_log_ratio,
@@ -160,6 +162,31 @@ def test_potential_is_the_kernels_shape_term():
     assert got == pytest.approx(float(want), rel=1e-6)
 
 
+def test_holding_gamma_kappa_or_the_raw_moments_is_the_same_state():
+    """:func:`hold` converts between (γ, κ) and (E x³, E x⁴) at (μ, σ²) both ways, per member;
+    the two targets of a move of (μ, σ²) differ by the raw moments' Jacobian σ⁻⁷ alone; the
+    released sums of the grid (n = 100, Laplace scale 160) are not informative, sums with scale
+    2 are."""
+    rng = np.random.default_rng(3)
+    loc, var = rng.normal(0, 0.5, (4, 1)), rng.uniform(0.05, 1, (4, 1))
+    skew = rng.uniform(-2, 2, (4, 1))
+    kurt = 1 + skew**2 + rng.uniform(0, 6, (4, 1))
+    m3, m4 = raw_moments(loc, var, skew, kurt)
+    raw = XShape(m3, m4, np.full((4, 1, 2), 50.0), np.array([3, 4]), np.full((4, 1), 2.0))
+    mixed = hold(raw, np.array([[True], [False], [True], [False]]), loc, var)
+    assert np.allclose(mixed.third[::2], skew[::2]) and np.allclose(mixed.fourth[1::2], m4[1::2])
+    assert np.allclose(standardised(mixed, loc, var), (skew, kurt))
+    back = hold(mixed, False, loc, var)
+    assert np.allclose(back.third, m3) and np.allclose(back.fourth, m4)
+    xbar, scatter = loc + 0.01, 99 * var * 1.1
+    got = shape_term(xbar, scatter, loc, var, 100, hold(raw, True, loc, var))
+    want = shape_term(xbar, scatter, loc, var, 100, raw) + 3.5 * np.log(var)
+    assert np.allclose(got, want)
+    assert np.all(informative(raw))
+    assert not np.any(informative(raw._replace(moments=np.full((4, 1, 2), 1.25),
+                                               moment_scale=np.full((4, 1), 160.0))))  # fmt: skip
+
+
 def _shape_joint(rng, rows, n, scale, m_scale):
     """(φ, ψ, s, sums of x³ and x⁴, z) from the shape model: (x̄, S) from the shape law,
     X̃ᵀy | X̃ᵀX̃ and the residual sum of squares from normal regression."""
@@ -209,17 +236,22 @@ def _shape_joint(rng, rows, n, scale, m_scale):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("scale", [24.33, 1.0])
-def test_sweep_with_the_shape_model_leaves_the_joint_posterior_invariant(scale):
+@pytest.mark.parametrize(("scale", "n", "m_scale"), [(24.33, 20, 2.0), (1.0, 20, 2.0),
+                                                     (24.33, 100, 1600.0)])  # fmt: skip
+def test_sweep_with_the_shape_model_leaves_the_joint_posterior_invariant(scale, n, m_scale):
     """Geweke's test of the default's iteration with released moments, as ``sample_regression``
-    runs it: (φ, γ, κ, s, sums of x³ and x⁴, z) from the shape model (1500 members, n = 20,
-    Laplace scale of the sums 2), then three rounds of (w | s, z; θ, σ² | s; the NIW proposal
-    of (μ_x, Σ_x) accepted by the shape's factor and the moves of (γ, κ); one collapsed sweep).
-    θ, σ², μ_x, σ_x², γ and κ must still follow the prior (KS against prior draws at
-    α = 0.001 / 7) and have moved. Laplace scale of the statistic 24.33 and 1."""
-    rows, n = 1500, 20
+    runs it: (φ, γ, κ, s, sums of x³ and x⁴, z) from the shape model (1500 members), then three
+    rounds of (w | s, z; θ, σ² | s; the NIW proposal of (μ_x, Σ_x) accepted by the shape's
+    factor and the moves of (γ, κ); one collapsed sweep). θ, σ², μ_x, σ_x², γ and κ must still
+    follow the prior (KS against prior draws at α = 0.001 / 7) and have moved. n = 20 with
+    Laplace scale 2 on the sums (most members informative: the moves of (μ_x, Σ_x) hold either
+    the raw moments or (γ, κ)), statistic's scale 24.33 and 1; n = 100 with the grid's scale
+    1600 on the sums (none informative: they hold (γ, κ))."""
+    rows = 1500
     rng = np.random.default_rng(43)
-    prior, x_prior, u, shape, (skew0, _), s, z = _shape_joint(rng, rows, n, scale, 2.0)
+    prior, x_prior, u, shape, (skew0, _), s, z = _shape_joint(rng, rows, n, scale, m_scale)
+    share = np.mean(informative(shape))
+    assert share > 0.5 if m_scale == 2.0 else share < 0.05  # the noise tops 4b: e⁻⁴
     start = u.copy()
     target = collapsed_target(z, np.ones_like(z), [n], prior, x_prior)
     adapt = RandomWalkAdaptation(u, initial_sd=2.0 * initial_step_sd(prior, x_prior))
@@ -242,7 +274,7 @@ def test_sweep_with_the_shape_model_leaves_the_joint_posterior_invariant(scale):
     assert np.mean(np.any(u != start, axis=-1)) > 0.5
     assert np.mean(np.abs(skew - skew0) > 1e-9) > 0.5
     _, _, ref_u, _, (ref_skew, ref_kurt), _, _ = _shape_joint(np.random.default_rng(7), 6000, n,
-                                                              scale, 2.0)  # fmt: skip
+                                                              scale, m_scale)  # fmt: skip
     ref = unpack_parameters(ref_u, 1)
     pairs = [
         (par.theta[:, 0], ref.theta[:, 0]),

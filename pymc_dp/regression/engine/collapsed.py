@@ -73,6 +73,8 @@ from pymc_dp.regression.kernels.psd import project_psd
 from pymc_dp.regression.kernels.shape_law import (
     XShape,
     check_shape_moments,
+    hold,
+    informative,
     raw_moments,
     shape_move,
     shape_term,
@@ -303,6 +305,13 @@ def collapsed_sweep(
     return state, SweepStats(moved / moves if moves else np.full_like(moved, np.nan), moment)
 
 
+STANDARD_SHARE = 0.5
+"""Share of iterations whose moves of (μ_x, Σ_x) hold (γ, κ) rather than E x³, E x⁴, where
+the released sums are informative (elsewhere all of them: holding the raw moments there cut
+the intercept's ESS, n = 100, ε = 0.1, x uniform, 20 releases × 2000 draws: median 270 holding
+(γ, κ) always, 68 half the time, 7 never; the normal model's 613)."""
+
+
 def shape_gibbs(
     rng: np.random.Generator,
     shape: XShape,
@@ -313,20 +322,28 @@ def shape_gibbs(
 ) -> tuple[np.ndarray, np.ndarray, XShape]:
     """(μ_x, Σ_x) and (γ, κ) given s under the shape family (d = 1, nodes on axis −1 of γ).
 
-    ``proposed`` is a draw of the NIW posterior given s, the exact conditional under the normal
-    model of x: as an independence proposal, holding the raw moments E x³, E x⁴, it is accepted
-    with the ratio of :func:`~pymc_dp.regression.kernels.shape_law.shape_term` (the shape
-    family's law of (x̄, S) over the normal one, the released moments' likelihood and the
-    prior of the raw moments given (μ, σ²)). Then
-    :func:`~pymc_dp.regression.kernels.shape_law.shape_move`. Returns μ_x ``(..., J, 1)``,
+    First the shape is made to hold, for this iteration, (γ, κ) or the raw moments E x³, E x⁴
+    (:func:`~pymc_dp.regression.kernels.shape_law.hold`; the collapsed sweep that follows
+    holds the same): (γ, κ) always where the released sums are lost in their noise
+    (:func:`~pymc_dp.regression.kernels.shape_law.informative`), else with probability
+    :data:`STANDARD_SHARE`. ``proposed`` is a draw of the NIW posterior given s, the exact
+    conditional under the normal model of x: as an independence proposal, holding what the
+    shape holds, it is accepted with the ratio of
+    :func:`~pymc_dp.regression.kernels.shape_law.shape_term` (the shape family's law of (x̄, S)
+    over the normal one, the released moments' likelihood and, holding the raw moments, their
+    prior given (μ, σ²)). Then :func:`~pymc_dp.regression.kernels.shape_law.shape_move`.
+    Returns μ_x ``(..., J, 1)``,
     Σ_x ``(..., J, 1, 1)`` and the new shape.
     """
+    (loc, cov), (loc0, cov0) = proposed, current
+    share = np.where(informative(shape), STANDARD_SHARE, 1.0)
+    standard = rng.uniform(size=share.shape) < share
+    shape = hold(shape, standard, loc0[..., 0], cov0[..., 0, 0])
     s = np.asarray(suffstat, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     b_mat = unpack_statistic(s, n[:, None])
     xbar = b_mat[..., 0, 1] / n
     scatter = b_mat[..., 1, 1] - n * xbar**2
-    (loc, cov), (loc0, cov0) = proposed, current
     new = shape_term(xbar, scatter, loc[..., 0], cov[..., 0, 0], n, shape)
     old = shape_term(xbar, scatter, loc0[..., 0], cov0[..., 0, 0], n, shape)
     with np.errstate(invalid="ignore"):
