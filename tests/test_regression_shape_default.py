@@ -236,22 +236,24 @@ def _shape_joint(rng, rows, n, scale, m_scale):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("scale", "n", "m_scale"), [(24.33, 20, 2.0), (1.0, 20, 2.0),
-                                                     (24.33, 100, 1600.0)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("scale", "n", "m_scale"),
+    [(24.33, 20, 2.0), (1.0, 20, 2.0), (1.0, 20, 0.05), (24.33, 100, 1600.0)],
+)
 def test_sweep_with_the_shape_model_leaves_the_joint_posterior_invariant(scale, n, m_scale):
     """Geweke's test of the default's iteration with released moments, as ``sample_regression``
     runs it: (φ, γ, κ, s, sums of x³ and x⁴, z) from the shape model (1500 members), then three
     rounds of (w | s, z; θ, σ² | s; the NIW proposal of (μ_x, Σ_x) accepted by the shape's
     factor and the moves of (γ, κ); one collapsed sweep). θ, σ², μ_x, σ_x², γ and κ must still
     follow the prior (KS against prior draws at α = 0.001 / 7) and have moved. n = 20 with
-    Laplace scale 2 on the sums (most members informative: the moves of (μ_x, Σ_x) hold either
-    the raw moments or (γ, κ)), statistic's scale 24.33 and 1; n = 100 with the grid's scale
-    1600 on the sums (none informative: they hold (γ, κ))."""
+    Laplace scale 2 on the sums (4 % of the members informative: the moves of (μ_x, Σ_x) hold
+    (γ, κ) in the others), statistic's scale 24.33 and 1, and 0.05 (92 % informative: half the
+    moves hold the raw moments); n = 100 with the grid's scale 1600 on the sums."""
     rows = 1500
     rng = np.random.default_rng(43)
     prior, x_prior, u, shape, (skew0, _), s, z = _shape_joint(rng, rows, n, scale, m_scale)
     share = np.mean(informative(shape))
-    assert share > 0.5 if m_scale == 2.0 else share < 0.05  # the noise tops 4b: e⁻⁴
+    assert share > 0.9 if m_scale < 1 else share < 0.05  # the noise alone tops 4b: e⁻⁴
     start = u.copy()
     target = collapsed_target(z, np.ones_like(z), [n], prior, x_prior)
     adapt = RandomWalkAdaptation(u, initial_sd=2.0 * initial_step_sd(prior, x_prior))

@@ -44,7 +44,7 @@ from pymc_dp.curator.regression.statistics import unpack_statistic
 from pymc_dp.regression.kernels.conjugate import NIG
 from pymc_dp.regression.kernels.data_model import NIW
 from pymc_dp.regression.kernels.normal_model import draw_statistic, record_moments
-from pymc_dp.regression.kernels.shape_law import XShape, shape_term
+from pymc_dp.regression.kernels.shape_law import XShape, shape_term, standardised
 
 __all__ = [
     "CollapsedTarget",
@@ -372,6 +372,19 @@ def evaluate(u: npt.ArrayLike, target: CollapsedTarget) -> Evaluation:
     )
 
 
+def shape_of(par: Parameters, target: CollapsedTarget) -> tuple[np.ndarray, np.ndarray] | None:
+    """(γ, κ) of the shape family at ``par`` (``(..., J)``), for exact draws of s under it.
+
+    ``None`` under the normal model of x. Drawing s from the shape law itself (rather than the
+    normal one, accepted with :func:`shape_correction`'s ratio) keeps the exact-law moves of s
+    as free as under the normal model: near the prior's edge κ = 1 + γ² the shape law ties x̄ to
+    S closely, and normal draws of x̄ were rejected there.
+    """
+    if target.x_shape is None:
+        return None
+    return standardised(target.x_shape, par.x_loc[..., 0], par.x_cov[..., 0, 0])
+
+
 def shape_correction(s: npt.ArrayLike, par: Parameters, target: CollapsedTarget) -> np.ndarray:
     """Σ_j of the shape family's law of (x̄, S) over the normal one plus the moments' likelihood.
 
@@ -585,8 +598,8 @@ def redraw_statistic(
 ) -> tuple[MoveState, npt.NDArray[np.bool_]]:
     """Move s alone, proposing from its exact law p(s | φ) under the normal model of x.
 
-    s' is accepted with probability min(1, N(z; s', diag w) / N(z; s, diag w)), times the
-    ratio of :func:`shape_correction` under the shape family of x. Where the
+    s' is accepted with probability min(1, N(z; s', diag w) / N(z; s, diag w)); under the
+    shape family of x, s' comes from its law there (:func:`shape_of`). Where the
     noise dwarfs the statistic's own spread (small n, small ε) this proposal is close to
     s | φ, z, w while the CLT one of :func:`refresh_statistic` is not; the two complement
     each other. ``evaluation`` is :func:`evaluate` at ``state.params``.
@@ -599,14 +612,11 @@ def redraw_statistic(
         x_loc=par.x_loc,
         x_cov=par.x_cov,
         n=target.n,
+        x_shape=shape_of(par, target),
     )
     w = target.noise_variance
     gap = np.sum(((target.released - state.suffstat) ** 2 - (target.released - s_new) ** 2) / w,
                  axis=(-2, -1))  # fmt: skip
-    if target.x_shape is not None:  # the proposal is the normal model's law: its factor
-        with np.errstate(invalid="ignore"):
-            gap = gap + 2.0 * (shape_correction(s_new, par, target)
-                               - shape_correction(state.suffstat, par, target))  # fmt: skip
     with np.errstate(invalid="ignore"):
         accept = np.log(rng.uniform(size=gap.shape)) < 0.5 * gap
     accept &= np.isfinite(gap)

@@ -40,7 +40,7 @@ from pymc_dp.regression.kernels.collapsed import (
     pack_parameters,
     parameter_log_jacobian,
     propose_statistic,
-    shape_correction,
+    shape_of,
     statistic_correction,
     unpack_parameters,
 )
@@ -462,7 +462,8 @@ def moment_move(
     s_clt = propose_statistic(rng, ev, target)  # the candidates' s' and the refresh proposal
     par = Parameters(*(a[tries] for a in ev.params))
     s_exact = draw_statistic(rng, theta=par.theta[..., None, :], sigma2=par.sigma2[..., None],
-                             x_loc=par.x_loc, x_cov=par.x_cov, n=target.n)  # fmt: skip
+                             x_loc=par.x_loc, x_cov=par.x_cov, n=target.n,
+                             x_shape=shape_of(par, target))  # fmt: skip
     at = np.array([*range(tries + 1), tries, tries])
     every_s = np.concatenate([s_clt, s_exact[None], s[None]])
     correction = statistic_correction(every_s, _rows(ev, at), target)
@@ -484,9 +485,6 @@ def moment_move(
         gap = 0.5 * np.sum(((z - s) ** 2 - (z - s_exact) ** 2) / w, axis=(-2, -1))
     else:
         gap = np.sum((np.abs(z - s) - np.abs(z - s_exact)) / laplace_scale, axis=(-2, -1))
-    if target.x_shape is not None:  # the proposal is the normal model's law: its factor
-        with np.errstate(invalid="ignore"):
-            gap = gap + shape_correction(s_exact, par, target) - shape_correction(s, par, target)
     with np.errstate(invalid="ignore"):
         took = (np.log(uniform[0]) < gap) & np.isfinite(correction[tries + 1])
     s = np.where(took[..., None, None], s_exact, s)

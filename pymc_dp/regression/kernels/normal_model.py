@@ -248,6 +248,39 @@ def record_moments(
     return second[..., rows, cols], cov
 
 
+def _shape_mean_scatter(
+    rng: np.random.Generator,
+    x_loc: np.ndarray,
+    x_cov: np.ndarray,
+    n: np.ndarray,
+    x_shape: tuple[npt.ArrayLike, npt.ArrayLike],
+    batch: tuple[int, ...],
+) -> tuple[np.ndarray, np.ndarray]:
+    """x̄ ``(*batch, 1)`` and S ``(*batch, 1, 1)`` from the shape family's law (d = 1).
+
+    ``NaN`` where (γ, κ) leave no conditional variance (outside the prior; never at a state).
+    """
+    if x_loc.shape[-1] != 1:
+        raise ValueError("x_shape draws the statistic for d = 1 only")
+    mu = np.broadcast_to(x_loc[..., 0], batch)
+    v = np.broadcast_to(x_cov[..., 0, 0], batch)
+    g = np.broadcast_to(np.asarray(x_shape[0], dtype=np.float64), batch)
+    k = np.broadcast_to(np.asarray(x_shape[1], dtype=np.float64), batch)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c = ((n - 1.0) * k - n + 3.0) / (2.0 * n)
+        bad = ~(c > 0)
+        c = np.where(bad, 1.0, c)
+        scatter = rng.gamma(0.5 * (n - 1.0) / c, 2.0 * c * v)
+        cov = (n - 1.0) * g * v**1.5 / n
+        beta = cov / (2.0 * c * (n - 1.0) * v**2)
+        cond = v / n - beta * cov
+        bad |= ~(cond > 0)
+        mean = mu + beta * (scatter - (n - 1.0) * v)
+        mean = mean + np.sqrt(np.where(bad, 1.0, cond)) * rng.standard_normal(batch)
+    mean = np.where(bad, np.nan, mean)
+    return mean[..., None], scatter[..., None, None]
+
+
 def draw_statistic(
     rng: np.random.Generator,
     *,
@@ -257,11 +290,14 @@ def draw_statistic(
     x_cov: npt.ArrayLike,
     n: npt.ArrayLike,
     size: tuple[int, ...] = (),
+    x_shape: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
 ) -> npt.NDArray[np.float64]:
     """Exact draws of the statistic of n records from the normal model, without the records.
 
     ``x̄`` and ``C`` (Bartlett), then ``b | A`` and ``R``, then back to ``s``; the cost does not
-    depend on n.
+    depend on n. With ``x_shape`` = (γ, κ) (d = 1, batch as ``sigma2``), x̄ and C = S come
+    from the shape family's law instead (:mod:`~pymc_dp.regression.kernels.shape_law`:
+    ``S ~ cσ_x² χ²(f)``, x̄ | S normal tied to S through γ); the rest is unchanged.
 
     Parameters
     ----------
@@ -295,14 +331,17 @@ def draw_statistic(
         theta.shape[:-1], sigma2.shape, x_loc.shape[:-1], x_cov.shape[:-2], n.shape
     )
     n = np.broadcast_to(n, batch)
-    chol = np.broadcast_to(np.linalg.cholesky(x_cov), (*batch, d, d))
-    mean = x_loc + (chol @ rng.standard_normal((*batch, d, 1)))[..., 0] / np.sqrt(n)[..., None]
-    # Bartlett: C = L T Tᵀ Lᵀ with T lower triangular, T_ii² ~ χ²(n − 1 − i), T_ij ~ N(0, 1).
-    tri = np.tril(rng.standard_normal((*batch, d, d)), -1)
-    dof = n[..., None] - 1 - np.arange(d)
-    tri = tri + np.sqrt(rng.chisquare(dof, size=(*batch, d)))[..., None] * np.eye(d)
-    factor = chol @ tri
-    scatter = factor @ np.swapaxes(factor, -1, -2)
+    if x_shape is not None:
+        mean, scatter = _shape_mean_scatter(rng, x_loc, x_cov, n, x_shape, batch)
+    else:
+        chol = np.broadcast_to(np.linalg.cholesky(x_cov), (*batch, d, d))
+        mean = x_loc + (chol @ rng.standard_normal((*batch, d, 1)))[..., 0] / np.sqrt(n)[..., None]
+        # Bartlett: C = L T Tᵀ Lᵀ, T lower triangular, T_ii² ~ χ²(n − 1 − i), T_ij ~ N(0, 1).
+        tri = np.tril(rng.standard_normal((*batch, d, d)), -1)
+        dof = n[..., None] - 1 - np.arange(d)
+        tri = tri + np.sqrt(rng.chisquare(dof, size=(*batch, d)))[..., None] * np.eye(d)
+        factor = chol @ tri
+        scatter = factor @ np.swapaxes(factor, -1, -2)
     gram = np.empty((*batch, p, p))
     gram[..., 0, 0] = n
     gram[..., 0, 1:] = gram[..., 1:, 0] = n[..., None] * mean
