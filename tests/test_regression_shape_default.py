@@ -134,6 +134,26 @@ def test_shape_law_has_the_families_moments():
             assert abs(got - want) < 4 * se
 
 
+def test_shape_law_mean_of_xbar_given_s_matches_simulation():
+    """The tie of x̄ to S, its sign and size: 20 000 samples of n = 100 exponential records
+    (γ = 2, κ = 9; the clipped design's skew sign): E[x̄ | S] rises with S, and its mean over
+    each of the middle eight deciles of S is the model's μ + Cov(x̄, S)/Var S · (S − (n − 1)σ²)
+    to 0.15 sd of x̄ (the extreme deciles, where the true mean bends, to 0.35 sd)."""
+    n, rng = 100, np.random.default_rng(11)
+    x = rng.exponential(1.0, (20000, n))
+    xb, sc = x.mean(axis=1), ((x - x.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    c = ((n - 1) * 9.0 - n + 3) / (2 * n)
+    beta = ((n - 1) * 2.0 / n) / (2 * c * (n - 1))
+    edges = np.quantile(sc, np.linspace(0, 1, 11))
+    which = np.clip(np.searchsorted(edges, sc, side="right") - 1, 0, 9)
+    got = np.array([xb[which == i].mean() for i in range(10)])
+    want = np.array([1.0 + beta * (sc[which == i].mean() - (n - 1)) for i in range(10)])
+    assert np.all(np.diff(got) > 0) and beta > 0
+    sd = 1.0 / np.sqrt(n)
+    assert np.all(np.abs(got - want)[1:-1] < 0.15 * sd)
+    assert np.all(np.abs(got - want) < 0.35 * sd)
+
+
 def test_potential_is_the_kernels_shape_term():
     """The model's ``pm.Potential`` equals :func:`shape_term` at the same point."""
     rel = _release(np.random.default_rng(5))
