@@ -528,7 +528,8 @@ def _shape_moments(
             "(use x_model='auto' or 'normal' otherwise)"
         )
     # "auto" keeps the normal model: on the calibration grid the shape model covered the
-    # intercept worse and mixed at 0.29x the ESS/s (docs/regression.md), so it is opt-in.
+    # intercept worse, before and after its mixing was mended (docs/regression.md), so it is
+    # opt-in.
     if x_model != "shape" or not usable:
         return None
     fm = rel.fourth_moments
