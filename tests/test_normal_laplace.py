@@ -141,6 +141,32 @@ def test_numba_compiles_the_same_algorithm(evaluated):
         assert np.quantile(rel, 0.99) < 1e-8 and rel.max() < 1e-2
 
 
+def test_jax_erfcx_is_right_where_jax_own_returns_zero():
+    """JAX 0.10's erfcx is 0 on about [26.54, 26.64]; the registered one is right everywhere."""
+    jax = pytest.importorskip("jax")
+    from scipy import special
+
+    from pymc_dp.model.backends import ERFCX_SERIES_FROM, jax_erfcx
+
+    jax.config.update("jax_enable_x64", True)
+    x = np.concatenate(
+        [np.linspace(-25.0, 40.0, 130_001), [ERFCX_SERIES_FROM, 1e3, 1e8, 1e200, 1e300]]
+    )
+    want = special.erfcx(x)
+    got = np.asarray(jax_erfcx(x))
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+    slope = np.asarray(jax.vmap(jax.grad(jax_erfcx))(x))
+    # d erfcx / dx = 2x erfcx(x) - 2/√π, which cancels at large x: there -1/(√π x²) (1 - 3/(2x²)).
+    near = x <= 40.0
+    np.testing.assert_allclose(
+        slope[near], 2.0 * x[near] * want[near] - 2.0 / np.sqrt(np.pi), rtol=1e-9
+    )
+    far = x[~near]
+    np.testing.assert_allclose(
+        slope[~near], -(1.0 - 1.5 / far**2) / (np.sqrt(np.pi) * far**2), rtol=1e-9
+    )
+
+
 def test_jax_gets_the_graph():
     """JAX has no C and no Numba: the operation and its gradient become the graph there."""
     pytest.importorskip("jax")

@@ -10,7 +10,10 @@ the same kind: its own ``perform`` through :func:`jax.pure_callback`, under a
 are those of the default backend; the host call costs what it costs there.
 
 PyTensor maps its scalar ``erfcx`` (in the collapsed normal–Laplace likelihood) to JAX only
-through tensorflow-probability; :func:`jax.scipy.special.erfcx` is registered in its place.
+through tensorflow-probability; :func:`jax.scipy.special.erfcx` is registered in its place, with
+its asymptotic series above :data:`ERFCX_SERIES_FROM`: JAX 0.10's own returns 0 for x in about
+[26.54, 26.64] (where x² nears the largest float64 exponent), which made a grouped Poisson
+window model's every NumPyro transition diverge.
 
 Nothing here imports JAX: :func:`register_when_imported` registers the implementations when
 PyTensor's JAX backend is imported (which ``pm.sample`` does for the JAX samplers), so a user
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.util
+import math
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -28,7 +32,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["register_jax", "register_when_imported"]
+__all__ = ["ERFCX_SERIES_FROM", "jax_erfcx", "register_jax", "register_when_imported"]
+
+ERFCX_SERIES_FROM = 25.0
+"""x from which :func:`jax_erfcx` sums the asymptotic series rather than calling JAX's erfcx."""
+
+# erfcx(x) ~ 1/(x√π) Σ_k c_k x^(-2k), c_k = (-1)^k (2k - 1)!! / 2^k; at x ≥ 25 the first omitted
+# term is below 3e-17 of the sum.
+_ERFCX_SERIES = (1.0, -0.5, 0.75, -1.875, 6.5625, -29.53125, 162.421875)
 
 _JAX_DISPATCH = "pytensor.link.jax.dispatch"
 _registered = False
@@ -149,6 +160,32 @@ def _jax_op(op: Any, node: Any) -> Callable[..., Any]:
     return lambda *args: apply(*args)[0] if single else apply(*args)
 
 
+def jax_erfcx(x: Any) -> Any:
+    """erfcx(x) = exp(x²) erfc(x) in JAX, right for every float64 x (and differentiable).
+
+    Examples
+    --------
+    >>> import jax, numpy as np, scipy.special
+    >>> jax.config.update("jax_enable_x64", True)
+    >>> x = np.array([-3.0, 0.0, 10.0, 26.6, 1e6])
+    >>> bool(np.allclose(jax_erfcx(x), scipy.special.erfcx(x), rtol=1e-14))
+    True
+    """
+    import jax.numpy as jnp
+    import jax.scipy.special as jax_special
+
+    x = jnp.asarray(x)
+    near = x < ERFCX_SERIES_FROM
+    # Each branch sees only arguments it is right for, so neither puts a NaN into the gradient.
+    inv = 1.0 / jnp.where(near, ERFCX_SERIES_FROM, x)
+    w = jnp.square(inv)
+    series = _ERFCX_SERIES[-1]
+    for c in _ERFCX_SERIES[-2::-1]:
+        series = c + w * series
+    far = series * inv / math.sqrt(math.pi)
+    return jnp.where(near, jax_special.erfcx(jnp.where(near, x, 0.0)), far)
+
+
 def register_jax() -> None:
     """Register the JAX implementations with PyTensor (imports JAX; idempotent)."""
     global _registered
@@ -173,7 +210,7 @@ def register_jax() -> None:
 
         @jax_funcify.register(Erfcx)
         def _funcify_erfcx(op: Any, **kwargs: Any) -> Callable[..., Any]:
-            return jax_special.erfcx
+            return jax_erfcx
 
     _registered = True
 
