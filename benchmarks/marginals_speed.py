@@ -21,8 +21,10 @@ BLAS is held to one thread per process (set before NumPy loads): the two cores g
 chains, and a multi-threaded BLAS on small matrices on a shared machine is many times slower.
 
 Run: ``PYTHONPATH=. python benchmarks/marginals_speed.py [draws] [cases] [baseline cases]
-[likelihood]`` with cases like ``5x2,5x3,10x2`` (columns x levels; a trailing ``c``, e.g.
-``30x3c``, releases the 2-way marginals of neighbouring columns only, a chain).
+[likelihood] [interaction sd]`` with cases like ``5x2,5x3,10x2`` (columns x levels; a trailing
+``c``, e.g. ``30x3c``, releases the 2-way marginals of neighbouring columns only, a chain). An
+interaction sd fits ``marginals_model(rel, interaction_sigma=...)`` (default: the Normal(0, 2)
+prior on every term); the printed R-hat is the largest over θ.
 
 Which feature method each case uses is printed (``enumerate``, ``junction`` or ``bethe``, see
 :func:`pymc_dp.kernels.loglinear_moments.feature_method`); 15 ternary columns with all 2-way
@@ -128,17 +130,21 @@ def fit(build, draws, chains):
     seconds = time.perf_counter() - start
     cpu = cpu_seconds() - cpu
     draws_ = np.asarray(posterior_dataset(idata)["theta"])
-    e = np.asarray(az.ess(az.convert_to_dataset({"x": draws_}), method="bulk")["x"])
+    data = az.convert_to_dataset({"x": draws_})
+    e = np.asarray(az.ess(data, method="bulk")["x"])
+    rhat = float(np.max(np.asarray(az.rhat(data)["x"])))
     steps = float(np.mean(np.asarray(idata.sample_stats["n_steps"])))
-    return idata, seconds, float(e.min()), steps, model, cpu
+    return idata, seconds, float(e.min()), steps, model, cpu, rhat
 
 
-def case(k, levels, draws, chains, baseline, likelihood, n=10_000, chain=False):
+def case(k, levels, draws, chains, baseline, likelihood, n=10_000, chain=False, inter=None):
     rel = release(k, levels, n, seed=0, chain=chain)
     dom = rel.domain
     kind = choose_likelihood(rel, likelihood)
-    idata, t_fit, ess_min, steps, model, cpu_fit = fit(
-        lambda: pmdp.marginals_model(rel, likelihood=likelihood), draws, chains
+    idata, t_fit, ess_min, steps, model, cpu_fit, rhat = fit(
+        lambda: pmdp.marginals_model(rel, likelihood=likelihood, interaction_sigma=inter),
+        draws,
+        chains,
     )
     start = time.perf_counter()
     pmdp.synthetic_datasets(idata, rel, m=20, rng=2)
@@ -150,7 +156,7 @@ def case(k, levels, draws, chains, baseline, likelihood, n=10_000, chain=False):
         base_ms = gradient_ms(baseline_model(rel), 3)
         base = f"gradient {base_ms:.1f} ms ({base_ms / ours_ms:.1f}x ours)"
     if baseline:
-        _, t_base, ess_base, steps_base, _, cpu_base = fit(
+        _, t_base, ess_base, steps_base, _, cpu_base, _ = fit(
             lambda: baseline_model(rel), draws, chains
         )
         base = (
@@ -163,14 +169,21 @@ def case(k, levels, draws, chains, baseline, likelihood, n=10_000, chain=False):
         f"| {k} x {levels}{' chain' if chain else ''} | {dom.n_cells} cells, "
         f"p = {dom.n_params}, {kind}, "
         f"{feature_method(dom)} | {t_fit:.0f} s ({cpu_fit:.0f} CPU s), "
-        f"min ESS {ess_min:.0f}, {steps:.0f} steps/draw, gradient {ours_ms:.1f} ms | "
+        f"min ESS {ess_min:.0f}, R-hat {rhat:.3f}, {steps:.0f} steps/draw, gradient "
+        f"{ours_ms:.1f} ms{'' if inter is None else f', interaction sd {inter}'} | "
         f"{t_syn:.1f} s | "
         f"{t_fit + t_syn:.0f} s | {base} |",
         flush=True,
     )
 
 
-def main(draws=300, cases="5x2,5x3,10x2,10x3,15x2,15x3", baseline="5x2,5x3", likelihood="auto"):
+def main(
+    draws=300,
+    cases="5x2,5x3,10x2,10x3,15x2,15x3",
+    baseline="5x2,5x3",
+    likelihood="auto",
+    inter=None,
+):
     chains = 2
     print(
         f"n = 10^4, all 2-way marginals, NUTS {chains} chains x ({draws} tune + {draws} draws) "
@@ -189,7 +202,7 @@ def main(draws=300, cases="5x2,5x3,10x2,10x3,15x2,15x3", baseline="5x2,5x3", lik
     for spec in cases.split(","):
         chain = spec.endswith("c")
         k, levels = (int(v) for v in spec.rstrip("c").split("x"))
-        case(k, levels, draws, chains, spec in base, likelihood, chain=chain)
+        case(k, levels, draws, chains, spec in base, likelihood, chain=chain, inter=inter)
 
 
 if __name__ == "__main__":
@@ -199,4 +212,5 @@ if __name__ == "__main__":
         args[1] if len(args) > 1 else "5x2,5x3,10x2,10x3,15x2,15x3",
         args[2] if len(args) > 2 else "5x2,5x3",
         args[3] if len(args) > 3 else "auto",
+        float(args[4]) if len(args) > 4 else None,
     )

@@ -411,22 +411,28 @@ def test_fixed_covariance_likelihood_gradient_and_posterior():
     assert math.isclose(float(lp({"theta": theta})), fixed(theta) + theta @ theta / 8, rel_tol=1e-9)
 
 
+@pytest.mark.parametrize("inter", [None, 0.5])
 @pytest.mark.parametrize("likelihood", ["clt", "exact"])
-def test_whitened_model_has_the_same_posterior(likelihood):
-    """θ = θ̂ + L η: log p(η | y) - log p(θ | y) is the constant log|det L| at every η."""
+def test_whitened_model_has_the_same_posterior(likelihood, inter):
+    """θ = θ̂ + L η: log p(η | y) - log p(θ | y) is the constant log|det L| at every η.
+
+    Also with a tighter prior on the interactions (``interaction_sigma``), whose mode and
+    whitening map come from the Laplace fit under that prior.
+    """
     data = _frame(40, seed=3)
     rel = pmdp.release_marginals(
         data, columns=["a", "b", "c"], domains=DOMAINS, marginals=NAMED, epsilon=1.0, rng=0
     )
     if likelihood == "exact":
         rel = _tiny_release(np.array([1, 4, 2, 0, 1, 2]), 4, "discrete-laplace", 1.3)
-    plain = pmdp.marginals_model(rel, likelihood=likelihood, whiten=False)
-    white = pmdp.marginals_model(rel, likelihood=likelihood)
+    plain = pmdp.marginals_model(rel, likelihood=likelihood, whiten=False, interaction_sigma=inter)
+    white = pmdp.marginals_model(rel, likelihood=likelihood, interaction_sigma=inter)
     lp_plain = plain.compile_logp()
     lp_white = white.compile_logp()
     dom = rel.domain
+    sigma = np.array([inter if inter and len(s) > 1 else 2.0 for s, _ in dom.basis_terms])
     fit = marginals_laplace(
-        dom, rel.y @ dom.projection, n=rel.n, noise_variance=noise_variance(rel), prior_sigma=2.0
+        dom, rel.y @ dom.projection, n=rel.n, noise_variance=noise_variance(rel), prior_sigma=sigma
     )
     chol = np.linalg.cholesky(fit.cov)
     eta = np.random.default_rng(4).normal(size=(4, dom.n_params))
@@ -437,6 +443,24 @@ def test_whitened_model_has_the_same_posterior(likelihood):
     assert np.ptp(diffs) < 1e-8
     # the constant is log|det L| (the Jacobian of θ ↦ η): the two densities are the same law
     assert math.isclose(diffs[0], np.sum(np.log(np.diag(chol))), rel_tol=1e-6)
+
+
+def test_interaction_sigma_is_the_prior_of_the_interactions():
+    rel = pmdp.release_marginals(
+        _frame(40, seed=3), columns=["a", "b", "c"], domains=DOMAINS, marginals=NAMED,
+        epsilon=1.0, rng=0,
+    )  # fmt: skip
+    base = pmdp.marginals_model(rel, whiten=False).compile_logp()
+    tight = pmdp.marginals_model(rel, whiten=False, interaction_sigma=0.5).compile_logp()
+    inter = np.array([len(s) > 1 for s, _ in rel.domain.basis_terms])
+    assert inter.any() and not inter.all()
+    theta = np.random.default_rng(5).normal(size=rel.domain.n_params)
+    # the log densities differ by the prior of the interactions alone
+    want = np.sum(stats.norm.logpdf(theta[inter], 0, 0.5) - stats.norm.logpdf(theta[inter], 0, 2.0))
+    got = float(tight({"theta": theta})) - float(base({"theta": theta}))
+    assert math.isclose(got, want, rel_tol=1e-9)
+    with pytest.raises(ValueError, match="interaction_sigma"):
+        pmdp.marginals_model(rel, interaction_sigma=0.0)
 
 
 @pytest.mark.slow

@@ -43,11 +43,11 @@ def marginals_laplace(
     *,
     n: int,
     noise_variance: float,
-    prior_sigma: float,
+    prior_sigma: float | npt.ArrayLike,
     max_iter: int = 1000,
     method: str | None = None,
 ) -> LaplaceFit:
-    """Mode of log p(z | θ) + log N(θ; 0, σ² I) and the inverse Fisher information there.
+    """Mode of log p(z | θ) + log N(θ; 0, diag(σ²)) and the inverse Fisher information there.
 
     The likelihood is the collapsed normal of
     :func:`~pymc_dp.kernels.loglinear.marginals_clt_logp`. With M = n Cov_θ[g, a] (the Jacobian
@@ -66,7 +66,7 @@ def marginals_laplace(
     n, noise_variance
         Records and per-cell noise variance of the release.
     prior_sigma
-        Standard deviation of the Normal(0, σ) prior on every θ_k.
+        Standard deviation of the Normal(0, σ) prior on every θ_k, or one per θ_k.
     max_iter
         Iterations of L-BFGS.
     method
@@ -79,7 +79,7 @@ def marginals_laplace(
     LaplaceFit
     """
     z = np.asarray(z, dtype=float)
-    prec0 = 1.0 / prior_sigma**2
+    prec0 = 1.0 / np.asarray(prior_sigma, dtype=float) ** 2  # a scalar or one per θ_k
     method = loglinear_moments.feature_method(domain) if method is None else method
     if method != "enumerate":
         engine = loglinear_moments.feature_moments(domain, method)

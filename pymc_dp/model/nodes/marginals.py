@@ -92,23 +92,45 @@ def choose_likelihood(release: Any, likelihood: str = "auto", features: str | No
     return "clt" if dom.n_cells * dom.n_params**2 <= _FULL_CLT_AUTO_LIMIT else "clt-fixed"
 
 
+def _positive(name: str, value: Any) -> float:
+    if not (isinstance(value, int | float) and np.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number > 0 (got {value!r})")
+    return float(value)
+
+
+def prior_sigmas(
+    release: Any, prior_sigma: float = 2.0, interaction_sigma: float | None = None
+) -> np.ndarray:
+    """The prior sd of each log-linear parameter, checked.
+
+    ``interaction_sigma`` on the terms of two or more columns (default ``prior_sigma``),
+    ``prior_sigma`` on the 1-way terms.
+    """
+    sigma = _positive("prior_sigma", prior_sigma)
+    if interaction_sigma is None:
+        return np.full(release.domain.n_params, sigma)
+    inter = _positive("interaction_sigma", interaction_sigma)
+    return np.array([inter if len(s) > 1 else sigma for s, _ in release.domain.basis_terms])
+
+
 def laplace_fit(
     release: Any,
     *,
     prior_sigma: float = 2.0,
     likelihood: str = "auto",
     features: str | None = None,
+    interaction_sigma: float | None = None,
 ) -> LaplaceFit:
     """The Laplace fit of a release's posterior under θ ~ Normal(0, ``prior_sigma``), checked.
 
-    ``prior_sigma``, then ``likelihood`` and ``features`` (:func:`choose_likelihood`) are
-    checked before the fit, so bad arguments fail fast; the fit is
-    :func:`~pymc_dp.kernels.loglinear_laplace.marginals_laplace` on z = Uᵀ y. Shared by
+    ``prior_sigma`` (and ``interaction_sigma``, the prior sd of the terms of two or more
+    columns, default ``prior_sigma``), then ``likelihood`` and ``features``
+    (:func:`choose_likelihood`) are checked before the fit, so bad arguments fail fast; the fit
+    is :func:`~pymc_dp.kernels.loglinear_laplace.marginals_laplace` on z = Uᵀ y. Shared by
     :func:`marginals_model` (its whitening map) and
     :func:`~pymc_dp.model.marginals_laplace.marginals_laplace_posterior`.
     """
-    if not (isinstance(prior_sigma, int | float) and np.isfinite(prior_sigma) and prior_sigma > 0):
-        raise ValueError(f"prior_sigma must be a finite number > 0 (got {prior_sigma!r})")
+    sigma = prior_sigmas(release, prior_sigma, interaction_sigma)
     choose_likelihood(release, likelihood, features)
     dom, z = projected_release(release)
     return marginals_laplace(
@@ -116,7 +138,7 @@ def laplace_fit(
         z,
         n=release.n,
         noise_variance=noise_variance(release),
-        prior_sigma=float(prior_sigma),
+        prior_sigma=float(prior_sigma) if interaction_sigma is None else sigma,
         method=features,
     )
 
@@ -202,6 +224,7 @@ def marginals_model(
     likelihood: str = "auto",
     whiten: bool = True,
     features: str | None = None,
+    interaction_sigma: float | None = None,
 ) -> pm.Model:
     """A ready model: θ ~ Normal(0, ``prior_sigma``) on each log-linear parameter, and the release.
 
@@ -224,6 +247,12 @@ def marginals_model(
         free variable.
     features
         As in :func:`NoisyMarginals`.
+    interaction_sigma
+        Prior sd of the terms of two or more columns (default ``prior_sigma``). Where the noise
+        leaves the interactions weakly identified (many tables at a small ε), a Normal(0, 2) on
+        each lets the posterior roam over strongly coupled joint laws; a tighter prior on the
+        interactions (e.g. 0.5, dependence of census-like strength) keeps it where the data
+        put it (docs/marginals.md, "15 ternary columns").
 
     Examples
     --------
@@ -235,26 +264,34 @@ def marginals_model(
     >>> sorted(marginals_model(rel).named_vars)
     ['theta', 'theta_white', 'y']
     """
-    fit = laplace_fit(release, prior_sigma=prior_sigma, likelihood=likelihood, features=features)
+    fit = laplace_fit(
+        release,
+        prior_sigma=prior_sigma,
+        likelihood=likelihood,
+        features=features,
+        interaction_sigma=interaction_sigma,
+    )
+    sigma = prior_sigmas(release, prior_sigma, interaction_sigma)
     coords = {"term": term_names(release)}
     with pm.Model(coords=coords) as model:
         if whiten:
             chol = np.linalg.cholesky(fit.cov)
             inv_chol = np.linalg.inv(chol)
-            # η = L⁻¹(θ - θ̂) with θ ~ N(0, σ² I): η ~ N(-L⁻¹θ̂, σ² L⁻¹L⁻ᵀ), lower Cholesky σ L⁻¹
+            # η = L⁻¹(θ - θ̂) with θ ~ N(0, D²), D = diag(σ): η ~ N(-L⁻¹θ̂, L⁻¹D²L⁻ᵀ), lower
+            # Cholesky L⁻¹D
             # NUTS starts at the mode (η = 0), not at the prior's centre θ = 0: that lies tens of
             # posterior sd away at n = 10⁴, where warm-up builds trajectories of hundreds of
             # steps and the Bethe moments have no fixed point
             white = pm.MvNormal(
                 "theta_white",
                 mu=-inv_chol @ fit.mode,
-                chol=prior_sigma * inv_chol,
+                chol=inv_chol * sigma,
                 dims="term",
                 initval=np.zeros(len(fit.mode)),
             )
             theta = pm.Deterministic("theta", fit.mode + pt.dot(chol, white), dims="term")
         else:
-            theta = pm.Normal("theta", 0.0, prior_sigma, dims="term", initval=fit.mode)
+            theta = pm.Normal("theta", 0.0, sigma, dims="term", initval=fit.mode)
         NoisyMarginals(
             "y",
             release=release,
