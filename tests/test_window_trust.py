@@ -211,6 +211,7 @@ def _fft_ks_rows(points, pmf, region, scale):
         (Poisson(), (0.0, 40.0), 69, 16.0),
         (Poisson(), (2.0, 10.0), 10, 0.3),
         (Exponential(), (0.0, 1.5), 10, 0.15),
+        (Poisson(), (0.0, 10.0), 5, 1e-9),  # noise far narrower than a lattice step
     ],
 )
 def test_linear_time_noise_is_never_below_the_fft_convolution(monkeypatch, family, bounds, n, beta):

@@ -300,7 +300,7 @@ def _laplace_smoothed_sup(gap: npt.NDArray[np.float64], h: float) -> npt.NDArray
     rows = gap.shape[0]
     padded = np.concatenate([np.zeros((rows, 1)), gap, np.zeros((rows, 1))], axis=-1)
     r = math.exp(-h)
-    side = math.sinh(h / 2.0) * r  # κ_1; κ_{k+1} = r κ_k
+    side = -0.5 * math.exp(-h / 2.0) * math.expm1(-h)  # κ_1 = sinh(h/2) r; κ_{k+1} = r κ_k
     # causal[i] = Σ_{k ≥ 1} κ_k gap[i − k]: y[i] = r y[i − 1] + κ_1 x[i − 1].
     causal = signal.lfilter([0.0, side], [1.0, -r], padded, axis=-1)
     anti = signal.lfilter([0.0, side], [1.0, -r], padded[:, ::-1], axis=-1)[:, ::-1]
