@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
 import pymc as pm
 import pytest
-from scipy import stats
+from scipy import fft, special, stats
 
 import pymc_dp as pmdp
 from pymc_dp.engine.gibbs import _engine_likelihood
@@ -170,3 +171,103 @@ def test_groups_below_the_direct_n_share_tables_and_stay_strict(monkeypatch, fam
             assert near.any()
             assert np.min(got[near] - want[near]) > -1.5e-3
             assert np.max(np.abs(got - want)) < 0.05
+
+
+def _fft_ks_rows(points, pmf, region, scale):
+    """The distance as computed until 2026-11-29: both laws convolved by FFT with the Laplace
+    noise's cell masses cut at 12 scales each side (the reference for the linear-time form)."""
+    step = points[1] - points[0]
+    mean = pmf @ points
+    var = np.maximum(np.einsum("ts,ts->t", pmf, (points - mean[:, None]) ** 2), 0.0)
+    sd = np.sqrt(var)
+    skip = (sd <= 0.0) | (scale > 50.0 * sd)
+    ks = np.zeros(pmf.shape[0])
+    if np.all(skip):
+        return ks, mean, var
+    rows = ~skip
+    pmf, mean_r, sd_r = pmf[rows], mean[rows, None], sd[rows, None]
+    edges = np.concatenate([points - step / 2, [points[-1] + step / 2]])
+    cdf = special.ndtr((np.clip(edges, *region) - mean_r) / sd_r)
+    clt = np.diff(cdf, axis=-1) / np.maximum(cdf[:, -1:] - cdf[:, :1], 1e-300)
+    if scale > 0.0:
+        half = math.ceil(12.0 * scale / step) + 1
+        d = (step * np.arange(-half, half + 2) - step / 2) / scale
+        noise = np.diff(np.where(d > 0, 1.0 - 0.5 * np.exp(-np.abs(d)), 0.5 * np.exp(-np.abs(d))))
+        length = fft.next_fast_len(pmf.shape[-1] + noise.size, real=True)
+        kernel = fft.rfft(noise, length)
+        pmf, clt = (
+            fft.irfft(fft.rfft(p, length, axis=-1) * kernel, length, axis=-1) for p in (pmf, clt)
+        )
+    gap = np.cumsum(pmf, axis=-1) - np.cumsum(clt, axis=-1)
+    ks[rows] = np.max(np.abs(gap), axis=-1)
+    return ks, mean, var
+
+
+@pytest.mark.parametrize(
+    ("family", "bounds", "n", "beta"),
+    [
+        (Normal(), (-12.0, 14.0), 58, 861.0),  # ε = 0.1 in benchmarks/grouped_speed.py
+        (Normal(), (-1.0, 2.0), 30, 0.5),
+        (Poisson(), (0.0, 40.0), 69, 16.0),
+        (Poisson(), (2.0, 10.0), 10, 0.3),
+        (Exponential(), (0.0, 1.5), 10, 0.15),
+        (Poisson(), (0.0, 10.0), 5, 1e-9),  # noise far narrower than a lattice step
+    ],
+)
+def test_linear_time_noise_is_never_below_the_fft_convolution(monkeypatch, family, bounds, n, beta):
+    """The recursions give the FFT's distance plus at most twice the cut tail (e⁻¹²): never less
+    (a rule at least as strict), and the means and variances unchanged."""
+    window_trust._ks_core.cache_clear()
+    new = window_trust._ks_core(family, n, bounds, beta)
+    monkeypatch.setattr(window_trust, "_ks_rows", _fft_ks_rows)
+    window_trust._ks_core.cache_clear()
+    old = window_trust._ks_core(family, n, bounds, beta)
+    window_trust._ks_core.cache_clear()
+    assert np.max(old[2]) > 0.005  # distances near the level or beyond it
+    assert np.min(new[2] - old[2]) > -1e-12
+    assert np.max(new[2] - old[2]) < 2.0 * math.exp(-12.0)
+    np.testing.assert_array_equal(new[0], old[0])
+    np.testing.assert_array_equal(new[1], old[1])
+
+
+def test_grouped_choices_are_never_less_strict_than_the_fft_rule(monkeypatch):
+    """Every group of grouped releases (Normal pair, Poisson and Exponential windows, 8–120
+    records, ε = 0.3 and 3): a group the FFT rule distrusted stays distrusted."""
+    rng = np.random.default_rng(31)
+    cases = [
+        (pm.Normal, {"bounds": (-3.0, 5.0)}, lambda size: rng.normal(1.0, 2.0, size)),
+        (pm.Poisson, {"bounds": (0.0, 12.0)}, lambda size: rng.poisson(4.0, size)),
+        (pm.Exponential, {"bounds": (0.0, 1.5)}, lambda size: rng.exponential(0.7, size)),
+    ]
+    rows = []
+    for dist, settings, draw in cases:
+        for eps in (0.3, 3.0):
+            sizes = rng.integers(8, 121, size=10)
+            keys = [f"g{g}" for g in range(sizes.size)]
+            rs = pmdp.release_grouped(
+                draw(int(sizes.sum())),
+                dist,
+                by=np.repeat(keys, sizes),
+                groups=keys,
+                sizes="public",
+                epsilon=eps,
+                rng=rng,
+                **settings,
+            )
+            family = rs.first.get_family()
+            rows += [
+                (family, int(n), value, rs.first.scale, rs.first.bounds)
+                for n, value in zip(rs.n, rs.value, strict=True)
+            ]
+
+    def decide():
+        window_trust._ks_core.cache_clear()
+        return [window_clt_trust(*row)[0] for row in rows]
+
+    new = decide()
+    monkeypatch.setattr(window_trust, "_ks_rows", _fft_ks_rows)
+    old = decide()
+    window_trust._ks_core.cache_clear()
+    assert 0 < sum(old) < len(old)  # both decisions occur
+    assert not any(n and not o for n, o in zip(new, old, strict=True))
+    assert new == old
