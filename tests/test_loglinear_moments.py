@@ -19,7 +19,6 @@ from pymc_dp.kernels.loglinear_moments import (
     feature_moments,
     sample_records,
 )
-from pymc_dp.kernels.loglinear_trw import TRWMoments, spanning_tree_edge_probabilities
 
 SHAPES = {
     "chain": ((0, 1), (1, 2), (2, 3), (3, 4)),
@@ -316,44 +315,3 @@ def test_feature_mean_op_gradient(method):
     mean, cov = dom.moments(theta0)  # a tree: Bethe is exact too
     assert value == pytest.approx(mean @ w, rel=1e-9)
     np.testing.assert_allclose(grad, cov @ w, rtol=1e-7, atol=1e-9)
-
-
-def test_trw_edge_probabilities_and_exactness_on_a_tree():
-    complete = list(itertools.combinations(range(6), 2))
-    np.testing.assert_allclose(spanning_tree_edge_probabilities(6, complete), 2 / 6)
-    cycle = [(k, (k + 1) % 5) for k in range(5)]
-    np.testing.assert_allclose(spanning_tree_edge_probabilities(5, cycle), 4 / 5)
-    # a forest: every edge is in every spanning forest, and TRW is exact there
-    tree = LogLinearDomain((2, 3, 2, 3, 3), SHAPES["tree"][:4])
-    trw = TRWMoments(tree)
-    np.testing.assert_allclose(trw.rho, 1.0)
-    theta = np.random.default_rng(6).normal(size=tree.n_params)
-    mean, cov = tree.moments(theta)
-    t_mean, t_cov = trw.moments(theta)
-    np.testing.assert_allclose(t_mean, mean, atol=1e-9)
-    np.testing.assert_allclose(t_cov, cov, atol=1e-8)
-    np.testing.assert_allclose(trw.log_partition(theta), tree.log_partition(theta), atol=1e-9)
-    with pytest.raises(ValueError, match="rho must hold"):
-        TRWMoments(tree, rho=[0.5])
-
-
-@pytest.mark.parametrize(("scale", "low", "high"), [(0.05, 5e-3, 5e-2), (0.3, 3e-2, 0.3)])
-def test_trw_on_a_dense_graph_is_a_convex_bound_but_less_accurate_than_bethe(scale, low, high):
-    """All 2-way tables of 6 ternary columns, against full-domain sums.
-
-    Measured (seed 8): max error of a mean 1.7e-2 at θ sd 0.05 and 9.1e-2 at sd 0.3, against
-    Bethe's 2.2e-4 and 7.6e-3: on the complete graph (ρ = 2/K) TRW is the worse approximation.
-    Its fixed point satisfies θ = ∇Φ_TRW(μ), its log Z is an upper bound on the exact one and
-    its linear-response covariance is positive definite.
-    """
-    dom = LogLinearDomain((3,) * 6, tuple(itertools.combinations(range(6), 2)))
-    theta = np.random.default_rng(8).normal(size=dom.n_params) * scale
-    mean, _ = dom.moments(theta)
-    trw = TRWMoments(dom)
-    t_mean, t_cov = trw.moments(theta)
-    err = np.max(np.abs(t_mean - mean))
-    assert low < err < high
-    assert err > 5 * np.max(np.abs(BetheMoments(dom).mean(theta) - mean))
-    np.testing.assert_allclose(trw.bethe_theta(t_mean), theta, atol=1e-8)
-    assert trw.log_partition(theta) >= dom.log_partition(theta)
-    assert np.linalg.eigvalsh(t_cov).min() > 0
