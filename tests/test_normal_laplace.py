@@ -156,7 +156,10 @@ def test_jax_erfcx_is_right_where_jax_own_returns_zero():
     )
     want = special.erfcx(x)
     got = np.asarray(jax_erfcx(x))
-    np.testing.assert_allclose(got, want, rtol=1e-14)
+    # Below 0 erfcx is 2 exp(x²) - erfcx(-x): a last-bit change of x moves it by 2x² ulps, and
+    # JAX's own branch there differs by version (5.7e-14 at x = -25 with jax 0.12).
+    rtol = 1e-14 * np.maximum(1.0, 2.0 * np.minimum(x, 0.0) ** 2)
+    assert np.all(np.abs(got - want) <= rtol * np.abs(want))
     slope = np.asarray(jax.vmap(jax.grad(jax_erfcx))(x))
     # d erfcx / dx = 2x erfcx(x) - 2/√π, which cancels at large x: there -1/(√π x²) (1 - 3/(2x²)).
     near = x <= 40.0
