@@ -28,7 +28,7 @@ from pymc_dp.kernels.loglinear_moments import (
     feature_moments,
 )
 from pymc_dp.likelihoods.marginals import noise_variance, projected_release
-from pymc_dp.model.nodes.marginals import laplace_fit, term_names
+from pymc_dp.model.nodes.marginals import laplace_fit, prior_sigmas, term_names
 
 __all__ = ["marginals_laplace_posterior"]
 
@@ -44,6 +44,7 @@ def marginals_laplace_posterior(
     draws: int = 1000,
     chains: int = 1,
     prior_sigma: float = 2.0,
+    interaction_sigma: float | None = None,
     features: str | None = None,
     rng: Any = None,
 ) -> Any:
@@ -58,6 +59,10 @@ def marginals_laplace_posterior(
         like a fit of :func:`~pymc_dp.model.nodes.marginals.marginals_model` by ``pm.sample``.
     prior_sigma
         Prior standard deviation of every θ_k (θ ~ Normal(0, σ)), as in ``marginals_model``.
+    interaction_sigma
+        Prior standard deviation of the terms of two or more columns (default ``prior_sigma``),
+        as in :func:`~pymc_dp.model.nodes.marginals.marginals_model`: the approximation and its
+        check are of the posterior under that prior.
     features
         How the features' moments are computed, as in
         :func:`~pymc_dp.model.nodes.marginals.NoisyMarginals`.
@@ -98,7 +103,14 @@ def marginals_laplace_posterior(
             raise ValueError(f"{name} must be a positive integer (got {value!r})")
     rng = check_rng(rng)
     # "clt-fixed": any features allowed (the check is of ``features`` alone)
-    fit = laplace_fit(release, prior_sigma=prior_sigma, likelihood="clt-fixed", features=features)
+    fit = laplace_fit(
+        release,
+        prior_sigma=prior_sigma,
+        likelihood="clt-fixed",
+        features=features,
+        interaction_sigma=interaction_sigma,
+    )
+    sigma = prior_sigmas(release, prior_sigma, interaction_sigma)
     dom = release.domain
     method = feature_method(dom) if features is None else features
     if not fit.converged:
@@ -115,7 +127,7 @@ def marginals_laplace_posterior(
         release,
         method,
         fit.mode,
-        float(prior_sigma),
+        sigma,
     )
     if spread > _WARN_SPREAD:
         warnings.warn(
@@ -143,13 +155,14 @@ def _log_ratio_sd(
     release: Any,
     method: str,
     mode: np.ndarray,
-    prior_sigma: float,
+    prior_sigma: np.ndarray,
 ) -> float:
     """The sd of log p(θ | y) - log q(θ) over draws of q, the Laplace normal (0 if exact).
 
     The target is the collapsed normal posterior with its covariance held at the mode (the law
     NUTS samples above 10⁵ cells); a point where the Bethe moments have no fixed point has
-    density 0 there, which makes the spread infinite.
+    density 0 there, which makes the spread infinite. ``prior_sigma`` holds the prior sd of
+    each θ_k.
     """
     dom, z = projected_release(release)
     engine = feature_moments(dom, method)
@@ -161,7 +174,7 @@ def _log_ratio_sd(
             logp = clt_fixed_logp(t, dom, engine, z, n=release.n, chol=chol)
         except BetheDidNotConverge:
             return math.inf
-        ratios.append(logp - 0.5 * t @ t / prior_sigma**2 + 0.5 * w @ w)
+        ratios.append(logp - 0.5 * np.sum((t / prior_sigma) ** 2) + 0.5 * w @ w)
     return float(np.std(ratios))
 
 

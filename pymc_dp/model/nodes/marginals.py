@@ -31,6 +31,7 @@ __all__ = [
     "choose_likelihood",
     "laplace_fit",
     "marginals_model",
+    "prior_sigmas",
     "term_names",
 ]
 
@@ -101,10 +102,26 @@ def _positive(name: str, value: Any) -> float:
 def prior_sigmas(
     release: Any, prior_sigma: float = 2.0, interaction_sigma: float | None = None
 ) -> np.ndarray:
-    """The prior sd of each log-linear parameter, checked.
+    """The prior sd of each log-linear parameter, checked: the one place that validates them.
 
-    ``interaction_sigma`` on the terms of two or more columns (default ``prior_sigma``),
-    ``prior_sigma`` on the 1-way terms.
+    Parameters
+    ----------
+    release
+        A :class:`~pymc_dp.curator.marginals.MarginalRelease`.
+    prior_sigma
+        The prior sd of the 1-way terms (and of every term when ``interaction_sigma`` is None).
+    interaction_sigma
+        The prior sd of the terms of two or more columns (default ``prior_sigma``).
+
+    Returns
+    -------
+    numpy.ndarray
+        One sd per term, in the order of :func:`term_names`.
+
+    Raises
+    ------
+    ValueError
+        If either sd is not a finite number > 0 (the message names the argument).
     """
     sigma = _positive("prior_sigma", prior_sigma)
     if interaction_sigma is None:
