@@ -15,7 +15,10 @@ coverage over T trials has a wider spread than the binomial band of T × cells i
 intervals printed with it; only a coverage far outside it says something.
 
 Run: ``PYTHONPATH=. python benchmarks/marginals_bethe_cells.py [trials] [k] [s1] [s2] [n]
-[epsilon] [draws]``, e.g. ``20 15 0.3 0.3 10000 1 100``.
+[epsilon] [draws] [method]``, e.g. ``20 15 0.3 0.3 10000 1 100``. ``method`` ``enumerate``
+(at most 10⁵ cells) or ``junction`` (here: at most 10⁶) fits with exact moments and reads the
+draws' cells off the exact joint law: the control, where the Laplace approximation alone is at
+work.
 """
 
 from __future__ import annotations
@@ -47,24 +50,31 @@ def margins(k):
     return ((0, 1), (k // 3, 2 * k // 3), (k - 2, k - 1))
 
 
-def trial(k, s1, s2, n, epsilon, draws, rng):
+def _joint(dom, theta):
+    """The exact joint law p(x | θ), one axis per column, by a pass over the full domain."""
+    logits = _logits(dom, theta)
+    logits -= logits.max()
+    prob = np.exp(logits, out=logits)
+    prob /= prob.sum()
+    return prob.reshape(dom.sizes)
+
+
+def _margin(joint, pair):
+    """The table of two columns of a full joint law (an array with one axis per column)."""
+    return joint.sum(axis=tuple(i for i in range(joint.ndim) if i not in pair))
+
+
+def trial(k, s1, s2, n, epsilon, draws, rng, method="bethe"):
     """One release: (cells covered, cells checked, draws on which BP failed)."""
     pairs = list(itertools.combinations(range(k), 2))
     dom = LogLinearDomain((LEVELS,) * k, tuple(pairs))
     sd = np.array([s2 if len(s) > 1 else s1 for s, _ in dom.basis_terms])
     theta = rng.normal(size=dom.n_params) * sd
-    logits = _logits(dom, theta)
-    logits -= logits.max()
-    prob = np.exp(logits, out=logits)
-    prob /= prob.sum()
-    cells = rng.choice(dom.n_cells, size=n, p=prob)
+    joint = _joint(dom, theta)
+    cells = rng.choice(dom.n_cells, size=n, p=joint.reshape(-1))
     codes = np.stack(np.unravel_index(cells, dom.sizes), axis=1)
-    joint = prob.reshape(dom.sizes)
-    truth = []
-    for a, b in margins(k):
-        other = tuple(i for i in range(k) if i not in (a, b))
-        truth.append(joint.sum(axis=other))
-    del joint, prob, logits
+    truth = [_margin(joint, m) for m in margins(k)]
+    del joint
     names = [f"c{i}" for i in range(k)]
     rel = pmdp.release_marginals(
         {c: codes[:, i] for i, c in enumerate(names)},
@@ -76,7 +86,7 @@ def trial(k, s1, s2, n, epsilon, draws, rng):
     )
     z = rel.y @ dom.projection
     fit = marginals_laplace(
-        dom, z, n=n, noise_variance=noise_variance(rel), prior_sigma=sd, method="bethe"
+        dom, z, n=n, noise_variance=noise_variance(rel), prior_sigma=sd, method=method
     )
     chol = np.linalg.cholesky(fit.cov)
     bethe = BetheMoments(dom)
@@ -84,6 +94,9 @@ def trial(k, s1, s2, n, epsilon, draws, rng):
     kept, failed = [], 0
     for _ in range(draws):
         point = fit.mode + chol @ rng.standard_normal(dom.n_params)
+        if method != "bethe":
+            kept.append(np.stack([_margin(_joint(dom, point), m) for m in margins(k)]))
+            continue
         try:
             _, pair = bethe.beliefs(point)
         except BetheDidNotConverge:
@@ -97,17 +110,17 @@ def trial(k, s1, s2, n, epsilon, draws, rng):
     return covered, true.size, failed
 
 
-def main(trials=20, k=15, s1=0.3, s2=0.3, n=10_000, epsilon=1.0, draws=100):
+def main(trials=20, k=15, s1=0.3, s2=0.3, n=10_000, epsilon=1.0, draws=100, method="bethe"):
     rng = np.random.default_rng(2026)
     print(
         f"{trials} releases, {k} x {LEVELS} columns, all 2-way tables, θ 1-way N(0, {s1}²), "
-        f"2-way N(0, {s2}²), n = {n}, ε = {epsilon}; Laplace posterior with Bethe moments, "
+        f"2-way N(0, {s2}²), n = {n}, ε = {epsilon}; Laplace posterior with {method} moments, "
         f"{draws} draws; margins {margins(k)}"
     )
     covered = checked = failed = 0
     for t in range(trials):
         start = time.perf_counter()
-        c, m, f = trial(k, s1, s2, n, epsilon, draws, rng)
+        c, m, f = trial(k, s1, s2, n, epsilon, draws, rng, method)
         covered, checked, failed = covered + c, checked + m, failed + f
         lo, hi = stats.binom.ppf([0.025, 0.975], checked, 0.9) / checked
         print(
@@ -128,4 +141,5 @@ if __name__ == "__main__":
         int(args[4]) if len(args) > 4 else 10_000,
         float(args[5]) if len(args) > 5 else 1.0,
         int(args[6]) if len(args) > 6 else 100,
+        args[7] if len(args) > 7 else "bethe",
     )
