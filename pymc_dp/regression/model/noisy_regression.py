@@ -263,11 +263,11 @@ class NoisyRegressionStat:
         (release moments or ``x_moments``) or Gibbs-SS-Update (``x_prior``).
     x_model
         ``"auto"`` (the default): ``"normal"``, released moments unused (the shape model
-        below covered the intercept worse on the calibration grid and mixes at about a third
-        of the speed: ``docs/regression.md``). ``"shape"`` (the collapsed method, d = 1, a
-        Laplace release with ``moments_share``): x = μ_x + σ_x u with u of skewness
-        ``{name}_x_skew`` (a Cauchy of scale ¼ truncated to (−2, 2):
-        :class:`~pymc_dp.regression.kernels.x_models.ShapePrior`) and kurtosis
+        below is level with it on the calibration cells run, not better, where the sums do not
+        inform, and mixes at a quarter to a third of the ESS/s: ``docs/regression.md``).
+        ``"shape"`` (the collapsed method, d = 1, a Laplace release with ``moments_share``):
+        x = μ_x + σ_x u with u of skewness ``{name}_x_skew`` (a Cauchy of scale ¼ truncated
+        to (−2, 2): :class:`~pymc_dp.regression.kernels.x_models.ShapePrior`) and kurtosis
         ``{name}_x_kurt`` = 1 + γ² + ``{name}_x_excess``,
         excess ~ U(0, 6) (uniform, normal, exponential and two-point shapes inside); the law
         of the covariate's sums follows (γ, κ), and the released sums of x³ and x⁴ are
@@ -534,8 +534,8 @@ def _shape_moments(
             "default method (collapsed), d = 1 and a Laplace release made with moments_share= "
             "(use x_model='auto' or 'normal' otherwise)"
         )
-    # "auto" keeps the normal model: on the calibration grid the shape model covered the
-    # intercept worse, before and after its mixing was mended (docs/regression.md), so it is
+    # "auto" keeps the normal model: on the calibration cells run the shape model (with γ's
+    # prior near 0) is level with it, not better, and slower (docs/regression.md), so it is
     # opt-in.
     if x_model != "shape" or not usable:
         return None
