@@ -13,8 +13,8 @@ Three samplers on releases of the same data, in one process:
   that was the default before issue 34 (ν = d + 3, E Σ_x = diag(h²/4)), given as ``x_prior``,
   for the ratio of today's default to it;
 * **default_moments** (only with ``--samplers``, d = 1): the default on a release with
-  ``moments_share=0.2``, which it observes through the shape family of x (``x_model="auto"``
-  picks ``"shape"``); **default_moments_normal**: the same release with ``x_model="normal"``
+  ``moments_share=0.2``, which it observes through the shape family of x (``x_model="shape"``,
+  given explicitly); **default_moments_normal**: the same release with ``x_model="normal"``
   (moments unused), for the cost of the shape model;
 * **default_nu_d1** (only with ``--samplers``): the default with the box prior's ν = d + 1
   instead of d (same Ψ), the untested candidate for the Σ_x off-diagonal's slow mixing.
@@ -99,6 +99,8 @@ def run(
         kwargs["x_prior"] = default_x_prior(bounds["x_bounds"])
     if kind == "default_moments_normal":
         kwargs["x_model"] = "normal"
+    if kind == "default_moments":  # explicit, whatever "auto" picks
+        kwargs["x_model"] = "shape"
     if kind == "default_nu_d1":
         box = default_x_prior(bounds["x_bounds"])
         kwargs["x_prior"] = box._replace(dof=np.asarray(box.dof) + 1.0)

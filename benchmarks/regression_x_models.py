@@ -43,6 +43,7 @@ from pymc_dp.regression.engine.collapsed import sample_regression
 from pymc_dp.regression.engine.gibbs_ss import sample_gibbs_ss
 from pymc_dp.regression.engine.x_model_gibbs import sample_x_model
 from pymc_dp.regression.kernels.conjugate import NIG, draw_nig
+from pymc_dp.regression.kernels.x_models import ShapePrior
 
 PRIOR = NIG(np.zeros(2), 0.5 * np.eye(2), np.array(20.0), np.array(1.9))
 DESIGNS = ("normal", "uniform", "exponential", "binary")
@@ -88,12 +89,18 @@ def simulate(rng, design, n, eps, trials, moments):
     return np.array(truth), rels
 
 
-def coverage(theta, sigma2, truth, level=0.9):
-    """Coverage per parameter of central intervals; draws (chain, draw, trial, ...)."""
+def covered(theta, sigma2, truth, level=0.9):
+    """Per trial and parameter: inside the central interval, and the rank u (fraction of
+    draws below the truth); draws (chain, draw, trial, ...)."""
     draws = np.concatenate([theta, sigma2[..., None]], axis=-1)
     draws = draws.reshape(-1, *draws.shape[2:])
     lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=0)
-    return np.mean((truth >= lo) & (truth <= hi), axis=0)
+    return (truth >= lo) & (truth <= hi), np.mean(draws < truth, axis=0)
+
+
+def coverage(theta, sigma2, truth, level=0.9):
+    """Coverage per parameter of central intervals; draws (chain, draw, trial, ...)."""
+    return np.mean(covered(theta, sigma2, truth, level)[0], axis=0)
 
 
 def band(trials, level=0.9, alpha=0.01):
@@ -125,7 +132,14 @@ def run_cell(design, n, eps, moments, trials, args, seed):
             print(f"{design} n={n} eps={eps:g} {name}: failed ({err})", flush=True)
             out[name] = (np.full(3, np.nan), time.perf_counter() - t0)
             return
-        out[name] = (coverage(tr.theta, tr.sigma2, truth), time.perf_counter() - t0)
+        inside, rank = covered(tr.theta, tr.sigma2, truth)
+        out[name] = (np.mean(inside, axis=0), time.perf_counter() - t0)
+        if args.per_release:  # for paired comparisons of methods on the same releases
+            row = {"design": design, "n": n, "epsilon": eps, "moments": moments,
+                   "method": name, "seed": seed, "covered": inside.astype(int).tolist(),
+                   "rank": np.round(rank, 4).tolist()}  # fmt: skip
+            with open(args.per_release, "a") as fh:
+                fh.write(json.dumps(row) + "\n")
 
     extra = {}
     if moments:
@@ -134,6 +148,8 @@ def run_cell(design, n, eps, moments, trials, args, seed):
                  "moment_powers": fm.powers,
                  "moment_scale": np.array([r.fourth_moments.sensitivity / r.fourth_moments.epsilon
                                            for r in rels])}  # fmt: skip
+    if moments:
+        extra["shape_prior"] = ShapePrior(skew=args.skew, skew_scale=args.skew_scale)
     for name, given in (("default", extra), ("default_normal", {})):
         timed(
             name,
@@ -159,7 +175,9 @@ def run_cell(design, n, eps, moments, trials, args, seed):
             x_model="shape",
             x_prior=x_prior,
             scale=scale,
-            **(extra if design != "binary" else {}),
+            **(
+                {k: v for k, v in extra.items() if k != "shape_prior"} if design != "binary" else {}
+            ),
             **kw,
         ),
     )
@@ -210,6 +228,16 @@ def main(argv=None):
         default=1.0,
         help="factor on the box prior's NIW scale (with --x-prior-dof)",
     )
+    parser.add_argument(
+        "--skew", type=float, default=ShapePrior().skew, help="the default's bound on |skewness|"
+    )
+    parser.add_argument(
+        "--skew-scale",
+        type=lambda v: None if v == "none" else float(v),
+        default=ShapePrior().skew_scale,
+        help="Cauchy scale of the default's skewness prior ('none': uniform)",
+    )
+    parser.add_argument("--per-release", default=None, help="append per-release JSON rows here")
     parser.add_argument("--output", default=None, help="append JSON rows here")
     args = parser.parse_args(argv)
     if args.quick:

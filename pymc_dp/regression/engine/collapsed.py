@@ -480,8 +480,7 @@ def sample_regression(
             moments, moment_powers, moment_scale, releases
         )
         shape_prior = ShapePrior() if shape_prior is None else shape_prior
-        skew = rng.uniform(-shape_prior.skew, shape_prior.skew, (rows, 1))
-        kurt = 1.0 + skew**2 + rng.uniform(0.0, shape_prior.excess, (rows, 1))
+        skew, kurt = shape_prior.draw(rng, (rows, 1))
         # The raw moments at the chain's first (μ_x, Σ_x), drawn below from their prior.
         shape = XShape(skew, kurt, np.tile(values, (chains, 1))[:, None], degrees,
                        np.tile(m_scale, chains)[:, None], shape_prior)  # fmt: skip

@@ -171,8 +171,7 @@ def sample_x_model(
         x_prior = NIW(*(np.broadcast_to(a, (total, *np.shape(a))) for a in x_prior))
         shape_prior = ShapePrior() if shape_prior is None else shape_prior
         loc, cov = draw_niw(rng, x_prior)
-        skew = rng.uniform(-shape_prior.skew, shape_prior.skew, total)
-        kurt = 1.0 + skew**2 + rng.uniform(0.0, shape_prior.excess, total)
+        skew, kurt = shape_prior.draw(rng, total)
         state = {"x_loc": loc, "x_cov": cov, "skew": skew, "kurt": kurt}
         if use_moments:
             if d != 1:
@@ -236,7 +235,8 @@ def sample_x_model(
                 for k in ("skew", "kurt"):  # a valid shape where the proposal is not
                     prop[k] = np.where(inside, prop[k], state[k])
                 new = np.where(inside, shape_logp(prop, s), -np.inf)
-                ok = np.log(rng.uniform(size=total)) < new - current
+                log_prior = shape_prior.log_skew(prop["skew"]) - shape_prior.log_skew(state["skew"])
+                ok = np.log(rng.uniform(size=total)) < new - current + log_prior
                 for k in ("skew", "kurt"):
                     state[k] = np.where(ok, prop[k], state[k])
                 current = np.where(ok, new, current)

@@ -26,7 +26,7 @@ they pin (μ, σ²): with (γ, κ) held fixed, a move of σ² would have to move
 against that likelihood, and the sampler would crawl along the ridge (under ``pm.sample`` at
 n = 500, ε = 1 one chain in three stuck, R-hat 1.48). So while (μ_x, Σ_x) move, the state holds
 the raw moments (``XShape.third``, ``XShape.fourth``) fixed, and (γ, κ) follow from them and
-(μ, σ²); the prior of (γ, κ − 1 − γ²), uniform, becomes σ⁻⁷ on the raw moments (the Jacobian of
+(μ, σ²); the prior of (γ, κ − 1 − γ²) gains σ⁻⁷ on the raw moments (the Jacobian of
 the triangular map at fixed (μ, σ²)). But where the sums say nothing (their noise far above
 the sums, as at n ≤ 1000, ε ≤ 1 for a box [−2, 2]), fixed raw moments confine μ_x to a sliver
 and the intercept mixes as slowly (:func:`hold`). So the sampler picks, at random each
@@ -75,7 +75,7 @@ class XShape(NamedTuple):
     moment_scale: npt.NDArray[np.float64]
     """Their Laplace scale, ``(..., J)``."""
     prior: ShapePrior = ShapePrior()
-    """Uniform prior of (γ, κ − 1 − γ²)."""
+    """Prior of (γ, κ − 1 − γ²)."""
     standard: bool | npt.NDArray[np.bool_] = False
     """Whether ``third`` and ``fourth`` hold (γ, κ) instead of the raw moments (per batch
     member, ``(..., J)``, or for all): what a move of (μ_x, Σ_x) holds fixed (:func:`hold`)."""
@@ -280,9 +280,11 @@ def shape_term(
 
     Without ``skew`` and ``kurt`` (a move of (μ, σ²) holding what the shape holds): (γ, κ)
     from :func:`standardised`; holding the raw moments, plus their prior given (μ, σ²), σ⁻⁷
-    inside the prior's box and 0 outside (module docstring), holding (γ, κ) their uniform
-    prior (a constant). With them (a move of (γ, κ) given (μ, σ²)): the caller applies the
-    uniform prior of (γ, κ − 1 − γ²).
+    inside the prior's box and 0 outside (module docstring), holding (γ, κ) nothing more
+    (their prior is constant in such a move). With them (a move of (γ, κ) given (μ, σ²)): the
+    caller applies the prior's support of (γ, κ − 1 − γ²). Either way the result carries the
+    non-uniform part of γ's prior
+    (:meth:`~pymc_dp.regression.kernels.x_models.ShapePrior.log_skew`).
     """
     var = np.asarray(var, dtype=np.float64)
     if skew is None:
@@ -295,6 +297,7 @@ def shape_term(
         g, k = np.where(inside, g, 0.0), np.where(inside, k, 3.0)
     else:
         g, k, prior = skew, kurt, 0.0
+    prior = prior + shape.prior.log_skew(g)
     ratio = shape_log_ratio(mean, scatter, loc, var, g, k, n)
     return prior + ratio + moment_term(loc, var, g, k, n, shape)
 
@@ -313,7 +316,7 @@ def shape_move(
 ) -> tuple[XShape, npt.NDArray[np.float64]]:
     """Random-walk Metropolis moves of (γ, κ − 1 − γ²) given the covariate's sums and (μ, σ²).
 
-    The release seldom says much about the shape, so its posterior is close to its uniform
+    The release seldom says much about the shape, so its posterior is close to its
     prior: the steps are a quarter and a third of the prior's widths, and the moves (closed-form,
     cheap beside the collapsed sweep) several per iteration. (Alternating them with steps in
     the raw moments scaled to the release's own precision raised the ESS of κ where the sums pin
@@ -322,8 +325,9 @@ def shape_move(
     its place in its conditional law given S, did not raise the intercept's ESS at n = 100,
     ε = 0.1: not kept either.)
 
-    The target is the uniform prior of :class:`~pymc_dp.regression.kernels.x_models.ShapePrior`
-    times :func:`shape_term` (the law of (x̄, S) over the normal one, and the released moments).
+    The target is the prior of :class:`~pymc_dp.regression.kernels.x_models.ShapePrior`
+    (its support here, γ's density in :func:`shape_term`) times :func:`shape_term` (the law
+    of (x̄, S) over the normal one, and the released moments).
     Returns the new shape (holding what ``shape`` holds, at (μ, σ²)) and the fraction of moves
     accepted per batch member.
     """

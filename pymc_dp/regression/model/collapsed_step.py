@@ -258,8 +258,8 @@ class RegressionCollapsedStep(DPGibbsStep):
             if info.x_skew is not None:
                 sums, degrees, m_scale, shape_prior = info.x_shape_moments
                 if from_prior:
-                    skew = self.rng.uniform(-shape_prior.skew, shape_prior.skew)
-                    excess = self.rng.uniform(0.0, shape_prior.excess)
+                    skew, kurt = shape_prior.draw(self.rng, ())
+                    excess = kurt - 1.0 - skew**2
                     loc_now, cov_now = loc, cov
                 # The state holds the raw moments E x³, E x⁴ while (μ_x, Σ_x) move.
                 third, fourth = raw_moments(loc_now[..., 0], cov_now[..., 0, 0], skew,

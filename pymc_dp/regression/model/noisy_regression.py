@@ -263,10 +263,12 @@ class NoisyRegressionStat:
         (release moments or ``x_moments``) or Gibbs-SS-Update (``x_prior``).
     x_model
         ``"auto"`` (the default): ``"normal"``, released moments unused (the shape model
-        below covered the intercept worse on the calibration grid and mixes at about a third
-        of the speed: ``docs/regression.md``). ``"shape"`` (the collapsed method, d = 1, a
-        Laplace release with ``moments_share``): x = μ_x + σ_x u with u of skewness
-        ``{name}_x_skew`` ~ U(−2, 2) and kurtosis ``{name}_x_kurt`` = 1 + γ² + ``{name}_x_excess``,
+        below is level with it on the calibration cells run, not better, where the sums do not
+        inform, and mixes at a quarter to a third of the ESS/s: ``docs/regression.md``).
+        ``"shape"`` (the collapsed method, d = 1, a Laplace release with ``moments_share``):
+        x = μ_x + σ_x u with u of skewness ``{name}_x_skew`` (a Cauchy of scale ¼ truncated
+        to (−2, 2): :class:`~pymc_dp.regression.kernels.x_models.ShapePrior`) and kurtosis
+        ``{name}_x_kurt`` = 1 + γ² + ``{name}_x_excess``,
         excess ~ U(0, 6) (uniform, normal, exponential and two-point shapes inside); the law
         of the covariate's sums follows (γ, κ), and the released sums of x³ and x⁴ are
         observed with their Laplace noise, never plugged in
@@ -441,7 +443,12 @@ class NoisyRegressionStat:
                 names = {"x_loc": x_loc.name, "x_cov": x_cov.name, "x_prior": x_prior}
                 if shape is not None:
                     prior = shape[3]
-                    skew = pm.Uniform(f"{name}_x_skew", -prior.skew, prior.skew)
+                    if prior.skew_scale is None:
+                        skew = pm.Uniform(f"{name}_x_skew", -prior.skew, prior.skew)
+                    else:  # the prior's density is the variable's; the Potential omits it
+                        skew = pm.Truncated(f"{name}_x_skew",
+                                            pm.Cauchy.dist(0.0, prior.skew_scale),
+                                            lower=-prior.skew, upper=prior.skew)  # fmt: skip
                     excess = pm.Uniform(f"{name}_x_excess", 0.0, prior.excess)
                     kurt = pm.Deterministic(f"{name}_x_kurt", 1.0 + skew**2 + excess)
                     names |= {"x_skew": skew.name, "x_excess": excess.name,
@@ -527,8 +534,8 @@ def _shape_moments(
             "default method (collapsed), d = 1 and a Laplace release made with moments_share= "
             "(use x_model='auto' or 'normal' otherwise)"
         )
-    # "auto" keeps the normal model: on the calibration grid the shape model covered the
-    # intercept worse, before and after its mixing was mended (docs/regression.md), so it is
+    # "auto" keeps the normal model: on the calibration cells run the shape model (with γ's
+    # prior near 0) is level with it, not better, and slower (docs/regression.md), so it is
     # opt-in.
     if x_model != "shape" or not usable:
         return None

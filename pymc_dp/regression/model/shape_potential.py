@@ -23,6 +23,7 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
 from pymc_dp.regression.kernels.shape_law import XShape, shape_term
+from pymc_dp.regression.kernels.x_models import ShapePrior
 
 __all__ = ["ShapePotentialOp", "shape_potential"]
 
@@ -48,8 +49,10 @@ class ShapePotentialOp(Op):
         s, loc, cov, skew, kurt = (np.asarray(a, dtype=np.float64) for a in inputs)
         n = float(self.n)
         xbar = s[0] / n
+        # γ's prior density is the PyMC variable's own (a truncated Cauchy), not the Potential's.
         shape = XShape(np.zeros(()), np.zeros(()), np.asarray(self.moments),
-                       np.asarray(self.degrees), np.asarray(self.moment_scale))  # fmt: skip
+                       np.asarray(self.degrees), np.asarray(self.moment_scale),
+                       ShapePrior(skew_scale=None))  # fmt: skip
         out = shape_term(xbar, s[1] - n * xbar**2, loc[0], cov[0, 0], n, shape, skew, kurt)
         outputs[0][0] = np.asarray(out, dtype=np.float64)
 
