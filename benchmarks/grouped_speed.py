@@ -34,7 +34,9 @@ Two measurements:
 
 1. **gradient**: seconds per logp + dlogp evaluation (``model.compile_logp`` and
    ``model.compile_dlogp``, called once each at ``model.initial_point()``, or with
-   ``--gradient-call nuts`` the one function of both that NUTS calls; median over
+   ``--gradient-call nuts`` the one function of both that NUTS calls, and with
+   ``--gradient-point draws`` cycling over posterior draws of the model itself, from a short
+   ``pm.sample`` of one chain, instead of its initial point; median over
    ``--repeats`` timings of a loop of at least 0.2 s) of the default node, of
    ``likelihood="clt"`` and of the hand-written model, at G ∈ ``--gradient-groups`` (one ε, the
    first of ``--epsilons``), with the ratios to the hand-written model, the time to build the
@@ -380,6 +382,7 @@ class GradientRow:
     build_s: float = math.nan
     compile_s: float = math.nan
     eval_us: float = math.nan  # microseconds per logp + dlogp, median of the repeats
+    point: str = "initial"  # where: the initial point, or posterior draws
     vs_hand: float = math.nan
     error: str = ""
 
@@ -418,6 +421,7 @@ def gradient_cost(setting: Setting, rs: Any, side: str, args: argparse.Namespace
             if side != "hand":
                 likelihood = likelihood_of(model)
             progress["phase"] = f"compiling logp and dlogp (build {built:.0f} s)"
+            evaluations = 1  # per timed call
             if args.gradient_call == "nuts":  # the one function of both that NUTS calls
                 func = model.logp_dlogp_function(ravel_inputs=True)
                 func.set_extra_values({})
@@ -429,8 +433,13 @@ def gradient_cost(setting: Setting, rs: Any, side: str, args: argparse.Namespace
                 call = lambda: (logp(point), dlogp(point))  # noqa: E731
             call()  # compiled: the C backend compiles at the first call
             compiled = time.perf_counter() - start - built
+            if args.gradient_call == "nuts" and args.gradient_point == "draws":
+                progress["phase"] = "drawing posterior points"
+                points = posterior_points(model, args.seed)
+                call = functools.partial(_cycle, func, points)
+                evaluations = len(points)
             progress["phase"] = f"timing logp + dlogp (compile {compiled:.0f} s)"
-            seconds = per_evaluation(call, args.repeats)
+            seconds = per_evaluation(call, args.repeats) / evaluations
     except (Exception, TimeLimit) as err:  # record the failure and go on
         return GradientRow(**base, side=side, likelihood=likelihood, error=one_line(err))
     return GradientRow(
@@ -440,7 +449,36 @@ def gradient_cost(setting: Setting, rs: Any, side: str, args: argparse.Namespace
         build_s=built,
         compile_s=compiled,
         eval_us=seconds * 1e6,
+        point=args.gradient_point if args.gradient_call == "nuts" else "initial",
     )
+
+
+DRAW_POINTS = 20  # posterior draws the ``--gradient-point draws`` timing cycles over
+
+
+def posterior_points(model: pm.Model, seed: int) -> list[np.ndarray]:
+    """Raveled unconstrained points of a short NUTS run (one chain, 300 tuning steps)."""
+    with model:
+        trace = pm.sample(
+            draws=DRAW_POINTS,
+            tune=300,
+            chains=1,
+            random_seed=seed,
+            progressbar=False,
+            compute_convergence_checks=False,
+            return_inferencedata=False,
+        )
+    names = list(model.initial_point())
+    return [
+        np.concatenate([np.ravel(trace.point(i)[name]) for name in names])
+        for i in range(len(trace))
+    ]
+
+
+def _cycle(func: Callable[[np.ndarray], Any], points: Sequence[np.ndarray]) -> None:
+    """One evaluation at each point: a timed call of it costs len(points) evaluations."""
+    for x in points:
+        func(x)
 
 
 # ---- 2. effective samples per second -----------------------------------------------------
@@ -531,6 +569,7 @@ GRADIENT_COLUMNS = {
     "build_s": "build s",
     "compile_s": "compile s",
     "eval_us": "logp+dlogp µs",
+    "point": "at",
     "vs_hand": "vs hand",
     "error": "error",
 }
@@ -668,6 +707,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "overhead of about 80 µs)",
     )
     parser.add_argument(
+        "--gradient-point",
+        choices=("initial", "draws"),
+        default="initial",
+        help="with --gradient-call nuts: time at the model's initial point, or cycling over "
+        f"{DRAW_POINTS} posterior draws of a short one-chain pm.sample of the model itself "
+        "(where the data, not the initial point, set the likelihood's branches)",
+    )
+    parser.add_argument(
         "--time-limit",
         type=float,
         default=None,
@@ -757,8 +804,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         "min ESS bulk: smallest ArviZ bulk ESS over the population parameters and every θ_g; "
         "max R-hat: over the same variables; div.: divergent transitions after tuning, all "
-        "chains.\nlogp+dlogp µs: median over repeats of one logp and one dlogp call at the "
-        "initial point; compile s includes the first call of each."
+        "chains.\nlogp+dlogp µs: median over repeats of one logp and one dlogp call (or of the "
+        "one function NUTS calls) at the initial point, or averaged over posterior draws "
+        "(column at); compile s includes the first call of each."
     )
     if args.output:
         write_output(args.output, gradient, sampling)

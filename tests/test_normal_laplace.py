@@ -10,6 +10,7 @@ import pytest
 from pytensor.compile.mode import Mode
 from scipy import integrate, stats
 
+from pymc_dp.likelihoods import normal_laplace as normal_laplace_module
 from pymc_dp.likelihoods.normal_laplace import (
     normal_laplace,
     normal_laplace_graph,
@@ -39,9 +40,14 @@ def _compiled(fun):
 
 
 @pytest.fixture(scope="module")
-def evaluated():
+def c_function():
+    return _compiled(normal_laplace)
+
+
+@pytest.fixture(scope="module")
+def evaluated(c_function):
     args = _cases(20_000, seed=11)
-    return args, _compiled(normal_laplace)(*args), _compiled(normal_laplace_graph)(*args)
+    return args, c_function(*args), _compiled(normal_laplace_graph)(*args)
 
 
 def test_values_match_the_graph_and_the_python_code(evaluated):
@@ -67,6 +73,43 @@ def test_values_match_the_graph_and_the_python_code(evaluated):
         # 25 too (99% quantile 1.1e-8 there on one machine, 2026-11-29).
         rel = np.abs(python[:, k] - op[k + 1][pick]) / (np.abs(op[k + 1][pick]) + 1e-12)
         assert np.quantile(rel, 0.99) < 1e-7 and rel.max() < 1e-2
+
+
+def _far_under_wide_noise(size: int, seed: int) -> tuple[list[np.ndarray], np.ndarray]:
+    """Inputs where y is far from m against the normal's sd but r|z| < 330, y deep inside the
+    region: a Σz² given Σz under wide noise at posterior draws (|z| about 40, r about 0.02)."""
+    rng = np.random.default_rng(seed)
+    r = np.exp(rng.uniform(np.log(1e-3), np.log(5.0), size))
+    scale = np.exp(rng.uniform(-3, 8, size))
+    sd = r * scale
+    far = np.exp(rng.uniform(np.log(r + 5.0), np.log(np.minimum(330.0 / r, 1e5))))
+    mean = rng.normal(0.0, 100.0, size)
+    wide = (40.0 * np.hypot(sd, scale) + 2.0 * far * sd) * rng.uniform(1.0, 3.0, size)
+    value = mean + rng.choice([-1.0, 1.0], size) * far * sd
+    return [value, mean, sd**2, mean - wide, mean + wide, scale], far / r
+
+
+def test_linear_path_far_from_the_mean_matches_the_log_space_path(c_function, monkeypatch):
+    """Where |z| - r > 9 and r|z| < 300 the C takes the linear-space path (before 2026-11-29
+    only |z| + r < 30 did, so at posterior draws of the grouped Normal pair at ε = 0.1 over half
+    of the groups took the log-space path); there it agrees with the log-space path of the
+    Python mirror to 1e-12, and its variance partial is the closed form 1/(2b²) (the density
+    depends on v through r²/2 alone once y is that far out), where the log-space path's sum of
+    terms |z|/r times larger loses up to 1e-16·|z|/r of it."""
+    args, ratio = _far_under_wide_noise(1000, seed=5)
+    c = np.array(c_function(*args))
+    monkeypatch.setattr(normal_laplace_module, "_plain", lambda *a: False)
+    log_space = np.array([normal_laplace_scalar(*row, grad=True) for row in zip(*args)]).T
+    log_space = np.vstack([log_space[6], log_space[:6]])  # value first, as the C outputs
+    sd, scale = np.sqrt(args[2] + 1e-12 * args[5] ** 2), args[5]
+    z = (args[0] - args[1]) / sd
+    linear = (np.abs(z) - sd / scale > 9.0) & (np.abs(z) * sd / scale < 300.0)
+    assert linear.mean() > 0.8  # most of the inputs take the new path
+    for k in (0, 1, 2, 4, 5, 6):  # value; y, m, L, U, b partials
+        np.testing.assert_allclose(c[k], log_space[k], rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(c[3][linear], 1.0 / (2.0 * scale[linear] ** 2), rtol=1e-13)
+    rel = np.abs(c[3] - log_space[3]) / np.abs(log_space[3])
+    assert np.all(rel <= 1e-15 * (1.0 + ratio))
 
 
 @pytest.mark.parametrize("k", [1, 2, 5])  # mean, var, scale

@@ -94,13 +94,19 @@ static double pmdp_mills_gap(double x, double inv_r) {
 }
 /* Whether y lies inside the region, far from both edges (no truncation term, none of the
    corrections below is taken: a^2 - z^2 > 2(|z| + r) + 82 implies Mills' bound puts each below
-   e^-40, since LS(z) >= -z^2/2 - 0.92 - |z - r|), with |z| + r < 30: then the convolution is
-   e^{r^2/2}(A + B), A = e^{-rz} Phi(z - r), B = e^{rz} Phi(-z - r), both representable. */
+   e^-40, since LS(z) >= -z^2/2 - 0.92 - |z - r|), and the convolution e^{r^2/2}(A + B),
+   A = e^{-rz} Phi(z - r), B = e^{rz} Phi(-z - r), is exact in linear space: either both pieces
+   are representable (|z| + r < 30), or y is far from m against the noise (|z| - r > 9, as
+   under wide noise at posterior draws) and r|z| < 300: then the larger piece is at least
+   e^{-300}/2 and the smaller is below e^{-(|z| - r)^2/2} < 3e-18 of it, so that its erfc
+   underflowing (absolute error 5e-324 times e^{300}) changes nothing. */
 static int pmdp_nl_plain(double y, double lo, double hi, double z, double a, double b,
                          double r) {
-    if (!(y > lo && y < hi && fabs(z) + r < 30.0 && a < -9.0 && b > 9.0)) return 0;
+    double az = fabs(z);
+    if (!(y > lo && y < hi && a < -9.0 && b > 9.0)) return 0;
+    if (!(az + r < 30.0 || (az - r > 9.0 && r * az < 300.0))) return 0;
     if (a - r > -1.0 || -b - r > -1.0) return 0;
-    double room = 2.0 * (fabs(z) + r) + 82.0, z2 = z * z;
+    double room = 2.0 * (az + r) + 82.0, z2 = z * z;
     return a * a - z2 > room && b * b - z2 > room;
 }
 /* The same density and partials in that case, in linear space: two erfc, two exp, one log
@@ -115,7 +121,9 @@ static double pmdp_normal_laplace_plain(double z, double r, double sd, double sb
         /* phi(z) e^{-r^2/2} / S: each piece's Mills term times its share */
         double mills = 0.39894228040143267794 * exp(-0.5 * (z * z + r * r)) * inv_s;
         double fz = r * tilt, fr = r + z * tilt - 2.0 * mills;
-        double dsd = -z * fz / sd + fr / sb;
+        /* -z fz / sd + fr / sb with r / sd = 1 / sb: the z tilt terms cancel analytically
+           (each is |z| / r times the sum where y is far from m under wide noise). */
+        double dsd = (r - 2.0 * mills) / sb;
         g[0] = fz / sd;
         g[1] = -fz / sd;
         g[2] = dsd / (2.0 * sd);
@@ -249,11 +257,14 @@ def _exp(x: float) -> float:
 
 
 def _plain(y: float, lo: float, hi: float, z: float, a: float, b: float, r: float) -> bool:
-    if not (lo < y < hi and abs(z) + r < 30.0 and a < -9.0 and b > 9.0):
+    az = abs(z)
+    if not (lo < y < hi and a < -9.0 and b > 9.0):
+        return False
+    if not (az + r < 30.0 or (az - r > 9.0 and r * az < 300.0)):
         return False
     if a - r > -1.0 or -b - r > -1.0:
         return False
-    room = 2.0 * (abs(z) + r) + 82.0
+    room = 2.0 * (az + r) + 82.0
     return a * a - z * z > room and b * b - z * z > room
 
 
@@ -271,7 +282,7 @@ def _normal_laplace_plain(
     mills = math.exp(-0.5 * (z * z + r * r)) / math.sqrt(2 * math.pi) / total
     fz = r * tilt
     fr = r + z * tilt - 2.0 * mills
-    dsd = -z * fz / sd + fr / sb
+    dsd = (r - 2.0 * mills) / sb  # -z fz / sd + fr / sb, the z tilt terms cancelled (C)
     return (
         fz / sd,
         -fz / sd,
@@ -377,7 +388,7 @@ class _NormalLaplaceBase(ScalarOp):
         return _C_SUPPORT
 
     def c_code_cache_version(self) -> tuple:
-        return (11,)
+        return (13,)
 
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other)
