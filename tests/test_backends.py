@@ -2,12 +2,14 @@
 
 nutpie compiles the model with Numba (pymc_dp's ``Op`` classes run there through their NumPy
 ``perform`` in object mode); numpyro and blackjax compile it with JAX, where
-:mod:`pymc_dp.model.backends` implements them. Fast checks: the JAX log-density and its
-``jax.grad`` (what numpyro and blackjax differentiate) equal the default C backend's logp and
-dlogp to 1e-9 at 6 random points of each model, with no NaN (in a fresh interpreter: JAX's
-threads and a later fork in the same worker do not mix); nutpie's compiled logp and gradient
-likewise; one sampling run per backend matches ``pm.sample``. The slow study samples
-every model with every backend and compares the posterior means with ``pm.sample``'s.
+:mod:`pymc_dp.model.backends` implements them. Fast checks: nutpie's compiled logp and
+gradient equal the default C backend's, and one nutpie run matches ``pm.sample``. With the
+backend studies (``-m backends``): the JAX log-density and its ``jax.grad`` (what numpyro and
+blackjax differentiate) equal the default C backend's logp and dlogp to 1e-9 at 6 random points
+of each model, with no NaN (in a fresh interpreter: JAX's threads and a later fork in the same
+worker do not mix), and numpyro's and blackjax's posterior matches ``pm.sample``'s; the slow
+study samples every model with every backend and compares the posterior means with
+``pm.sample``'s.
 """
 
 from __future__ import annotations
@@ -282,8 +284,12 @@ def jax_report():
     print(json.dumps(report))
 
 
+@pytest.mark.slow
+@pytest.mark.backends
 @needs_jax
 def test_jax_logp_gradient_and_samplers_equal_the_default_backend():
+    # With CI's backend studies (`-m backends`), not in the default run: XLA compiles every
+    # model, 4-6 minutes of one worker on 2 cores (pytest --durations, 2026-11-29).
     # One fresh interpreter for every JAX check: JAX starts threads, and a later os.fork in
     # this worker (pm.sample with cores > 1 in another test module) could deadlock on them.
     code = "import test_backends; test_backends.jax_report()"

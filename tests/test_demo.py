@@ -60,6 +60,7 @@ def test_demo_rejects_non_positive_epsilon(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.slow  # 1-3 minutes: the benchmark samples both models in quick mode
 def test_benchmark_quick_runs_and_prints_ratios() -> None:
     result = subprocess.run(
         [sys.executable, str(BENCHMARK), "--quick"],
