@@ -52,9 +52,9 @@ class ShapePrior(NamedTuple):
     0`` for the standardised v), which is about 4 for the spread the box prior of x expects
     (σ ≈ h/4.3, μ at the centre), so the box alone rules out little; and where the released
     sums are lost in their noise the posterior of γ is its prior, which the law of (x̄, S)
-    averages over (a uniform prior's mass at |γ| ≈ 1–2 tied x̄ to S for symmetric covariates
+    averages over (a uniform prior's mass at ``|γ| ≈ 1–2`` tied x̄ to S for symmetric covariates
     and cost the intercept coverage, docs/regression.md). The Cauchy puts half its mass at
-    |γ| < 0.22 (scale ¼: symmetric and mildly skewed covariates) and keeps a tail ∝ γ⁻² out
+    ``|γ| < 0.22`` (scale ¼: symmetric and mildly skewed covariates) and keeps a tail ∝ γ⁻² out
     to the exponential's 2, so informative sums can still pull γ there. κ's range covers
     two-point-like (κ near 1), uniform (1.8), normal (3) and heavier tails up to
     κ = 1 + γ² + excess.
