@@ -2,14 +2,14 @@
 
 nutpie compiles the model with Numba (pymc_dp's ``Op`` classes run there through their NumPy
 ``perform`` in object mode); numpyro and blackjax compile it with JAX, where
-:mod:`pymc_dp.model.backends` implements them. Fast checks: nutpie's compiled logp and
-gradient equal the default C backend's, and one nutpie run matches ``pm.sample``. With the
-backend studies (``-m backends``): the JAX log-density and its ``jax.grad`` (what numpyro and
+:mod:`pymc_dp.model.backends` implements them. Fast checks: one nutpie run matches
+``pm.sample``, and a model needing Gibbs steps is refused. With the backend studies
+(``-m backends``, compile-heavy): the JAX log-density and its ``jax.grad`` (what numpyro and
 blackjax differentiate) equal the default C backend's logp and dlogp to 1e-9 at 6 random points
 of each model, with no NaN (in a fresh interpreter: JAX's threads and a later fork in the same
-worker do not mix), and numpyro's and blackjax's posterior matches ``pm.sample``'s; the slow
-study samples every model with every backend and compares the posterior means with
-``pm.sample``'s.
+worker do not mix), and numpyro's and blackjax's posterior matches ``pm.sample``'s; nutpie's
+compiled logp and gradient equal the C backend's; the slow study samples every model with
+every backend and compares the posterior means with ``pm.sample``'s.
 """
 
 from __future__ import annotations
@@ -307,6 +307,8 @@ def test_jax_logp_gradient_and_samplers_equal_the_default_backend():
     assert not failed, failed
 
 
+@pytest.mark.slow
+@pytest.mark.backends  # Numba compiles each model: 30-45 s each (pytest --durations, 3.11)
 @needs_nutpie
 @pytest.mark.parametrize(
     "key",
