@@ -407,3 +407,30 @@ def test_collapsed_likelihood_with_negligible_noise_is_the_normal_density():
         )
     logp = model.compile_logp()(model.initial_point())
     assert np.isfinite(logp)
+
+
+def test_batched_engine_density_runs_on_ufuncs_and_matches_the_scalar_mirror():
+    """The engine's collapsed log posterior (QUICK_MODE) loops no elementwise operation in
+    Python, and equals the graph the C compiles, run here through its Python mirror (plain
+    FAST_COMPILE), far tails and y outside the valid region included."""
+    from pytensor.tensor.elemwise import Elemwise
+
+    from pymc_dp.engine.collapsed import log_posterior, log_posterior_graph
+    from pymc_dp.families import Binomial
+
+    family = Binomial(trials=5)
+    quick = log_posterior(family, 100, None)
+    for node in quick.maker.fgraph.toposort():
+        if isinstance(node.op, Elemwise):
+            spec = getattr(node.op.scalar_op, "nfunc_spec", None)
+            assert spec is not None and len(node.inputs) == spec[1], node
+    inputs, output = log_posterior_graph(family, 100, None)
+    mirror = pytensor.function(inputs, output, mode="FAST_COMPILE", on_unused_input="ignore")
+    # rows: y near the mean, in each tail, and outside the valid region [0, 500]
+    y = np.array([150.0, 40.0, 420.0, -30.0, 530.0])[:, None]
+    scale = np.array([5.0, 50.0, 0.5, 5.0, 50.0])[:, None]
+    z = np.linspace(-4.0, 2.0, 25)[None, :].repeat(5, axis=0)  # logit p
+    cols = [y, scale, np.full((5, 1), 2.0), np.full((5, 1), 3.0)]
+    fast, reference = quick(z, *cols), mirror(z, *cols)
+    assert np.all(np.isfinite(fast))
+    np.testing.assert_allclose(fast, reference, rtol=1e-9, atol=1e-9)

@@ -12,6 +12,7 @@ families, and what :class:`~pymc_dp.GridStep` does inside ``pm.sample``.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +28,7 @@ from pymc_dp.kernels import GridDensity, draw_from_grid, draw_noise_variance, gr
 from pymc_dp.kernels.collapsed import draw_collapsed_suffstat
 from pymc_dp.likelihoods.collapsed import normal_laplace_logp
 from pymc_dp.likelihoods.collapsed_gaussian import normal_normal_logp
+from pymc_dp.likelihoods.quick_mode import QUICK_MODE
 
 __all__ = ["collapsible", "log_posterior", "posterior_grid", "sample_collapsed"]
 
@@ -60,6 +62,22 @@ def log_posterior(
 ):
     """Compile (z (B, G), y (B,), scale (B,), *prior (B,)) -> log p(θ(z) | y) + log abs(dθ/dz).
 
+    Compiled in ``QUICK_MODE`` (every elementwise operation a NumPy ufunc) from
+    :func:`log_posterior_graph`, which takes the same arguments.
+    """
+    inputs, output = log_posterior_graph(family, n, bounds, clt, gaussian)
+    return pytensor.function(inputs, output, mode=QUICK_MODE, on_unused_input="ignore")
+
+
+def log_posterior_graph(
+    family: ExponentialFamily,
+    n: int,
+    bounds: tuple[float, float] | None,
+    clt: bool = True,
+    gaussian: bool = False,
+) -> tuple[list, Any]:
+    """The inputs and output of :func:`log_posterior`, uncompiled.
+
     With ``clt=False`` the likelihood is left out: the log prior density of z alone (y and
     scale are then ignored), for samplers that add an exact likelihood in NumPy. With
     ``gaussian=True`` the noise is normal of sd ``scale`` (the normal product), not Laplace.
@@ -81,7 +99,7 @@ def log_posterior(
     batched = vectorize_graph(
         logp, replace=dict(zip([z, y, scale, *prior], [zs, *cols], strict=True))
     )
-    return pytensor.function([zs, *cols], batched, mode="FAST_COMPILE", on_unused_input="ignore")
+    return [zs, *cols], batched
 
 
 @functools.cache
@@ -91,7 +109,7 @@ def _released_moments(family: ExponentialFamily, n: int, bounds: tuple[float, fl
     mean, var, lower, upper = family.released_clt(theta, n, bounds)
     batched = pt.dvector("theta")
     out = vectorize_graph([mean, var], replace={theta: batched})
-    return pytensor.function([batched], out, mode="FAST_COMPILE"), lower, upper
+    return pytensor.function([batched], out, mode=QUICK_MODE), lower, upper
 
 
 def posterior_grid(rng: np.random.Generator, batch: ReleaseBatch) -> GridDensity:

@@ -8,19 +8,15 @@ point, and a function that maps a new value of a variable back into its transfor
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import reduce
 from typing import Any
 
 import numpy as np
 import pytensor
-import pytensor.scalar as ps
 import pytensor.tensor as pt
 from pymc.pytensorf import compile as pm_compile
-from pytensor.compile.mode import get_mode
-from pytensor.graph.rewriting.basic import in2out, node_rewriter
-from pytensor.tensor.elemwise import Elemwise
 
 from pymc_dp._compat import ancestors, graph_inputs
+from pymc_dp.likelihoods.quick_mode import QUICK_MODE
 
 __all__ = [
     "QUICK_MODE",
@@ -29,31 +25,6 @@ __all__ = [
     "conditional_logp",
     "direct_dependents",
 ]
-
-
-@node_rewriter([Elemwise])
-def _binary_elemwise(fgraph: Any, node: Any) -> list | None:
-    """Write an n-ary Add or Mul as binary ones, and Clip as maximum then minimum.
-
-    Python-linked graphs run each Elemwise through its NumPy ufunc, which takes two inputs; an
-    n-ary Add or Mul, or a Clip, has none and is looped element by element in Python instead
-    (about 15 µs an element: over a grid of θ values that was as costly as the likelihood).
-    """
-    op = node.op.scalar_op
-    out = node.outputs[0]
-    if isinstance(op, (ps.Add, ps.Mul)) and len(node.inputs) > 2:
-        result = reduce(pt.add if isinstance(op, ps.Add) else pt.mul, node.inputs)
-    elif isinstance(op, ps.Clip):
-        x, lower, upper = node.inputs
-        result = pt.minimum(pt.maximum(x, lower), upper)
-    else:
-        return None
-    return [result if result.dtype == out.dtype else pt.cast(result, out.dtype)]
-
-
-QUICK_MODE = get_mode("FAST_COMPILE").register((in2out(_binary_elemwise), 100.0))
-"""PyTensor's FAST_COMPILE (Python-linked, compiled in a fraction of a second) with every
-Elemwise left on a NumPy ufunc: the mode of the step methods' batched conditionals."""
 
 
 class PointReader:
