@@ -1,4 +1,5 @@
 import os
+import random
 import signal
 import threading
 import time
@@ -15,6 +16,10 @@ import pymc_dp as pmdp
 # push CI past its limit. Unset, as in `pytest -m slow`, every slow test runs to the end.
 _SLOW_BUDGET_S = os.environ.get("PYMC_DP_SLOW_BUDGET_S")
 _START = time.monotonic()
+# A box reaches only the first few studies, so CI shuffles them with a seed that changes on every
+# commit (PYMC_DP_SLOW_SEED: the commit count): successive runs cover every study in turn. The
+# backend studies keep their order (their first, the JAX check of every model, must run).
+_SLOW_SEED = os.environ.get("PYMC_DP_SLOW_SEED")
 
 # A family declared outside pymc_dp (tests/test_family_plugin.py imports it): defining its class
 # registers it, so --doctest-modules must not import it for every other test to see.
@@ -33,6 +38,18 @@ def _box_left(item) -> float | None:
     if not _SLOW_BUDGET_S or item.get_closest_marker("slow") is None:
         return None
     return float(_SLOW_BUDGET_S) - (time.monotonic() - _START)
+
+
+def pytest_collection_modifyitems(config, items):
+    if not (_SLOW_BUDGET_S and _SLOW_SEED):
+        return
+
+    def shuffled(item):
+        return item.get_closest_marker("slow") and not item.get_closest_marker("backends")
+
+    studies = [item for item in items if shuffled(item)]
+    random.Random(int(_SLOW_SEED)).shuffle(studies)
+    items[:] = [item for item in items if not shuffled(item)] + studies
 
 
 def pytest_runtest_setup(item):
@@ -100,5 +117,11 @@ def categorical_model(rel, alpha=(2.0, 2.0, 2.0), method="auto"):
 
 
 def sample(**kwargs):
-    """``pm.sample`` in the context model, without progress bars or convergence warnings."""
+    """``pm.sample`` in the context model, without progress bars or convergence warnings.
+
+    Chains run in this process unless ``cores`` says otherwise: the test workers already use
+    every core, and a chain process must unpickle (on PyMC 6 reload from Numba's cache) every
+    compiled function first. PyMC seeds each chain the same way either way.
+    """
+    kwargs.setdefault("cores", 1)
     return pm.sample(progressbar=False, compute_convergence_checks=False, **kwargs)
