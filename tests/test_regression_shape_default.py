@@ -368,3 +368,30 @@ def test_sample_regression_with_moments_records_the_shape():
             np.zeros(2), np.array(1.0), np.array(4.0), np.eye(2)), scale=rel2.scale, draws=5,
             tune=0, moments=rel2.fourth_moments.value[None],
             moment_powers=rel2.fourth_moments.powers, moment_scale=1.0)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_shape_chains_leave_a_start_drawn_far_from_the_statistic():
+    """Both ``pm.sample`` chains of the shape model reach the release's spread of x.
+
+    The release of ``benchmarks/regression_ess.py --d 1`` (n = 500, x uniform on [−1, 1], so
+    σ_x² = 1/3, ε = 1, ``moments_share=0.2``: the sums inform), chain seed 1. When a chain's
+    (μ_x, Σ_x) started from their prior, chain 0 drew μ_x = −0.48, σ_x² = 0.063 with s at the
+    model's initial point (x̄ = 0), 43 sds from its law; the shape factor there was e²⁰⁰ above
+    that at any NIW draw given s, so every proposal was rejected and σ_x² stayed 0.063 for the
+    whole run (R-hat 2.35). Fixed: they start from their NIW posterior given s. The chain that
+    mixes reaches σ_x² ≈ 1/3 within ten iterations; the check is on the last ten of 40.
+    """
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1.0, 1.0, size=(500, 1))
+    y = np.clip(0.2 + 0.5 * x[:, 0] + 0.2 * rng.standard_normal(500), -2.0, 2.0)
+    rel = release_regression(x, y, epsilon=1.0, moments_share=0.2, rng=1,
+                             x_bounds=[(-1.0, 1.0)], y_bounds=(-2.0, 2.0))  # fmt: skip
+    with pm.Model():
+        sigma2 = pm.InverseGamma("sigma2", 3.0, 0.1)
+        theta = pm.MvNormal("theta", np.zeros(2), cov=10.0 * sigma2 * np.eye(2))
+        NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel, x_model="shape")
+        idata = pm.sample(draws=10, tune=30, chains=2, cores=1, random_seed=1,
+                          progressbar=False, compute_convergence_checks=False)  # fmt: skip
+    var = idata.posterior["z_x_cov"].values.reshape(2, 10)
+    assert np.all((var > 0.2) & (var < 0.6)), var

@@ -249,6 +249,12 @@ class RegressionCollapsedStep(DPGibbsStep):
             if not from_prior:
                 for j in range(len(links)):
                     post = nig_update(post, statistic=s[j], n=n[j])
+            if not from_prior or links[0].x_skew is not None:
+                # Under the shape model a chain's (μ_x, Σ_x) start from their NIW posterior
+                # given s, not their prior: (μ_x, Σ_x) move only by that posterior's draws,
+                # accepted with the shape factor's ratio, and a prior draw can put the start's
+                # s 40 sds from its law, where the factor is e²⁰⁰ above any draw's; the chain
+                # then never moves (docs/regression.md, the seed-1 stall).
                 x_post = niw_update(x_prior, statistic=s, n=n)
             theta, sigma2 = draw_nig(self.rng, post)
             loc_now, cov_now = np.stack(loc), np.stack(cov)
