@@ -76,6 +76,7 @@ Usage::
     python benchmarks/grouped_speed.py --families binomial poisson --groups 50 --epsilons 0.1
     python benchmarks/grouped_speed.py --sections gradient --gradient-groups 1 50 500
     python benchmarks/grouped_speed.py --quick --nuts-sampler nutpie --output quick.md
+    python benchmarks/grouped_speed.py --families poisson --count-share auto --groups 50
     python benchmarks/grouped_speed.py --quick --output quick.csv   # CSV, both tables
 """
 
