@@ -30,6 +30,15 @@ truncation is negligible), written as a chain of univariate normals (exactly the
 normal, vectorised over groups), non-centred: s = mean + L·e with e ~ N(0, I), which mixed far
 better than ``--latent centred`` (s ~ N(mean, LLᵀ) directly) in our runs at ε = 1.
 
+``--count-share`` (``none`` by default, as ``pmdp.release_grouped``'s own default; ``auto`` is
+the command line's default, 0.1 of ε) makes the Poisson releases also carry each group's noisy
+in-window count, which the default node then uses with the sum (y = (window sum, window
+count)). The hand-written model then gains the user's approximation of it: a latent count per
+group, c_g ~ N(n·q_g, n·q_g(1 − q_g)) (non-centred like s, independent of s), with
+q_g = P(lo ≤ x ≤ hi | λ_g) the window's mass under θ_g, and
+``pm.Laplace("y_count", c_g, 1/ε_count, observed=...)``; the sum's ε is ε·(1 − share) on both
+sides.
+
 Two measurements:
 
 1. **gradient**: seconds per logp + dlogp evaluation (``model.compile_logp`` and
@@ -67,6 +76,7 @@ Usage::
     python benchmarks/grouped_speed.py --families binomial poisson --groups 50 --epsilons 0.1
     python benchmarks/grouped_speed.py --sections gradient --gradient-groups 1 50 500
     python benchmarks/grouped_speed.py --quick --nuts-sampler nutpie --output quick.md
+    python benchmarks/grouped_speed.py --families poisson --count-share auto --groups 50
     python benchmarks/grouped_speed.py --quick --output quick.csv   # CSV, both tables
 """
 
@@ -131,6 +141,7 @@ class Setting:
     mechanism: str = "laplace"
     sigma: str = "shared"  # the Normal family's σ: "shared" or "group"
     seed: int = 0
+    count_share: float | str | None = None  # release_grouped's count_share (Poisson only)
 
     @property
     def keys(self) -> list[str]:
@@ -174,7 +185,7 @@ def make_release(setting: Setting) -> Any:
         noise = {"epsilon": setting.epsilon, "rng": np.random.default_rng(noise_seed)}
     family, settings = {
         "binomial": (pm.Binomial, {"trials": TRIALS}),
-        "poisson": (pm.Poisson, {"bounds": POISSON_WINDOW}),
+        "poisson": (pm.Poisson, {"bounds": POISSON_WINDOW, "count_share": setting.count_share}),
         "normal": (pm.Normal, {"bounds": NORMAL_WINDOW}),
         "categorical": (pm.Categorical, {"categories": CATEGORIES}),
     }[setting.family]
@@ -271,6 +282,8 @@ def hand_written_model(setting: Setting, rs: Any, latent: str = "noncentred") ->
                 sd = pm.math.sqrt(mean)
             s = _latent_normal("s", mean, sd, latent, dims="group")
             noise("y", s, scale, observed=y.reshape(-1), dims="group")
+            if rs.window_count is not None:
+                _latent_window_count(theta["lam"], n, rs, latent)
             return model
         if setting.family == "normal":
             mu = theta["mu_g"]
@@ -295,6 +308,21 @@ def hand_written_model(setting: Setting, rs: Any, latent: str = "noncentred") ->
             s = pt.stack([s1, s2, n - s1 - s2], axis=-1)
             noise("y", s, scale, observed=y, dims=("group", "category"))
     return model
+
+
+def _latent_window_count(lam: Any, n: np.ndarray, rs: Any, latent: str) -> None:
+    """The released in-window counts: c_g ~ N(n·q, n·q(1 − q)), Laplace(c_g, 1/ε_count) noise.
+
+    q = P(lo ≤ x ≤ hi | λ_g) of the Poisson window, from its two tails (regularised incomplete
+    gamma functions), so that 1 − q keeps its digits where the window holds nearly all the mass.
+    """
+    lo, hi = POISSON_WINDOW
+    below = pt.gammaincc(lo, lam) if lo > 0 else pt.zeros_like(lam)  # P(x < lo)
+    above = pt.gammainc(hi + 1.0, lam)  # P(x > hi)
+    q = 1.0 - below - above
+    sd = pm.math.sqrt(n * q * (below + above))
+    count = _latent_normal("c", n * q, sd, latent, dims="group")
+    pm.Laplace("y_count", count, rs.first.count_scale, observed=rs.window_count, dims="group")
 
 
 def _latent_normal(name: str, mean: Any, sd: Any, latent: str, *, dims: str) -> Any:
@@ -644,6 +672,16 @@ def write_output(path: Path, gradient: list[GradientRow], sampling: list[SampleR
 
 
 # ---- driver ------------------------------------------------------------------------------
+def _count_share(text: str) -> float | str | None:
+    """``--count-share``: ``none``, ``auto`` or a share in (0, 1)."""
+    if text in ("none", "auto"):
+        return None if text == "none" else text
+    share = float(text)
+    if not 0 < share < 1:
+        raise argparse.ArgumentTypeError(f"a share lies in (0, 1) (got {text})")
+    return share
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
@@ -668,6 +706,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--nuts-sampler", default="pymc", choices=("pymc", "nutpie", "numpyro", "blackjax")
     )
     parser.add_argument("--mechanism", choices=("laplace", "gaussian"), default="laplace")
+    parser.add_argument(
+        "--count-share",
+        type=_count_share,
+        default=None,
+        help="pmdp.release_grouped's count_share for the Poisson releases: none (the Python "
+        "API's default: sums alone), auto (the command line's default: 0.1 of ε on each "
+        "group's in-window count), or a share in (0, 1)",
+    )
     parser.add_argument(
         "--sigma",
         choices=("shared", "group"),
@@ -743,17 +789,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("pytensor").setLevel(logging.ERROR)
     print(
         f"Grouped hierarchical models: pymc_dp default vs hand-written latent model; "
-        f"{args.mechanism} noise, Normal σ {args.sigma}, hand-written s {args.latent}\n"
+        f"{args.mechanism} noise, Normal σ {args.sigma}, hand-written s {args.latent}, "
+        f"Poisson count_share {args.count_share}\n"
         f"sampling: {args.chains} chains, cores={args.cores}, tune={args.tune}, "
         f"draws={args.draws}, nuts_sampler={args.nuts_sampler}\n"
         f"Python {platform.python_version()}, PyMC {pm.__version__}, ArviZ {az.__version__}\n",
         flush=True,
     )
-    common = {"mechanism": args.mechanism, "sigma": args.sigma, "seed": args.seed}
+    common = {
+        "mechanism": args.mechanism,
+        "sigma": args.sigma,
+        "seed": args.seed,
+        "count_share": args.count_share,
+    }
     # PyTensor loads its compiled-module cache, and Numba its compiled functions, once per
     # process (seconds): pay that here, on both sides and with the sampler timed, rather than in
     # whichever model is timed first.
-    warm = Setting("binomial", 3, 1.0, **common)
+    warm = Setting("binomial", 3, 1.0, **{**common, "count_share": None})
     warm_rs = make_release(warm)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -1,0 +1,54 @@
+"""The hand-written model of ``benchmarks/grouped_speed.py`` with released window counts."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "grouped_speed.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("grouped_speed", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules[spec.name]
+
+
+def test_count_share_option_parses_none_auto_and_shares(bench) -> None:
+    assert bench.parse_args([]).count_share is None  # release_grouped's own default
+    assert bench.parse_args(["--count-share", "auto"]).count_share == "auto"
+    assert bench.parse_args(["--count-share", "0.2"]).count_share == 0.2
+    with pytest.raises(argparse.ArgumentTypeError, match="0, 1"):
+        bench._count_share("1.5")
+
+
+def test_hand_written_count_latent_has_the_window_mass_of_scipy(bench) -> None:
+    """Mean n·q and variance n·q(1 − q) of the latent count, q from scipy's Poisson CDF."""
+    setting = bench.Setting("poisson", 4, 1.0, count_share="auto")
+    rs = bench.make_release(setting)
+    assert rs.window_count is not None and rs.window_count.shape == (4,)
+    model = bench.hand_written_model(setting, rs)
+    assert "y_count" in model.named_vars and model.rvs_to_values[model["y_count"]] is not None
+    lo, hi = bench.POISSON_WINDOW
+    lam = np.array([0.5, 5.0, 30.0, 45.0])
+    q = stats.poisson.cdf(hi, lam) - stats.poisson.cdf(lo - 1, lam)
+    n = np.asarray(rs.n, dtype=np.float64)
+    point = {**model.initial_point(), "mu": 0.0, "tau_log__": 0.0, "z": np.log(lam)}
+    point["c_e"] = np.ones(4)
+    # FAST_COMPILE: Python linker, no C compilation (seconds under load)
+    values = {"inputs": model.value_vars, "on_unused_input": "ignore", "mode": "FAST_COMPILE"}
+    (count_graph,) = model.replace_rvs_by_values([model["c"]])  # c in the value variables
+    count = model.compile_fn(count_graph, **values)
+    expected = n * q + np.sqrt(n * q * (1 - q))
+    np.testing.assert_allclose(count(point), expected, rtol=1e-12)
+    assert np.isfinite(model.compile_fn(model.logp(), **values)(point))
