@@ -267,9 +267,11 @@ def test_elementwise_window_entries_equal_the_vectorised_joint_clt(family, windo
 
 @pytest.mark.filterwarnings("ignore::pymc_dp.likelihoods.choice.CltWarning")
 def test_windowed_normal_gradient_compiles_to_elementwise_loops():
-    # θ_g's components enter the CLT entries directly: no stacking of θ or of the entries is
-    # left for the gradient to take apart, and the window moments run as one C loop.
+    # θ_g's components enter the per-group kernel directly: no stacking of θ or of the entries
+    # is left for the gradient to take apart, and the window moments, the CLT entries and both
+    # densities with their gradient run as one C loop (pair_window).
     from pymc_dp.families.normal_window import WindowMomentsScalar
+    from pymc_dp.likelihoods.pair_window import PairWindowGrad
 
     rs, _, _ = _normal(4)
     with pm.Model(coords={"group": KEYS}):
@@ -285,7 +287,7 @@ def test_windowed_normal_gradient_compiles_to_elementwise_loops():
     names = {type(op).__name__ for op in ops}
     assert not names & {"IncSubtensor", "AdvancedIncSubtensor", "Split"}, names
     scalar_ops = [type(op.scalar_op) for op in ops if hasattr(op, "scalar_op")]
-    assert scalar_ops.count(WindowMomentsScalar) == 1
+    assert scalar_ops.count(PairWindowGrad) == 1 and WindowMomentsScalar not in scalar_ops
 
 
 def test_predictive_draws_have_the_grouped_shape():

@@ -51,11 +51,13 @@ from pymc_dp.kernels.normal_window import (
 )
 
 __all__ = [
+    "WINDOW_MOMENTS_C",
     "NormalWindowMoments",
     "WindowMomentsOp",
     "WindowMomentsScalar",
     "window_moments",
     "window_moments_graph",
+    "window_pair_entries",
 ]
 
 
@@ -248,6 +250,9 @@ for _key, _value in {
 }.items():
     _C_SUPPORT = _C_SUPPORT.replace(_key, _value)
 _C_VERSION = (1, int(hashlib.sha256(_C_SUPPORT.encode()).hexdigest()[:12], 16))
+WINDOW_MOMENTS_C = _C_SUPPORT
+"""The C of ``pmdp_window_moments`` (needs PyTensor's Faddeeva erfcx), for operations that
+call it inside a larger kernel."""
 
 
 class WindowMomentsScalar(ScalarOp):
@@ -339,6 +344,47 @@ def window_moments(alpha: Any, beta: Any) -> list[TensorVariable]:
     return _window_moments_op(clip(alpha), clip(beta))
 
 
+def window_pair_entries(
+    loc: Any, scale: Any, spec: tuple[float, float, bool, bool]
+) -> tuple[TensorVariable, ...]:
+    """One record's CLT entries (m₁, m₂, v₁₁, v₁₂, v₂₂) of (z, z²) on the window, elementwise.
+
+    z ~ N(loc, scale²); ``spec`` is (v, w, lower_empty, upper_empty) of
+    :meth:`NormalWindowMoments.window_spec`. The records outside the window count as zeros
+    (the random-sum CLT, Prop. 1).
+    """
+    v, w, lower_empty, upper_empty = spec
+    alpha = f64(-EDGE) if lower_empty else (v - loc) / scale
+    beta = f64(EDGE) if upper_empty else (w - loc) / scale
+    log_z, mean, c2, c3, c4, _, _ = window_moments(alpha, beta)
+    if lower_empty and upper_empty:
+        log_q = f64(0.0)
+    else:
+        log_q = pt.switch(pt.gt(log_z, LOG_TINY), log_z, LOG_TINY)
+    # truncated_moments and joint_clt, entry by entry.
+    scale_2 = pt.sqr(scale)
+    ez = loc + scale * mean
+    var_d = scale_2 * c2
+    skew_d = scale_2 * scale * c3
+    cov_12 = 2 * ez * var_d + skew_d
+    var_2 = 4 * pt.sqr(ez) * var_d + 4 * ez * skew_d + pt.sqr(scale_2) * (c4 - pt.sqr(c2))
+    mu_1, mu_2, s_11, s_12, s_22 = ez, pt.sqr(ez) + var_d, var_d, cov_12, var_2
+    # q(Σ̂ + μ̂μ̂ᵀ) - q²μ̂μ̂ᵀ as qΣ̂ + q(1 - q)μ̂μ̂ᵀ: no q² (which PyTensor would rewrite as
+    # one more exp per entry) and no cancellation when q is near 1. An empty window's
+    # moments are finite (the Op reports zeros), so zero weights zero every entry, as
+    # truncated_moments' zeroed μ̂ and Σ̂ do.
+    empty = pt.or_(pt.le(log_q, LOG_TINY), pt.isinf(log_z))
+    q = pt.switch(empty, 0.0, pt.exp(log_q))
+    spread = pt.switch(empty, 0.0, q * -pt.expm1(log_q))
+    return (
+        q * mu_1,
+        q * mu_2,
+        q * s_11 + spread * mu_1 * mu_1,
+        q * s_12 + spread * mu_1 * mu_2,
+        q * s_22 + spread * mu_2 * mu_2,
+    )
+
+
 class NormalWindowMoments:
     """Closed-form truncated-normal window moments for the Normal families.
 
@@ -348,6 +394,16 @@ class NormalWindowMoments:
 
     def _location_scale_of(self, theta: TensorVariable) -> tuple[TensorVariable, Any]:
         raise NotImplementedError
+
+    def location_scale(self, theta: Any) -> tuple[Any, Any]:
+        """(loc, scale) of the latent normal of θ (θ's components, as a sequence or stack)."""
+        return self._location_scale_of(theta)
+
+    def window_spec(self, bounds: tuple[float, float]) -> tuple[float, float, bool, bool]:
+        """Latent window edges (v, w) and whether the lower and upper windows are empty."""
+        v, w = self.window_edges(bounds)
+        zlo, zhi = self._latent_domain()
+        return v, w, bool(v < zlo or (v == zlo and not self.discrete)), bool(w >= zhi)
 
     def pair_window_entries(
         self, theta_parts: Sequence[Any], bounds: tuple[float, float]
@@ -361,39 +417,7 @@ class NormalWindowMoments:
         the arithmetic).
         """
         loc, scale = self._location_scale_of(theta_parts)
-        v, w = self.window_edges(bounds)
-        zlo, zhi = self._latent_domain()
-        lower_empty = v < zlo or (v == zlo and not self.discrete)
-        upper_empty = w >= zhi
-        alpha = f64(-EDGE) if lower_empty else (v - loc) / scale
-        beta = f64(EDGE) if upper_empty else (w - loc) / scale
-        log_z, mean, c2, c3, c4, _, _ = window_moments(alpha, beta)
-        if lower_empty and upper_empty:
-            log_q = f64(0.0)
-        else:
-            log_q = pt.switch(pt.gt(log_z, LOG_TINY), log_z, LOG_TINY)
-        # truncated_moments and joint_clt, entry by entry.
-        scale_2 = pt.sqr(scale)
-        ez = loc + scale * mean
-        var_d = scale_2 * c2
-        skew_d = scale_2 * scale * c3
-        cov_12 = 2 * ez * var_d + skew_d
-        var_2 = 4 * pt.sqr(ez) * var_d + 4 * ez * skew_d + pt.sqr(scale_2) * (c4 - pt.sqr(c2))
-        mu_1, mu_2, s_11, s_12, s_22 = ez, pt.sqr(ez) + var_d, var_d, cov_12, var_2
-        # q(Σ̂ + μ̂μ̂ᵀ) - q²μ̂μ̂ᵀ as qΣ̂ + q(1 - q)μ̂μ̂ᵀ: no q² (which PyTensor would rewrite as
-        # one more exp per entry) and no cancellation when q is near 1. An empty window's
-        # moments are finite (the Op reports zeros), so zero weights zero every entry, as
-        # truncated_moments' zeroed μ̂ and Σ̂ do.
-        empty = pt.or_(pt.le(log_q, LOG_TINY), pt.isinf(log_z))
-        q = pt.switch(empty, 0.0, pt.exp(log_q))
-        spread = pt.switch(empty, 0.0, q * -pt.expm1(log_q))
-        return (
-            q * mu_1,
-            q * mu_2,
-            q * s_11 + spread * mu_1 * mu_1,
-            q * s_12 + spread * mu_1 * mu_2,
-            q * s_22 + spread * mu_2 * mu_2,
-        )
+        return window_pair_entries(loc, scale, self.window_spec(bounds))
 
     def truncated_moments(
         self,

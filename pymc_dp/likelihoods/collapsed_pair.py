@@ -31,6 +31,9 @@ __all__ = [
     "PairLogLikelihood",
     "conditional_second",
     "first_statistic",
+    "first_statistic_logp",
+    "first_statistic_map",
+    "given_first_logp",
     "pair_given_first_logp",
     "pair_logp",
 ]
@@ -211,11 +214,14 @@ def pair_given_first_logp(
     True
     """
     value, first, mean, cov, scale = (as_float64(x) for x in (value, first, mean, cov, scale))
-    return _given_first_logp(value, first, *_conditional_second(first, mean, cov), scale)
+    return given_first_logp(value, first, *_conditional_second(first, mean, cov), scale)
 
 
-def _given_first_logp(value: Any, first: Any, centre: Any, var: Any, scale: Any) -> TensorVariable:
-    """Log p(y | s₁) with s₂ | s₁ ~ N(centre, var): Laplace on y₁, normal–Laplace on y₂."""
+def given_first_logp(value: Any, first: Any, centre: Any, var: Any, scale: Any) -> TensorVariable:
+    """Log p(y | s₁) with s₂ | s₁ ~ N(centre, var): Laplace on y₁, normal–Laplace on y₂.
+
+    ``value`` and ``scale`` have the pair last; the others are of the batch shape.
+    """
     b1, b2 = scale[..., 0], scale[..., 1]
     wide = _WIDE * pt.sqrt(var + pt.sqr(b2))
     first_noise = -pt.log(2.0 * b1) - pt.abs(value[..., 0] - first) / b1
@@ -251,7 +257,7 @@ def LaplacePairGivenFirst(
         centre,
         var,
         scale,
-        logp=lambda value, s1, c, w, b: _given_first_logp(value, s1, c, w, b),
+        logp=lambda value, s1, c, w, b: given_first_logp(value, s1, c, w, b),
         random=_random_given_first,
         signature="(),(),(),(k)->(k)",
         **kwargs,
@@ -271,17 +277,27 @@ def first_statistic(
     ``{name}`` = ŝ₁ as a Deterministic. ``**kwargs`` go to both (``dims``).
     """
     released, mean, var, scale = (as_float64(x) for x in (released, mean, var, scale))
-    var = var + pt.sqr(_FLOOR * scale)  # as the collapsed nodes: v₁ = 0 would divide by zero
-    noise_var = 2.0 * pt.sqr(scale)
-    d = 1.0 / pt.sqrt(1.0 / var + 1.0 / noise_var)
-    c = pt.sqr(d) * (mean / var + released / noise_var)
-
-    def logp(u: Any, c: Any, d: Any, m: Any, v: Any) -> Any:
-        s1 = c + d * u
-        return -0.5 * pt.sqr(s1 - m) / v - 0.5 * pt.log(2.0 * np.pi * v) + pt.log(d)
+    c, d, var = first_statistic_map(released, mean, var, scale)
 
     def random(c: Any, d: Any, m: Any, v: Any, rng: np.random.Generator, size: Any) -> Any:
         return (rng.normal(m, np.sqrt(v), size=size) - c) / d
 
-    u = pm.CustomDist(f"{name}_std", c, d, mean, var, logp=logp, random=random, **kwargs)
+    u = pm.CustomDist(
+        f"{name}_std", c, d, mean, var, logp=first_statistic_logp, random=random, **kwargs
+    )
     return pm.Deterministic(name, c + d * u, **kwargs)
+
+
+def first_statistic_map(released: Any, mean: Any, var: Any, scale: Any) -> tuple[Any, Any, Any]:
+    """(c, d, v) of :func:`first_statistic`: ŝ₁ = c + d·u, and ŝ₁'s floored prior variance v."""
+    var = var + pt.sqr(_FLOOR * scale)  # as the collapsed nodes: v₁ = 0 would divide by zero
+    noise_var = 2.0 * pt.sqr(scale)
+    d = 1.0 / pt.sqrt(1.0 / var + 1.0 / noise_var)
+    c = pt.sqr(d) * (mean / var + released / noise_var)
+    return c, d, var
+
+
+def first_statistic_logp(u: Any, c: Any, d: Any, m: Any, v: Any) -> TensorVariable:
+    """Log density of u where ŝ₁ = c + d·u ~ N(m, v): ŝ₁'s normal times the Jacobian d."""
+    s1 = c + d * u
+    return -0.5 * pt.sqr(s1 - m) / v - 0.5 * pt.log(2.0 * np.pi * v) + pt.log(d)

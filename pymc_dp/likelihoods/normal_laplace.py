@@ -47,7 +47,14 @@ from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp.kernels.numba_mirror import compile_mirror
 
-__all__ = ["normal_laplace", "normal_laplace_graph"]
+__all__ = [
+    "MIRROR_HELPERS",
+    "NORMAL_LAPLACE_C",
+    "normal_laplace",
+    "normal_laplace_core",
+    "normal_laplace_graph",
+    "normal_laplace_scalar",
+]
 
 FLOOR = 1e-6
 """The normal's sd is floored by adding (10⁻⁶·b_noise)² to its variance: finite at θ's edge (p = 0
@@ -212,6 +219,8 @@ static double pmdp_normal_laplace(double y, double m, double v, double lo, doubl
 }
 #endif
 """
+NORMAL_LAPLACE_C = _C_SUPPORT
+"""The C of ``pmdp_normal_laplace``, for operations that call it inside a larger kernel."""
 
 
 # ---- the same algorithm in Python (no C compiler; the reference for the C in tests) -----------
@@ -375,6 +384,10 @@ def _normal_laplace_core(
         -1.0 / sb - fr * sd / (sb * sb) + dsd * 1e-12 * sb / sd,
         value,
     )
+
+
+normal_laplace_core = _normal_laplace_core
+"""The mirror's core, (∂/∂y, ∂/∂m, ∂/∂v, ∂/∂L, ∂/∂U, ∂/∂b, log p), for mirrors that call it."""
 
 
 # ---- the scalar operations --------------------------------------------------------------------
@@ -558,6 +571,9 @@ _NUMBA_HELPERS = (
     "_exp",
     "_normal_laplace_core",
 )
+MIRROR_HELPERS = _NUMBA_HELPERS
+"""The Python mirror's functions, in the order :func:`~pymc_dp.kernels.numba_mirror.compile_mirror`
+compiles them (``_normal_laplace_core`` last)."""
 # Numba's on-disk cache of the compiled operations is keyed by the helpers' source, so an edit
 # of the algorithm is never served a stale build.
 _NUMBA_KEY = hashlib.sha256(

@@ -59,6 +59,7 @@ from pymc_dp.likelihoods.collapsed_pair import (
 )
 from pymc_dp.likelihoods.exact import MultinomialCounts, draw_noise
 from pymc_dp.likelihoods.grouped import GroupedExactCounts
+from pymc_dp.likelihoods.pair_window import window_pair_model
 from pymc_dp.likelihoods.released_normal import ReleasedNormal
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 
@@ -154,12 +155,21 @@ def _laplace_pair(
     """
     rel = release.first
     if isinstance(family, NormalWindowMoments):
-        n = np.asarray(release.n, dtype=np.float64).reshape(-1)
-        parts = _theta_parts(theta, family.stat_size)  # θ = (μ, σ²), as many as the statistic
-        m1, m2, v11, v12, v22 = (n * e for e in family.pair_window_entries(parts, rel.bounds))
-    else:
-        (m1, m2), covs = grouped_joint_clt_entries(family, theta, release.n, rel.bounds)
-        v11, v12, v22 = covs[0, 0], covs[0, 1], covs[1, 1]
+        # θ = (μ, σ²), as many parts as the statistic; one compiled operation per group
+        # (pair_window) gives both log densities and their gradient.
+        loc, scale = family.location_scale(_theta_parts(theta, family.stat_size))
+        return window_pair_model(
+            name,
+            loc=loc,
+            scale=scale,
+            n=release.n,
+            value=value,
+            noise_scale=rel.scale,
+            spec=family.window_spec(rel.bounds),
+            dims=dims,
+        )
+    (m1, m2), covs = grouped_joint_clt_entries(family, theta, release.n, rel.bounds)
+    v11, v12, v22 = covs[0, 0], covs[0, 1], covs[1, 1]
     first = first_statistic(f"{name}_s1", value[:, 0], m1, v11, rel.scale, dims=dims[0])
     centre, var = conditional_second(first, m1, m2, v11, v12, v22)
     scale = np.full(value.shape[1], rel.scale)

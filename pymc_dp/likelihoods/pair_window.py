@@ -1,0 +1,760 @@
+"""A grouped windowed Normal pair's log density and gradient as one compiled elementwise operation.
+
+The grouped Laplace pair of the windowed Normal and LogNormal families keeps ŝ₁ of each group a
+model variable (u, with ŝ₁ = c + d·u, :func:`~pymc_dp.likelihoods.collapsed_pair.first_statistic`)
+and integrates ŝ₂ given it (:func:`~pymc_dp.likelihoods.collapsed_pair.given_first_logp`). Per
+group that is: the window moments of z ~ N(loc, scale²)
+(:func:`~pymc_dp.families.normal_window.window_pair_entries`), the CLT entries
+n·(m₁, m₂, v₁₁, v₁₂, v₂₂), u's density (ŝ₁'s normal times the Jacobian d), the Laplace kernel of
+y₁ and the normal–Laplace convolution of y₂ given ŝ₁. As a PyTensor graph with autodiff that is
+some sixty nodes (fused loops, a Sum per gradient term, the window-moment and convolution
+operations), none dominant. Here one scalar kernel computes both log densities (u's and y's) and
+their derivatives in (u, loc, scale) by forward-mode differentiation (each number carries its
+three partial derivatives; the window moments' and the convolution's partials are their own
+closed forms), so NUTS's logp-and-gradient graph holds one elementwise loop over the groups and
+the sums over a shared scale.
+
+Backends, as :mod:`~pymc_dp.likelihoods.normal_laplace`: C (the kernel below, which calls
+``pmdp_window_moments`` and ``pmdp_normal_laplace``), Numba (the Python mirror
+:func:`pair_window_scalar`, compiled; PyTensor 3's default and nutpie), and for JAX (numpyro,
+blackjax) a rewrite back to the graph of the pieces (:func:`pair_window_graph`) and its autodiff.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from pytensor.compile import optdb
+from pytensor.gradient import DisconnectedType, grad_not_implemented
+from pytensor.graph.basic import Apply
+from pytensor.graph.rewriting.basic import node_rewriter
+from pytensor.scalar.basic import ScalarOp, float64
+from pytensor.scalar.math import C_CODE_PATH
+from pytensor.tensor.elemwise import Elemwise
+from pytensor.tensor.rewriting.basic import register_specialize
+from pytensor.tensor.variable import TensorVariable
+
+from pymc_dp.families.normal_window import WINDOW_MOMENTS_C, window_pair_entries
+from pymc_dp.families.truncated import LOG_TINY
+from pymc_dp.kernels.normal_window import EDGE, GL_NODES, GL_WEIGHTS, MIN_D, NARROW
+from pymc_dp.kernels.numba_mirror import compile_mirror
+from pymc_dp.likelihoods import normal_laplace as _nl
+from pymc_dp.likelihoods.collapsed import as_float64
+from pymc_dp.likelihoods.collapsed_pair import (
+    conditional_second,
+    first_statistic_logp,
+    first_statistic_map,
+    given_first_logp,
+)
+from pymc_dp.likelihoods.normal_laplace import normal_laplace_core as _normal_laplace_core
+
+__all__ = [
+    "PairWindowGrad",
+    "PairWindowLogp",
+    "pair_window_graph",
+    "pair_window_logp",
+    "pair_window_scalar",
+    "window_pair_model",
+]
+
+_C_KERNEL = r"""
+#ifndef PMDP_PAIR_WINDOW
+#define PMDP_PAIR_WINDOW
+/* A number with its partial derivatives in (u, loc, scale): forward-mode differentiation. */
+typedef struct { double v, du, dl, ds; } pmdp_dual;
+static pmdp_dual pmdp_dc(double x) { pmdp_dual r = {x, 0.0, 0.0, 0.0}; return r; }
+/* value, with the derivative ka a' + kb b' */
+static pmdp_dual pmdp_dlin(pmdp_dual a, double ka, pmdp_dual b, double kb, double value) {
+    pmdp_dual r = {value, ka * a.du + kb * b.du, ka * a.dl + kb * b.dl, ka * a.ds + kb * b.ds};
+    return r;
+}
+static pmdp_dual pmdp_dchain(pmdp_dual a, double value, double k) {
+    pmdp_dual r = {value, k * a.du, k * a.dl, k * a.ds};
+    return r;
+}
+static pmdp_dual pmdp_dadd(pmdp_dual a, pmdp_dual b) {
+    return pmdp_dlin(a, 1.0, b, 1.0, a.v + b.v);
+}
+static pmdp_dual pmdp_dsub(pmdp_dual a, pmdp_dual b) {
+    return pmdp_dlin(a, 1.0, b, -1.0, a.v - b.v);
+}
+static pmdp_dual pmdp_dmul(pmdp_dual a, pmdp_dual b) {
+    return pmdp_dlin(a, b.v, b, a.v, a.v * b.v);
+}
+static pmdp_dual pmdp_ddiv(pmdp_dual a, pmdp_dual b) {
+    double q = a.v / b.v;
+    return pmdp_dlin(a, 1.0 / b.v, b, -q / b.v, q);
+}
+static pmdp_dual pmdp_dk(pmdp_dual a, double k) { return pmdp_dchain(a, k * a.v, k); }
+static pmdp_dual pmdp_dsqrt(pmdp_dual a) {
+    double r = sqrt(a.v);
+    return pmdp_dchain(a, r, 0.5 / r);
+}
+static pmdp_dual pmdp_dlog(pmdp_dual a) { return pmdp_dchain(a, log(a.v), 1.0 / a.v); }
+/* An edge clipped to +-EDGE, as pt.clip (whose gradient passes at the bounds themselves). */
+static pmdp_dual pmdp_dclip(pmdp_dual a) {
+    if (a.v < -@EDGE@) return pmdp_dc(-@EDGE@);
+    if (a.v > @EDGE@) return pmdp_dc(@EDGE@);
+    return a;
+}
+/* o[0..5]: d lp_u/d(u, loc, scale), d lp_y/d(u, loc, scale) (with grad); o[6] = lp_u, o[7] = lp_y:
+   window_pair_entries, first_statistic_logp and given_first_logp, line for line. */
+static void pmdp_pair_window(double u, double loc, double scale, double n, double y1, double y2,
+                             double b1, double b2, double v, double w, int lower_empty,
+                             int upper_empty, int grad, double *o) {
+    pmdp_dual uu = {u, 1.0, 0.0, 0.0}, ll = {loc, 0.0, 1.0, 0.0}, ss = {scale, 0.0, 0.0, 1.0};
+    pmdp_dual alpha = lower_empty ? pmdp_dc(-@EDGE@) : pmdp_ddiv(pmdp_dsub(pmdp_dc(v), ll), ss);
+    pmdp_dual beta = upper_empty ? pmdp_dc(@EDGE@) : pmdp_ddiv(pmdp_dsub(pmdp_dc(w), ll), ss);
+    alpha = pmdp_dclip(alpha);
+    beta = pmdp_dclip(beta);
+    double m[7];
+    pmdp_window_moments(alpha.v, beta.v, m);
+    /* WindowMomentsOp's partials in (alpha, beta), from its own outputs */
+    double a = alpha.v, b = beta.v, mean0 = m[1], c2 = m[2], c3 = m[3], r_lo = m[5], r_hi = m[6];
+    double dm_lo = r_lo * (mean0 - a), dm_hi = r_hi * (b - mean0);
+    double dv_lo = a - mean0, dv_hi = b - mean0;
+    pmdp_dual log_z = pmdp_dlin(alpha, -r_lo, beta, r_hi, m[0]);
+    pmdp_dual mean = pmdp_dlin(alpha, dm_lo, beta, dm_hi, mean0);
+    pmdp_dual k2 = pmdp_dlin(alpha, -r_lo * (dv_lo * dv_lo - c2), beta,
+                             r_hi * (dv_hi * dv_hi - c2), c2);
+    pmdp_dual k3 = pmdp_dlin(alpha, -r_lo * (dv_lo * dv_lo * dv_lo - c3) - 3.0 * c2 * dm_lo, beta,
+                             r_hi * (dv_hi * dv_hi * dv_hi - c3) - 3.0 * c2 * dm_hi, c3);
+    pmdp_dual k4 = pmdp_dlin(
+        alpha, -r_lo * (dv_lo * dv_lo * dv_lo * dv_lo - m[4]) - 4.0 * c3 * dm_lo, beta,
+        r_hi * (dv_hi * dv_hi * dv_hi * dv_hi - m[4]) - 4.0 * c3 * dm_hi, m[4]);
+    pmdp_dual log_q = lower_empty && upper_empty ? pmdp_dc(0.0)
+                      : (m[0] > @LOG_TINY@ ? log_z : pmdp_dc(@LOG_TINY@));
+    pmdp_dual scale_2 = pmdp_dmul(ss, ss);
+    pmdp_dual ez = pmdp_dadd(ll, pmdp_dmul(ss, mean));
+    pmdp_dual var_d = pmdp_dmul(scale_2, k2);
+    pmdp_dual skew_d = pmdp_dmul(pmdp_dmul(scale_2, ss), k3);
+    pmdp_dual cov_12 = pmdp_dadd(pmdp_dk(pmdp_dmul(ez, var_d), 2.0), skew_d);
+    pmdp_dual ez_2 = pmdp_dmul(ez, ez);
+    pmdp_dual var_2 = pmdp_dadd(
+        pmdp_dadd(pmdp_dk(pmdp_dmul(ez_2, var_d), 4.0), pmdp_dk(pmdp_dmul(ez, skew_d), 4.0)),
+        pmdp_dmul(pmdp_dmul(scale_2, scale_2), pmdp_dsub(k4, pmdp_dmul(k2, k2))));
+    pmdp_dual mu_2 = pmdp_dadd(ez_2, var_d);
+    pmdp_dual q = pmdp_dc(0.0), spread = pmdp_dc(0.0);
+    if (!(log_q.v <= @LOG_TINY@ || isinf(m[0]))) {
+        double eq = exp(log_q.v);
+        q = pmdp_dchain(log_q, eq, eq);
+        spread = pmdp_dmul(q, pmdp_dchain(log_q, -expm1(log_q.v), -eq));
+    }
+    pmdp_dual m1 = pmdp_dk(pmdp_dmul(q, ez), n);
+    pmdp_dual m2 = pmdp_dk(pmdp_dmul(q, mu_2), n);
+    pmdp_dual v11 = pmdp_dk(
+        pmdp_dadd(pmdp_dmul(q, var_d), pmdp_dmul(pmdp_dmul(spread, ez), ez)), n);
+    pmdp_dual v12 = pmdp_dk(
+        pmdp_dadd(pmdp_dmul(q, cov_12), pmdp_dmul(pmdp_dmul(spread, ez), mu_2)), n);
+    pmdp_dual v22 = pmdp_dk(
+        pmdp_dadd(pmdp_dmul(q, var_2), pmdp_dmul(pmdp_dmul(spread, mu_2), mu_2)), n);
+    /* u's density: s1 = c + d u ~ N(m1, var), var floored */
+    double floor = 1e-6 * b1, noise_var = 2.0 * b1 * b1;
+    pmdp_dual var = pmdp_dadd(v11, pmdp_dc(floor * floor));
+    pmdp_dual inv = pmdp_dadd(pmdp_ddiv(pmdp_dc(1.0), var), pmdp_dc(1.0 / noise_var));
+    double dval = 1.0 / sqrt(inv.v);
+    pmdp_dual d = pmdp_dchain(inv, dval, -0.5 * dval * dval * dval);
+    pmdp_dual c =
+        pmdp_dmul(pmdp_dmul(d, d), pmdp_dadd(pmdp_ddiv(m1, var), pmdp_dc(y1 / noise_var)));
+    pmdp_dual s1 = pmdp_dadd(c, pmdp_dmul(d, uu));
+    pmdp_dual gap = pmdp_dsub(s1, m1);
+    pmdp_dual lp_u = pmdp_dadd(
+        pmdp_dsub(pmdp_dk(pmdp_ddiv(pmdp_dmul(gap, gap), var), -0.5),
+                  pmdp_dk(pmdp_dlog(pmdp_dk(var, 2.0 * 3.14159265358979323846)), 0.5)),
+        pmdp_dlog(d));
+    /* y given s1: Laplace on y1, the normal-Laplace convolution of s2 | s1 on y2 */
+    pmdp_dual slope = pmdp_ddiv(v12, pmdp_dadd(v11, pmdp_dc(1e-300)));
+    pmdp_dual centre = pmdp_dadd(m2, pmdp_dmul(slope, pmdp_dsub(s1, m1)));
+    pmdp_dual var2 = pmdp_dsub(v22, pmdp_dmul(slope, v12));
+    pmdp_dual wide = pmdp_dk(pmdp_dsqrt(pmdp_dadd(var2, pmdp_dc(b2 * b2))), 40.0);
+    pmdp_dual lo = pmdp_dsub(centre, wide), hi = pmdp_dadd(centre, wide);
+    double g[6];
+    double second = pmdp_normal_laplace(y2, centre.v, var2.v, lo.v, hi.v, b2, grad ? g : NULL);
+    double off = y1 - s1.v, sign = (off > 0.0) - (off < 0.0);
+    pmdp_dual lp_y = pmdp_dchain(s1, -log(2.0 * b1) - fabs(off) / b1, sign / b1);
+    if (grad) {
+        pmdp_dual part = pmdp_dlin(pmdp_dlin(centre, g[1], var2, g[2], 0.0), 1.0,
+                                   pmdp_dlin(lo, g[3], hi, g[4], 0.0), 1.0, second);
+        lp_y = pmdp_dadd(lp_y, part);
+        o[0] = lp_u.du; o[1] = lp_u.dl; o[2] = lp_u.ds;
+        o[3] = lp_y.du; o[4] = lp_y.dl; o[5] = lp_y.ds;
+    } else {
+        lp_y.v += second;
+    }
+    o[6] = lp_u.v;
+    o[7] = lp_y.v;
+}
+#endif
+"""
+_C_SUPPORT = _C_KERNEL.replace("@EDGE@", repr(EDGE)).replace("@LOG_TINY@", repr(LOG_TINY))
+_C_VERSION = (
+    1,
+    int(
+        hashlib.sha256((WINDOW_MOMENTS_C + _nl.NORMAL_LAPLACE_C + _C_SUPPORT).encode()).hexdigest()[
+            :12
+        ],
+        16,
+    ),
+)
+
+
+# ---- the same algorithm in Python (Numba compiles it; the tests compare it with the C) --------
+def _dc(x: float) -> tuple:
+    return (x, 0.0, 0.0, 0.0)
+
+
+def _dlin(a: tuple, ka: float, b: tuple, kb: float, value: float) -> tuple:
+    return (value, ka * a[1] + kb * b[1], ka * a[2] + kb * b[2], ka * a[3] + kb * b[3])
+
+
+def _dchain(a: tuple, value: float, k: float) -> tuple:
+    return (value, k * a[1], k * a[2], k * a[3])
+
+
+def _dadd(a: tuple, b: tuple) -> tuple:
+    return _dlin(a, 1.0, b, 1.0, a[0] + b[0])
+
+
+def _dsub(a: tuple, b: tuple) -> tuple:
+    return _dlin(a, 1.0, b, -1.0, a[0] - b[0])
+
+
+def _dmul(a: tuple, b: tuple) -> tuple:
+    return _dlin(a, b[0], b, a[0], a[0] * b[0])
+
+
+def _ddiv(a: tuple, b: tuple) -> tuple:
+    q = a[0] / b[0]
+    return _dlin(a, 1.0 / b[0], b, -q / b[0], q)
+
+
+def _dk(a: tuple, k: float) -> tuple:
+    return _dchain(a, k * a[0], k)
+
+
+def _dsqrt(a: tuple) -> tuple:
+    r = math.sqrt(a[0])
+    return _dchain(a, r, 0.5 / r)
+
+
+def _dlog(a: tuple) -> tuple:
+    return _dchain(a, math.log(a[0]), 1.0 / a[0])
+
+
+def _dclip(a: tuple) -> tuple:
+    if a[0] < -EDGE:
+        return _dc(-EDGE)
+    if a[0] > EDGE:
+        return _dc(EDGE)
+    return a
+
+
+def _erfcx(x: float) -> float:
+    # |x| <= EDGE/√2 here (the edges are clipped), where erfc does not underflow.
+    return math.exp(x * x) * math.erfc(x)
+
+
+_NODES = tuple(float(x) for x in GL_NODES)
+_WEIGHTS = tuple(float(x) for x in GL_WEIGHTS)
+
+
+def _window_moments_core(alpha: float, beta: float) -> tuple:
+    """``pmdp_window_moments`` (:mod:`~pymc_dp.families.normal_window`'s C) line for line."""
+    flip = alpha + beta < 0.0
+    lo = -beta if flip else alpha
+    hi = -alpha if flip else beta
+    a, b = lo / 1.4142135623730951, hi / 1.4142135623730951
+    expo = (a - b) * (a + b)
+    ratio = math.exp(expo)
+    d = _erfcx(a) - ratio * _erfcx(b)
+    if not d > MIN_D:
+        return (-math.inf, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    log_z = math.log(0.5) - a * a + math.log(d)
+    r_lo = 0.7978845608028654 / d
+    r_hi = r_lo * ratio
+    u = lo if lo > 0.0 else 0.0
+    d_lo, d_hi = lo - u, hi - u
+    m1 = -u - r_lo * math.expm1(expo)
+    prev2, prev, p_lo, p_hi = 1.0, m1, d_lo, d_hi
+    m2 = -u * prev + prev2 + p_lo * r_lo - p_hi * r_hi
+    prev2, prev, p_lo, p_hi = prev, m2, p_lo * d_lo, p_hi * d_hi
+    m3 = -u * prev + 2.0 * prev2 + p_lo * r_lo - p_hi * r_hi
+    prev2, prev, p_lo, p_hi = prev, m3, p_lo * d_lo, p_hi * d_hi
+    m4 = -u * prev + 3.0 * prev2 + p_lo * r_lo - p_hi * r_hi
+    if (hi - lo) * (2.0 * hi - lo) < NARROW:
+        mid, half = (lo + hi) / 2.0 - u, (hi - lo) / 2.0
+        total = s1 = s2 = s3 = s4 = 0.0
+        for k in range(20):
+            y = mid + half * _NODES[k]
+            wk = _WEIGHTS[k] * math.exp(-y * (y + 2.0 * u) / 2.0)
+            total += wk
+            s1 += wk * y
+            s2 += wk * y * y
+            s3 += wk * y * y * y
+            s4 += wk * y * y * y * y
+        m1, m2, m3, m4 = s1 / total, s2 / total, s3 / total, s4 / total
+    sign = -1.0 if flip else 1.0
+    return (
+        log_z,
+        sign * (u + m1),
+        m2 - m1 * m1,
+        sign * (m3 - 3.0 * m1 * m2 + 2.0 * m1 * m1 * m1),
+        m4 - 4.0 * m1 * m3 + 6.0 * m1 * m1 * m2 - 3.0 * m1 * m1 * m1 * m1,
+        r_hi if flip else r_lo,
+        r_lo if flip else r_hi,
+    )
+
+
+def _pair_window_core(
+    u: float,
+    loc: float,
+    scale: float,
+    n: float,
+    y1: float,
+    y2: float,
+    b1: float,
+    b2: float,
+    v: float,
+    w: float,
+    lower_empty: bool,
+    upper_empty: bool,
+    grad: bool,
+) -> tuple:
+    """``pmdp_pair_window`` line for line: (six partials (0 without ``grad``), lp_u, lp_y)."""
+    uu, ll, ss = (u, 1.0, 0.0, 0.0), (loc, 0.0, 1.0, 0.0), (scale, 0.0, 0.0, 1.0)
+    alpha = _dc(-EDGE) if lower_empty else _ddiv(_dsub(_dc(v), ll), ss)
+    beta = _dc(EDGE) if upper_empty else _ddiv(_dsub(_dc(w), ll), ss)
+    alpha = _dclip(alpha)
+    beta = _dclip(beta)
+    m = _window_moments_core(alpha[0], beta[0])
+    a, b, mean0, c2, c3, r_lo, r_hi = alpha[0], beta[0], m[1], m[2], m[3], m[5], m[6]
+    dm_lo, dm_hi = r_lo * (mean0 - a), r_hi * (b - mean0)
+    dv_lo, dv_hi = a - mean0, b - mean0
+    log_z = _dlin(alpha, -r_lo, beta, r_hi, m[0])
+    mean = _dlin(alpha, dm_lo, beta, dm_hi, mean0)
+    k2 = _dlin(alpha, -r_lo * (dv_lo * dv_lo - c2), beta, r_hi * (dv_hi * dv_hi - c2), c2)
+    k3 = _dlin(
+        alpha,
+        -r_lo * (dv_lo * dv_lo * dv_lo - c3) - 3.0 * c2 * dm_lo,
+        beta,
+        r_hi * (dv_hi * dv_hi * dv_hi - c3) - 3.0 * c2 * dm_hi,
+        c3,
+    )
+    k4 = _dlin(
+        alpha,
+        -r_lo * (dv_lo * dv_lo * dv_lo * dv_lo - m[4]) - 4.0 * c3 * dm_lo,
+        beta,
+        r_hi * (dv_hi * dv_hi * dv_hi * dv_hi - m[4]) - 4.0 * c3 * dm_hi,
+        m[4],
+    )
+    if lower_empty and upper_empty:
+        log_q = _dc(0.0)
+    else:
+        log_q = log_z if m[0] > LOG_TINY else _dc(LOG_TINY)
+    scale_2 = _dmul(ss, ss)
+    ez = _dadd(ll, _dmul(ss, mean))
+    var_d = _dmul(scale_2, k2)
+    skew_d = _dmul(_dmul(scale_2, ss), k3)
+    cov_12 = _dadd(_dk(_dmul(ez, var_d), 2.0), skew_d)
+    ez_2 = _dmul(ez, ez)
+    var_2 = _dadd(
+        _dadd(_dk(_dmul(ez_2, var_d), 4.0), _dk(_dmul(ez, skew_d), 4.0)),
+        _dmul(_dmul(scale_2, scale_2), _dsub(k4, _dmul(k2, k2))),
+    )
+    mu_2 = _dadd(ez_2, var_d)
+    q = spread = _dc(0.0)
+    if not (log_q[0] <= LOG_TINY or math.isinf(m[0])):
+        eq = math.exp(log_q[0])
+        q = _dchain(log_q, eq, eq)
+        spread = _dmul(q, _dchain(log_q, -math.expm1(log_q[0]), -eq))
+    m1 = _dk(_dmul(q, ez), n)
+    m2 = _dk(_dmul(q, mu_2), n)
+    v11 = _dk(_dadd(_dmul(q, var_d), _dmul(_dmul(spread, ez), ez)), n)
+    v12 = _dk(_dadd(_dmul(q, cov_12), _dmul(_dmul(spread, ez), mu_2)), n)
+    v22 = _dk(_dadd(_dmul(q, var_2), _dmul(_dmul(spread, mu_2), mu_2)), n)
+    floor, noise_var = 1e-6 * b1, 2.0 * b1 * b1
+    var = _dadd(v11, _dc(floor * floor))
+    inv = _dadd(_ddiv(_dc(1.0), var), _dc(1.0 / noise_var))
+    dval = 1.0 / math.sqrt(inv[0])
+    d = _dchain(inv, dval, -0.5 * dval * dval * dval)
+    c = _dmul(_dmul(d, d), _dadd(_ddiv(m1, var), _dc(y1 / noise_var)))
+    s1 = _dadd(c, _dmul(d, uu))
+    gap = _dsub(s1, m1)
+    lp_u = _dadd(
+        _dsub(
+            _dk(_ddiv(_dmul(gap, gap), var), -0.5),
+            _dk(_dlog(_dk(var, 2.0 * 3.14159265358979323846)), 0.5),
+        ),
+        _dlog(d),
+    )
+    slope = _ddiv(v12, _dadd(v11, _dc(1e-300)))
+    centre = _dadd(m2, _dmul(slope, _dsub(s1, m1)))
+    var2 = _dsub(v22, _dmul(slope, v12))
+    wide = _dk(_dsqrt(_dadd(var2, _dc(b2 * b2))), 40.0)
+    lo, hi = _dsub(centre, wide), _dadd(centre, wide)
+    g = _normal_laplace_core(y2, centre[0], var2[0], lo[0], hi[0], b2, grad)
+    off = y1 - s1[0]
+    sign = (1.0 if off > 0.0 else 0.0) - (1.0 if off < 0.0 else 0.0)
+    lp_y = _dchain(s1, -math.log(2.0 * b1) - abs(off) / b1, sign / b1)
+    if grad:
+        part = _dlin(
+            _dlin(centre, g[1], var2, g[2], 0.0), 1.0, _dlin(lo, g[3], hi, g[4], 0.0), 1.0, g[6]
+        )
+        lp_y = _dadd(lp_y, part)
+        return (lp_u[1], lp_u[2], lp_u[3], lp_y[1], lp_y[2], lp_y[3], lp_u[0], lp_y[0])
+    return (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, lp_u[0], lp_y[0] + g[6])
+
+
+def pair_window_scalar(*args: float, grad: bool = False) -> tuple:
+    """The kernel in Python: (lp_u, lp_y), or with ``grad`` the six partials then both.
+
+    ``args`` are (u, loc, scale, n, y₁, y₂, b₁, b₂, v, w, lower_empty, upper_empty): the inputs
+    of :func:`pair_window_logp`, then its ``spec``.
+    """
+    return _impl(tuple(args[8:]), args[:8], grad)
+
+
+# ---- the scalar operations --------------------------------------------------------------------
+class _PairWindowBase(ScalarOp):
+    """Inputs (u, loc, scale, n, y₁, y₂, b₁, b₂); the window (v, w, empty flags) is a property."""
+
+    nin = 8
+
+    def __init__(self, spec: tuple[float, float, bool, bool], name: str | None = None):
+        super().__init__(name=name)
+        v, w, lower_empty, upper_empty = spec
+        self.spec = (float(v), float(w), bool(lower_empty), bool(upper_empty))
+
+    def output_types(self, types: Any) -> list:
+        return [float64] * self.nout
+
+    def c_header_dirs(self, **kwargs: Any) -> list:
+        return [str(C_CODE_PATH)]
+
+    def c_support_code(self, **kwargs: Any) -> str:
+        # PyTensor's erfcx (Faddeeva) for the window moments; a multi-output Elemwise is a
+        # module of its own, so the copy never meets another.
+        faddeeva = (C_CODE_PATH / "Faddeeva.cc").read_text(encoding="utf-8")
+        return faddeeva + WINDOW_MOMENTS_C + _nl.NORMAL_LAPLACE_C + _C_SUPPORT
+
+    def c_code_cache_version(self) -> tuple:
+        return _C_VERSION
+
+    def _call(self, inp: list, grad: int) -> str:
+        v, w, lower_empty, upper_empty = self.spec
+        window = f"{_c_float(v)}, {_c_float(w)}, {int(lower_empty)}, {int(upper_empty)}"
+        return f"pmdp_pair_window({', '.join(inp)}, {window}, {grad}, o)"
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.spec == other.spec
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.spec))
+
+
+def _c_float(x: float) -> str:
+    return repr(x) if math.isfinite(x) else ("INFINITY" if x > 0 else "-INFINITY")
+
+
+class PairWindowLogp(_PairWindowBase):
+    """(log p(u), log p(y | ŝ₁)) of one group of the windowed Normal pair (module docstring)."""
+
+    nout = 2
+
+    def impl(self, *inputs: float) -> tuple:  # noqa: D102
+        return _impl(self.spec, inputs, False)
+
+    def c_code(self, node: Apply, name: str, inp: list, out: list, sub: dict) -> str:  # noqa: D102
+        return f"{{ double o[8]; {self._call(inp, 0)}; {out[0]} = o[6]; {out[1]} = o[7]; }}"
+
+    def L_op(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
+        parts = PairWindowGrad(self.spec, name="pair_window_grad")(*inputs)
+        grads = [None, None, None]
+        for k, g in enumerate(output_grads):
+            if isinstance(g.type, DisconnectedType):
+                continue
+            for j in range(3):
+                term = g * parts[3 * k + j]
+                grads[j] = term if grads[j] is None else grads[j] + term
+        rest = [grad_not_implemented(self, i, x) for i, x in enumerate(inputs) if i >= 3]
+        return [g if g is not None else inputs[j].zeros_like() for j, g in enumerate(grads)] + rest
+
+
+class PairWindowGrad(_PairWindowBase):
+    """d lp_u/d(u, loc, scale), d lp_y/d(u, loc, scale), then lp_u and lp_y.
+
+    The log densities are outputs too: a rewrite hands them to the forward operation, so that a
+    function of both (NUTS) evaluates the kernel once.
+    """
+
+    nout = 8
+
+    def impl(self, *inputs: float) -> tuple:  # noqa: D102
+        return _impl(self.spec, inputs, True)
+
+    def c_code(self, node: Apply, name: str, inp: list, out: list, sub: dict) -> str:  # noqa: D102
+        stores = " ".join(f"{o} = o[{i}];" for i, o in enumerate(out))
+        return f"{{ double o[8]; {self._call(inp, 1)}; {stores} }}"
+
+    def grad(self, inputs: list, output_grads: list) -> list:  # noqa: D102
+        raise NotImplementedError("second derivatives of the windowed pair's log density")
+
+
+def _impl(spec: tuple, inputs: tuple, grad: bool) -> tuple:
+    v, w, lower_empty, upper_empty = spec
+    args = (*(float(x) for x in inputs), v, w)
+    out = _pair_window_core(*args, lower_empty, upper_empty, grad)
+    return out if grad else out[6:]
+
+
+@functools.cache
+def _elemwise(kind: str, spec: tuple) -> Elemwise:
+    scalar = {"logp": PairWindowLogp, "grad": PairWindowGrad}[kind]
+    return Elemwise(scalar(spec, name=f"pair_window_{kind}"))
+
+
+def pair_window_logp(
+    u: Any,
+    loc: Any,
+    scale: Any,
+    n: Any,
+    y1: Any,
+    y2: Any,
+    b1: Any,
+    b2: Any,
+    spec: tuple[float, float, bool, bool],
+) -> list[TensorVariable]:
+    """[log p(u), log p(y | ŝ₁)] of each group, elementwise over broadcast inputs (float64).
+
+    u is ŝ₁ in the standard units of :func:`~pymc_dp.likelihoods.collapsed_pair.first_statistic`;
+    the records are z ~ N(loc, scale²), n of them; y = (y₁, y₂) is released with Laplace scales
+    (b₁, b₂); ``spec`` is the window's (v, w, lower_empty, upper_empty)
+    (:meth:`~pymc_dp.families.normal_window.NormalWindowMoments.window_spec`). The same numbers
+    as :func:`pair_window_graph`; the gradient in (u, loc, scale) is the kernel's own.
+    """
+    args = [pt.as_tensor_variable(x) for x in (u, loc, scale, n, y1, y2, b1, b2)]
+    args = [pt.cast(x, "float64") if x.dtype != "float64" else x for x in args]
+    return _elemwise("logp", _spec(spec))(*args)
+
+
+def _spec(spec: tuple) -> tuple[float, float, bool, bool]:
+    v, w, lower_empty, upper_empty = spec
+    return (float(v), float(w), bool(lower_empty), bool(upper_empty))
+
+
+# ---- the graph form, for JAX ---------------------------------------------------------------------
+def pair_window_graph(
+    u: Any,
+    loc: Any,
+    scale: Any,
+    n: Any,
+    y1: Any,
+    y2: Any,
+    b1: Any,
+    b2: Any,
+    spec: tuple[float, float, bool, bool],
+) -> list[TensorVariable]:
+    """:func:`pair_window_logp` as the PyTensor graph of its pieces (any backend, autodiff).
+
+    This is the graph the grouped node built before the fused operation.
+    """
+    u, loc, scale, n, y1, y2, b1, b2 = (as_float64(x) for x in (u, loc, scale, n, y1, y2, b1, b2))
+    entries = [n * e for e in window_pair_entries(loc, scale, spec)]
+    m1, m2, v11, v12, v22 = entries
+    c, d, var = first_statistic_map(y1, m1, v11, b1)
+    lp_u = first_statistic_logp(u, c, d, m1, var)
+    first = c + d * u
+    centre, var2 = conditional_second(first, m1, m2, v11, v12, v22)
+    value = pt.stack(pt.broadcast_arrays(y1, y2), axis=-1)
+    lp_y = given_first_logp(value, first, centre, var2, pt.stack([b1, b2], axis=-1))
+    return [lp_u, lp_y]
+
+
+def _spec_of(node: Apply) -> tuple | None:
+    op = node.op
+    if isinstance(op, Elemwise) and isinstance(op.scalar_op, _PairWindowBase):
+        return op.scalar_op.spec
+    return None
+
+
+@node_rewriter([Elemwise])
+def _pair_logp_as_graph(fgraph: Any, node: Apply) -> list | None:
+    if not isinstance(node.op.scalar_op, PairWindowLogp):
+        return None
+    return pair_window_graph(*node.inputs, node.op.scalar_op.spec)
+
+
+@node_rewriter([Elemwise])
+def _pair_grad_as_graph(fgraph: Any, node: Apply) -> list | None:
+    if not isinstance(node.op.scalar_op, PairWindowGrad):
+        return None
+    # Elementwise, so the gradient of each log density's sum is each element's partial;
+    # inputs are broadcast first so that each partial keeps the output's shape.
+    full = pt.broadcast_arrays(*node.inputs)
+    lp_u, lp_y = pair_window_graph(*full, node.op.scalar_op.spec)
+    wrt = full[:3]
+    parts = [
+        *pt.grad(lp_u.sum(), wrt, disconnected_inputs="ignore"),
+        *pt.grad(lp_y.sum(), wrt, disconnected_inputs="ignore"),
+    ]
+    return [*parts, lp_u, lp_y]
+
+
+@node_rewriter([Elemwise])
+def _pair_logp_from_grad(fgraph: Any, node: Apply) -> list | None:
+    # logp and dlogp compiled together (NUTS) evaluate the kernel once, not twice.
+    if not isinstance(node.op.scalar_op, PairWindowLogp):
+        return None
+    grad_op = _elemwise("grad", node.op.scalar_op.spec)
+    for client, _ in fgraph.clients[node.inputs[0]]:
+        if client != "output" and client.op == grad_op and client.inputs == node.inputs:
+            return client.outputs[6:]
+    return None
+
+
+# ---- Numba: the Python mirror, compiled -------------------------------------------------------
+_NUMBA_HELPERS = (
+    "_dc",
+    "_dlin",
+    "_dchain",
+    "_dadd",
+    "_dsub",
+    "_dmul",
+    "_ddiv",
+    "_dk",
+    "_dsqrt",
+    "_dlog",
+    "_dclip",
+    "_erfcx",
+    "_window_moments_core",
+    "_pair_window_core",
+)
+# Numba's on-disk cache is keyed by the helpers' source: an edit is never served a stale build.
+_NUMBA_KEY = hashlib.sha256(
+    "".join(inspect.getsource(globals()[name]) for name in _NUMBA_HELPERS).encode()
+    + "".join(inspect.getsource(getattr(_nl, name)) for name in _nl.MIRROR_HELPERS).encode()
+).hexdigest()
+
+
+@functools.cache
+def _numba_core() -> Callable:
+    """:func:`_pair_window_core` compiled by Numba (IEEE, as the C), the convolution's too."""
+    namespace = {**vars(_nl), **globals()}
+    return compile_mirror(namespace, (*_nl.MIRROR_HELPERS, *_NUMBA_HELPERS), "_pair_window_core")
+
+
+def _register_numba() -> bool:
+    """Give both operations a Numba implementation; False where PyTensor cannot take one."""
+    try:
+        from pytensor.link.numba.dispatch import basic as numba_basic
+        from pytensor.link.numba.dispatch.basic import register_funcify_and_cache_key
+    except ImportError:  # no Numba, or a PyTensor without cache-keyed Numba dispatch
+        return False
+
+    @register_funcify_and_cache_key(PairWindowLogp)
+    def _logp_numba(op: Any, node: Apply, **kwargs: Any) -> tuple[Callable, str]:
+        core = _numba_core()
+        v, w, lower_empty, upper_empty = op.spec
+
+        @numba_basic.numba_njit(fastmath=False)
+        def pair_window_logp(u, loc, scale, n, y1, y2, b1, b2):
+            out = core(u, loc, scale, n, y1, y2, b1, b2, v, w, lower_empty, upper_empty, False)
+            return out[6], out[7]
+
+        return pair_window_logp, f"pmdp_pair_window_logp_{op.spec!r}_{_NUMBA_KEY}"
+
+    @register_funcify_and_cache_key(PairWindowGrad)
+    def _grad_numba(op: Any, node: Apply, **kwargs: Any) -> tuple[Callable, str]:
+        core = _numba_core()
+        v, w, lower_empty, upper_empty = op.spec
+
+        @numba_basic.numba_njit(fastmath=False)
+        def pair_window_grad(u, loc, scale, n, y1, y2, b1, b2):
+            return core(u, loc, scale, n, y1, y2, b1, b2, v, w, lower_empty, upper_empty, True)
+
+        return pair_window_grad, f"pmdp_pair_window_grad_{op.spec!r}_{_NUMBA_KEY}"
+
+    return True
+
+
+_GRAPH_TAGS = ("jax",) if _register_numba() else ("jax", "numba")
+for _name, _rewrite in (("logp", _pair_logp_as_graph), ("grad", _pair_grad_as_graph)):
+    optdb["specialize"].register(f"pmdp_pair_window_{_name}_as_graph", _rewrite, *_GRAPH_TAGS)
+register_specialize(_pair_logp_from_grad, "pmdp_pair_window_logp_from_grad")
+
+
+# ---- the model's two variables -------------------------------------------------------------------
+def window_pair_model(
+    name: str,
+    *,
+    loc: Any,
+    scale: Any,
+    n: Any,
+    value: np.ndarray,
+    noise_scale: float,
+    spec: tuple[float, float, bool, bool],
+    dims: tuple[str, str],
+) -> TensorVariable:
+    """Add ``{name}_s1_std`` (u), ``{name}_s1`` (ŝ₁) and the observed y (inside a model context).
+
+    The model of :func:`~pymc_dp.likelihoods.collapsed_pair.first_statistic` and
+    :func:`~pymc_dp.likelihoods.collapsed_pair.LaplacePairGivenFirst` for a windowed Normal pair
+    released per group (y of shape ``(G, 2)``, one Laplace scale ``noise_scale``), with both log
+    densities from :func:`pair_window_logp`: both call it on the same inputs, so the compiled
+    function evaluates the kernel once. The CLT entries as a graph serve only ŝ₁ and draws.
+    """
+    n = np.asarray(n, dtype=np.float64).reshape(-1)
+    value = np.asarray(value, dtype=np.float64)
+    b = np.float64(noise_scale)
+    y1, y2 = value[:, 0], value[:, 1]
+    spec = _spec(spec)
+    m1, m2, v11, v12, v22 = (n * e for e in window_pair_entries(loc, scale, spec))
+    c, d, var = first_statistic_map(as_float64(y1), m1, v11, as_float64(b))
+
+    def u_logp(u: Any, c: Any, d: Any, m: Any, v: Any, *inputs: Any) -> TensorVariable:
+        return pair_window_logp(u, *inputs, spec)[0]
+
+    def u_random(c: Any, d: Any, m: Any, v: Any, *rest: Any, rng: Any, size: Any) -> Any:
+        return (rng.normal(m, np.sqrt(v), size=size) - c) / d
+
+    u = pm.CustomDist(
+        f"{name}_s1_std",
+        *(c, d, m1, var),
+        *(loc, scale, n, y1, y2, b, b),
+        logp=u_logp,
+        random=u_random,
+        dims=dims[0],
+    )
+    first = pm.Deterministic(f"{name}_s1", c + d * u, dims=dims[0])
+    centre, var2 = conditional_second(first, m1, m2, v11, v12, v22)
+
+    def y_logp(value: Any, first: Any, centre: Any, var2: Any, *inputs: Any) -> TensorVariable:
+        noise, u, loc, scale, n = inputs
+        y1, y2, b1, b2 = value[..., 0], value[..., 1], noise[..., 0], noise[..., 1]
+        return pair_window_logp(u, loc, scale, n, y1, y2, b1, b2, spec)[1]
+
+    def y_random(first: Any, centre: Any, var2: Any, *rest: Any, rng: Any, size: Any) -> Any:
+        first, centre, var2 = (np.asarray(x, dtype=np.float64) for x in (first, centre, var2))
+        shape = size if size is not None else np.broadcast_shapes(first.shape, centre.shape)
+        sd = np.sqrt(np.maximum(var2, 0.0))
+        s = np.stack([np.broadcast_to(first, shape), rng.normal(centre, sd, size=shape)], axis=-1)
+        return s + rng.laplace(0.0, b, size=s.shape)
+
+    return pm.CustomDist(
+        name,
+        *(first, centre, var2, np.full(2, b)),
+        *(u, loc, scale, n),
+        logp=y_logp,
+        random=y_random,
+        signature="(),(),(),(k),(),(),(),()->(k)",
+        observed=value,
+        dims=dims,
+    )
