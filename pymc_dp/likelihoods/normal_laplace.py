@@ -50,6 +50,8 @@ from pymc_dp.kernels.numba_mirror import compile_mirror
 __all__ = [
     "MIRROR_HELPERS",
     "NORMAL_LAPLACE_C",
+    "grad_as_graph",
+    "logp_as_graph",
     "normal_laplace",
     "normal_laplace_core",
     "normal_laplace_graph",
@@ -533,12 +535,14 @@ def normal_laplace_graph(
 
 
 @node_rewriter([_normal_laplace])
-def _logp_as_graph(fgraph: Any, node: Apply) -> list | None:
+def logp_as_graph(fgraph: Any, node: Apply) -> list | None:
+    """Replace the compiled log density by :func:`normal_laplace_graph` (JAX; ``QUICK_MODE``)."""
     return [normal_laplace_graph(*node.inputs)]
 
 
 @node_rewriter([_normal_laplace_grad])
-def _grad_as_graph(fgraph: Any, node: Apply) -> list | None:
+def grad_as_graph(fgraph: Any, node: Apply) -> list | None:
+    """Replace the compiled gradient by the graph's autodiff (JAX; ``QUICK_MODE``)."""
     inputs = node.inputs
     # The graph is elementwise, so the gradient of its sum is each element's partial derivative.
     # Inputs are broadcast first so that each partial keeps the output's shape.
@@ -625,6 +629,6 @@ def _register_numba() -> bool:
 # Only the JAX (and, where the Numba implementation could not be registered, the Numba) mode
 # queries these tags; the C and Numba backends keep the compiled operation.
 _GRAPH_TAGS = ("jax",) if _register_numba() else ("jax", "numba")
-for _name, _rewrite in (("logp", _logp_as_graph), ("grad", _grad_as_graph)):
+for _name, _rewrite in (("logp", logp_as_graph), ("grad", grad_as_graph)):
     optdb["specialize"].register(f"pmdp_normal_laplace_{_name}_as_graph", _rewrite, *_GRAPH_TAGS)
 register_specialize(_logp_from_grad, "pmdp_normal_laplace_logp_from_grad")

@@ -25,7 +25,7 @@ from pytensor.compile.mode import get_mode
 from pytensor.graph.rewriting.basic import in2out, node_rewriter
 from pytensor.tensor.elemwise import Elemwise
 
-from pymc_dp.likelihoods.normal_laplace import _grad_as_graph, _logp_as_graph
+from pymc_dp.likelihoods.normal_laplace import grad_as_graph, logp_as_graph
 
 __all__ = ["QUICK_MODE"]
 
@@ -51,7 +51,7 @@ def _binary_elemwise(fgraph: Any, node: Any) -> list | None:
 
 # The convolution's graph first, so that its own sums and clips are made binary after it.
 QUICK_MODE = get_mode("FAST_COMPILE").register(
-    (in2out(_logp_as_graph, _grad_as_graph), 90.0), (in2out(_binary_elemwise), 100.0)
+    (in2out(logp_as_graph, grad_as_graph), 90.0), (in2out(_binary_elemwise), 100.0)
 )
 """PyTensor's FAST_COMPILE (Python-linked, compiled in a fraction of a second) with every
 Elemwise left on a NumPy ufunc."""
