@@ -3,15 +3,14 @@ pieces (which the grouped node built before), the Python mirror, finite differen
 evaluation per logp-and-gradient call, and the Numba and JAX backends."""
 
 import numpy as np
-import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import pytest
 from pytensor.compile.mode import get_default_mode
 from pytensor.gradient import verify_grad
 
-import pymc_dp as pmdp
 from pymc_dp.likelihoods.pair_window import pair_window_graph, pair_window_logp, pair_window_scalar
+from tests.test_backends import grouped_normal  # the backends' windowed-Normal pair model
 
 C_MODE = get_default_mode().excluding("fusion")
 GRAPH_MODE = get_default_mode().including(
@@ -114,29 +113,10 @@ def test_logp_and_gradient_share_one_evaluation():
     assert names.count("PairWindowGrad") == 1 and "PairWindowLogp" not in names
 
 
-def _grouped_model() -> pm.Model:
-    rng = np.random.default_rng(24)
-    site = rng.choice(list("abcd"), size=400)
-    x = rng.normal(np.where(site == "a", 0.5, 1.5), 1.5)
-    rs = pmdp.release_grouped(
-        x, pm.Normal, bounds=(-1.0, 4.0), by=site, groups=list("abcd"), sizes="public",
-        epsilon=1.0, rng=25,
-    )  # fmt: skip
-    with pm.Model(coords=rs.coords()) as model:
-        mu = pm.Normal("mu", 1.0, 1.0)
-        tau = pm.HalfNormal("tau", 0.5)
-        z = pm.Normal("z", 0.0, 1.0, dims="group")
-        sigma = pm.HalfNormal("sigma", 2.0)
-        pmdp.NoisySuffStat(
-            "y", pm.Normal.dist(mu + tau * z, sigma), release=rs, dims="group", likelihood="clt"
-        )
-    return model
-
-
 def test_grouped_model_evaluates_one_kernel_with_the_old_graphs_values():
     """The default grouped node's NUTS function holds one kernel for both variables' densities,
     and equals the graph of the pieces (the node before the fused operation)."""
-    model = _grouped_model()
+    model = grouped_normal()
     assert {"y_s1_std", "y_s1"} <= {v.name for v in model.free_RVs + model.deterministics}
     fused = model.logp_dlogp_function(ravel_inputs=True)
     graph = model.logp_dlogp_function(ravel_inputs=True, mode=GRAPH_MODE)
