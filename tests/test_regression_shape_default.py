@@ -36,7 +36,7 @@ from pymc_dp.regression.kernels.shape_law import (
     shape_term,
     standardised,
 )
-from pymc_dp.regression.kernels.x_models import ShapePrior
+from pymc_dp.regression.kernels.x_models import ShapePrior, moment_log_likelihood
 
 PRIOR = NIG(np.zeros(2), 0.5 * np.eye(2), np.array(20.0), np.array(1.9))
 X_PRIOR = NIW(np.zeros(1), np.array(4.0), np.array(20.0), np.array([[1.8]]))
@@ -395,3 +395,49 @@ def test_shape_chains_leave_a_start_drawn_far_from_the_statistic():
                           progressbar=False, compute_convergence_checks=False)  # fmt: skip
     var = idata.posterior["z_x_cov"].values.reshape(2, 10)
     assert np.all((var > 0.2) & (var < 0.6)), var
+
+
+def test_moment_likelihood_stays_a_density_where_the_sums_sampling_variance_is_huge():
+    """The released moments' log likelihood at the sampling variances of a runaway σ_x².
+
+    A sum of x⁴ has sampling variance τ² = n Var(x⁴) ∝ σ_x⁸: 10²² at σ_x² ≈ 10⁴ (n = 1000). The
+    normal–Laplace convolution is below the normal density's peak, −½ log(2πτ²), everywhere,
+    and for τ ≫ b it is the normal N(r; 0, τ² + 2b²). The closed form used to cancel two terms
+    of size τ²/2b², and gave +8189 nats at τ² = 10²², b = 10, and +1.1 · 10¹² at τ² = 10³⁰
+    (issue 34: the shape model's chains ran to σ_x² = 10⁵–10¹⁹ on that spurious mass).
+    """
+    for b in (10.0, 160.0):
+        for var in (1e10, 1e14, 1e18, 1e22, 1e30, 1e44):
+            tau = np.sqrt(var)
+            r = np.array([0.0, 300.0, -2e3, 0.5 * tau, -3.0 * tau])
+            got = moment_log_likelihood(r[:, None], np.zeros((5, 1)), np.full((5, 1), var), b)
+            assert np.all(got <= -0.5 * np.log(2.0 * np.pi * var) + 1e-9), (b, var, got)
+            ref = stats.norm.logpdf(r, 0.0, np.sqrt(var + 2.0 * b * b))
+            np.testing.assert_allclose(got, ref, rtol=0, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_shape_chain_does_not_run_away_on_the_binary_release_that_crashed():
+    """Release 24 of the binary cell at n = 1000, ε = 1 (issue 34), chain seed 15.
+
+    ``benchmarks/regression_x_models.py --trials 200 --designs binary --n 1000 --eps 1
+    --moments yes --methods default`` crashed with a ``LinAlgError``: σ_x² of two chains ran
+    away during tuning (to 10⁵–10⁸) while s stayed sane, carried by the rounding error of the
+    released moments' likelihood at large σ_x² (the test above).
+    ``benchmarks/regression_shape_runaway.py --design binary --releases 24 --single 16
+    --iterations 80`` finds this release alone running away at iteration 73 with chain seed 15
+    (σ_x² 5 · 10⁴). The release's Bernoulli(0.3) covariates have σ_x² = 0.21; every draw must
+    stay below 10 (before the fix they were 10⁴ and more).
+    """
+    from pymc_dp.regression import default_x_prior
+
+    released = [299.47811604672677, 304.6880514734114, -881.4304102520915, -379.9742906389406,
+                969.8635161300472]  # fmt: skip
+    tr = sample_regression(
+        15, released=np.array([released]), n=1000, prior=PRIOR,
+        x_prior=default_x_prior([(0.0, 1.0)]), scale=21.562500021562503, tries=8, tune=80,
+        draws=20, chains=2, moments=np.array([[283.3626126516987, 314.66032471162987]]),
+        moment_powers=[[3], [4]], moment_scale=10.0,
+    )  # fmt: skip
+    var = tr.x_cov[..., 0, 0, 0]
+    assert np.all(var < 10.0), var.max(axis=1)
