@@ -23,7 +23,8 @@ of one release are correlated, the releases are independent) and the t statistic
 nominal coverage of a ``draws``-draw interval.
 
 Run: ``PYTHONPATH=. python benchmarks/marginals_cells_calibration.py [trials] [k] [levels] [n]
-[epsilon] [s] [draws]``, e.g. ``100 6 3 10000 0.227 0.3 400``.
+[epsilon] [s] [draws]``, e.g. ``100 6 3 10000 0.227 0.3 400``; ``IS_DRAWS=0`` in front skips the
+``is`` row (e.g. ``IS_DRAWS=0 ... 60 8 3 10000 0.4242 0.3 400``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ from pymc_dp.kernels.loglinear_laplace import marginals_laplace
 from pymc_dp.likelihoods.marginals import noise_variance
 
 METHODS = ("prior", "laplace", "is", "naive", "exact")
-IS_DRAWS, IS_SCALE = 2000, 1.0
+IS_DRAWS, IS_SCALE = int(os.environ.get("IS_DRAWS", 2000)), 1.0
+"""Importance draws per release (``IS_DRAWS=0`` in the environment skips the ``is`` row, whose
+O(C p²) a draw is what costs above 6 ternary columns)."""
 
 
 def weighted_interval(values, weights, level=0.9):
@@ -131,18 +134,20 @@ def trial(dom, sd, n, epsilon, draws, rng):
     out["laplace"] = summary(cells, truth)
     # the collapsed "clt" posterior by importance sampling: IS_DRAWS fresh draws of the Laplace
     # normal (its spread times IS_SCALE; widening by 1.25 was tried and cut the ESS tenfold)
-    wide = rng.standard_normal((IS_DRAWS, dom.n_params))
-    proposal = fit.mode + IS_SCALE * wide @ np.linalg.cholesky(fit.cov).T
-    log_p = clt_logp(proposal, dom, z, n, v) - 0.5 * np.sum((proposal / sd) ** 2, axis=1)
-    log_w = log_p + 0.5 * np.sum(wide**2, axis=1)
-    w = np.exp(log_w - log_w.max())
-    w /= w.sum()
-    out["is"] = summary(cells_of(proposal), truth, w)
-    ess = 1 / np.sum(w**2)
+    ess = log_w_sd = float("nan")
+    if IS_DRAWS:
+        wide = rng.standard_normal((IS_DRAWS, dom.n_params))
+        proposal = fit.mode + IS_SCALE * wide @ np.linalg.cholesky(fit.cov).T
+        log_p = clt_logp(proposal, dom, z, n, v) - 0.5 * np.sum((proposal / sd) ** 2, axis=1)
+        log_w = log_p + 0.5 * np.sum(wide**2, axis=1)
+        w = np.exp(log_w - log_w.max())
+        w /= w.sum()
+        out["is"] = summary(cells_of(proposal), truth, w)
+        ess, log_w_sd = 1 / np.sum(w**2), float(np.std(log_w))
     tiny = 1e-6
     out["naive"] = summary(cells_of(laplace_points(z, tiny)[0]), truth)
     out["exact"] = summary(cells_of(laplace_points(z_exact, tiny)[0]), truth)
-    return out, ess, float(np.std(log_w))
+    return out, ess, log_w_sd
 
 
 def main(trials=100, k=6, levels=3, n=10_000, epsilon=0.227, s=0.3, draws=400):
@@ -158,12 +163,13 @@ def main(trials=100, k=6, levels=3, n=10_000, epsilon=0.227, s=0.3, draws=400):
     nominal = nominal_coverage(draws)
     print(f"a calibrated posterior's {draws}-draw 90% intervals cover {nominal:.3f}", flush=True)
     rng = np.random.default_rng(2027)
-    rows: dict[str, list] = {key: [] for key in METHODS}
+    methods = METHODS if IS_DRAWS else tuple(m for m in METHODS if m != "is")
+    rows: dict[str, list] = {key: [] for key in methods}
     ess_all, lr_all = [], []
     start = time.perf_counter()
     for t in range(trials):
         out, ess, lr = trial(dom, sd, n, epsilon, draws, rng)
-        for key in METHODS:
+        for key in methods:
             rows[key].append(out[key])
         ess_all.append(ess)
         lr_all.append(lr)
@@ -177,7 +183,7 @@ def main(trials=100, k=6, levels=3, n=10_000, epsilon=0.227, s=0.3, draws=400):
         f"IS effective sample size median {np.median(ess_all):.0f} (min {np.min(ess_all):.0f}); "
         f"log-ratio sd median {np.median(lr_all):.2f}"
     )
-    for key in METHODS:
+    for key in methods:
         cov = np.array([c for c, _ in rows[key]])
         z2 = np.array([z for _, z in rows[key]])
         se = cov.std(ddof=1) / np.sqrt(trials)
