@@ -66,7 +66,7 @@ def _first(theta, family):
     "family", [Binomial(trials=5), Categorical(categories=3)], ids=["binomial", "categorical"]
 )
 def test_gibbs_calibrated_naive_not_batched_1000_trials(family):
-    """1000 trials, n = 100, ε = 0.1, 4000 draws after 1000 tuning: KS p > 0.01 vs < 1e-6."""
+    """1000 trials, n = 100, ε = 0.1, 2000 draws after 500 tuning: KS p > 0.01 vs < 1e-6."""
     rng = np.random.default_rng(41)
     theta, releases, naive_u, prior = _simulate(family, rng, trials=1000)
     released = np.stack([r.value for r in releases])
@@ -77,8 +77,8 @@ def test_gibbs_calibrated_naive_not_batched_1000_trials(family):
         released=released,
         n=N_RECORDS,
         scale=releases[0].scale,
-        draws=4000,
-        tune=1000,
+        draws=2000,
+        tune=500,
     )
     gibbs_u = calibration_quantiles(_first(trace.theta, family), _first(theta, family), rng=rng)
     assert stats.kstest(gibbs_u, "uniform").pvalue > 0.01

@@ -229,9 +229,20 @@ def test_windowed_poisson_grid_matches_exact_convolution_posterior_with_far_mode
         bounds,
     )
     grid = posterior_grid(np.random.default_rng(10), batch)
-    lams = np.linspace(6.0, 30.0, 2401)  # step 0.01: ≥ 6 points per posterior sd
-    log_post = _windowed_poisson_exact_log_lik(lams, float(rel.value), n, 20, rel.scale)
-    log_post += stats.gamma.logpdf(lams, 1.0, scale=1 / 0.05)
+
+    # Step 0.1, then step 0.01 (≥ 6 points per posterior sd) wherever the posterior is within
+    # e⁻³⁰ of its peak: a mode of sd ≥ 0.06 keeps ≥ 0.7 of its peak at the nearest coarse point.
+    def log_post_at(lams):
+        log_lik = _windowed_poisson_exact_log_lik(lams, float(rel.value), n, 20, rel.scale)
+        return log_lik + stats.gamma.logpdf(lams, 1.0, scale=1 / 0.05)
+
+    coarse = np.linspace(6.0, 30.0, 241)
+    log_coarse = log_post_at(coarse)
+    kept = coarse[log_coarse > log_coarse.max() - 30.0]
+    fine = np.setdiff1d(np.round(np.add.outer(kept, np.linspace(-0.1, 0.1, 21)), 2), coarse)
+    lams = np.concatenate([coarse, fine])
+    order = np.argsort(lams)
+    lams, log_post = lams[order], np.concatenate([log_coarse, log_post_at(fine)])[order]
     dens = np.exp(log_post - log_post.max())
     cdf = integrate.cumulative_trapezoid(dens, lams, initial=0.0)
     cdf /= cdf[-1]
