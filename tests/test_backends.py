@@ -152,6 +152,20 @@ def grouped_poisson():
     )
 
 
+def grouped_poisson_count():
+    # Each group's window sum with its window count: the counted Poisson kernel
+    # (pymc_dp.likelihoods.counted_window); a window that cuts (λ near its upper edge).
+    return _grouped(
+        pm.Poisson,
+        lambda rng, site: rng.poisson(np.where(site == "a", 3.0, 5.0)),
+        lambda eta: pm.Poisson.dist(mu=pm.math.exp(eta)),
+        (1.5, 0.5),
+        bounds=(0, 6),
+        epsilon=0.5,
+        count_share=0.2,
+    )
+
+
 def grouped_normal():
     # The windowed Normal pair: ŝ₁ latent (y_s1_std), ŝ₂ integrated given it; a window that
     # truncates, so that the window moments' every term matters.
@@ -214,6 +228,7 @@ MODELS = {
     "categorical-exact": categorical_exact,
     "grouped-binomial": grouped_binomial,
     "grouped-poisson": grouped_poisson,
+    "grouped-poisson-count": grouped_poisson_count,
     "grouped-normal": grouped_normal,
     "grouped-categorical-clt": grouped_categorical_clt,
     "grouped-categorical-exact": grouped_categorical_exact,
@@ -235,7 +250,7 @@ def test_the_models_cover_every_likelihood_a_default_model_can_get():
     assert built["binomial-clt"] == "clt" and built["bernoulli-exact"] == "exact"
     assert built["poisson-window-exact"] == "exact" and built["exponential-lattice"] == "exact"
     assert built["categorical-exact"] == "exact" and built["normal-pair"] == "clt"
-    assert built["poisson-window-count"] == "clt"
+    assert built["poisson-window-count"] == "clt" and built["grouped-poisson-count"] == "clt"
     assert built["grouped-categorical-clt"] == "clt" and built["grouped-normal"] == "clt"
     assert built["grouped-categorical-exact"] == "exact"
     assert built["grouped-categorical-mixed"].startswith("mixed: exact in 2 of 4 groups (a, c)")

@@ -46,7 +46,16 @@ from scipy import special, stats
 from pymc_dp.families.truncated import LOG_TINY, f64, guarded_log, log1mexp, logaddexp
 from pymc_dp.kernels.numba_mirror import compile_mirror
 
-__all__ = ["PoissonWindowOp", "PoissonWindowScalar", "poisson_window", "poisson_window_graph"]
+__all__ = [
+    "MIRROR_HELPERS",
+    "POISSON_WINDOW_C",
+    "PoissonWindowOp",
+    "PoissonWindowScalar",
+    "log_factorials",
+    "poisson_window",
+    "poisson_window_core",
+    "poisson_window_graph",
+]
 
 EMPTY = 1e-10
 """A window with q below this holds no records (as ``window_log_masses``' clamp)."""
@@ -255,6 +264,8 @@ _C_SUPPORT = (
     .replace("@LOG_TINY@", repr(LOG_TINY))
 )
 _C_VERSION = (1, int(hashlib.sha256(_C_SUPPORT.encode()).hexdigest()[:12], 16))
+POISSON_WINDOW_C = _C_SUPPORT
+"""The C of ``pmdp_poisson_window(eta, lo, hi, lg_l, lg_h, o)``, for kernels that call it."""
 
 
 # ---- the same algorithm in Python (Numba compiles it; the tests compare it with the C) --------
@@ -345,6 +356,11 @@ def _log_factorials(lo: float, hi: float) -> tuple[float, float]:
     return lg_l, lg_h
 
 
+poisson_window_core = _poisson_window_core
+"""The mirror's core, (log q, ρ_l, ρ_h) given (η, lo, hi, log (lo - 1)!, log hi!)."""
+log_factorials = _log_factorials
+
+
 class PoissonWindowScalar(ScalarOp):
     """:class:`PoissonWindowOp`'s forward pass as a scalar operation compiled to C.
 
@@ -409,6 +425,8 @@ def _poisson_window_as_graph(fgraph: Any, node: Apply) -> list | None:
 
 
 _NUMBA_HELPERS = ("_above_series", "_below_series", "_above", "_below", "_poisson_window_core")
+MIRROR_HELPERS = _NUMBA_HELPERS
+"""The mirror's functions in the order ``compile_mirror`` compiles them (the core last)."""
 # Numba's on-disk cache is keyed by the helpers' source: an edit is never served a stale build.
 _NUMBA_KEY = hashlib.sha256(
     "".join(inspect.getsource(globals()[name]) for name in _NUMBA_HELPERS).encode()

@@ -57,6 +57,8 @@ from pymc_dp.likelihoods.collapsed_pair import (
 from pymc_dp.likelihoods.normal_laplace import normal_laplace_core as _normal_laplace_core
 
 __all__ = [
+    "ENTRIES_C",
+    "ENTRIES_HELPERS",
     "PairWindowGrad",
     "PairWindowLogp",
     "pair_window_graph",
@@ -65,10 +67,11 @@ __all__ = [
     "window_pair_model",
 ]
 
-_C_KERNEL = r"""
-#ifndef PMDP_PAIR_WINDOW
-#define PMDP_PAIR_WINDOW
-/* A number with its partial derivatives in (u, loc, scale): forward-mode differentiation. */
+ENTRIES_C = r"""
+#ifndef PMDP_DUAL3
+#define PMDP_DUAL3
+/* A number with three partial derivatives (here in (u, loc, scale)): forward-mode
+   differentiation. */
 typedef struct { double v, du, dl, ds; } pmdp_dual;
 static pmdp_dual pmdp_dc(double x) { pmdp_dual r = {x, 0.0, 0.0, 0.0}; return r; }
 /* value, with the derivative ka a' + kb b' */
@@ -105,6 +108,50 @@ static pmdp_dual pmdp_dclip(pmdp_dual a) {
     if (a.v > @EDGE@) return pmdp_dc(@EDGE@);
     return a;
 }
+/* log p(u) and log p(y | s1) from the pair's CLT entries n(m1, m2, v11, v12, v22) (duals):
+   first_statistic_logp and given_first_logp, line for line. lp_y's partials only with grad. */
+static void pmdp_pair_given_entries(pmdp_dual uu, pmdp_dual m1, pmdp_dual m2, pmdp_dual v11,
+                                    pmdp_dual v12, pmdp_dual v22, double y1, double y2,
+                                    double b1, double b2, int grad, pmdp_dual *lp_u_out,
+                                    pmdp_dual *lp_y_out) {
+    /* u's density: s1 = c + d u ~ N(m1, var), var floored */
+    double floor = 1e-6 * b1, noise_var = 2.0 * b1 * b1;
+    pmdp_dual var = pmdp_dadd(v11, pmdp_dc(floor * floor));
+    pmdp_dual inv = pmdp_dadd(pmdp_ddiv(pmdp_dc(1.0), var), pmdp_dc(1.0 / noise_var));
+    double dval = 1.0 / sqrt(inv.v);
+    pmdp_dual d = pmdp_dchain(inv, dval, -0.5 * dval * dval * dval);
+    pmdp_dual c =
+        pmdp_dmul(pmdp_dmul(d, d), pmdp_dadd(pmdp_ddiv(m1, var), pmdp_dc(y1 / noise_var)));
+    pmdp_dual s1 = pmdp_dadd(c, pmdp_dmul(d, uu));
+    pmdp_dual gap = pmdp_dsub(s1, m1);
+    *lp_u_out = pmdp_dadd(
+        pmdp_dsub(pmdp_dk(pmdp_ddiv(pmdp_dmul(gap, gap), var), -0.5),
+                  pmdp_dk(pmdp_dlog(pmdp_dk(var, 2.0 * 3.14159265358979323846)), 0.5)),
+        pmdp_dlog(d));
+    /* y given s1: Laplace on y1, the normal-Laplace convolution of s2 | s1 on y2 */
+    pmdp_dual slope = pmdp_ddiv(v12, pmdp_dadd(v11, pmdp_dc(1e-300)));
+    pmdp_dual centre = pmdp_dadd(m2, pmdp_dmul(slope, pmdp_dsub(s1, m1)));
+    pmdp_dual var2 = pmdp_dsub(v22, pmdp_dmul(slope, v12));
+    pmdp_dual wide = pmdp_dk(pmdp_dsqrt(pmdp_dadd(var2, pmdp_dc(b2 * b2))), 40.0);
+    pmdp_dual lo = pmdp_dsub(centre, wide), hi = pmdp_dadd(centre, wide);
+    double g[6];
+    double second = pmdp_normal_laplace(y2, centre.v, var2.v, lo.v, hi.v, b2, grad ? g : NULL);
+    double off = y1 - s1.v, sign = (off > 0.0) - (off < 0.0);
+    pmdp_dual lp_y = pmdp_dchain(s1, -log(2.0 * b1) - fabs(off) / b1, sign / b1);
+    if (grad) {
+        pmdp_dual part = pmdp_dlin(pmdp_dlin(centre, g[1], var2, g[2], 0.0), 1.0,
+                                   pmdp_dlin(lo, g[3], hi, g[4], 0.0), 1.0, second);
+        lp_y = pmdp_dadd(lp_y, part);
+    } else {
+        lp_y.v += second;
+    }
+    *lp_y_out = lp_y;
+}
+#endif
+"""
+_C_KERNEL = r"""
+#ifndef PMDP_PAIR_WINDOW
+#define PMDP_PAIR_WINDOW
 /* o[0..5]: d lp_u/d(u, loc, scale), d lp_y/d(u, loc, scale) (with grad); o[6] = lp_u, o[7] = lp_y:
    window_pair_entries, first_statistic_logp and given_first_logp, line for line. */
 static void pmdp_pair_window(double u, double loc, double scale, double n, double y1, double y2,
@@ -156,45 +203,24 @@ static void pmdp_pair_window(double u, double loc, double scale, double n, doubl
         pmdp_dadd(pmdp_dmul(q, cov_12), pmdp_dmul(pmdp_dmul(spread, ez), mu_2)), n);
     pmdp_dual v22 = pmdp_dk(
         pmdp_dadd(pmdp_dmul(q, var_2), pmdp_dmul(pmdp_dmul(spread, mu_2), mu_2)), n);
-    /* u's density: s1 = c + d u ~ N(m1, var), var floored */
-    double floor = 1e-6 * b1, noise_var = 2.0 * b1 * b1;
-    pmdp_dual var = pmdp_dadd(v11, pmdp_dc(floor * floor));
-    pmdp_dual inv = pmdp_dadd(pmdp_ddiv(pmdp_dc(1.0), var), pmdp_dc(1.0 / noise_var));
-    double dval = 1.0 / sqrt(inv.v);
-    pmdp_dual d = pmdp_dchain(inv, dval, -0.5 * dval * dval * dval);
-    pmdp_dual c =
-        pmdp_dmul(pmdp_dmul(d, d), pmdp_dadd(pmdp_ddiv(m1, var), pmdp_dc(y1 / noise_var)));
-    pmdp_dual s1 = pmdp_dadd(c, pmdp_dmul(d, uu));
-    pmdp_dual gap = pmdp_dsub(s1, m1);
-    pmdp_dual lp_u = pmdp_dadd(
-        pmdp_dsub(pmdp_dk(pmdp_ddiv(pmdp_dmul(gap, gap), var), -0.5),
-                  pmdp_dk(pmdp_dlog(pmdp_dk(var, 2.0 * 3.14159265358979323846)), 0.5)),
-        pmdp_dlog(d));
-    /* y given s1: Laplace on y1, the normal-Laplace convolution of s2 | s1 on y2 */
-    pmdp_dual slope = pmdp_ddiv(v12, pmdp_dadd(v11, pmdp_dc(1e-300)));
-    pmdp_dual centre = pmdp_dadd(m2, pmdp_dmul(slope, pmdp_dsub(s1, m1)));
-    pmdp_dual var2 = pmdp_dsub(v22, pmdp_dmul(slope, v12));
-    pmdp_dual wide = pmdp_dk(pmdp_dsqrt(pmdp_dadd(var2, pmdp_dc(b2 * b2))), 40.0);
-    pmdp_dual lo = pmdp_dsub(centre, wide), hi = pmdp_dadd(centre, wide);
-    double g[6];
-    double second = pmdp_normal_laplace(y2, centre.v, var2.v, lo.v, hi.v, b2, grad ? g : NULL);
-    double off = y1 - s1.v, sign = (off > 0.0) - (off < 0.0);
-    pmdp_dual lp_y = pmdp_dchain(s1, -log(2.0 * b1) - fabs(off) / b1, sign / b1);
+    pmdp_dual lp_u, lp_y;
+    pmdp_pair_given_entries(uu, m1, m2, v11, v12, v22, y1, y2, b1, b2, grad, &lp_u, &lp_y);
     if (grad) {
-        pmdp_dual part = pmdp_dlin(pmdp_dlin(centre, g[1], var2, g[2], 0.0), 1.0,
-                                   pmdp_dlin(lo, g[3], hi, g[4], 0.0), 1.0, second);
-        lp_y = pmdp_dadd(lp_y, part);
         o[0] = lp_u.du; o[1] = lp_u.dl; o[2] = lp_u.ds;
         o[3] = lp_y.du; o[4] = lp_y.dl; o[5] = lp_y.ds;
-    } else {
-        lp_y.v += second;
     }
     o[6] = lp_u.v;
     o[7] = lp_y.v;
 }
 #endif
 """
-_C_SUPPORT = _C_KERNEL.replace("@EDGE@", repr(EDGE)).replace("@LOG_TINY@", repr(LOG_TINY))
+ENTRIES_C = ENTRIES_C.replace("@EDGE@", repr(EDGE))
+"""C of the dual numbers (three partials) and ``pmdp_pair_given_entries``: u's and y's log
+densities from a pair's CLT entries (after
+:data:`~pymc_dp.likelihoods.normal_laplace.NORMAL_LAPLACE_C`)."""
+_C_SUPPORT = ENTRIES_C + _C_KERNEL.replace("@EDGE@", repr(EDGE)).replace(
+    "@LOG_TINY@", repr(LOG_TINY)
+)
 _C_VERSION = (
     1,
     int(
@@ -313,6 +339,55 @@ def _window_moments_core(alpha: float, beta: float) -> tuple:
     )
 
 
+def _pair_given_entries(
+    uu: tuple,
+    m1: tuple,
+    m2: tuple,
+    v11: tuple,
+    v12: tuple,
+    v22: tuple,
+    y1: float,
+    y2: float,
+    b1: float,
+    b2: float,
+    grad: bool,
+) -> tuple:
+    """``pmdp_pair_given_entries`` line for line: the duals (lp_u, lp_y).
+
+    lp_y's partials are 0 without ``grad``.
+    """
+    floor, noise_var = 1e-6 * b1, 2.0 * b1 * b1
+    var = _dadd(v11, _dc(floor * floor))
+    inv = _dadd(_ddiv(_dc(1.0), var), _dc(1.0 / noise_var))
+    dval = 1.0 / math.sqrt(inv[0])
+    d = _dchain(inv, dval, -0.5 * dval * dval * dval)
+    c = _dmul(_dmul(d, d), _dadd(_ddiv(m1, var), _dc(y1 / noise_var)))
+    s1 = _dadd(c, _dmul(d, uu))
+    gap = _dsub(s1, m1)
+    lp_u = _dadd(
+        _dsub(
+            _dk(_ddiv(_dmul(gap, gap), var), -0.5),
+            _dk(_dlog(_dk(var, 2.0 * 3.14159265358979323846)), 0.5),
+        ),
+        _dlog(d),
+    )
+    slope = _ddiv(v12, _dadd(v11, _dc(1e-300)))
+    centre = _dadd(m2, _dmul(slope, _dsub(s1, m1)))
+    var2 = _dsub(v22, _dmul(slope, v12))
+    wide = _dk(_dsqrt(_dadd(var2, _dc(b2 * b2))), 40.0)
+    lo, hi = _dsub(centre, wide), _dadd(centre, wide)
+    g = _normal_laplace_core(y2, centre[0], var2[0], lo[0], hi[0], b2, grad)
+    off = y1 - s1[0]
+    sign = (1.0 if off > 0.0 else 0.0) - (1.0 if off < 0.0 else 0.0)
+    lp_y = _dchain(s1, -math.log(2.0 * b1) - abs(off) / b1, sign / b1)
+    if grad:
+        part = _dlin(
+            _dlin(centre, g[1], var2, g[2], 0.0), 1.0, _dlin(lo, g[3], hi, g[4], 0.0), 1.0, g[6]
+        )
+        return lp_u, _dadd(lp_y, part)
+    return lp_u, _dc(lp_y[0] + g[6])
+
+
 def _pair_window_core(
     u: float,
     loc: float,
@@ -380,37 +455,10 @@ def _pair_window_core(
     v11 = _dk(_dadd(_dmul(q, var_d), _dmul(_dmul(spread, ez), ez)), n)
     v12 = _dk(_dadd(_dmul(q, cov_12), _dmul(_dmul(spread, ez), mu_2)), n)
     v22 = _dk(_dadd(_dmul(q, var_2), _dmul(_dmul(spread, mu_2), mu_2)), n)
-    floor, noise_var = 1e-6 * b1, 2.0 * b1 * b1
-    var = _dadd(v11, _dc(floor * floor))
-    inv = _dadd(_ddiv(_dc(1.0), var), _dc(1.0 / noise_var))
-    dval = 1.0 / math.sqrt(inv[0])
-    d = _dchain(inv, dval, -0.5 * dval * dval * dval)
-    c = _dmul(_dmul(d, d), _dadd(_ddiv(m1, var), _dc(y1 / noise_var)))
-    s1 = _dadd(c, _dmul(d, uu))
-    gap = _dsub(s1, m1)
-    lp_u = _dadd(
-        _dsub(
-            _dk(_ddiv(_dmul(gap, gap), var), -0.5),
-            _dk(_dlog(_dk(var, 2.0 * 3.14159265358979323846)), 0.5),
-        ),
-        _dlog(d),
-    )
-    slope = _ddiv(v12, _dadd(v11, _dc(1e-300)))
-    centre = _dadd(m2, _dmul(slope, _dsub(s1, m1)))
-    var2 = _dsub(v22, _dmul(slope, v12))
-    wide = _dk(_dsqrt(_dadd(var2, _dc(b2 * b2))), 40.0)
-    lo, hi = _dsub(centre, wide), _dadd(centre, wide)
-    g = _normal_laplace_core(y2, centre[0], var2[0], lo[0], hi[0], b2, grad)
-    off = y1 - s1[0]
-    sign = (1.0 if off > 0.0 else 0.0) - (1.0 if off < 0.0 else 0.0)
-    lp_y = _dchain(s1, -math.log(2.0 * b1) - abs(off) / b1, sign / b1)
+    lp_u, lp_y = _pair_given_entries(uu, m1, m2, v11, v12, v22, y1, y2, b1, b2, grad)
     if grad:
-        part = _dlin(
-            _dlin(centre, g[1], var2, g[2], 0.0), 1.0, _dlin(lo, g[3], hi, g[4], 0.0), 1.0, g[6]
-        )
-        lp_y = _dadd(lp_y, part)
         return (lp_u[1], lp_u[2], lp_u[3], lp_y[1], lp_y[2], lp_y[3], lp_u[0], lp_y[0])
-    return (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, lp_u[0], lp_y[0] + g[6])
+    return (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, lp_u[0], lp_y[0])
 
 
 def pair_window_scalar(*args: float, grad: bool = False) -> tuple:
@@ -621,6 +669,22 @@ def _pair_logp_from_grad(fgraph: Any, node: Apply) -> list | None:
 
 
 # ---- Numba: the Python mirror, compiled -------------------------------------------------------
+ENTRIES_HELPERS = (
+    "_dc",
+    "_dlin",
+    "_dchain",
+    "_dadd",
+    "_dsub",
+    "_dmul",
+    "_ddiv",
+    "_dk",
+    "_dsqrt",
+    "_dlog",
+    "_pair_given_entries",
+)
+"""The mirror of :data:`ENTRIES_C` (dual numbers and ``_pair_given_entries``), in the order
+:func:`~pymc_dp.kernels.numba_mirror.compile_mirror` compiles them; needs the normal–Laplace
+convolution's :data:`~pymc_dp.likelihoods.normal_laplace.MIRROR_HELPERS`."""
 _NUMBA_HELPERS = (
     "_dc",
     "_dlin",
@@ -635,6 +699,7 @@ _NUMBA_HELPERS = (
     "_dclip",
     "_erfcx",
     "_window_moments_core",
+    "_pair_given_entries",
     "_pair_window_core",
 )
 # Numba's on-disk cache is keyed by the helpers' source: an edit is never served a stale build.

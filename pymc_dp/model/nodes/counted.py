@@ -26,13 +26,14 @@ import pytensor.tensor as pt
 from pytensor.graph.replace import vectorize_graph
 
 from pymc_dp.curator.release_set import ReleaseSet
-from pymc_dp.families import ExponentialFamily
+from pymc_dp.families import ExponentialFamily, Poisson
 from pymc_dp.likelihoods.collapsed_pair import (
     CollapsedLaplacePair,
     LaplacePairGivenFirst,
     conditional_second,
     first_statistic,
 )
+from pymc_dp.likelihoods.counted_window import counted_poisson_model
 from pymc_dp.model.nodes.collapsed import mark_theta
 from pymc_dp.model.nodes.info import NodeRelease, register_node
 
@@ -107,10 +108,11 @@ def grouped_counted_y(
     per group, where integrating ŝ₁ too (:func:`counted_node`'s quadrature) costs about 6 ms a
     call whatever G. Integrating ŝ₁ out of the model gives each group's
     :func:`~pymc_dp.likelihoods.collapsed_pair.pair_logp` of :func:`grouped_counted_clt`.
+
+    A Poisson window's two log densities and their gradient are one compiled operation per
+    group (:mod:`~pymc_dp.likelihoods.counted_window`); other families take the graph.
     """
     rel = release.first
-    mean, cov = grouped_counted_clt(family, theta, release.n, rel.bounds)
-    m1, m2, v11, v12, v22 = mean[:, 0], mean[:, 1], cov[:, 0, 0], cov[:, 0, 1], cov[:, 1, 1]
     size = len(release)
     observed = np.stack(
         [np.asarray(release.value, dtype=np.float64).reshape(size), release.window_count], axis=1
@@ -118,6 +120,20 @@ def grouped_counted_y(
     dim = f"{name}_stat"
     if dim not in model.coords:
         model.add_coord(dim, list(COUNTED_STATS))
+    if isinstance(family, Poisson):
+        v, w = family.window_edges(rel.bounds)
+        with model:
+            return counted_poisson_model(
+                name,
+                eta=family.natural_parameters(pt.as_tensor_variable(theta)),
+                n=release.n,
+                value=observed,
+                noise_scales=(float(rel.scale), float(rel.count_scale)),
+                spec=(v + 1.0, w),
+                dims=(dims, dim),
+            )
+    mean, cov = grouped_counted_clt(family, theta, release.n, rel.bounds)
+    m1, m2, v11, v12, v22 = mean[:, 0], mean[:, 1], cov[:, 0, 0], cov[:, 0, 1], cov[:, 1, 1]
     with model:
         first = first_statistic(f"{name}_s1", observed[:, 0], m1, v11, rel.scale, dims=dims)
         centre, var = conditional_second(first, m1, m2, v11, v12, v22)

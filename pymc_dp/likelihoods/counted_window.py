@@ -1,0 +1,512 @@
+"""A grouped windowed Poisson release with its window counts: both log densities as one kernel.
+
+Each group's release is y = (window sum, window count) with Laplace noise (b₁, b₂); the node
+(:func:`~pymc_dp.model.nodes.counted.grouped_counted_y`) keeps the window sum ŝ₁ a model
+variable (u, with ŝ₁ = c + d·u, :func:`~pymc_dp.likelihoods.collapsed_pair.first_statistic`) and
+integrates the count given it (:func:`~pymc_dp.likelihoods.collapsed_pair.given_first_logp`).
+Per group that is: the Poisson window's mass and edge probabilities at η = log λ
+(:func:`~pymc_dp.families.poisson_window.poisson_window`), the truncated moments
+(:meth:`~pymc_dp.families.Poisson.truncated_moments`), the CLT entries of (sum, count)
+(:meth:`~pymc_dp.families.TruncatedFamily.counted_clt`), u's density and y's. As a graph with
+autodiff that is about a hundred nodes per call (the counted CLT vectorised over the groups by
+``vectorize_graph``, with its stacks and indexing, two window operations, the convolution), 5.7×
+the hand-written latent model. Here one scalar kernel computes both log densities and their
+derivatives in (u, η) by forward-mode differentiation: the window's three numbers come from
+``pmdp_poisson_window``, their η-derivatives in closed form (d log q/dη = λ(ρ_l − ρ_h),
+dρ_k/dη = ρ_k(k − μ̂), as :class:`~pymc_dp.families.poisson_window.PoissonWindowOp`), and the
+densities given the entries from ``pmdp_pair_given_entries``, the windowed Normal pair's
+(:mod:`~pymc_dp.likelihoods.pair_window`). NUTS's logp-and-gradient graph holds one
+elementwise loop over the groups.
+
+Backends as :mod:`~pymc_dp.likelihoods.pair_window`: C (the kernel below), Numba (the Python
+mirror :func:`counted_poisson_scalar`, compiled; PyTensor 3's default and nutpie), and for JAX
+(numpyro, blackjax) a rewrite back to the graph of the pieces (:func:`counted_poisson_graph`)
+and its autodiff.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from pytensor.compile import optdb
+from pytensor.gradient import DisconnectedType, grad_not_implemented
+from pytensor.graph.basic import Apply
+from pytensor.graph.rewriting.basic import node_rewriter
+from pytensor.scalar.basic import ScalarOp, float64
+from pytensor.tensor.elemwise import Elemwise
+from pytensor.tensor.rewriting.basic import register_specialize
+from pytensor.tensor.variable import TensorVariable
+
+from pymc_dp.families import poisson_window as _pw
+from pymc_dp.families.truncated import LOG_TINY
+from pymc_dp.kernels.numba_mirror import compile_mirror
+from pymc_dp.likelihoods import normal_laplace as _nl
+from pymc_dp.likelihoods import pair_window as _pair
+from pymc_dp.likelihoods.collapsed import as_float64
+from pymc_dp.likelihoods.collapsed_pair import (
+    conditional_second,
+    first_statistic_logp,
+    first_statistic_map,
+    given_first_logp,
+)
+from pymc_dp.likelihoods.numba_ops import register_numba_scalar
+from pymc_dp.likelihoods.pair_window import (
+    _dadd,
+    _dc,
+    _dchain,
+    _dk,
+    _dmul,
+    _dsub,
+    _pair_given_entries,
+)
+
+__all__ = [
+    "CountedPoissonGrad",
+    "CountedPoissonLogp",
+    "counted_poisson_entries",
+    "counted_poisson_graph",
+    "counted_poisson_logp",
+    "counted_poisson_model",
+    "counted_poisson_scalar",
+    "counted_window_spec",
+]
+
+_C_KERNEL = r"""
+#ifndef PMDP_COUNTED_POISSON
+#define PMDP_COUNTED_POISSON
+/* o[0..3]: d lp_u/d(u, eta), d lp_y/d(u, eta) (with grad); o[4] = lp_u, o[5] = lp_y:
+   counted_poisson_entries, then pmdp_pair_given_entries. Duals carry (u, eta, unused). */
+static void pmdp_counted_poisson(double u, double eta, double n, double y1, double y2,
+                                 double b1, double b2, double lo, double hi, double lg_l,
+                                 double lg_h, int grad, double *o) {
+    pmdp_dual uu = {u, 1.0, 0.0, 0.0}, ee = {eta, 0.0, 1.0, 0.0};
+    double w[3];
+    pmdp_poisson_window(eta, lo, hi, lg_l, lg_h, w);
+    double lam = exp(eta), mean0 = lam * (1.0 - w[2] + w[1]);
+    int held = w[0] > @LOG_TINY@, finite = isfinite(hi);
+    pmdp_dual lamd = pmdp_dchain(ee, lam, lam);
+    pmdp_dual log_q = pmdp_dchain(ee, w[0], held ? lam * (w[1] - w[2]) : 0.0);
+    pmdp_dual rho_l = pmdp_dchain(ee, w[1], w[1] * (lo - 1.0 - mean0));
+    pmdp_dual rho_h = pmdp_dchain(ee, w[2], finite ? w[2] * (hi - mean0) : 0.0);
+    pmdp_dual mean = lamd, second = pmdp_dmul(lamd, lamd);
+    if (finite) {
+        mean = pmdp_dsub(mean, pmdp_dmul(lamd, rho_h));
+        second = pmdp_dsub(second,
+                           pmdp_dmul(rho_h, pmdp_dmul(lamd, pmdp_dadd(lamd, pmdp_dc(hi)))));
+    }
+    if (lo > 0.0) {
+        mean = pmdp_dadd(mean, pmdp_dmul(lamd, rho_l));
+        second = pmdp_dadd(second,
+                           pmdp_dmul(rho_l, pmdp_dmul(lamd, pmdp_dadd(lamd, pmdp_dc(lo - 1.0)))));
+    }
+    pmdp_dual var = pmdp_dsub(pmdp_dadd(second, mean), pmdp_dmul(mean, mean));
+    if (!held) {
+        mean = pmdp_dc(0.0);
+        var = pmdp_dc(0.0);
+    }
+    double eq = exp(w[0]);
+    pmdp_dual q = pmdp_dchain(log_q, eq, eq);
+    pmdp_dual out = pmdp_dchain(log_q, -expm1(w[0]), -eq);
+    pmdp_dual qm = pmdp_dmul(q, mean), qo = pmdp_dmul(q, out);
+    pmdp_dual m1 = pmdp_dk(qm, n), m2 = pmdp_dk(q, n);
+    pmdp_dual v11 = pmdp_dk(
+        pmdp_dsub(pmdp_dmul(q, pmdp_dadd(var, pmdp_dmul(mean, mean))), pmdp_dmul(qm, qm)), n);
+    pmdp_dual v12 = pmdp_dk(pmdp_dmul(qo, mean), n), v22 = pmdp_dk(qo, n);
+    pmdp_dual lp_u, lp_y;
+    pmdp_pair_given_entries(uu, m1, m2, v11, v12, v22, y1, y2, b1, b2, grad, &lp_u, &lp_y);
+    if (grad) {
+        o[0] = lp_u.du; o[1] = lp_u.dl;
+        o[2] = lp_y.du; o[3] = lp_y.dl;
+    }
+    o[4] = lp_u.v;
+    o[5] = lp_y.v;
+}
+#endif
+"""
+_C_SUPPORT = _C_KERNEL.replace("@LOG_TINY@", repr(LOG_TINY))
+_C_ALL = _nl.NORMAL_LAPLACE_C + _pw.POISSON_WINDOW_C + _pair.ENTRIES_C + _C_SUPPORT
+_C_VERSION = (1, int(hashlib.sha256(_C_ALL.encode()).hexdigest()[:12], 16))
+
+
+def counted_window_spec(lo: float, hi: float) -> tuple[float, float]:
+    """The centre window {lo, ..., hi} of a Poisson release (integer edges, lo ≥ 0, hi ≤ ∞).
+
+    Raises
+    ------
+    ValueError
+        If the edges are not integers with lo ≤ hi.
+    """
+    return _pw._edges(lo, hi)
+
+
+# ---- the same algorithm in Python (Numba compiles it; the tests compare it with the C) --------
+def _counted_poisson_core(
+    u: float,
+    eta: float,
+    n: float,
+    y1: float,
+    y2: float,
+    b1: float,
+    b2: float,
+    lo: float,
+    hi: float,
+    lg_l: float,
+    lg_h: float,
+    grad: bool,
+) -> tuple:
+    """``pmdp_counted_poisson`` line for line: (four partials (0 without ``grad``), lp_u, lp_y)."""
+    uu, ee = (u, 1.0, 0.0, 0.0), (eta, 0.0, 1.0, 0.0)
+    w = _poisson_window_core(eta, lo, hi, lg_l, lg_h)
+    lam = math.exp(eta)
+    mean0 = lam * (1.0 - w[2] + w[1])
+    held = w[0] > LOG_TINY
+    finite = math.isfinite(hi)
+    lamd = _dchain(ee, lam, lam)
+    log_q = _dchain(ee, w[0], lam * (w[1] - w[2]) if held else 0.0)
+    rho_l = _dchain(ee, w[1], w[1] * (lo - 1.0 - mean0))
+    rho_h = _dchain(ee, w[2], w[2] * (hi - mean0) if finite else 0.0)
+    mean, second = lamd, _dmul(lamd, lamd)
+    if finite:
+        mean = _dsub(mean, _dmul(lamd, rho_h))
+        second = _dsub(second, _dmul(rho_h, _dmul(lamd, _dadd(lamd, _dc(hi)))))
+    if lo > 0.0:
+        mean = _dadd(mean, _dmul(lamd, rho_l))
+        second = _dadd(second, _dmul(rho_l, _dmul(lamd, _dadd(lamd, _dc(lo - 1.0)))))
+    var = _dsub(_dadd(second, mean), _dmul(mean, mean))
+    if not held:
+        mean = _dc(0.0)
+        var = _dc(0.0)
+    eq = math.exp(w[0])
+    q = _dchain(log_q, eq, eq)
+    out = _dchain(log_q, -math.expm1(w[0]), -eq)
+    qm, qo = _dmul(q, mean), _dmul(q, out)
+    m1, m2 = _dk(qm, n), _dk(q, n)
+    v11 = _dk(_dsub(_dmul(q, _dadd(var, _dmul(mean, mean))), _dmul(qm, qm)), n)
+    v12, v22 = _dk(_dmul(qo, mean), n), _dk(qo, n)
+    lp_u, lp_y = _pair_given_entries(uu, m1, m2, v11, v12, v22, y1, y2, b1, b2, grad)
+    if grad:
+        return (lp_u[1], lp_u[2], lp_y[1], lp_y[2], lp_u[0], lp_y[0])
+    return (0.0, 0.0, 0.0, 0.0, lp_u[0], lp_y[0])
+
+
+_poisson_window_core = _pw.poisson_window_core
+
+
+def counted_poisson_scalar(*args: float, grad: bool = False) -> tuple:
+    """The kernel in Python: (lp_u, lp_y), or with ``grad`` the four partials then both.
+
+    ``args`` are (u, η, n, y₁, y₂, b₁, b₂, lo, hi): the inputs of :func:`counted_poisson_logp`,
+    then its ``spec``.
+    """
+    return _impl(tuple(args[7:]), args[:7], grad)
+
+
+def _impl(spec: tuple, inputs: tuple, grad: bool) -> tuple:
+    lo, hi = spec
+    out = _counted_poisson_core(
+        *(float(x) for x in inputs), lo, hi, *_pw.log_factorials(lo, hi), grad
+    )
+    return out if grad else out[4:]
+
+
+# ---- the scalar operations --------------------------------------------------------------------
+class _CountedPoissonBase(ScalarOp):
+    """Inputs (u, η, n, y₁, y₂, b₁, b₂); the window {lo, ..., hi} is a property."""
+
+    nin = 7
+
+    def __init__(self, spec: tuple[float, float], name: str | None = None):
+        super().__init__(name=name)
+        self.spec = counted_window_spec(*spec)
+
+    def output_types(self, types: Any) -> list:
+        return [float64] * self.nout
+
+    def c_support_code(self, **kwargs: Any) -> str:
+        return _C_ALL
+
+    def c_code_cache_version(self) -> tuple:
+        return _C_VERSION
+
+    def _call(self, inp: list, grad: int) -> str:
+        lo, hi = self.spec
+        lg_l, lg_h = _pw.log_factorials(lo, hi)
+        edge = repr(hi) if math.isfinite(hi) else "INFINITY"
+        window = f"{lo!r}, {edge}, {lg_l!r}, {lg_h!r}"
+        return f"pmdp_counted_poisson({', '.join(inp)}, {window}, {grad}, o)"
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.spec == other.spec
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.spec))
+
+
+class CountedPoissonLogp(_CountedPoissonBase):
+    """(log p(u), log p(y | ŝ₁)) of one group of a counted Poisson window (module docstring)."""
+
+    nout = 2
+
+    def impl(self, *inputs: float) -> tuple:  # noqa: D102
+        return _impl(self.spec, inputs, False)
+
+    def c_code(self, node: Apply, name: str, inp: list, out: list, sub: dict) -> str:  # noqa: D102
+        return f"{{ double o[6]; {self._call(inp, 0)}; {out[0]} = o[4]; {out[1]} = o[5]; }}"
+
+    def L_op(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
+        parts = CountedPoissonGrad(self.spec, name="counted_poisson_grad")(*inputs)
+        grads = [None, None]
+        for k, g in enumerate(output_grads):
+            if isinstance(g.type, DisconnectedType):
+                continue
+            for j in range(2):
+                term = g * parts[2 * k + j]
+                grads[j] = term if grads[j] is None else grads[j] + term
+        rest = [grad_not_implemented(self, i, x) for i, x in enumerate(inputs) if i >= 2]
+        return [g if g is not None else inputs[j].zeros_like() for j, g in enumerate(grads)] + rest
+
+
+class CountedPoissonGrad(_CountedPoissonBase):
+    """d lp_u/d(u, η), d lp_y/d(u, η), then lp_u and lp_y.
+
+    The log densities are outputs too: a rewrite hands them to the forward operation, so that a
+    function of both (NUTS) evaluates the kernel once.
+    """
+
+    nout = 6
+
+    def impl(self, *inputs: float) -> tuple:  # noqa: D102
+        return _impl(self.spec, inputs, True)
+
+    def c_code(self, node: Apply, name: str, inp: list, out: list, sub: dict) -> str:  # noqa: D102
+        stores = " ".join(f"{o} = o[{i}];" for i, o in enumerate(out))
+        return f"{{ double o[6]; {self._call(inp, 1)}; {stores} }}"
+
+    def grad(self, inputs: list, output_grads: list) -> list:  # noqa: D102
+        raise NotImplementedError("second derivatives of the counted window's log density")
+
+
+@functools.cache
+def _elemwise(kind: str, spec: tuple) -> Elemwise:
+    scalar = {"logp": CountedPoissonLogp, "grad": CountedPoissonGrad}[kind]
+    return Elemwise(scalar(spec, name=f"counted_poisson_{kind}"))
+
+
+def counted_poisson_logp(
+    u: Any, eta: Any, n: Any, y1: Any, y2: Any, b1: Any, b2: Any, spec: tuple[float, float]
+) -> list[TensorVariable]:
+    """[log p(u), log p(y | ŝ₁)] of each group, elementwise over broadcast inputs (float64).
+
+    u is ŝ₁ in the standard units of :func:`~pymc_dp.likelihoods.collapsed_pair.first_statistic`;
+    n records of Poisson(e^η); y = (y₁, y₂) = (window sum, window count) released with Laplace
+    scales (b₁, b₂); ``spec`` the window (lo, hi) (:func:`counted_window_spec`). The same numbers
+    as :func:`counted_poisson_graph`; the gradient in (u, η) is the kernel's own.
+    """
+    args = [pt.as_tensor_variable(x) for x in (u, eta, n, y1, y2, b1, b2)]
+    args = [pt.cast(x, "float64") if x.dtype != "float64" else x for x in args]
+    return _elemwise("logp", counted_window_spec(*spec))(*args)
+
+
+# ---- the graph form, for JAX ---------------------------------------------------------------------
+def counted_poisson_entries(
+    eta: Any, n: Any, spec: tuple[float, float]
+) -> tuple[TensorVariable, ...]:
+    """The CLT entries n·(m₁, m₂, v₁₁, v₁₂, v₂₂) of (window sum, window count), elementwise.
+
+    :meth:`~pymc_dp.families.Poisson.truncated_moments` of the centre window and
+    :meth:`~pymc_dp.families.TruncatedFamily.counted_clt`, written per group (no stacking).
+    """
+    lo, hi = counted_window_spec(*spec)
+    eta, n = as_float64(eta), as_float64(n)
+    lam = pt.exp(eta)
+    log_q, rho_l, rho_h = _pw.poisson_window(eta, lo, hi)
+    mean, second = lam, pt.sqr(lam)
+    if math.isfinite(hi):
+        mean, second = mean - lam * rho_h, second - rho_h * lam * (lam + hi)
+    if lo > 0:
+        mean, second = mean + lam * rho_l, second + rho_l * lam * (lam + lo - 1.0)
+    var = second + mean - pt.sqr(mean)
+    empty = log_q <= LOG_TINY
+    mean, var = pt.switch(empty, 0.0, mean), pt.switch(empty, 0.0, var)
+    q, out = pt.exp(log_q), -pt.expm1(log_q)
+    var_sum = q * (var + pt.sqr(mean)) - pt.sqr(q * mean)
+    return n * q * mean, n * q, n * var_sum, n * q * out * mean, n * q * out
+
+
+def counted_poisson_graph(
+    u: Any, eta: Any, n: Any, y1: Any, y2: Any, b1: Any, b2: Any, spec: tuple[float, float]
+) -> list[TensorVariable]:
+    """:func:`counted_poisson_logp` as the PyTensor graph of its pieces (any backend, autodiff)."""
+    u, eta, n, y1, y2, b1, b2 = (as_float64(x) for x in (u, eta, n, y1, y2, b1, b2))
+    m1, m2, v11, v12, v22 = counted_poisson_entries(eta, n, spec)
+    c, d, var = first_statistic_map(y1, m1, v11, b1)
+    lp_u = first_statistic_logp(u, c, d, m1, var)
+    first = c + d * u
+    centre, var2 = conditional_second(first, m1, m2, v11, v12, v22)
+    value = pt.stack(pt.broadcast_arrays(y1, y2), axis=-1)
+    lp_y = given_first_logp(value, first, centre, var2, pt.stack([b1, b2], axis=-1))
+    return [lp_u, lp_y]
+
+
+@node_rewriter([Elemwise])
+def _counted_logp_as_graph(fgraph: Any, node: Apply) -> list | None:
+    if not isinstance(node.op.scalar_op, CountedPoissonLogp):
+        return None
+    return counted_poisson_graph(*node.inputs, node.op.scalar_op.spec)
+
+
+@node_rewriter([Elemwise])
+def _counted_grad_as_graph(fgraph: Any, node: Apply) -> list | None:
+    if not isinstance(node.op.scalar_op, CountedPoissonGrad):
+        return None
+    # Elementwise: the gradient of each log density's sum is each element's partial; inputs
+    # are broadcast first so that each partial keeps the output's shape.
+    full = pt.broadcast_arrays(*node.inputs)
+    lp_u, lp_y = counted_poisson_graph(*full, node.op.scalar_op.spec)
+    wrt = full[:2]
+    parts = [
+        *pt.grad(lp_u.sum(), wrt, disconnected_inputs="ignore"),
+        *pt.grad(lp_y.sum(), wrt, disconnected_inputs="ignore"),
+    ]
+    return [*parts, lp_u, lp_y]
+
+
+@node_rewriter([Elemwise])
+def _counted_logp_from_grad(fgraph: Any, node: Apply) -> list | None:
+    # logp and dlogp compiled together (NUTS) evaluate the kernel once, not twice.
+    if not isinstance(node.op.scalar_op, CountedPoissonLogp):
+        return None
+    grad_op = _elemwise("grad", node.op.scalar_op.spec)
+    for client, _ in fgraph.clients[node.inputs[0]]:
+        if client != "output" and client.op == grad_op and client.inputs == node.inputs:
+            return client.outputs[4:]
+    return None
+
+
+# ---- Numba: the Python mirror, compiled -------------------------------------------------------
+_NUMBA_HELPERS = (
+    *_nl.MIRROR_HELPERS,
+    *_pw.MIRROR_HELPERS,
+    *_pair.ENTRIES_HELPERS,
+    "_counted_poisson_core",
+)
+# Numba's on-disk cache is keyed by the helpers' source: an edit is never served a stale build.
+_NAMESPACE = {**vars(_nl), **vars(_pw), **vars(_pair), **globals()}
+_NUMBA_KEY = hashlib.sha256(
+    "".join(inspect.getsource(_NAMESPACE[name]) for name in _NUMBA_HELPERS).encode()
+).hexdigest()
+
+
+@functools.cache
+def _numba_core() -> Callable:
+    """:func:`_counted_poisson_core` compiled by Numba (IEEE, as the C), its helpers too."""
+    return compile_mirror(_NAMESPACE, _NUMBA_HELPERS, "_counted_poisson_core")
+
+
+def _numba_logp(op: Any) -> tuple[Callable, str]:
+    core = _numba_core()
+    lo, hi = op.spec
+    lg_l, lg_h = _pw.log_factorials(lo, hi)
+
+    def counted_poisson_logp(u, eta, n, y1, y2, b1, b2):
+        out = core(u, eta, n, y1, y2, b1, b2, lo, hi, lg_l, lg_h, False)
+        return out[4], out[5]
+
+    return counted_poisson_logp, f"pmdp_counted_poisson_logp_{op.spec!r}_{_NUMBA_KEY}"
+
+
+def _numba_grad(op: Any) -> tuple[Callable, str]:
+    core = _numba_core()
+    lo, hi = op.spec
+    lg_l, lg_h = _pw.log_factorials(lo, hi)
+
+    def counted_poisson_grad(u, eta, n, y1, y2, b1, b2):
+        return core(u, eta, n, y1, y2, b1, b2, lo, hi, lg_l, lg_h, True)
+
+    return counted_poisson_grad, f"pmdp_counted_poisson_grad_{op.spec!r}_{_NUMBA_KEY}"
+
+
+_HAS_NUMBA = register_numba_scalar(CountedPoissonLogp, _numba_logp)
+_HAS_NUMBA = register_numba_scalar(CountedPoissonGrad, _numba_grad) and _HAS_NUMBA
+_GRAPH_TAGS = ("jax",) if _HAS_NUMBA else ("jax", "numba")
+for _name, _rewrite in (("logp", _counted_logp_as_graph), ("grad", _counted_grad_as_graph)):
+    optdb["specialize"].register(f"pmdp_counted_poisson_{_name}_as_graph", _rewrite, *_GRAPH_TAGS)
+register_specialize(_counted_logp_from_grad, "pmdp_counted_poisson_logp_from_grad")
+
+
+# ---- the model's two variables -------------------------------------------------------------------
+def counted_poisson_model(
+    name: str,
+    *,
+    eta: Any,
+    n: Any,
+    value: np.ndarray,
+    noise_scales: tuple[float, float],
+    spec: tuple[float, float],
+    dims: tuple[str, str],
+) -> TensorVariable:
+    """Add ``{name}_s1_std`` (u), ``{name}_s1`` (ŝ₁) and the observed y (inside a model context).
+
+    The model of :func:`~pymc_dp.likelihoods.collapsed_pair.first_statistic` and
+    :func:`~pymc_dp.likelihoods.collapsed_pair.LaplacePairGivenFirst` for Poisson(e^η_g)
+    records whose window sum and count are released per group (y of shape ``(G, 2)``, Laplace
+    scales ``noise_scales``), with both log densities from :func:`counted_poisson_logp`: both
+    call it on the same inputs, so the compiled function evaluates the kernel once. The CLT
+    entries as a graph serve only ŝ₁ and draws.
+    """
+    n = np.asarray(n, dtype=np.float64).reshape(-1)
+    value = np.asarray(value, dtype=np.float64)
+    b1, b2 = (np.float64(b) for b in noise_scales)
+    y1, y2 = value[:, 0], value[:, 1]
+    spec = counted_window_spec(*spec)
+    m1, m2, v11, v12, v22 = counted_poisson_entries(eta, n, spec)
+    c, d, var = first_statistic_map(as_float64(y1), m1, v11, as_float64(b1))
+
+    def u_logp(u: Any, c: Any, d: Any, m: Any, v: Any, *inputs: Any) -> TensorVariable:
+        return counted_poisson_logp(u, *inputs, spec)[0]
+
+    def u_random(c: Any, d: Any, m: Any, v: Any, *rest: Any, rng: Any, size: Any) -> Any:
+        return (rng.normal(m, np.sqrt(v), size=size) - c) / d
+
+    u = pm.CustomDist(
+        f"{name}_s1_std",
+        *(c, d, m1, var),
+        *(eta, n, y1, y2, b1, b2),
+        logp=u_logp,
+        random=u_random,
+        dims=dims[0],
+    )
+    first = pm.Deterministic(f"{name}_s1", c + d * u, dims=dims[0])
+    centre, var2 = conditional_second(first, m1, m2, v11, v12, v22)
+    scales = np.array([b1, b2])
+
+    def y_logp(value: Any, first: Any, centre: Any, var2: Any, *inputs: Any) -> TensorVariable:
+        noise, u, eta, n = inputs
+        y1, y2, s1, s2 = value[..., 0], value[..., 1], noise[..., 0], noise[..., 1]
+        return counted_poisson_logp(u, eta, n, y1, y2, s1, s2, spec)[1]
+
+    def y_random(first: Any, centre: Any, var2: Any, *rest: Any, rng: Any, size: Any) -> Any:
+        first, centre, var2 = (np.asarray(x, dtype=np.float64) for x in (first, centre, var2))
+        shape = size if size is not None else np.broadcast_shapes(first.shape, centre.shape)
+        sd = np.sqrt(np.maximum(var2, 0.0))
+        s = np.stack([np.broadcast_to(first, shape), rng.normal(centre, sd, size=shape)], axis=-1)
+        return s + rng.laplace(0.0, 1.0, size=s.shape) * scales
+
+    return pm.CustomDist(
+        name,
+        *(first, centre, var2, scales),
+        *(u, eta, n),
+        logp=y_logp,
+        random=y_random,
+        signature="(),(),(),(k),(),(),()->(k)",
+        observed=value,
+        dims=dims,
+    )
