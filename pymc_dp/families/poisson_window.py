@@ -55,13 +55,15 @@ __all__ = [
     "poisson_window",
     "poisson_window_core",
     "poisson_window_graph",
+    "window_edges",
 ]
 
 EMPTY = 1e-10
 """A window with q below this holds no records (as ``window_log_masses``' clamp)."""
 
 
-def _edges(lo: float, hi: float) -> tuple[float, float]:
+def window_edges(lo: float, hi: float) -> tuple[float, float]:
+    """The window {lo, ..., hi} as floats, lo clipped at 0; ValueError unless integer edges."""
     lo, hi = float(lo), float(hi)
     if lo != math.floor(lo) or not (math.isinf(hi) or hi == math.floor(hi)) or hi < lo:
         raise ValueError(f"the Poisson window needs integer edges lo <= hi, got ({lo}, {hi})")
@@ -74,7 +76,7 @@ def poisson_window_graph(eta: Any, lo: float, hi: float) -> list[TensorVariable]
     The graph ``window_log_masses`` and ``truncated_moments`` built before the compiled form:
     log q from the two incomplete gamma tails, each ρ from the log pmf.
     """
-    lo, hi = _edges(lo, hi)
+    lo, hi = window_edges(lo, hi)
     eta = pt.as_tensor_variable(eta, dtype="float64")
     lam = pt.exp(eta)
     log_l = guarded_log(pt.gammaincc(f64(lo), lam)) if lo > 0 else None
@@ -134,7 +136,7 @@ class PoissonWindowOp(Op):
     __props__ = ("lo", "hi")
 
     def __init__(self, lo: float, hi: float):
-        self.lo, self.hi = _edges(lo, hi)
+        self.lo, self.hi = window_edges(lo, hi)
 
     def make_node(self, eta: Any) -> Apply:  # noqa: D102
         eta = pt.as_tensor_variable(eta, dtype="float64")
@@ -372,7 +374,7 @@ class PoissonWindowScalar(ScalarOp):
 
     def __init__(self, lo: float, hi: float, name: str | None = None):
         super().__init__(name=name)
-        self.lo, self.hi = _edges(lo, hi)
+        self.lo, self.hi = window_edges(lo, hi)
 
     def output_types(self, types: Any) -> list:  # noqa: D102
         return [float64] * self.nout

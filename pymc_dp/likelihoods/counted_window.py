@@ -59,13 +59,13 @@ from pymc_dp.likelihoods.collapsed_pair import (
 )
 from pymc_dp.likelihoods.numba_ops import register_numba_scalar
 from pymc_dp.likelihoods.pair_window import (
-    _dadd,
-    _dc,
-    _dchain,
-    _dk,
-    _dmul,
-    _dsub,
-    _pair_given_entries,
+    dual_add,
+    dual_chain,
+    dual_const,
+    dual_mul,
+    dual_scale,
+    dual_sub,
+    pair_given_entries,
 )
 
 __all__ = [
@@ -144,7 +144,7 @@ def counted_window_spec(lo: float, hi: float) -> tuple[float, float]:
     ValueError
         If the edges are not integers with lo ≤ hi.
     """
-    return _pw._edges(lo, hi)
+    return _pw.window_edges(lo, hi)
 
 
 # ---- the same algorithm in Python (Numba compiles it; the tests compare it with the C) --------
@@ -169,29 +169,33 @@ def _counted_poisson_core(
     mean0 = lam * (1.0 - w[2] + w[1])
     held = w[0] > LOG_TINY
     finite = math.isfinite(hi)
-    lamd = _dchain(ee, lam, lam)
-    log_q = _dchain(ee, w[0], lam * (w[1] - w[2]) if held else 0.0)
-    rho_l = _dchain(ee, w[1], w[1] * (lo - 1.0 - mean0))
-    rho_h = _dchain(ee, w[2], w[2] * (hi - mean0) if finite else 0.0)
-    mean, second = lamd, _dmul(lamd, lamd)
+    lamd = dual_chain(ee, lam, lam)
+    log_q = dual_chain(ee, w[0], lam * (w[1] - w[2]) if held else 0.0)
+    rho_l = dual_chain(ee, w[1], w[1] * (lo - 1.0 - mean0))
+    rho_h = dual_chain(ee, w[2], w[2] * (hi - mean0) if finite else 0.0)
+    mean, second = lamd, dual_mul(lamd, lamd)
     if finite:
-        mean = _dsub(mean, _dmul(lamd, rho_h))
-        second = _dsub(second, _dmul(rho_h, _dmul(lamd, _dadd(lamd, _dc(hi)))))
+        mean = dual_sub(mean, dual_mul(lamd, rho_h))
+        second = dual_sub(second, dual_mul(rho_h, dual_mul(lamd, dual_add(lamd, dual_const(hi)))))
     if lo > 0.0:
-        mean = _dadd(mean, _dmul(lamd, rho_l))
-        second = _dadd(second, _dmul(rho_l, _dmul(lamd, _dadd(lamd, _dc(lo - 1.0)))))
-    var = _dsub(_dadd(second, mean), _dmul(mean, mean))
+        mean = dual_add(mean, dual_mul(lamd, rho_l))
+        second = dual_add(
+            second, dual_mul(rho_l, dual_mul(lamd, dual_add(lamd, dual_const(lo - 1.0))))
+        )
+    var = dual_sub(dual_add(second, mean), dual_mul(mean, mean))
     if not held:
-        mean = _dc(0.0)
-        var = _dc(0.0)
+        mean = dual_const(0.0)
+        var = dual_const(0.0)
     eq = math.exp(w[0])
-    q = _dchain(log_q, eq, eq)
-    out = _dchain(log_q, -math.expm1(w[0]), -eq)
-    qm, qo = _dmul(q, mean), _dmul(q, out)
-    m1, m2 = _dk(qm, n), _dk(q, n)
-    v11 = _dk(_dsub(_dmul(q, _dadd(var, _dmul(mean, mean))), _dmul(qm, qm)), n)
-    v12, v22 = _dk(_dmul(qo, mean), n), _dk(qo, n)
-    lp_u, lp_y = _pair_given_entries(uu, m1, m2, v11, v12, v22, y1, y2, b1, b2, grad)
+    q = dual_chain(log_q, eq, eq)
+    out = dual_chain(log_q, -math.expm1(w[0]), -eq)
+    qm, qo = dual_mul(q, mean), dual_mul(q, out)
+    m1, m2 = dual_scale(qm, n), dual_scale(q, n)
+    v11 = dual_scale(
+        dual_sub(dual_mul(q, dual_add(var, dual_mul(mean, mean))), dual_mul(qm, qm)), n
+    )
+    v12, v22 = dual_scale(dual_mul(qo, mean), n), dual_scale(qo, n)
+    lp_u, lp_y = pair_given_entries(uu, m1, m2, v11, v12, v22, y1, y2, b1, b2, grad)
     if grad:
         return (lp_u[1], lp_u[2], lp_y[1], lp_y[2], lp_u[0], lp_y[0])
     return (0.0, 0.0, 0.0, 0.0, lp_u[0], lp_y[0])

@@ -233,53 +233,53 @@ _C_VERSION = (
 
 
 # ---- the same algorithm in Python (Numba compiles it; the tests compare it with the C) --------
-def _dc(x: float) -> tuple:
+def dual_const(x: float) -> tuple:
     return (x, 0.0, 0.0, 0.0)
 
 
-def _dlin(a: tuple, ka: float, b: tuple, kb: float, value: float) -> tuple:
+def dual_lin(a: tuple, ka: float, b: tuple, kb: float, value: float) -> tuple:
     return (value, ka * a[1] + kb * b[1], ka * a[2] + kb * b[2], ka * a[3] + kb * b[3])
 
 
-def _dchain(a: tuple, value: float, k: float) -> tuple:
+def dual_chain(a: tuple, value: float, k: float) -> tuple:
     return (value, k * a[1], k * a[2], k * a[3])
 
 
-def _dadd(a: tuple, b: tuple) -> tuple:
-    return _dlin(a, 1.0, b, 1.0, a[0] + b[0])
+def dual_add(a: tuple, b: tuple) -> tuple:
+    return dual_lin(a, 1.0, b, 1.0, a[0] + b[0])
 
 
-def _dsub(a: tuple, b: tuple) -> tuple:
-    return _dlin(a, 1.0, b, -1.0, a[0] - b[0])
+def dual_sub(a: tuple, b: tuple) -> tuple:
+    return dual_lin(a, 1.0, b, -1.0, a[0] - b[0])
 
 
-def _dmul(a: tuple, b: tuple) -> tuple:
-    return _dlin(a, b[0], b, a[0], a[0] * b[0])
+def dual_mul(a: tuple, b: tuple) -> tuple:
+    return dual_lin(a, b[0], b, a[0], a[0] * b[0])
 
 
-def _ddiv(a: tuple, b: tuple) -> tuple:
+def dual_div(a: tuple, b: tuple) -> tuple:
     q = a[0] / b[0]
-    return _dlin(a, 1.0 / b[0], b, -q / b[0], q)
+    return dual_lin(a, 1.0 / b[0], b, -q / b[0], q)
 
 
-def _dk(a: tuple, k: float) -> tuple:
-    return _dchain(a, k * a[0], k)
+def dual_scale(a: tuple, k: float) -> tuple:
+    return dual_chain(a, k * a[0], k)
 
 
-def _dsqrt(a: tuple) -> tuple:
+def dual_sqrt(a: tuple) -> tuple:
     r = math.sqrt(a[0])
-    return _dchain(a, r, 0.5 / r)
+    return dual_chain(a, r, 0.5 / r)
 
 
-def _dlog(a: tuple) -> tuple:
-    return _dchain(a, math.log(a[0]), 1.0 / a[0])
+def dual_log(a: tuple) -> tuple:
+    return dual_chain(a, math.log(a[0]), 1.0 / a[0])
 
 
-def _dclip(a: tuple) -> tuple:
+def dual_clip(a: tuple) -> tuple:
     if a[0] < -EDGE:
-        return _dc(-EDGE)
+        return dual_const(-EDGE)
     if a[0] > EDGE:
-        return _dc(EDGE)
+        return dual_const(EDGE)
     return a
 
 
@@ -339,7 +339,7 @@ def _window_moments_core(alpha: float, beta: float) -> tuple:
     )
 
 
-def _pair_given_entries(
+def pair_given_entries(
     uu: tuple,
     m1: tuple,
     m2: tuple,
@@ -357,35 +357,39 @@ def _pair_given_entries(
     lp_y's partials are 0 without ``grad``.
     """
     floor, noise_var = 1e-6 * b1, 2.0 * b1 * b1
-    var = _dadd(v11, _dc(floor * floor))
-    inv = _dadd(_ddiv(_dc(1.0), var), _dc(1.0 / noise_var))
+    var = dual_add(v11, dual_const(floor * floor))
+    inv = dual_add(dual_div(dual_const(1.0), var), dual_const(1.0 / noise_var))
     dval = 1.0 / math.sqrt(inv[0])
-    d = _dchain(inv, dval, -0.5 * dval * dval * dval)
-    c = _dmul(_dmul(d, d), _dadd(_ddiv(m1, var), _dc(y1 / noise_var)))
-    s1 = _dadd(c, _dmul(d, uu))
-    gap = _dsub(s1, m1)
-    lp_u = _dadd(
-        _dsub(
-            _dk(_ddiv(_dmul(gap, gap), var), -0.5),
-            _dk(_dlog(_dk(var, 2.0 * 3.14159265358979323846)), 0.5),
+    d = dual_chain(inv, dval, -0.5 * dval * dval * dval)
+    c = dual_mul(dual_mul(d, d), dual_add(dual_div(m1, var), dual_const(y1 / noise_var)))
+    s1 = dual_add(c, dual_mul(d, uu))
+    gap = dual_sub(s1, m1)
+    lp_u = dual_add(
+        dual_sub(
+            dual_scale(dual_div(dual_mul(gap, gap), var), -0.5),
+            dual_scale(dual_log(dual_scale(var, 2.0 * 3.14159265358979323846)), 0.5),
         ),
-        _dlog(d),
+        dual_log(d),
     )
-    slope = _ddiv(v12, _dadd(v11, _dc(1e-300)))
-    centre = _dadd(m2, _dmul(slope, _dsub(s1, m1)))
-    var2 = _dsub(v22, _dmul(slope, v12))
-    wide = _dk(_dsqrt(_dadd(var2, _dc(b2 * b2))), 40.0)
-    lo, hi = _dsub(centre, wide), _dadd(centre, wide)
+    slope = dual_div(v12, dual_add(v11, dual_const(1e-300)))
+    centre = dual_add(m2, dual_mul(slope, dual_sub(s1, m1)))
+    var2 = dual_sub(v22, dual_mul(slope, v12))
+    wide = dual_scale(dual_sqrt(dual_add(var2, dual_const(b2 * b2))), 40.0)
+    lo, hi = dual_sub(centre, wide), dual_add(centre, wide)
     g = _normal_laplace_core(y2, centre[0], var2[0], lo[0], hi[0], b2, grad)
     off = y1 - s1[0]
     sign = (1.0 if off > 0.0 else 0.0) - (1.0 if off < 0.0 else 0.0)
-    lp_y = _dchain(s1, -math.log(2.0 * b1) - abs(off) / b1, sign / b1)
+    lp_y = dual_chain(s1, -math.log(2.0 * b1) - abs(off) / b1, sign / b1)
     if grad:
-        part = _dlin(
-            _dlin(centre, g[1], var2, g[2], 0.0), 1.0, _dlin(lo, g[3], hi, g[4], 0.0), 1.0, g[6]
+        part = dual_lin(
+            dual_lin(centre, g[1], var2, g[2], 0.0),
+            1.0,
+            dual_lin(lo, g[3], hi, g[4], 0.0),
+            1.0,
+            g[6],
         )
-        return lp_u, _dadd(lp_y, part)
-    return lp_u, _dc(lp_y[0] + g[6])
+        return lp_u, dual_add(lp_y, part)
+    return lp_u, dual_const(lp_y[0] + g[6])
 
 
 def _pair_window_core(
@@ -405,25 +409,25 @@ def _pair_window_core(
 ) -> tuple:
     """``pmdp_pair_window`` line for line: (six partials (0 without ``grad``), lp_u, lp_y)."""
     uu, ll, ss = (u, 1.0, 0.0, 0.0), (loc, 0.0, 1.0, 0.0), (scale, 0.0, 0.0, 1.0)
-    alpha = _dc(-EDGE) if lower_empty else _ddiv(_dsub(_dc(v), ll), ss)
-    beta = _dc(EDGE) if upper_empty else _ddiv(_dsub(_dc(w), ll), ss)
-    alpha = _dclip(alpha)
-    beta = _dclip(beta)
+    alpha = dual_const(-EDGE) if lower_empty else dual_div(dual_sub(dual_const(v), ll), ss)
+    beta = dual_const(EDGE) if upper_empty else dual_div(dual_sub(dual_const(w), ll), ss)
+    alpha = dual_clip(alpha)
+    beta = dual_clip(beta)
     m = _window_moments_core(alpha[0], beta[0])
     a, b, mean0, c2, c3, r_lo, r_hi = alpha[0], beta[0], m[1], m[2], m[3], m[5], m[6]
     dm_lo, dm_hi = r_lo * (mean0 - a), r_hi * (b - mean0)
     dv_lo, dv_hi = a - mean0, b - mean0
-    log_z = _dlin(alpha, -r_lo, beta, r_hi, m[0])
-    mean = _dlin(alpha, dm_lo, beta, dm_hi, mean0)
-    k2 = _dlin(alpha, -r_lo * (dv_lo * dv_lo - c2), beta, r_hi * (dv_hi * dv_hi - c2), c2)
-    k3 = _dlin(
+    log_z = dual_lin(alpha, -r_lo, beta, r_hi, m[0])
+    mean = dual_lin(alpha, dm_lo, beta, dm_hi, mean0)
+    k2 = dual_lin(alpha, -r_lo * (dv_lo * dv_lo - c2), beta, r_hi * (dv_hi * dv_hi - c2), c2)
+    k3 = dual_lin(
         alpha,
         -r_lo * (dv_lo * dv_lo * dv_lo - c3) - 3.0 * c2 * dm_lo,
         beta,
         r_hi * (dv_hi * dv_hi * dv_hi - c3) - 3.0 * c2 * dm_hi,
         c3,
     )
-    k4 = _dlin(
+    k4 = dual_lin(
         alpha,
         -r_lo * (dv_lo * dv_lo * dv_lo * dv_lo - m[4]) - 4.0 * c3 * dm_lo,
         beta,
@@ -431,31 +435,31 @@ def _pair_window_core(
         m[4],
     )
     if lower_empty and upper_empty:
-        log_q = _dc(0.0)
+        log_q = dual_const(0.0)
     else:
-        log_q = log_z if m[0] > LOG_TINY else _dc(LOG_TINY)
-    scale_2 = _dmul(ss, ss)
-    ez = _dadd(ll, _dmul(ss, mean))
-    var_d = _dmul(scale_2, k2)
-    skew_d = _dmul(_dmul(scale_2, ss), k3)
-    cov_12 = _dadd(_dk(_dmul(ez, var_d), 2.0), skew_d)
-    ez_2 = _dmul(ez, ez)
-    var_2 = _dadd(
-        _dadd(_dk(_dmul(ez_2, var_d), 4.0), _dk(_dmul(ez, skew_d), 4.0)),
-        _dmul(_dmul(scale_2, scale_2), _dsub(k4, _dmul(k2, k2))),
+        log_q = log_z if m[0] > LOG_TINY else dual_const(LOG_TINY)
+    scale_2 = dual_mul(ss, ss)
+    ez = dual_add(ll, dual_mul(ss, mean))
+    var_d = dual_mul(scale_2, k2)
+    skew_d = dual_mul(dual_mul(scale_2, ss), k3)
+    cov_12 = dual_add(dual_scale(dual_mul(ez, var_d), 2.0), skew_d)
+    ez_2 = dual_mul(ez, ez)
+    var_2 = dual_add(
+        dual_add(dual_scale(dual_mul(ez_2, var_d), 4.0), dual_scale(dual_mul(ez, skew_d), 4.0)),
+        dual_mul(dual_mul(scale_2, scale_2), dual_sub(k4, dual_mul(k2, k2))),
     )
-    mu_2 = _dadd(ez_2, var_d)
-    q = spread = _dc(0.0)
+    mu_2 = dual_add(ez_2, var_d)
+    q = spread = dual_const(0.0)
     if not (log_q[0] <= LOG_TINY or math.isinf(m[0])):
         eq = math.exp(log_q[0])
-        q = _dchain(log_q, eq, eq)
-        spread = _dmul(q, _dchain(log_q, -math.expm1(log_q[0]), -eq))
-    m1 = _dk(_dmul(q, ez), n)
-    m2 = _dk(_dmul(q, mu_2), n)
-    v11 = _dk(_dadd(_dmul(q, var_d), _dmul(_dmul(spread, ez), ez)), n)
-    v12 = _dk(_dadd(_dmul(q, cov_12), _dmul(_dmul(spread, ez), mu_2)), n)
-    v22 = _dk(_dadd(_dmul(q, var_2), _dmul(_dmul(spread, mu_2), mu_2)), n)
-    lp_u, lp_y = _pair_given_entries(uu, m1, m2, v11, v12, v22, y1, y2, b1, b2, grad)
+        q = dual_chain(log_q, eq, eq)
+        spread = dual_mul(q, dual_chain(log_q, -math.expm1(log_q[0]), -eq))
+    m1 = dual_scale(dual_mul(q, ez), n)
+    m2 = dual_scale(dual_mul(q, mu_2), n)
+    v11 = dual_scale(dual_add(dual_mul(q, var_d), dual_mul(dual_mul(spread, ez), ez)), n)
+    v12 = dual_scale(dual_add(dual_mul(q, cov_12), dual_mul(dual_mul(spread, ez), mu_2)), n)
+    v22 = dual_scale(dual_add(dual_mul(q, var_2), dual_mul(dual_mul(spread, mu_2), mu_2)), n)
+    lp_u, lp_y = pair_given_entries(uu, m1, m2, v11, v12, v22, y1, y2, b1, b2, grad)
     if grad:
         return (lp_u[1], lp_u[2], lp_u[3], lp_y[1], lp_y[2], lp_y[3], lp_u[0], lp_y[0])
     return (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, lp_u[0], lp_y[0])
@@ -670,36 +674,36 @@ def _pair_logp_from_grad(fgraph: Any, node: Apply) -> list | None:
 
 # ---- Numba: the Python mirror, compiled -------------------------------------------------------
 ENTRIES_HELPERS = (
-    "_dc",
-    "_dlin",
-    "_dchain",
-    "_dadd",
-    "_dsub",
-    "_dmul",
-    "_ddiv",
-    "_dk",
-    "_dsqrt",
-    "_dlog",
-    "_pair_given_entries",
+    "dual_const",
+    "dual_lin",
+    "dual_chain",
+    "dual_add",
+    "dual_sub",
+    "dual_mul",
+    "dual_div",
+    "dual_scale",
+    "dual_sqrt",
+    "dual_log",
+    "pair_given_entries",
 )
-"""The mirror of :data:`ENTRIES_C` (dual numbers and ``_pair_given_entries``), in the order
+"""The mirror of :data:`ENTRIES_C` (dual numbers and ``pair_given_entries``), in the order
 :func:`~pymc_dp.kernels.numba_mirror.compile_mirror` compiles them; needs the normal–Laplace
 convolution's :data:`~pymc_dp.likelihoods.normal_laplace.MIRROR_HELPERS`."""
 _NUMBA_HELPERS = (
-    "_dc",
-    "_dlin",
-    "_dchain",
-    "_dadd",
-    "_dsub",
-    "_dmul",
-    "_ddiv",
-    "_dk",
-    "_dsqrt",
-    "_dlog",
-    "_dclip",
+    "dual_const",
+    "dual_lin",
+    "dual_chain",
+    "dual_add",
+    "dual_sub",
+    "dual_mul",
+    "dual_div",
+    "dual_scale",
+    "dual_sqrt",
+    "dual_log",
+    "dual_clip",
     "_erfcx",
     "_window_moments_core",
-    "_pair_given_entries",
+    "pair_given_entries",
     "_pair_window_core",
 )
 # Numba's on-disk cache is keyed by the helpers' source: an edit is never served a stale build.
