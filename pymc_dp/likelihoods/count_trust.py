@@ -119,7 +119,7 @@ def counts_clt_ks(
     Examples
     --------
     >>> round(counts_clt_ks(60, [10.0, 30.0, 20.0], 2.0), 3)  # ε = 1: smallest count near 10
-    0.009
+    0.008
     """
     y = np.clip(np.asarray(released, dtype=np.float64).reshape(-1), 0.5, None)
     p = np.round(y / np.sum(y), 4)
