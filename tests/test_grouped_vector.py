@@ -57,7 +57,7 @@ def test_categorical_exact_logp_is_the_sum_over_groups_of_single_releases():
     rs, _, _ = _categorical(1)
     p = np.array([[0.2, 0.3, 0.5], [0.3, 0.3, 0.4], [0.1, 0.6, 0.3]])
     with pm.Model() as model:
-        pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p), release=rs)
+        pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p), release=rs, likelihood="exact")
     got = _logp_of_y(model, {})
     alone = []
     for key, p_g in zip(KEYS, p):
@@ -330,12 +330,16 @@ def test_bad_vector_inputs_are_refused_with_the_rule():
 
 
 def test_large_categorical_groups_under_auto_take_the_clt_with_a_warning():
-    """Group by group at ε = 1: the small group 'a' (CLT untrusted, sum cheap) takes the exact
-    sum, the large group 'b' (CLT untrusted, sum too dear) the CLT, and the warning names 'b'."""
+    """Group by group at ε = 10: the small group 'a' (CLT untrusted, sum cheap) takes the exact
+    sum, the large group 'b' with a rare category (CLT untrusted, sum too dear) the CLT, and
+    the warning names 'b'."""
     rng = np.random.default_rng(9)
-    by = np.repeat(["a", "b"], [50, 3000])
+    x = np.concatenate(
+        [rng.integers(0, 3, size=50), rng.choice(3, size=1100, p=[0.005, 0.5, 0.495])]
+    )
+    by = np.repeat(["a", "b"], [50, 1100])
     rs = pmdp.release_grouped(
-        rng.integers(0, 3, size=by.size), pm.Categorical, categories=3, epsilon=1.0, by=by,
+        x, pm.Categorical, categories=3, epsilon=10.0, by=by,
         groups=["a", "b"], sizes="public", rng=10,
     )  # fmt: skip
     with pm.Model() as model:
@@ -347,14 +351,38 @@ def test_large_categorical_groups_under_auto_take_the_clt_with_a_warning():
     assert list(model.coords["y_s_group"]) == ["b"]
 
 
+def test_categorical_auto_decides_each_group_by_its_computed_ks_distance():
+    """At ε = 1 a group of 50 records with counts near 10 is trusted (KS ≈ 0.008, though
+    m·(1 + r)² < 50), and the same group at ε = 5 is not (KS > 0.01): only it takes the exact
+    sum, and the node records which groups did."""
+    from pymc_dp.likelihoods.count_trust import counts_clt_ks
+
+    assert counts_clt_ks(50, [10.0, 20.0, 20.0], 2.0) < 0.01
+    assert counts_clt_ks(50, [10.0, 20.0, 20.0], 0.4) > 0.01
+    rng = np.random.default_rng(5)
+    by = np.repeat(["a", "b"], [50, 400])
+    x = rng.choice(3, size=by.size, p=[0.2, 0.4, 0.4])
+    chosen = {}
+    for epsilon in (1.0, 5.0):
+        rs = pmdp.release_grouped(
+            x, pm.Categorical, categories=3, epsilon=epsilon, by=by, groups=["a", "b"],
+            sizes="public", rng=6,
+        )  # fmt: skip
+        with pm.Model() as model:
+            pmdp.NoisySuffStat("y", pm.Categorical.dist(p=np.full(3, 1 / 3)), release=rs)
+        chosen[epsilon] = release_attrs(model)["pymc_dp_likelihood_y"]
+    assert chosen[1.0] == "clt"
+    assert chosen[5.0].startswith("mixed: exact in 1 of 2 groups (a)")
+
+
 def _mixed_categorical(mechanism):
-    """Groups 'a', 'c' small with a rare category (CLT untrusted at ε = 1), 'b' large (trusted)."""
+    """Groups 'a', 'c' small with a rare category (CLT untrusted at ε = 2), 'b' large (trusted)."""
     rng = np.random.default_rng(31)
     sizes, shares = (60, 900, 50), [0.05, 0.35, 0.6]
     by = np.repeat(KEYS, sizes)
     x = rng.choice(3, size=by.size, p=shares)
     # OpenDP's discrete Gaussian cannot be seeded; the groups' trust does not hinge on its draw.
-    noise = {"epsilon": 1.0, "rng": 32}
+    noise = {"epsilon": 2.0, "rng": 32}
     if mechanism == "gaussian":
         noise = {"mechanism": "discrete-gaussian", "rho": 0.5}
     rs = pmdp.release_grouped(

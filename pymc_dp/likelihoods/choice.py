@@ -8,7 +8,9 @@ accurate (:func:`clt_trust`, one rule for counts and window sums alike) and the 
 at most :data:`EXACT_MAX_TERMS` terms, with a warning where the CLT is untrusted and the exact
 sum too dear. Where the CLT is trusted it is also the cheaper: one closed-form term per
 release, against a sum over s. K released counts (Categorical) are the exception: their CLT
-keeps s latent, so there the exact sum is taken wherever it is affordable.
+keeps s latent, so there the exact sum is taken wherever it is affordable (one release: its
+exact sum is drawn by ``IndependenceStep``). Grouped Categorical releases decide group by group
+with the KS distance computed (:func:`pymc_dp.likelihoods.count_trust.counts_clt_trust`).
 
 The rule comes from ``benchmarks/clt_accuracy.py``: the KS distance between the CLT law of a
 released Binomial count and its exact law is below 0.01 when the smallest expected count m and

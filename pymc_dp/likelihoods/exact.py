@@ -36,6 +36,7 @@ from pymc_dp.kernels.exact_counts import (
     multinomial_expected_counts,
     multinomial_log_likelihood,
 )
+from pymc_dp.likelihoods.multinomial_window import window_logp, window_table
 
 __all__ = [
     "NOISE_TAIL",
@@ -408,13 +409,25 @@ class BinomialCounts(StatisticLaw):
 
 
 class MultinomialCounts(StatisticLaw):
-    """s ~ Multinomial(n, p): K released counts of n records (``sizes``)."""
+    """s ~ Multinomial(n, p): K released counts of n records (``sizes``).
+
+    Grouped, with the ``released`` counts ``(G, K)`` known, the log density is one PyTensor
+    graph over the s within the noise's reach of each y_g
+    (:func:`~pymc_dp.likelihoods.multinomial_window.window_logp`, on every backend) while that
+    table is small enough, and :class:`GroupedMultinomialLogLikelihood` otherwise.
+    """
 
     signature = "(k)->(k)"
 
-    def __init__(self, sizes: int | Sequence[int], categories: int):
+    def __init__(
+        self,
+        sizes: int | Sequence[int],
+        categories: int,
+        released: np.ndarray | None = None,
+    ):
         super().__init__(sizes)
         self.categories = int(categories)
+        self.released = None if released is None else np.asarray(released, dtype=np.float64)
 
     def log_likelihood(self, value, theta, size, noise):  # noqa: D102
         return multinomial_exact_logp(value, theta, size, noise, self.categories)
@@ -422,6 +435,11 @@ class MultinomialCounts(StatisticLaw):
     def logp(self, value, theta, noise):  # noqa: D102
         if not self.grouped:
             return super().logp(value, theta, noise)
+        table = None
+        if self.released is not None:
+            table = window_table(self.released, self.sizes, noise)
+        if table is not None:
+            return window_logp(value, theta, table, noise)
         return GroupedMultinomialLogLikelihood(self.sizes, noise)(value, theta)
 
     def draw(self, rng, theta, size):  # noqa: D102

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import pytensor
 import pytensor.tensor as pt
+from pytensor.graph.basic import Variable
 from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp.families import ExponentialFamily
@@ -87,7 +88,9 @@ def GroupedExactCounts(
         As for :func:`~pymc_dp.likelihoods.exact.released_statistic`; θ holds each group's
         category probabilities, shape ``(G, K)``, and ``dims`` name the group and the category.
     """
-    law = MultinomialCounts(_sizes(n), categories)
+    observed = kwargs.get("observed")
+    known = None if observed is None or isinstance(observed, Variable) else observed
+    law = MultinomialCounts(_sizes(n), categories, released=known)
     return released_statistic(name, theta, law=law, noise=noise, **kwargs)
 
 

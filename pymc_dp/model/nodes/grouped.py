@@ -36,6 +36,7 @@ from pymc_dp.likelihoods.choice import (
     windowed_counts,
 )
 from pymc_dp.likelihoods.clt import grouped_released_clt
+from pymc_dp.likelihoods.count_trust import counts_clt_trust
 from pymc_dp.likelihoods.exact import BinomialCounts, released_statistic
 from pymc_dp.likelihoods.exact_windows import WindowCounts
 from pymc_dp.likelihoods.grouped import CltLaw, MixedLaw
@@ -57,8 +58,9 @@ def grouped_likelihood(
     and the exact sum affordable (:func:`~pymc_dp.likelihoods.choice.choose_likelihood`); a
     :class:`~pymc_dp.likelihoods.choice.CltWarning` names the groups where the CLT is used
     outside its measured safe region. Vector statistics (Categorical counts) are resolved group
-    by group too, with :func:`~pymc_dp.likelihoods.choice.clt_trust` and
-    :func:`~pymc_dp.likelihoods.choice.exact_cost`.
+    by group too: the exact sum where the KS distance of the group's CLT law of y from its exact
+    law, computed (:func:`~pymc_dp.likelihoods.count_trust.counts_clt_trust`), is above 0.01
+    and the sum affordable (:func:`~pymc_dp.likelihoods.choice.exact_cost`).
     """
     rel = release.first
     bounds = _window(family, rel)
@@ -83,7 +85,7 @@ def grouped_likelihood(
         elif likelihood == "auto":
             choices = [
                 "exact"
-                if not clt_trust(family, int(n_g), value, rel.scale, bounds=bounds)[0]
+                if not _vector_trusted(family, int(n_g), value, rel)
                 and exact_cost(family, int(n_g), bounds) <= EXACT_MAX_TERMS
                 else "clt"
                 for _, n_g, value in rows
@@ -104,6 +106,11 @@ def grouped_likelihood(
         if family.stat_shape in ((), (1,)) and not continuous_window(family):
             # choose_likelihood has measured the CLT of every group already.
             untrusted = [r.reason.startswith("CLT outside") for r in resolved]
+        elif family.stat_shape not in ((), (1,)) and not continuous_window(family):
+            untrusted = [
+                choice == "clt" and not _vector_trusted(family, int(n_g), value, rel)
+                for (_, n_g, value), choice in zip(rows, choices, strict=True)
+            ]
         else:
             untrusted = [
                 choice == "clt"
@@ -119,6 +126,18 @@ def grouped_likelihood(
                 stacklevel=4,
             )
     return choices
+
+
+def _vector_trusted(family: ExponentialFamily, n: int, value: object, rel: Release) -> bool:
+    """Whether one group's CLT of K counts is trusted: its KS distance, computed.
+
+    :func:`~pymc_dp.likelihoods.count_trust.counts_clt_trust` (KS ≤ 0.01), the measured rule
+    for counts, rather than :func:`~pymc_dp.likelihoods.choice.clt_trust`'s formula, which is
+    conservative between the points it was fitted on and sent groups whose distance is below
+    0.01 to the exact sum.
+    """
+    gaussian = rel.mechanism == DISCRETE_GAUSSIAN
+    return counts_clt_trust(n, value, rel.scale, gaussian=gaussian)[0]
 
 
 def _node_likelihood(groups: list, choices: list[str]) -> str:

@@ -331,7 +331,7 @@ def _mixed_counts(
     clt = np.flatnonzero(np.asarray(choices) == "clt")
     sizes = np.asarray(release.n)
     model = pm.modelcontext(None)
-    exact_law = MultinomialCounts(sizes[exact], family.categories)  # its log density only
+    exact_law = MultinomialCounts(sizes[exact], family.categories, released=value[exact])
     gaussian = release.first.mechanism == DISCRETE_GAUSSIAN
     scale = float(release.first.scale)
     if gaussian:
