@@ -114,7 +114,7 @@ def counts_clt_ks(
     Returns
     -------
     float
-        sup_y |F_clt(y_j) − F_exact(y_j)|, the largest over j.
+        The supremum over y of abs(F_clt(y_j) − F_exact(y_j)), the largest over j.
 
     Examples
     --------
