@@ -21,7 +21,7 @@ from pymc_dp.families.poisson_window import poisson_window
 from pymc_dp.families.truncated import LOG_TINY, TruncatedFamily, guarded_log, log1mexp
 from pymc_dp.families.truncated import f64 as _f64
 
-__all__ = ["Geometric", "Poisson"]
+__all__ = ["Geometric", "Poisson", "poisson_window_moments"]
 
 
 class _CountStatistic:
@@ -117,16 +117,8 @@ class Poisson(_CountStatistic, GammaPrior, TruncatedFamily):
             else:
                 rho_lo = pt.exp(log_pmf(lo - 1.0) - log_q) if lo > 0 else None
                 rho_hi = pt.exp(log_pmf(hi) - log_q) if np.isfinite(hi) else None
-            mean, second = lam, pt.sqr(lam)
-            if np.isfinite(hi):
-                mean, second = mean - lam * rho_hi, second - rho_hi * lam * (lam + hi)
-            if lo > 0:
-                mean, second = mean + lam * rho_lo, second + rho_lo * lam * (lam + lo - 1.0)
-            var = second + mean - pt.sqr(mean)
-            empty = log_q <= LOG_TINY
-            mu = pt.switch(empty, 0.0, pt.reshape(mean, (1,)))
-            sigma = pt.switch(empty, 0.0, pt.reshape(var, (1, 1)))
-            out.append((log_q, mu, sigma))
+            mean, var = poisson_window_moments(lam, log_q, rho_lo, rho_hi, (lo, hi))
+            out.append((log_q, pt.reshape(mean, (1,)), pt.reshape(var, (1, 1))))
         return out
 
     def log_cdf(self, z: float, eta: TensorVariable) -> TensorVariable:  # noqa: D102
@@ -142,6 +134,25 @@ class Poisson(_CountStatistic, GammaPrior, TruncatedFamily):
     def record_distribution(self, theta: float) -> Any:
         """Scipy distribution of one record (for simulation and tests)."""
         return stats.poisson(theta)
+
+
+def poisson_window_moments(
+    lam: Any, log_q: Any, rho_lo: Any, rho_hi: Any, window: tuple[float, float]
+) -> tuple[TensorVariable, TensorVariable]:
+    """Mean and variance of a Poisson(λ) record given lo ≤ x ≤ hi, elementwise (0 where empty).
+
+    ``log_q`` is the window's log mass and ρ_lo = P(X = lo − 1)/q, ρ_hi = P(X = hi)/q (None
+    where lo = 0 or hi = ∞); the formulas are :meth:`Poisson.truncated_moments`'.
+    """
+    lo, hi = window
+    mean, second = lam, pt.sqr(lam)
+    if np.isfinite(hi):
+        mean, second = mean - lam * rho_hi, second - rho_hi * lam * (lam + hi)
+    if lo > 0:
+        mean, second = mean + lam * rho_lo, second + rho_lo * lam * (lam + lo - 1.0)
+    var = second + mean - pt.sqr(mean)
+    empty = log_q <= LOG_TINY
+    return pt.switch(empty, 0.0, mean), pt.switch(empty, 0.0, var)
 
 
 @dataclasses.dataclass(frozen=True)

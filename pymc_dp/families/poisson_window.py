@@ -426,19 +426,18 @@ def _poisson_window_as_graph(fgraph: Any, node: Apply) -> list | None:
     return _cast_like(poisson_window_graph(node.inputs[0], node.op.lo, node.op.hi), node.outputs)
 
 
-_NUMBA_HELPERS = ("_above_series", "_below_series", "_above", "_below", "_poisson_window_core")
-MIRROR_HELPERS = _NUMBA_HELPERS
+MIRROR_HELPERS = ("_above_series", "_below_series", "_above", "_below", "_poisson_window_core")
 """The mirror's functions in the order ``compile_mirror`` compiles them (the core last)."""
 # Numba's on-disk cache is keyed by the helpers' source: an edit is never served a stale build.
 _NUMBA_KEY = hashlib.sha256(
-    "".join(inspect.getsource(globals()[name]) for name in _NUMBA_HELPERS).encode()
+    "".join(inspect.getsource(globals()[name]) for name in MIRROR_HELPERS).encode()
 ).hexdigest()
 
 
 @functools.cache
 def _numba_core() -> Any:
     """:func:`_poisson_window_core` compiled by Numba (IEEE, as the C), helpers compiled too."""
-    return compile_mirror(globals(), _NUMBA_HELPERS, "_poisson_window_core")
+    return compile_mirror(globals(), MIRROR_HELPERS, "_poisson_window_core")
 
 
 def _register_numba() -> bool:

@@ -36,16 +36,14 @@ from typing import Any
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
-from pytensor.compile import optdb
 from pytensor.gradient import DisconnectedType, grad_not_implemented
 from pytensor.graph.basic import Apply
-from pytensor.graph.rewriting.basic import node_rewriter
 from pytensor.scalar.basic import ScalarOp, float64
 from pytensor.tensor.elemwise import Elemwise
-from pytensor.tensor.rewriting.basic import register_specialize
 from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp.families import poisson_window as _pw
+from pymc_dp.families.counts import poisson_window_moments
 from pymc_dp.families.truncated import LOG_TINY
 from pymc_dp.kernels.numba_mirror import compile_mirror
 from pymc_dp.likelihoods import normal_laplace as _nl
@@ -57,6 +55,7 @@ from pymc_dp.likelihoods.collapsed_pair import (
     first_statistic_map,
     given_first_logp,
 )
+from pymc_dp.likelihoods.fused_graphs import register_graph_forms
 from pymc_dp.likelihoods.numba_ops import register_numba_scalar
 from pymc_dp.likelihoods.pair_window import (
     dual_add,
@@ -332,14 +331,7 @@ def counted_poisson_entries(
     eta, n = as_float64(eta), as_float64(n)
     lam = pt.exp(eta)
     log_q, rho_l, rho_h = _pw.poisson_window(eta, lo, hi)
-    mean, second = lam, pt.sqr(lam)
-    if math.isfinite(hi):
-        mean, second = mean - lam * rho_h, second - rho_h * lam * (lam + hi)
-    if lo > 0:
-        mean, second = mean + lam * rho_l, second + rho_l * lam * (lam + lo - 1.0)
-    var = second + mean - pt.sqr(mean)
-    empty = log_q <= LOG_TINY
-    mean, var = pt.switch(empty, 0.0, mean), pt.switch(empty, 0.0, var)
+    mean, var = poisson_window_moments(lam, log_q, rho_l, rho_h, (lo, hi))
     q, out = pt.exp(log_q), -pt.expm1(log_q)
     var_sum = q * (var + pt.sqr(mean)) - pt.sqr(q * mean)
     return n * q * mean, n * q, n * var_sum, n * q * out * mean, n * q * out
@@ -358,41 +350,6 @@ def counted_poisson_graph(
     value = pt.stack(pt.broadcast_arrays(y1, y2), axis=-1)
     lp_y = given_first_logp(value, first, centre, var2, pt.stack([b1, b2], axis=-1))
     return [lp_u, lp_y]
-
-
-@node_rewriter([Elemwise])
-def _counted_logp_as_graph(fgraph: Any, node: Apply) -> list | None:
-    if not isinstance(node.op.scalar_op, CountedPoissonLogp):
-        return None
-    return counted_poisson_graph(*node.inputs, node.op.scalar_op.spec)
-
-
-@node_rewriter([Elemwise])
-def _counted_grad_as_graph(fgraph: Any, node: Apply) -> list | None:
-    if not isinstance(node.op.scalar_op, CountedPoissonGrad):
-        return None
-    # Elementwise: the gradient of each log density's sum is each element's partial; inputs
-    # are broadcast first so that each partial keeps the output's shape.
-    full = pt.broadcast_arrays(*node.inputs)
-    lp_u, lp_y = counted_poisson_graph(*full, node.op.scalar_op.spec)
-    wrt = full[:2]
-    parts = [
-        *pt.grad(lp_u.sum(), wrt, disconnected_inputs="ignore"),
-        *pt.grad(lp_y.sum(), wrt, disconnected_inputs="ignore"),
-    ]
-    return [*parts, lp_u, lp_y]
-
-
-@node_rewriter([Elemwise])
-def _counted_logp_from_grad(fgraph: Any, node: Apply) -> list | None:
-    # logp and dlogp compiled together (NUTS) evaluate the kernel once, not twice.
-    if not isinstance(node.op.scalar_op, CountedPoissonLogp):
-        return None
-    grad_op = _elemwise("grad", node.op.scalar_op.spec)
-    for client, _ in fgraph.clients[node.inputs[0]]:
-        if client != "output" and client.op == grad_op and client.inputs == node.inputs:
-            return client.outputs[4:]
-    return None
 
 
 # ---- Numba: the Python mirror, compiled -------------------------------------------------------
@@ -440,10 +397,10 @@ def _numba_grad(op: Any) -> tuple[Callable, str]:
 
 _HAS_NUMBA = register_numba_scalar(CountedPoissonLogp, _numba_logp)
 _HAS_NUMBA = register_numba_scalar(CountedPoissonGrad, _numba_grad) and _HAS_NUMBA
-_GRAPH_TAGS = ("jax",) if _HAS_NUMBA else ("jax", "numba")
-for _name, _rewrite in (("logp", _counted_logp_as_graph), ("grad", _counted_grad_as_graph)):
-    optdb["specialize"].register(f"pmdp_counted_poisson_{_name}_as_graph", _rewrite, *_GRAPH_TAGS)
-register_specialize(_counted_logp_from_grad, "pmdp_counted_poisson_logp_from_grad")
+register_graph_forms(
+    "counted_poisson", CountedPoissonLogp, CountedPoissonGrad, counted_poisson_graph, 2,
+    functools.partial(_elemwise, "grad"), _HAS_NUMBA,
+)  # fmt: skip
 
 
 # ---- the model's two variables -------------------------------------------------------------------

@@ -562,7 +562,7 @@ def _logp_from_grad(fgraph: Any, node: Apply) -> list | None:
 
 
 # ---- Numba: the Python mirror, compiled -------------------------------------------------------
-_NUMBA_HELPERS = (
+MIRROR_HELPERS = (
     "_plain",
     "_normal_laplace_plain",
     "_mills_series",
@@ -575,13 +575,12 @@ _NUMBA_HELPERS = (
     "_exp",
     "_normal_laplace_core",
 )
-MIRROR_HELPERS = _NUMBA_HELPERS
 """The Python mirror's functions, in the order :func:`~pymc_dp.kernels.numba_mirror.compile_mirror`
 compiles them (``_normal_laplace_core`` last)."""
 # Numba's on-disk cache of the compiled operations is keyed by the helpers' source, so an edit
 # of the algorithm is never served a stale build.
 _NUMBA_KEY = hashlib.sha256(
-    "".join(inspect.getsource(globals()[name]) for name in _NUMBA_HELPERS).encode()
+    "".join(inspect.getsource(globals()[name]) for name in MIRROR_HELPERS).encode()
 ).hexdigest()
 
 
@@ -592,7 +591,7 @@ def _numba_core() -> Callable:
     Each helper is compiled from its own code, with globals in which the other helpers are the
     compiled ones, so the Python mirror stays plain Python.
     """
-    return compile_mirror(globals(), _NUMBA_HELPERS, "_normal_laplace_core")
+    return compile_mirror(globals(), MIRROR_HELPERS, "_normal_laplace_core")
 
 
 def _register_numba() -> bool:

@@ -32,14 +32,11 @@ from typing import Any
 import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
-from pytensor.compile import optdb
 from pytensor.gradient import DisconnectedType, grad_not_implemented
 from pytensor.graph.basic import Apply
-from pytensor.graph.rewriting.basic import node_rewriter
 from pytensor.scalar.basic import ScalarOp, float64
 from pytensor.scalar.math import C_CODE_PATH
 from pytensor.tensor.elemwise import Elemwise
-from pytensor.tensor.rewriting.basic import register_specialize
 from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp.families.normal_window import WINDOW_MOMENTS_C, window_pair_entries
@@ -54,7 +51,9 @@ from pymc_dp.likelihoods.collapsed_pair import (
     first_statistic_map,
     given_first_logp,
 )
+from pymc_dp.likelihoods.fused_graphs import register_graph_forms
 from pymc_dp.likelihoods.normal_laplace import normal_laplace_core as _normal_laplace_core
+from pymc_dp.likelihoods.numba_ops import register_numba_scalar
 
 __all__ = [
     "ENTRIES_C",
@@ -630,48 +629,6 @@ def pair_window_graph(
     return [lp_u, lp_y]
 
 
-def _spec_of(node: Apply) -> tuple | None:
-    op = node.op
-    if isinstance(op, Elemwise) and isinstance(op.scalar_op, _PairWindowBase):
-        return op.scalar_op.spec
-    return None
-
-
-@node_rewriter([Elemwise])
-def _pair_logp_as_graph(fgraph: Any, node: Apply) -> list | None:
-    if not isinstance(node.op.scalar_op, PairWindowLogp):
-        return None
-    return pair_window_graph(*node.inputs, node.op.scalar_op.spec)
-
-
-@node_rewriter([Elemwise])
-def _pair_grad_as_graph(fgraph: Any, node: Apply) -> list | None:
-    if not isinstance(node.op.scalar_op, PairWindowGrad):
-        return None
-    # Elementwise, so the gradient of each log density's sum is each element's partial;
-    # inputs are broadcast first so that each partial keeps the output's shape.
-    full = pt.broadcast_arrays(*node.inputs)
-    lp_u, lp_y = pair_window_graph(*full, node.op.scalar_op.spec)
-    wrt = full[:3]
-    parts = [
-        *pt.grad(lp_u.sum(), wrt, disconnected_inputs="ignore"),
-        *pt.grad(lp_y.sum(), wrt, disconnected_inputs="ignore"),
-    ]
-    return [*parts, lp_u, lp_y]
-
-
-@node_rewriter([Elemwise])
-def _pair_logp_from_grad(fgraph: Any, node: Apply) -> list | None:
-    # logp and dlogp compiled together (NUTS) evaluate the kernel once, not twice.
-    if not isinstance(node.op.scalar_op, PairWindowLogp):
-        return None
-    grad_op = _elemwise("grad", node.op.scalar_op.spec)
-    for client, _ in fgraph.clients[node.inputs[0]]:
-        if client != "output" and client.op == grad_op and client.inputs == node.inputs:
-            return client.outputs[6:]
-    return None
-
-
 # ---- Numba: the Python mirror, compiled -------------------------------------------------------
 ENTRIES_HELPERS = (
     "dual_const",
@@ -690,20 +647,10 @@ ENTRIES_HELPERS = (
 :func:`~pymc_dp.kernels.numba_mirror.compile_mirror` compiles them; needs the normal–Laplace
 convolution's :data:`~pymc_dp.likelihoods.normal_laplace.MIRROR_HELPERS`."""
 _NUMBA_HELPERS = (
-    "dual_const",
-    "dual_lin",
-    "dual_chain",
-    "dual_add",
-    "dual_sub",
-    "dual_mul",
-    "dual_div",
-    "dual_scale",
-    "dual_sqrt",
-    "dual_log",
+    *ENTRIES_HELPERS,
     "dual_clip",
     "_erfcx",
     "_window_moments_core",
-    "pair_given_entries",
     "_pair_window_core",
 )
 # Numba's on-disk cache is keyed by the helpers' source: an edit is never served a stale build.
@@ -720,44 +667,33 @@ def _numba_core() -> Callable:
     return compile_mirror(namespace, (*_nl.MIRROR_HELPERS, *_NUMBA_HELPERS), "_pair_window_core")
 
 
-def _register_numba() -> bool:
-    """Give both operations a Numba implementation; False where PyTensor cannot take one."""
-    try:
-        from pytensor.link.numba.dispatch import basic as numba_basic
-        from pytensor.link.numba.dispatch.basic import register_funcify_and_cache_key
-    except ImportError:  # no Numba, or a PyTensor without cache-keyed Numba dispatch
-        return False
+def _numba_logp(op: Any) -> tuple[Callable, str]:
+    core = _numba_core()
+    v, w, lower_empty, upper_empty = op.spec
 
-    @register_funcify_and_cache_key(PairWindowLogp)
-    def _logp_numba(op: Any, node: Apply, **kwargs: Any) -> tuple[Callable, str]:
-        core = _numba_core()
-        v, w, lower_empty, upper_empty = op.spec
+    def pair_window_logp(u, loc, scale, n, y1, y2, b1, b2):
+        out = core(u, loc, scale, n, y1, y2, b1, b2, v, w, lower_empty, upper_empty, False)
+        return out[6], out[7]
 
-        @numba_basic.numba_njit(fastmath=False)
-        def pair_window_logp(u, loc, scale, n, y1, y2, b1, b2):
-            out = core(u, loc, scale, n, y1, y2, b1, b2, v, w, lower_empty, upper_empty, False)
-            return out[6], out[7]
-
-        return pair_window_logp, f"pmdp_pair_window_logp_{op.spec!r}_{_NUMBA_KEY}"
-
-    @register_funcify_and_cache_key(PairWindowGrad)
-    def _grad_numba(op: Any, node: Apply, **kwargs: Any) -> tuple[Callable, str]:
-        core = _numba_core()
-        v, w, lower_empty, upper_empty = op.spec
-
-        @numba_basic.numba_njit(fastmath=False)
-        def pair_window_grad(u, loc, scale, n, y1, y2, b1, b2):
-            return core(u, loc, scale, n, y1, y2, b1, b2, v, w, lower_empty, upper_empty, True)
-
-        return pair_window_grad, f"pmdp_pair_window_grad_{op.spec!r}_{_NUMBA_KEY}"
-
-    return True
+    return pair_window_logp, f"pmdp_pair_window_logp_{op.spec!r}_{_NUMBA_KEY}"
 
 
-_GRAPH_TAGS = ("jax",) if _register_numba() else ("jax", "numba")
-for _name, _rewrite in (("logp", _pair_logp_as_graph), ("grad", _pair_grad_as_graph)):
-    optdb["specialize"].register(f"pmdp_pair_window_{_name}_as_graph", _rewrite, *_GRAPH_TAGS)
-register_specialize(_pair_logp_from_grad, "pmdp_pair_window_logp_from_grad")
+def _numba_grad(op: Any) -> tuple[Callable, str]:
+    core = _numba_core()
+    v, w, lower_empty, upper_empty = op.spec
+
+    def pair_window_grad(u, loc, scale, n, y1, y2, b1, b2):
+        return core(u, loc, scale, n, y1, y2, b1, b2, v, w, lower_empty, upper_empty, True)
+
+    return pair_window_grad, f"pmdp_pair_window_grad_{op.spec!r}_{_NUMBA_KEY}"
+
+
+_HAS_NUMBA = register_numba_scalar(PairWindowLogp, _numba_logp)
+_HAS_NUMBA = register_numba_scalar(PairWindowGrad, _numba_grad) and _HAS_NUMBA
+register_graph_forms(
+    "pair_window", PairWindowLogp, PairWindowGrad, pair_window_graph, 3,
+    functools.partial(_elemwise, "grad"), _HAS_NUMBA,
+)  # fmt: skip
 
 
 # ---- the model's two variables -------------------------------------------------------------------
