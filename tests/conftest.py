@@ -128,3 +128,16 @@ def sample(**kwargs):
     """
     kwargs.setdefault("cores", 1)
     return pm.sample(progressbar=False, compute_convergence_checks=False, **kwargs)
+
+
+def scalar_op_names(fn) -> set[str]:
+    """The class names of a compiled function's scalar operations, inside fused Composites too:
+    whether a backend kept a compiled kernel or took its graph form."""
+    names = set()
+    for node in fn.maker.fgraph.apply_nodes:
+        scalar = getattr(node.op, "scalar_op", None)
+        inner = getattr(scalar, "fgraph", None)  # a fused Composite
+        names |= {
+            type(op).__name__ for op in ([n.op for n in inner.apply_nodes] if inner else [scalar])
+        }
+    return names

@@ -8,6 +8,7 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from conftest import scalar_op_names
 from pytensor.compile.mode import get_default_mode
 from pytensor.gradient import verify_grad
 from scipy import stats
@@ -205,7 +206,9 @@ def test_numba_compiles_the_same_algorithm(fused):
     pytest.importorskip("numba")
     for bounds in BOUNDS:
         args, want = fused[bounds]
-        _close(_function(counted_poisson_logp, bounds, "NUMBA")(*args), want, 1e-10)
+        fn = _function(counted_poisson_logp, bounds, "NUMBA")
+        assert "CountedPoissonGrad" in scalar_op_names(fn)
+        _close(fn(*args), want, 1e-10)
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ import numpy as np
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from conftest import scalar_op_names
 from pytensor.compile.mode import get_default_mode
 from pytensor.gradient import verify_grad
 
@@ -154,7 +155,9 @@ def test_numba_compiles_the_same_algorithm(evaluated):
     """Numba (nutpie, PyTensor 3's default) keeps the operation, compiled from the mirror."""
     pytest.importorskip("numba")
     args, fused, _ = evaluated
-    got = _function(pair_window_logp, "NUMBA")(*args)
+    fn = _function(pair_window_logp, "NUMBA")
+    assert "PairWindowGrad" in scalar_op_names(fn)
+    got = fn(*args)
     size = np.max(np.abs(np.stack(fused[2:])), axis=0)
     for k in range(8):
         err = np.abs(got[k] - fused[k]) / (np.abs(fused[k]) + (size if k > 1 else 1.0))

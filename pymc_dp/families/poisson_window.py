@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import inspect
 import math
 from typing import Any
 
@@ -44,7 +43,7 @@ from pytensor.tensor.variable import TensorVariable
 from scipy import special, stats
 
 from pymc_dp.families.truncated import LOG_TINY, f64, guarded_log, log1mexp, logaddexp
-from pymc_dp.kernels.numba_mirror import compile_mirror
+from pymc_dp.kernels.numba_mirror import compile_mirror, mirror_key
 
 __all__ = [
     "MIRROR_HELPERS",
@@ -428,10 +427,7 @@ def _poisson_window_as_graph(fgraph: Any, node: Apply) -> list | None:
 
 MIRROR_HELPERS = ("_above_series", "_below_series", "_above", "_below", "_poisson_window_core")
 """The mirror's functions in the order ``compile_mirror`` compiles them (the core last)."""
-# Numba's on-disk cache is keyed by the helpers' source: an edit is never served a stale build.
-_NUMBA_KEY = hashlib.sha256(
-    "".join(inspect.getsource(globals()[name]) for name in MIRROR_HELPERS).encode()
-).hexdigest()
+_NUMBA_KEY = mirror_key(globals(), MIRROR_HELPERS)
 
 
 @functools.cache

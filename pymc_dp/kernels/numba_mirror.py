@@ -9,11 +9,13 @@ plain Python (and testable without Numba).
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["compile_mirror"]
+__all__ = ["compile_mirror", "mirror_key"]
 
 
 def compile_mirror(namespace: dict[str, Any], helpers: Iterable[str], core: str) -> Callable:
@@ -28,3 +30,12 @@ def compile_mirror(namespace: dict[str, Any], helpers: Iterable[str], core: str)
         code = namespace[name].__code__
         env[name] = numba.njit(types.FunctionType(code, env, name), fastmath=False)
     return env[core]
+
+
+def mirror_key(namespace: dict[str, Any], helpers: Iterable[str]) -> str:
+    """The SHA-256 of the helpers' source: Numba's on-disk cache key for a compiled mirror.
+
+    Keyed by the source, an edit of the algorithm is never served a stale build.
+    """
+    source = "".join(inspect.getsource(namespace[name]) for name in helpers)
+    return hashlib.sha256(source.encode()).hexdigest()

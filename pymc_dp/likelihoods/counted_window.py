@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import inspect
 import math
 from collections.abc import Callable
 from typing import Any
@@ -45,7 +44,7 @@ from pytensor.tensor.variable import TensorVariable
 from pymc_dp.families import poisson_window as _pw
 from pymc_dp.families.counts import poisson_window_moments
 from pymc_dp.families.truncated import LOG_TINY
-from pymc_dp.kernels.numba_mirror import compile_mirror
+from pymc_dp.kernels.numba_mirror import compile_mirror, mirror_key
 from pymc_dp.likelihoods import normal_laplace as _nl
 from pymc_dp.likelihoods import pair_window as _pair
 from pymc_dp.likelihoods.collapsed import as_float64
@@ -55,8 +54,7 @@ from pymc_dp.likelihoods.collapsed_pair import (
     first_statistic_map,
     given_first_logp,
 )
-from pymc_dp.likelihoods.fused_graphs import register_graph_forms
-from pymc_dp.likelihoods.numba_ops import register_numba_scalar
+from pymc_dp.likelihoods.fused_graphs import register_fused_kernel
 from pymc_dp.likelihoods.pair_window import (
     dual_add,
     dual_chain,
@@ -359,11 +357,7 @@ _NUMBA_HELPERS = (
     *_pair.ENTRIES_HELPERS,
     "_counted_poisson_core",
 )
-# Numba's on-disk cache is keyed by the helpers' source: an edit is never served a stale build.
 _NAMESPACE = {**vars(_nl), **vars(_pw), **vars(_pair), **globals()}
-_NUMBA_KEY = hashlib.sha256(
-    "".join(inspect.getsource(_NAMESPACE[name]) for name in _NUMBA_HELPERS).encode()
-).hexdigest()
 
 
 @functools.cache
@@ -372,34 +366,14 @@ def _numba_core() -> Callable:
     return compile_mirror(_NAMESPACE, _NUMBA_HELPERS, "_counted_poisson_core")
 
 
-def _numba_logp(op: Any) -> tuple[Callable, str]:
-    core = _numba_core()
-    lo, hi = op.spec
-    lg_l, lg_h = _pw.log_factorials(lo, hi)
-
-    def counted_poisson_logp(u, eta, n, y1, y2, b1, b2):
-        out = core(u, eta, n, y1, y2, b1, b2, lo, hi, lg_l, lg_h, False)
-        return out[4], out[5]
-
-    return counted_poisson_logp, f"pmdp_counted_poisson_logp_{op.spec!r}_{_NUMBA_KEY}"
+def _numba_args(spec: tuple[float, float]) -> tuple[float, ...]:
+    return (*spec, *_pw.log_factorials(*spec))
 
 
-def _numba_grad(op: Any) -> tuple[Callable, str]:
-    core = _numba_core()
-    lo, hi = op.spec
-    lg_l, lg_h = _pw.log_factorials(lo, hi)
-
-    def counted_poisson_grad(u, eta, n, y1, y2, b1, b2):
-        return core(u, eta, n, y1, y2, b1, b2, lo, hi, lg_l, lg_h, True)
-
-    return counted_poisson_grad, f"pmdp_counted_poisson_grad_{op.spec!r}_{_NUMBA_KEY}"
-
-
-_HAS_NUMBA = register_numba_scalar(CountedPoissonLogp, _numba_logp)
-_HAS_NUMBA = register_numba_scalar(CountedPoissonGrad, _numba_grad) and _HAS_NUMBA
-register_graph_forms(
+register_fused_kernel(
     "counted_poisson", CountedPoissonLogp, CountedPoissonGrad, counted_poisson_graph, 2,
-    functools.partial(_elemwise, "grad"), _HAS_NUMBA,
+    functools.partial(_elemwise, "grad"), _numba_core, _numba_args,
+    mirror_key(_NAMESPACE, _NUMBA_HELPERS),
 )  # fmt: skip
 
 

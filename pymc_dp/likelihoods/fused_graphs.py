@@ -11,6 +11,9 @@ numbers. Three rewrites follow from that shape, and are registered here once:
   registered);
 * the log density read off the gradient's outputs where both are compiled together (NUTS), so
   the kernel runs once per evaluation, not twice.
+
+:func:`register_fused_kernel` registers those with the kernel's Numba implementations, one
+compiled core serving both operations.
 """
 
 from __future__ import annotations
@@ -25,7 +28,59 @@ from pytensor.graph.rewriting.basic import node_rewriter
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.rewriting.basic import register_specialize
 
-__all__ = ["register_graph_forms"]
+from pymc_dp.likelihoods.numba_ops import register_numba_scalar
+
+__all__ = ["register_fused_kernel", "register_graph_forms"]
+
+
+def register_fused_kernel(
+    name: str,
+    logp_class: type,
+    grad_class: type,
+    graph: Callable[..., Sequence[Any]],
+    n_wrt: int,
+    grad_elemwise: Callable[[tuple], Elemwise],
+    numba_core: Callable[[], Callable],
+    numba_args: Callable[[tuple], tuple],
+    numba_key: str,
+) -> None:
+    """Register a fused kernel's Numba implementations, then :func:`register_graph_forms`.
+
+    Parameters
+    ----------
+    name, logp_class, grad_class, graph, n_wrt, grad_elemwise
+        As for :func:`register_graph_forms`.
+    numba_core
+        Returns the kernel's compiled core, called as ``core(*inputs, *numba_args(spec),
+        with_grad)``; it returns the gradient's outputs (partials, then both log densities).
+    numba_args
+        The core's arguments after the operation's inputs, from its ``spec``.
+    numba_key
+        The core's source key (:func:`~pymc_dp.kernels.numba_mirror.mirror_key`), part of
+        Numba's cache key with the spec.
+    """
+    first = 2 * n_wrt  # where the log densities start among the core's outputs
+
+    def numba_logp(op: Any) -> tuple[Callable, str]:
+        core, extra = numba_core(), numba_args(op.spec)
+
+        def kernel_logp(*inputs):
+            out = core(*inputs, *extra, False)
+            return out[first], out[first + 1]
+
+        return kernel_logp, f"pmdp_{name}_logp_{op.spec!r}_{numba_key}"
+
+    def numba_grad(op: Any) -> tuple[Callable, str]:
+        core, extra = numba_core(), numba_args(op.spec)
+
+        def kernel_grad(*inputs):
+            return core(*inputs, *extra, True)
+
+        return kernel_grad, f"pmdp_{name}_grad_{op.spec!r}_{numba_key}"
+
+    has_numba = register_numba_scalar(logp_class, numba_logp)
+    has_numba = register_numba_scalar(grad_class, numba_grad) and has_numba
+    register_graph_forms(name, logp_class, grad_class, graph, n_wrt, grad_elemwise, has_numba)
 
 
 def register_graph_forms(

@@ -29,8 +29,6 @@ Python ``impl`` runs.
 from __future__ import annotations
 
 import functools
-import hashlib
-import inspect
 import math
 from collections.abc import Callable
 from typing import Any
@@ -45,7 +43,8 @@ from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.rewriting.basic import register_specialize
 from pytensor.tensor.variable import TensorVariable
 
-from pymc_dp.kernels.numba_mirror import compile_mirror
+from pymc_dp.kernels.numba_mirror import compile_mirror, mirror_key
+from pymc_dp.likelihoods.numba_ops import register_numba_scalar
 
 __all__ = [
     "MIRROR_HELPERS",
@@ -577,11 +576,7 @@ MIRROR_HELPERS = (
 )
 """The Python mirror's functions, in the order :func:`~pymc_dp.kernels.numba_mirror.compile_mirror`
 compiles them (``_normal_laplace_core`` last)."""
-# Numba's on-disk cache of the compiled operations is keyed by the helpers' source, so an edit
-# of the algorithm is never served a stale build.
-_NUMBA_KEY = hashlib.sha256(
-    "".join(inspect.getsource(globals()[name]) for name in MIRROR_HELPERS).encode()
-).hexdigest()
+_NUMBA_KEY = mirror_key(globals(), MIRROR_HELPERS)
 
 
 @functools.cache
@@ -594,40 +589,29 @@ def _numba_core() -> Callable:
     return compile_mirror(globals(), MIRROR_HELPERS, "_normal_laplace_core")
 
 
-def _register_numba() -> bool:
-    """Give both operations a Numba implementation; False where PyTensor cannot take one."""
-    try:
-        from pytensor.link.numba.dispatch import basic as numba_basic
-        from pytensor.link.numba.dispatch.basic import register_funcify_and_cache_key
-    except ImportError:  # no Numba, or a PyTensor without cache-keyed Numba dispatch
-        return False
+def _numba_logp(op: Any) -> tuple[Callable, str]:
+    core = _numba_core()
 
-    @register_funcify_and_cache_key(NormalLaplaceLogp)
-    def _logp_numba(op: Any, node: Apply, **kwargs: Any) -> tuple[Callable, str]:
-        core = _numba_core()
+    def normal_laplace_logp(y, m, v, lo, hi, sb):
+        return core(y, m, v, lo, hi, sb, False)[6]
 
-        @numba_basic.numba_njit(fastmath=False)
-        def normal_laplace_logp(y, m, v, lo, hi, sb):
-            return core(y, m, v, lo, hi, sb, False)[6]
-
-        return normal_laplace_logp, f"pmdp_normal_laplace_logp_{_NUMBA_KEY}"
-
-    @register_funcify_and_cache_key(NormalLaplaceGrad)
-    def _grad_numba(op: Any, node: Apply, **kwargs: Any) -> tuple[Callable, str]:
-        core = _numba_core()
-
-        @numba_basic.numba_njit(fastmath=False)
-        def normal_laplace_grad(y, m, v, lo, hi, sb):
-            return core(y, m, v, lo, hi, sb, True)
-
-        return normal_laplace_grad, f"pmdp_normal_laplace_grad_{_NUMBA_KEY}"
-
-    return True
+    return normal_laplace_logp, f"pmdp_normal_laplace_logp_{_NUMBA_KEY}"
 
 
+def _numba_grad(op: Any) -> tuple[Callable, str]:
+    core = _numba_core()
+
+    def normal_laplace_grad(y, m, v, lo, hi, sb):
+        return core(y, m, v, lo, hi, sb, True)
+
+    return normal_laplace_grad, f"pmdp_normal_laplace_grad_{_NUMBA_KEY}"
+
+
+_HAS_NUMBA = register_numba_scalar(NormalLaplaceLogp, _numba_logp)
+_HAS_NUMBA = register_numba_scalar(NormalLaplaceGrad, _numba_grad) and _HAS_NUMBA
 # Only the JAX (and, where the Numba implementation could not be registered, the Numba) mode
 # queries these tags; the C and Numba backends keep the compiled operation.
-_GRAPH_TAGS = ("jax",) if _register_numba() else ("jax", "numba")
+_GRAPH_TAGS = ("jax",) if _HAS_NUMBA else ("jax", "numba")
 for _name, _rewrite in (("logp", logp_as_graph), ("grad", grad_as_graph)):
     optdb["specialize"].register(f"pmdp_normal_laplace_{_name}_as_graph", _rewrite, *_GRAPH_TAGS)
 register_specialize(_logp_from_grad, "pmdp_normal_laplace_logp_from_grad")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import inspect
 import math
 from collections.abc import Callable
 from typing import Any
@@ -42,7 +41,7 @@ from pytensor.tensor.variable import TensorVariable
 from pymc_dp.families.normal_window import WINDOW_MOMENTS_C, window_pair_entries
 from pymc_dp.families.truncated import LOG_TINY
 from pymc_dp.kernels.normal_window import EDGE, GL_NODES, GL_WEIGHTS, MIN_D, NARROW
-from pymc_dp.kernels.numba_mirror import compile_mirror
+from pymc_dp.kernels.numba_mirror import compile_mirror, mirror_key
 from pymc_dp.likelihoods import normal_laplace as _nl
 from pymc_dp.likelihoods.collapsed import as_float64
 from pymc_dp.likelihoods.collapsed_pair import (
@@ -51,9 +50,8 @@ from pymc_dp.likelihoods.collapsed_pair import (
     first_statistic_map,
     given_first_logp,
 )
-from pymc_dp.likelihoods.fused_graphs import register_graph_forms
+from pymc_dp.likelihoods.fused_graphs import register_fused_kernel
 from pymc_dp.likelihoods.normal_laplace import normal_laplace_core as _normal_laplace_core
-from pymc_dp.likelihoods.numba_ops import register_numba_scalar
 
 __all__ = [
     "ENTRIES_C",
@@ -647,52 +645,26 @@ ENTRIES_HELPERS = (
 :func:`~pymc_dp.kernels.numba_mirror.compile_mirror` compiles them; needs the normal–Laplace
 convolution's :data:`~pymc_dp.likelihoods.normal_laplace.MIRROR_HELPERS`."""
 _NUMBA_HELPERS = (
+    *_nl.MIRROR_HELPERS,
     *ENTRIES_HELPERS,
     "dual_clip",
     "_erfcx",
     "_window_moments_core",
     "_pair_window_core",
 )
-# Numba's on-disk cache is keyed by the helpers' source: an edit is never served a stale build.
-_NUMBA_KEY = hashlib.sha256(
-    "".join(inspect.getsource(globals()[name]) for name in _NUMBA_HELPERS).encode()
-    + "".join(inspect.getsource(getattr(_nl, name)) for name in _nl.MIRROR_HELPERS).encode()
-).hexdigest()
+_NAMESPACE = {**vars(_nl), **globals()}
 
 
 @functools.cache
 def _numba_core() -> Callable:
     """:func:`_pair_window_core` compiled by Numba (IEEE, as the C), the convolution's too."""
-    namespace = {**vars(_nl), **globals()}
-    return compile_mirror(namespace, (*_nl.MIRROR_HELPERS, *_NUMBA_HELPERS), "_pair_window_core")
+    return compile_mirror(_NAMESPACE, _NUMBA_HELPERS, "_pair_window_core")
 
 
-def _numba_logp(op: Any) -> tuple[Callable, str]:
-    core = _numba_core()
-    v, w, lower_empty, upper_empty = op.spec
-
-    def pair_window_logp(u, loc, scale, n, y1, y2, b1, b2):
-        out = core(u, loc, scale, n, y1, y2, b1, b2, v, w, lower_empty, upper_empty, False)
-        return out[6], out[7]
-
-    return pair_window_logp, f"pmdp_pair_window_logp_{op.spec!r}_{_NUMBA_KEY}"
-
-
-def _numba_grad(op: Any) -> tuple[Callable, str]:
-    core = _numba_core()
-    v, w, lower_empty, upper_empty = op.spec
-
-    def pair_window_grad(u, loc, scale, n, y1, y2, b1, b2):
-        return core(u, loc, scale, n, y1, y2, b1, b2, v, w, lower_empty, upper_empty, True)
-
-    return pair_window_grad, f"pmdp_pair_window_grad_{op.spec!r}_{_NUMBA_KEY}"
-
-
-_HAS_NUMBA = register_numba_scalar(PairWindowLogp, _numba_logp)
-_HAS_NUMBA = register_numba_scalar(PairWindowGrad, _numba_grad) and _HAS_NUMBA
-register_graph_forms(
+register_fused_kernel(
     "pair_window", PairWindowLogp, PairWindowGrad, pair_window_graph, 3,
-    functools.partial(_elemwise, "grad"), _HAS_NUMBA,
+    functools.partial(_elemwise, "grad"), _numba_core, tuple,
+    mirror_key(_NAMESPACE, _NUMBA_HELPERS),
 )  # fmt: skip
 
 
