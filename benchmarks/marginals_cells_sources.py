@@ -15,7 +15,12 @@ the central 90% intervals of the 27 cells of three 2-way margins, from:
   its draws (0 if the normal were the posterior);
 * ``nuts``: ``pm.sample`` on ``marginals_model(rel, prior_sigma=0.3, features="bethe")`` (the
   same Bethe law, sampled instead of approximated), cells read both ways, with the Laplace
-  normal on the same release for comparison.
+  normal on the same release for comparison; with ``nuts law`` ``exact`` instead, NumPyro's
+  NUTS on the exact ``"clt-fixed"`` law (the library's default at 12 columns: exact moments,
+  here by the matrix-product form of ``marginals_exact_law.py``, as the junction tree's
+  gradient takes seconds), whitened at the ``exact`` fit (which it turns on), 2 chains ×
+  (``nuts draws`` + ``nuts draws``), 100 draws read (the Laplace normal's mark), its cells
+  read as exact marginals, and its cell means and sds against the exact Laplace normal's.
 
 Printed per release and pooled: cells covered and the rms z-score of the truth under the draws'
 mean and sd (1 for a calibrated normal). The pooled line gives the coverage a calibrated
@@ -24,9 +29,12 @@ read) and the 95% binomial band around it for independent intervals; the cells o
 are correlated, so the real spread is wider.
 
 Run: ``PYTHONPATH=. python benchmarks/marginals_cells_sources.py [trials] [k] [parts]
-[nuts draws]``, ``parts`` a comma list of ``bethe``, ``exact``, ``nuts`` (e.g.
-``20 12 bethe``, ``3 12 bethe,exact``, ``3 12 nuts 300``); a trial list ``1,4`` in place of
-``trials`` runs those releases only.
+[nuts draws] [nuts law]``, ``parts`` a comma list of ``bethe``, ``exact``, ``nuts`` (e.g.
+``20 12 bethe``, ``3 12 bethe,exact``, ``3 12 nuts 300``, ``4,5 12 nuts 150 exact``), ``nuts
+law`` ``bethe`` (the default) or ``exact``; a trial list ``1,4`` in place of ``trials`` runs
+those releases only. ``exact`` moments in the Gauss-Newton fit come from
+``marginals_exact_law.TensorMoments`` (the dense sums' values to ~1e-14: release 4 reproduces
+its earlier 23/27 cells, Mahalanobis 10.36, log-ratio sd 7.7).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ import time
 
 import numpy as np
 from marginals_bethe_cells import LEVELS, _joint, _margin, margins, nominal_coverage
+from marginals_exact_law import TensorMoments, nuts_exact
 from scipy import linalg, stats
 from scipy.linalg import blas
 
@@ -98,12 +107,15 @@ class DenseMoments:
         return np.stack([_margin(joint, m) for m in pairs])
 
 
-def gauss_newton(dom, dense, z, v, prec0, start, max_steps=12):
-    """Mode and Laplace covariance of the clt-fixed posterior by exact moments, and chol(Σ)."""
+def gauss_newton(dom, exact, dense, z, v, prec0, start, max_steps=12):
+    """Mode and Laplace covariance of the clt-fixed posterior by exact moments, and chol(Σ).
+
+    ``exact`` gives the moments (``TensorMoments``, equal to the dense sums to ~1e-14 and some
+    ten times faster), ``dense`` the means of the line search."""
     uc, um = dom.projected_table_map
     theta = start.copy()
     for _ in range(max_steps):
-        mean, cov_a = dense.moments(theta)
+        mean, cov_a = exact.moments(theta)
         jac = N * um @ cov_a
         factor = linalg.cho_factor(N * um @ cov_a @ um.T + v * np.eye(dom.n_params))
         resid = z - N * (uc + um @ mean)
@@ -120,7 +132,7 @@ def gauss_newton(dom, dense, z, v, prec0, start, max_steps=12):
         theta = theta + scale * step
         if np.max(np.abs(scale * step)) < 1e-5:
             break
-    mean, cov_a = dense.moments(theta)
+    mean, cov_a = exact.moments(theta)
     jac = N * um @ cov_a
     sigma = N * um @ cov_a @ um.T + v * np.eye(dom.n_params)
     cov = np.linalg.inv(jac.T @ np.linalg.solve(sigma, jac) + np.diag(prec0))
@@ -163,14 +175,18 @@ def cover(kept, true):
     return int(np.sum((lo <= true) & (true <= hi))), float(np.sqrt(np.mean(z**2))), len(kept)
 
 
-def main(wanted, k=12, parts=("bethe",), nuts_draws=300):
+def main(wanted, k=12, parts=("bethe",), nuts_draws=300, nuts_law="bethe"):
+    if nuts_law not in ("bethe", "exact"):
+        raise ValueError(f"nuts_law must be 'bethe' or 'exact' (got {nuts_law!r})")
+    if "nuts" in parts and nuts_law == "exact" and "exact" not in parts:
+        parts = (*parts, "exact")  # NUTS is whitened at, and compared with, the exact fit
     print(
         f"releases {wanted[0]}..{wanted[-1]} ({len(wanted)}), {k} x {LEVELS} columns, all 2-way "
         f"tables, θ ~ N(0, {SD}²), n = {N}, ε = {EPSILON}; parts {list(parts)}",
         flush=True,
     )
     pooled: dict[str, list] = {}
-    dense = bethe = None
+    dense = bethe = tensor = None
     for t, dom, rel, true, white in releases(k, wanted):
         start = time.perf_counter()
         if bethe is None:
@@ -200,10 +216,12 @@ def main(wanted, k=12, parts=("bethe",), nuts_draws=300):
         chol = np.linalg.cholesky(fit.cov)
         draws = fit.mode + white @ chol.T
         res, extra = {}, {}
-        if "bethe" in parts or "nuts" in parts:
+        if "bethe" in parts or ("nuts" in parts and nuts_law == "bethe"):
             res["laplace bethe, bethe cells"], res["laplace bethe, exact cells"] = both(draws)
         if "exact" in parts:
-            mode, cov, chol_sigma = gauss_newton(dom, dense, z, v, 1 / sd**2, fit.mode)
+            if tensor is None:
+                tensor = TensorMoments(dom)
+            mode, cov, chol_sigma = gauss_newton(dom, tensor, dense, z, v, 1 / sd**2, fit.mode)
             low = np.linalg.cholesky(cov)
             gap = np.linalg.solve(low, fit.mode - mode)
             extra["bethe mode, Mahalanobis from exact"] = round(float(np.sqrt(gap @ gap)), 2)
@@ -216,9 +234,50 @@ def main(wanted, k=12, parts=("bethe",), nuts_draws=300):
                     chol_sigma, z - N * (uc + um @ dense.mean(point)), lower=True
                 )
                 ratio.append(-0.5 * r @ r - 0.5 * np.sum(point**2) / SD**2 + 0.5 * w @ w)
+            exact_cells = kept
             res["laplace exact, exact cells"] = cover(np.asarray(kept), true)
             extra["log-ratio sd"] = round(float(np.std(ratio)), 1)
-        if "nuts" in parts:
+        if "nuts" in parts and nuts_law == "exact":
+            start_nuts = time.perf_counter()
+            theta, steps, diverging = nuts_exact(
+                dom,
+                tensor,
+                z,
+                n=N,
+                chol_sigma=chol_sigma,
+                mode=mode,
+                chol_cov=low,
+                prior_sd=sd,
+                draws=nuts_draws,
+                seed=t,
+            )
+            kept = theta[:: max(1, len(theta) // DRAWS)][:DRAWS]
+            res["nuts exact, exact cells"] = cover(
+                np.asarray([dense.cells(point, margins(k)) for point in kept]), true
+            )
+            laplace_exact = mode + white @ low.T
+            ratio = theta.std(axis=0) / laplace_exact.std(axis=0)
+            extra["nuts / laplace sd, min-median-max"] = [
+                round(float(q), 2) for q in np.quantile(ratio, [0, 0.5, 1])
+            ]
+            shift = (theta.mean(axis=0) - mode) / theta.std(axis=0)
+            extra["nuts mean - laplace mode, rms in nuts sd"] = round(
+                float(np.sqrt(np.mean(shift**2))), 2
+            )
+            # the cells themselves, NUTS against the exact Laplace normal on the same release
+            cells_n = np.asarray([dense.cells(p, margins(k)) for p in kept]).reshape(len(kept), -1)
+            cells_l = np.asarray(exact_cells).reshape(len(exact_cells), -1)
+            cell_sd = cells_n.std(axis=0)
+            extra["cells: nuts - laplace mean in nuts sd, rms"] = round(
+                float(np.sqrt(np.mean(((cells_n.mean(0) - cells_l.mean(0)) / cell_sd) ** 2))), 2
+            )
+            extra["cells: nuts / laplace sd, median"] = round(
+                float(np.median(cell_sd / cells_l.std(axis=0))), 2
+            )
+            extra["nuts steps/draw"] = round(steps, 1)
+            extra["divergences"] = diverging
+            extra["nuts s"] = round(time.perf_counter() - start_nuts)
+        elif "nuts" in parts:
             import pymc as pm
 
             from pymc_dp._compat import posterior_dataset
@@ -273,4 +332,5 @@ if __name__ == "__main__":
         int(args[1]) if len(args) > 1 else 12,
         tuple(args[2].split(",")) if len(args) > 2 else ("bethe",),
         int(args[3]) if len(args) > 3 else 300,
+        args[4] if len(args) > 4 else "bethe",
     )
