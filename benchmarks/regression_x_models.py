@@ -119,6 +119,8 @@ def run_cell(design, n, eps, moments, trials, args, seed):
         d = x_prior.loc.shape[0]
         x_prior = x_prior._replace(dof=np.array(d - 1 + args.x_prior_dof),
                                    scale=args.x_prior_scale * x_prior.scale)  # fmt: skip
+    if args.x_prior_loc is not None:  # the prior of μ_x centred elsewhere than the box's centre
+        x_prior = x_prior._replace(loc=np.full_like(x_prior.loc, args.x_prior_loc))
     kw = {"draws": args.draws, "tune": args.tune, "chains": args.chains}
     out = {}
 
@@ -137,7 +139,8 @@ def run_cell(design, n, eps, moments, trials, args, seed):
         if args.per_release:  # for paired comparisons of methods on the same releases
             row = {"design": design, "n": n, "epsilon": eps, "moments": moments,
                    "method": name, "seed": seed, "covered": inside.astype(int).tolist(),
-                   "rank": np.round(rank, 4).tolist()}  # fmt: skip
+                   "rank": np.round(rank, 4).tolist(),
+                   "truth": np.round(truth, 4).tolist()}  # fmt: skip
             with open(args.per_release, "a") as fh:
                 fh.write(json.dumps(row) + "\n")
 
@@ -227,6 +230,12 @@ def main(argv=None):
         type=float,
         default=1.0,
         help="factor on the box prior's NIW scale (with --x-prior-dof)",
+    )
+    parser.add_argument(
+        "--x-prior-loc",
+        type=float,
+        default=None,
+        help="centre of the x prior's mean (default: the box's centre; e.g. the design's mean)",
     )
     parser.add_argument(
         "--skew", type=float, default=ShapePrior().skew, help="the default's bound on |skewness|"
