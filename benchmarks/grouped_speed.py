@@ -734,7 +734,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         choices=("readme", "fit"),
         default="readme",
         help="the pymc_dp sides' population model: the README's non-centred one, or "
-        "pmdp.build_grouped_model's (what `pymc-dp fit` samples; binomial, poisson)",
+        "pmdp.build_grouped_model's (what `pymc-dp fit` samples, partially centred, with its own "
+        "priors; binomial, poisson, categorical)",
     )
     parser.add_argument(
         "--sampling-sides",

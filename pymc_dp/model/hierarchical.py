@@ -4,8 +4,10 @@ One release per group, one parameter per group, drawn from a common population o
 scale. A scalar θ_g (logit, log) and a location-scale μ_g are partially non-centred group by
 group (:func:`information_weights`): non-centred where a group's release says little about it (NUTS
 then mixes when the groups are alike, small τ), centred where the release pins it (large groups
-at a large ε), where the non-centred model mixes badly. Categorical z_g and the Normal's log σ_g
-are non-centred.
+at a large ε), where the non-centred model mixes badly. The Categorical's free logits are
+centred in the same way along each group's own directions (the eigenvectors of the release's
+information about them; ``GROUPED_LINKS["softmax"].information``). The Normal's log σ_g is
+non-centred.
 A family joins one of these models by naming its link in its declaration
 (:attr:`~pymc_dp.families.FamilyDeclaration.grouped_link`; :data:`GROUPED_LINKS`):
 
@@ -224,7 +226,9 @@ def centring_weights(release: ReleaseSet, *, tau_sd: float | None = None) -> np.
     Raises
     ------
     ValueError
-        If the family's link has no scalar effect per group (Categorical).
+        If the family's link has no scalar effect per group (Categorical: its free logits
+        are centred along each group's own directions, which one weight per group cannot
+        say; :func:`build_grouped_model` does it).
 
     Examples
     --------
@@ -240,10 +244,11 @@ def centring_weights(release: ReleaseSet, *, tau_sd: float | None = None) -> np.
     """
     family = _check_family(release)
     link = _link(family.name)
-    if not hasattr(link, "information"):
+    if not hasattr(link, "information") or isinstance(link, _SoftmaxLink):
         raise ValueError(
             f"release: a grouped {family.name} release has no scalar effect per group to "
-            "centre; its model stays non-centred"
+            "centre (build_grouped_model centres its free logits along each group's own "
+            "directions)"
         )
     if tau_sd is None:
         tau_sd = link.defaults(family, release)["tau_sd"]
@@ -266,16 +271,28 @@ def information_weights(estimate: Any, information: Any, tau_sd: float) -> np.nd
     posterior, is the same for every w. τ̂² is the moment estimate var(η̂_g) − mean(1/I_g) over
     the groups' estimates η̂_g (at least (tau_sd/10)²).
 
+    A vector η_g ~ N(μ, τ² I) (the Categorical's free logits) takes ``estimate`` of shape
+    ``(G, J)`` on any orthonormal coordinates and ``information`` ``(G, J)`` the eigenvalues of
+    each group's information matrix: τ̂² is then the mean over the J coordinates, and the
+    weights, one per group and eigenvector, are those of the eigenvectors' coordinates.
+
     With fewer than :data:`MIN_CENTRED_GROUPS` groups every weight is 0: τ is then weakly
     identified, and a centred group's funnel at small τ mixes worse than the non-centred model
     (3 groups at ε = 1e6: μ's posterior sd 1.33× the exact model's with centred groups).
     """
     estimate = np.asarray(estimate, dtype=np.float64)
     spread = 1.0 / np.maximum(np.asarray(information, dtype=np.float64), 1e-12)
-    if estimate.size < MIN_CENTRED_GROUPS:
-        return np.zeros(estimate.shape)
-    tau2 = max(float(np.var(estimate) - np.mean(spread)), (tau_sd / 10.0) ** 2)
+    if estimate.shape[0] < MIN_CENTRED_GROUPS:
+        return np.zeros(spread.shape)
+    spread_between = float(np.mean(np.var(estimate, axis=0)))
+    tau2 = max(spread_between - float(np.mean(spread)), (tau_sd / 10.0) ** 2)
     return tau2 / (tau2 + spread)
+
+
+def _zero_sum_basis(k: int) -> np.ndarray:
+    """An orthonormal basis ``(k, k − 1)`` of the vectors of R^k that sum to zero."""
+    _, vectors = np.linalg.eigh(np.eye(k) - 1.0 / k)
+    return vectors[:, 1:]  # eigenvalue 0 (the ones vector) first, then k − 1 ones
 
 
 class _LogitLink(_ScalarLink):
@@ -322,7 +339,14 @@ class _LogLink(_ScalarLink):
 
 
 class _SoftmaxLink(GroupedLink):
-    """p_g = softmax(μ + τ z_g), μ and each z_g zero-sum normal vectors over the K categories."""
+    """p_g = softmax(η_g), η_g − μ ~ ZeroSumNormal(τ), μ ~ ZeroSumNormal(``mu_sd``) over K.
+
+    η_g = μ + τ z_g with z_g ~ ZeroSumNormal(1) (non-centred) below
+    :data:`MIN_CENTRED_GROUPS` groups or without a release; otherwise each group's K − 1 free
+    logits are partially centred along the eigenvectors of the release's information about
+    them (:meth:`information`, :func:`information_weights`). The prior of (μ, τ, η_g), and so
+    the posterior, is the same for any weights.
+    """
 
     prior_names = ("mu_sd", "tau_sd")
 
@@ -336,15 +360,69 @@ class _SoftmaxLink(GroupedLink):
             f"z_g ~ ZeroSumNormal(1), tau ~ HalfNormal({values['tau_sd']:g})"
         )
 
+    def information(
+        self, family: ExponentialFamily, release: ReleaseSet
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per group, the free logits' estimate, information and directions.
+
+        The counts s_g of n_g records have the CLT covariance Σ_g = n_g (diag p_g − p_g p_gᵀ),
+        which is also ∂(n_g p_g)/∂η_g on the zero-sum logits η_g, and y_g = s_g + noise of
+        variance σ² per count, so the release's information about η_g is
+        I_g = Σ_g (Σ_g + σ² I)⁻¹ Σ_g (the Binomial's var²/(var + σ²) in matrix form), at
+        p̂_g from y_g (clipped to at least half a count, public). On an orthonormal basis H of
+        the zero-sum vectors, Hᵀ I_g H = V_g diag(λ_g) V_gᵀ.
+
+        Returns
+        -------
+        tuple of numpy.ndarray
+            Hᵀ η̂_g ``(G, K − 1)`` (η̂_g the centred log p̂_g), λ_g ``(G, K − 1)`` and the
+            directions E_g = H V_g ``(G, K, K − 1)``: orthonormal, zero-sum, and the release's
+            information about the coordinates Eᵀ η_g is diag(λ_g).
+        """
+        n = release.n.astype(np.float64)
+        value = np.asarray(release.value, dtype=np.float64).reshape(len(release), -1)
+        k = value.shape[1]
+        counts = np.clip(value, 0.5, n[:, None])
+        p = counts / counts.sum(axis=1, keepdims=True)
+        cov = n[:, None, None] * (
+            np.einsum("gk,kl->gkl", p, np.eye(k)) - p[:, :, None] * p[:, None, :]
+        )
+        noisy = cov + _noise_variance(release) * np.eye(k)
+        info = cov @ np.linalg.solve(noisy, cov)
+        basis = _zero_sum_basis(k)
+        lam, vec = np.linalg.eigh(basis.T @ info @ basis)
+        log_p = np.log(p)
+        estimate = (log_p - log_p.mean(axis=1, keepdims=True)) @ basis
+        return estimate, lam, basis @ vec
+
     def build(self, family, values, *, size, dims, name, release=None):
         k = family.stat_shape[0]
         cat = f"{name}_category"
-        pm.modelcontext(None).add_coord(cat, list(range(k)))
+        model = pm.modelcontext(None)
+        model.add_coord(cat, list(range(k)))
         mu = pm.ZeroSumNormal("mu", sigma=values["mu_sd"], dims=cat)
         tau = pm.HalfNormal("tau", values["tau_sd"])
-        z = pm.ZeroSumNormal("z", sigma=1.0, dims=(dims, cat))
+        weight = np.zeros((size, k - 1))
+        if release is not None:
+            estimate, lam, directions = self.information(family, release)
+            weight = information_weights(estimate, lam, values["tau_sd"])
+        if np.all(weight == 0.0):
+            z = pm.ZeroSumNormal("z", sigma=1.0, dims=(dims, cat))
+            logits = mu + tau * z
+        else:
+            # Each group's free logits on its own directions E_g (the eigenvectors of the
+            # release's information): c_g = E_gᵀ μ, z_g ~ N(w_g c_g, τ^(2 w_g)) and
+            # η_g = μ + E_g τ^(1−w_g) (z_g − w_g c_g). Given μ and τ, E_gᵀ η_g ~ N(c_g, τ² I)
+            # and η_g − μ lies in the zero-sum plane (μ = E_g c_g): η_g − μ is ZeroSumNormal(τ)
+            # for any weights, as with z_g ~ ZeroSumNormal(1), η_g = μ + τ z_g.
+            free = f"{name}_free_logit"
+            model.add_coord(free, list(range(k - 1)))
+            centre = pt.sum(directions * mu[None, :, None], axis=1)
+            z = pm.Normal("z", weight * centre, tau**weight, dims=(dims, free))
+            step = tau ** (1.0 - weight) * (z - weight * centre)
+            logits = mu + pt.sum(directions * step[:, None, :], axis=2)
         # Static (G, K): the Categorical family reads K from p's shape.
-        logits = pt.specify_shape(mu + tau * z, (size, k))
+        logits = pt.specify_shape(logits, (size, k))
         theta = self.group_variables(family)[0]
         p = pm.Deterministic(theta, pm.math.softmax(logits, axis=-1), dims=(dims, cat))
         return family.dist_at(p)
@@ -576,7 +654,8 @@ def build_grouped_model(
     -------
     pymc.Model
         Free variables ``mu``, ``tau``, ``z`` (dims ``group``; Categorical: ``mu`` and ``z``
-        also along ``{name}_category``; Normal: also ``log_sigma``, ``tau_sigma`` and
+        also along ``{name}_category``, or ``z`` along ``{name}_free_logit`` (K − 1) when
+        its groups are partially centred; Normal: also ``log_sigma``, ``tau_sigma`` and
         ``z_sigma``); deterministic ``p``, ``lam``, or ``mu_g`` and ``sigma_g`` per group.
         The node may add latent variables after these: the CLT groups' counts of a Categorical
         release with Laplace noise (``{name}_s_std``), or Σz of a Normal window (``{name}_s1``).
