@@ -422,7 +422,9 @@ def test_categorical_information_is_the_binomials_for_two_categories():
     from pymc_dp.model.hierarchical import GROUPED_LINKS
 
     rs = _categorical_release(71, [40, 300, 2000], categories=2)
-    estimate, lam, directions = GROUPED_LINKS["softmax"].information(rs.first.get_family(), rs)
+    estimate, lam, directions = GROUPED_LINKS["softmax"].free_logit_information(
+        rs.first.get_family(), rs
+    )
     counts = np.clip(np.asarray(rs.value, dtype=np.float64), 0.5, rs.n[:, None])
     p = counts[:, 1] / counts.sum(axis=1)
     v = rs.n * p * (1 - p)
@@ -440,7 +442,9 @@ def test_categorical_weights_centre_each_groups_free_logits_by_their_information
     from pymc_dp.model.hierarchical import GROUPED_LINKS, information_weights
 
     rs = _categorical_release(72, [5, *[200] * 10, 5000])
-    estimate, lam, directions = GROUPED_LINKS["softmax"].information(rs.first.get_family(), rs)
+    estimate, lam, directions = GROUPED_LINKS["softmax"].free_logit_information(
+        rs.first.get_family(), rs
+    )
     assert estimate.shape == lam.shape == (12, 2) and directions.shape == (12, 3, 2)
     np.testing.assert_allclose(directions.sum(axis=1), 0.0, atol=1e-12)
     gram = np.einsum("gki,gkj->gij", directions, directions)

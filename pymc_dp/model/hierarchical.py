@@ -6,8 +6,8 @@ group (:func:`information_weights`): non-centred where a group's release says li
 then mixes when the groups are alike, small τ), centred where the release pins it (large groups
 at a large ε), where the non-centred model mixes badly. The Categorical's free logits are
 centred in the same way along each group's own directions (the eigenvectors of the release's
-information about them; ``GROUPED_LINKS["softmax"].information``). The Normal's log σ_g is
-non-centred.
+information about them; ``GROUPED_LINKS["softmax"].free_logit_information``). The Normal's
+log σ_g is non-centred.
 A family joins one of these models by naming its link in its declaration
 (:attr:`~pymc_dp.families.FamilyDeclaration.grouped_link`; :data:`GROUPED_LINKS`):
 
@@ -189,7 +189,9 @@ def counted_start(link: Any, family: Any, release: Any) -> float | None:
     return float(np.median(link.information(family, release)[0]))
 
 
-def partially_centred(name: str, mu: Any, tau: Any, weight: np.ndarray, dims: str) -> Any:
+def partially_centred(
+    name: str, mu: Any, tau: Any, weight: np.ndarray, dims: str | tuple[str, ...]
+) -> Any:
     """η_g ~ N(μ, τ²) through the free variable ``name``, centred by ``weight`` (in [0, 1]).
 
     ``name`` is z_g ~ N(w_g μ, τ^(2 w_g)) and η_g = μ + τ^(1−w_g) (z_g − w_g μ); all weights
@@ -244,7 +246,7 @@ def centring_weights(release: ReleaseSet, *, tau_sd: float | None = None) -> np.
     """
     family = _check_family(release)
     link = _link(family.name)
-    if not hasattr(link, "information") or isinstance(link, _SoftmaxLink):
+    if not hasattr(link, "information"):
         raise ValueError(
             f"release: a grouped {family.name} release has no scalar effect per group to "
             "centre (build_grouped_model centres its free logits along each group's own "
@@ -344,8 +346,9 @@ class _SoftmaxLink(GroupedLink):
     η_g = μ + τ z_g with z_g ~ ZeroSumNormal(1) (non-centred) below
     :data:`MIN_CENTRED_GROUPS` groups or without a release; otherwise each group's K − 1 free
     logits are partially centred along the eigenvectors of the release's information about
-    them (:meth:`information`, :func:`information_weights`). The prior of (μ, τ, η_g), and so
-    the posterior, is the same for any weights.
+    them (:meth:`free_logit_information`, :func:`information_weights`, the scalar links'
+    :func:`partially_centred` on their coordinates). The prior of (μ, τ, η_g), and so the
+    posterior, is the same for any weights.
     """
 
     prior_names = ("mu_sd", "tau_sd")
@@ -360,10 +363,13 @@ class _SoftmaxLink(GroupedLink):
             f"z_g ~ ZeroSumNormal(1), tau ~ HalfNormal({values['tau_sd']:g})"
         )
 
-    def information(
+    def free_logit_information(
         self, family: ExponentialFamily, release: ReleaseSet
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per group, the free logits' estimate, information and directions.
+
+        Not the scalar links' ``information`` (one number per group, which
+        :func:`centring_weights` looks for): the information here is a matrix.
 
         The counts s_g of n_g records have the CLT covariance Σ_g = n_g (diag p_g − p_g p_gᵀ),
         which is also ∂(n_g p_g)/∂η_g on the zero-sum logits η_g, and y_g = s_g + noise of
@@ -404,7 +410,7 @@ class _SoftmaxLink(GroupedLink):
         tau = pm.HalfNormal("tau", values["tau_sd"])
         weight = np.zeros((size, k - 1))
         if release is not None:
-            estimate, lam, directions = self.information(family, release)
+            estimate, lam, directions = self.free_logit_information(family, release)
             weight = information_weights(estimate, lam, values["tau_sd"])
         if np.all(weight == 0.0):
             z = pm.ZeroSumNormal("z", sigma=1.0, dims=(dims, cat))
@@ -418,9 +424,8 @@ class _SoftmaxLink(GroupedLink):
             free = f"{name}_free_logit"
             model.add_coord(free, list(range(k - 1)))
             centre = pt.sum(directions * mu[None, :, None], axis=1)
-            z = pm.Normal("z", weight * centre, tau**weight, dims=(dims, free))
-            step = tau ** (1.0 - weight) * (z - weight * centre)
-            logits = mu + pt.sum(directions * step[:, None, :], axis=2)
+            coordinates = partially_centred("z", centre, tau, weight, (dims, free))
+            logits = mu + pt.sum(directions * (coordinates - centre)[:, None, :], axis=2)
         # Static (G, K): the Categorical family reads K from p's shape.
         logits = pt.specify_shape(logits, (size, k))
         theta = self.group_variables(family)[0]
