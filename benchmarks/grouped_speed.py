@@ -106,6 +106,7 @@ import pytensor.tensor as pt
 
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
+from pymc_dp.cli.sampling import jumping_nuts
 from pymc_dp.model.nodes.info import LIKELIHOOD_ATTR_PREFIX, release_attrs
 
 FAMILIES = ("binomial", "poisson", "normal", "categorical")
@@ -557,13 +558,18 @@ def sample_side(setting: Setting, rs: Any, side: str, args: argparse.Namespace) 
             if side != "hand":
                 likelihood = likelihood_of(model)
             progress["phase"] = "compiling or starting to sample"
+            seed: Any = args.seed
+            if side != "hand" and args.hierarchy == "fit" and args.nuts_sampler == "pymc":
+                # As `pymc-dp fit` samples: NUTS, then group jumps where the family has a window.
+                seed = np.random.default_rng(args.seed).integers(2**30, size=args.chains).tolist()
+                extra.update(jumping_nuts(args, model, seed))
             with model:
                 idata = pm.sample(
                     draws=args.draws,
                     tune=args.tune,
                     chains=args.chains,
                     cores=args.cores,
-                    random_seed=args.seed,
+                    random_seed=seed,
                     nuts_sampler=args.nuts_sampler,
                     progressbar=False,
                     compute_convergence_checks=False,

@@ -66,10 +66,12 @@ from .model.nodes.marginals import marginals_model as marginals_model
 from .model.noisy_suffstat import NoisySuffStat as NoisySuffStat
 from .model.step_methods import ConjugateStep as ConjugateStep
 from .model.step_methods import GridStep as GridStep
+from .model.step_methods import GroupJumpStep as GroupJumpStep
 from .model.step_methods import IndependenceStep as IndependenceStep
 from .model.step_methods import NoiseVarianceStep as NoiseVarianceStep
 from .model.step_methods import NormProductStep as NormProductStep
 from .model.step_methods import RecordStep as RecordStep
+from .model.step_methods import grouped_steps as grouped_steps
 from .model.synthetic import combine as combine
 from .model.synthetic import synthetic_datasets as synthetic_datasets
 from .regression.model.noisy_regression import NoisyRegressionStat as NoisyRegressionStat

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import warnings
 
+import arviz as az
 import numpy as np
 import pymc as pm
 import pytensor
@@ -372,6 +373,9 @@ def test_cli_fit_of_a_grouped_release_with_counts(tmp_path):
     assert "0.45 for each window sum + 0.05 for each window count" in done.stdout
     for name in ("posterior.nc", "summary.csv", "posterior.png", "trace.png"):
         assert (tmp_path / "fit" / name).exists()
+    # NUTS with group jumps (GroupJumpStep: the window's far mode would trap a chain).
+    idata = az.from_netcdf(tmp_path / "fit" / "posterior.nc")
+    assert "group_jumps" in idata.sample_stats
 
 
 def test_cli_dry_run_by_states_the_split(tmp_path):

@@ -6,6 +6,7 @@ Imported by :mod:`pymc_dp.cli` only once the arguments have been parsed.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ import numpy as np
 
 from pymc_dp.cli.messages import InputError, fail, fit_message, one_line
 from pymc_dp.cli.outputs import claim_output_dir
-from pymc_dp.cli.sampling import format_summary, mixing_note, run_sampler
+from pymc_dp.cli.sampling import format_summary, jumping_nuts, mixing_note, run_sampler
 
 __all__ = ["fit_command"]
 
@@ -245,7 +246,7 @@ def _grouped_fit(
     )
     from pymc_dp.model.noisy_suffstat import node_infos, release_attrs
 
-    idata = run_sampler(args, model)
+    idata = run_sampler(args, model, steps=functools.partial(jumping_nuts, args, model))
     idata.attrs.update(release_attrs(model))
     idata.attrs["pymc_dp_prior"] = json.dumps({"model": "partially pooled", **used})
     idata.attrs["pymc_dp_version"] = __version__

@@ -12,13 +12,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["format_summary", "mixing_note", "modes_notes", "run_sampler"]
+__all__ = ["format_summary", "jumping_nuts", "mixing_note", "modes_notes", "run_sampler"]
 
 
 def run_sampler(args: argparse.Namespace, model: Any, steps: Any = None) -> Any:
     """``pm.sample`` with the command's settings; ``KeyboardInterrupt`` unless it completed.
 
-    ``steps``, if given, is called inside the model's context for ``pm.sample``'s ``step``.
+    ``steps``, if given, is called inside the model's context with one seed per chain and
+    returns more of ``pm.sample``'s arguments (``step``, ``initvals``); if it returns any,
+    ``pm.sample`` takes the same seeds.
     """
     import pymc as pm
 
@@ -27,13 +29,18 @@ def run_sampler(args: argparse.Namespace, model: Any, steps: Any = None) -> Any:
 
     with InterruptGuard() as guard, model:
         try:
+            extra, seeds = {}, args.seed
+            if steps is not None:  # one seed per chain, for the steps' own start
+                chain_seeds = np.random.default_rng(args.seed).integers(2**30, size=args.chains)
+                extra = steps(chain_seeds.tolist())
+                seeds = chain_seeds.tolist() if extra else args.seed
             idata = pm.sample(
-                step=None if steps is None else steps(),
+                **extra,
                 draws=args.draws,
                 tune=args.tune,
                 chains=args.chains,
                 cores=args.cores,
-                random_seed=args.seed,
+                random_seed=seeds,
                 progressbar=not args.no_progress,
                 compute_convergence_checks=False,  # the summary below reports R-hat and ESS
             )
@@ -49,6 +56,26 @@ def run_sampler(args: argparse.Namespace, model: Any, steps: Any = None) -> Any:
     if guard.interrupted or (sizes["chain"], sizes["draw"]) != (args.chains, args.draws):
         raise KeyboardInterrupt
     return idata
+
+
+def jumping_nuts(args: argparse.Namespace, model: Any, seeds: list[int]) -> dict[str, Any]:
+    """``pm.sample``'s ``step`` and ``initvals`` for a grouped model whose groups can jump.
+
+    PyMC's own start (``jitter+adapt_diag``, one point per chain) and NUTS, with
+    :class:`~pymc_dp.GroupJumpStep` after it (:func:`~pymc_dp.grouped_steps`); nothing for a
+    model without group effects to jump, which ``pm.sample`` then starts as usual.
+    """
+    import pymc as pm
+
+    from pymc_dp.model.step_methods import GroupJumpStep, grouped_steps
+
+    if not any(GroupJumpStep.owns(rv) for rv in model.free_RVs):
+        return {}
+    points, nuts = pm.init_nuts(
+        init="jitter+adapt_diag", chains=len(seeds), random_seed=seeds, tune=args.tune,
+        progressbar=False, model=model,
+    )  # fmt: skip
+    return {"step": grouped_steps(model, nuts=nuts), "initvals": points}
 
 
 def mixing_note(idata: Any, var_names: Sequence[str], chains: int) -> str:

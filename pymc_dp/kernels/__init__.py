@@ -20,6 +20,7 @@ from pymc_dp.kernels.constraints import (
     window_constraints,
 )
 from pymc_dp.kernels.grid import GridDensity, draw_from_grid, grid_density
+from pymc_dp.kernels.group_jump import JumpProposal, jump
 from pymc_dp.kernels.noise_variance import draw_noise_variance, noise_variance_logpdf
 from pymc_dp.kernels.norm_product import norm_product
 from pymc_dp.kernels.suffstat import draw_suffstat
@@ -28,6 +29,7 @@ from pymc_dp.kernels.truncated_normal import TruncatedDraw, draw_truncated_norma
 __all__ = [
     "Constraint",
     "GridDensity",
+    "JumpProposal",
     "LinearConstraint",
     "PSDConstraint",
     "QuadraticConstraint",
@@ -42,6 +44,7 @@ __all__ = [
     "draw_suffstat",
     "draw_truncated_normal",
     "grid_density",
+    "jump",
     "noise_variance_logpdf",
     "norm_product",
     "window_constraints",

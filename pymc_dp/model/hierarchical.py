@@ -49,8 +49,10 @@ import pytensor.tensor as pt
 
 from pymc_dp.curator.release_set import ReleaseSet
 from pymc_dp.families import ExponentialFamily, declared_families, family_declaration
+from pymc_dp.kernels.group_jump import JumpProposal
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.model.noisy_suffstat import NoisySuffStat
+from pymc_dp.model.step_methods.group_jump import GROUP_JUMP_TAG, GroupEffects
 
 __all__ = [
     "GROUPED_LINKS",
@@ -166,8 +168,33 @@ class _ScalarLink(GroupedLink):
         if release is not None:
             weight = information_weights(*self.information(family, release), values["tau_sd"])
         eta = partially_centred("z", mu, tau, weight, dims)
+        if release is not None and family.needs_bounds:
+            _mark_group_effects(self, family, release, weight, values)
         theta = self.group_variables(family)[0]
         return family.dist_at(pm.Deterministic(theta, self.inverse(eta), dims=dims))
+
+
+def _mark_group_effects(
+    link: _ScalarLink,
+    family: ExponentialFamily,
+    release: ReleaseSet,
+    weight: np.ndarray,
+    values: Mapping[str, float],
+) -> None:
+    """Leave on ``z`` what :class:`~pymc_dp.model.step_methods.GroupJumpStep` needs.
+
+    A windowed family gives each group a far mode that NUTS cannot leave
+    (:func:`~pymc_dp.model.step_methods.grouped_steps`). The jumps propose each η_g from its
+    release's estimate, with the release's standard error (at most μ's and τ's prior scales
+    together, where the release says little).
+    """
+    estimate, information = link.information(family, release)
+    sd = np.minimum(
+        1.0 / np.sqrt(np.maximum(information, 1e-300)), values["mu_sd"] + values["tau_sd"]
+    )
+    proposal = JumpProposal(np.where(np.isfinite(estimate), estimate, np.nan), sd)
+    effects = GroupEffects(mu="mu", tau="tau", weight=np.asarray(weight, float), proposal=proposal)
+    setattr(pm.modelcontext(None)["z"].tag, GROUP_JUMP_TAG, effects)
 
 
 def _noise_variance(release: ReleaseSet) -> float:
