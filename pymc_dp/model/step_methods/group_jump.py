@@ -161,9 +161,15 @@ def grouped_steps(model: pm.Model | None = None, *, nuts: Any = None) -> list | 
 
     Examples
     --------
-    >>> import pymc as pm
-    >>> with build_grouped_model(rs) as model:  # doctest: +SKIP
-    ...     idata = pm.sample(step=pmdp.grouped_steps(model))
+    >>> import numpy as np, pymc as pm, pymc_dp as pmdp
+    >>> from pymc_dp.model.hierarchical import build_grouped_model
+    >>> rng = np.random.default_rng(0)
+    >>> by = np.repeat(["a", "b"], 200)
+    >>> rs = pmdp.release_grouped(rng.poisson(4.0, 400), pm.Poisson, by=by, groups=["a", "b"],
+    ...     sizes="public", bounds=(0, 30), epsilon=0.5, count_share=0.2, rng=1)
+    >>> model = build_grouped_model(rs)
+    >>> [type(s).__name__ for s in pmdp.grouped_steps(model)]  # then pm.sample(step=...)
+    ['NUTS', 'GroupJumpStep']
     """
     model = pm.modelcontext(model)
     effects = [model.rvs_to_values[rv] for rv in model.free_RVs if GroupJumpStep.owns(rv)]
