@@ -66,7 +66,13 @@ def _first(theta, family):
     "family", [Binomial(trials=5), Categorical(categories=3)], ids=["binomial", "categorical"]
 )
 def test_gibbs_calibrated_naive_not_batched_1000_trials(family):
-    """1000 trials, n = 100, ε = 0.1, 2000 draws after 500 tuning: KS p > 0.01 vs < 1e-6."""
+    """1000 trials, n = 100, ε = 0.1, 2000 draws (1000 for the categorical) after 500 tuning:
+    KS p > 0.01 vs < 1e-6.
+
+    The power is in the 1000 trials; the draws (thinned to about one per effective sample)
+    need only rank each true θ finely enough. Categorical with 1000 draws, seeds 41, 141, 241:
+    Gibbs p = 0.44, 0.93, 0.36; the naive p (which needs no draws) below 1e-80. The binomial
+    keeps 2000: its time is in the simulation and the quantiles, not the draws."""
     rng = np.random.default_rng(41)
     theta, releases, naive_u, prior = _simulate(family, rng, trials=1000)
     released = np.stack([r.value for r in releases])
@@ -77,7 +83,7 @@ def test_gibbs_calibrated_naive_not_batched_1000_trials(family):
         released=released,
         n=N_RECORDS,
         scale=releases[0].scale,
-        draws=2000,
+        draws=1000 if isinstance(family, Categorical) else 2000,
         tune=500,
     )
     gibbs_u = calibration_quantiles(_first(trace.theta, family), _first(theta, family), rng=rng)

@@ -1,7 +1,8 @@
 """``pymc-dp release`` (curator) then ``pymc-dp fit`` (analyst), as a user runs them.
 
-The end-to-end tests run the installed console script as subprocesses; the error paths call
-:func:`pymc_dp.cli.main` in-process (the same code, without paying for a new interpreter each).
+The releases run the installed console script as subprocesses; ``fit`` and the error paths call
+:func:`pymc_dp.cli.main` in-process (the same code, without paying for a new interpreter that
+imports PyMC; test_atomic_outputs runs ``fit`` in a subprocess of its own).
 """
 
 import json
@@ -90,15 +91,16 @@ def test_same_seed_same_release_from_parquet(released, data_dir):
     assert read_release(out) == read_release(released[0])
 
 
-def test_fit_writes_posterior_summary_and_plots(released, data_dir, tmp_path):
+def test_fit_writes_posterior_summary_and_plots(released, data_dir, tmp_path, capsys):
     """300 draws × 2 chains; the DP posterior mean of p at ε = 5 is within 0.5 posterior sd
     of the non-private conjugate posterior's (noise moves s by ~1 of ~3000: 0.02 sd)."""
     out_dir = tmp_path / "fit"
-    proc = _run(
+    code = main([
         "fit", str(released[0]), "--prior", "alpha=3", "beta=5", "--draws", "300", "--tune",
         "100", "--chains", "2", "--seed", "1", "--no-progress", "--output-dir", str(out_dir),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    ])  # fmt: skip
+    stdout, stderr = capsys.readouterr()
+    assert code == 0, stderr
     for name in ("posterior.nc", "summary.csv", "posterior.png", "trace.png"):
         assert (out_dir / name).stat().st_size > 0, name
     idata = az.from_netcdf(out_dir / "posterior.nc")
@@ -118,7 +120,7 @@ def test_fit_writes_posterior_summary_and_plots(released, data_dir, tmp_path):
     p = posterior["p"].values
     assert p.shape == (2, 300)
     assert abs(p.mean() - exact.mean()) < 0.5 * exact.std()
-    assert "p " in proc.stdout and "r_hat" in proc.stdout  # the printed ArviZ summary
+    assert "p " in stdout and "r_hat" in stdout  # the printed ArviZ summary
     assert "p" in (out_dir / "summary.csv").read_text().splitlines()[1].split(",")[0]
 
 

@@ -23,6 +23,7 @@ from pymc_dp.kernels.exact_windows import (
 from pymc_dp.likelihoods.choice import choose_likelihood, exact_cost
 from pymc_dp.likelihoods.exact_windows import WindowSumLogLikelihood, window_log_q
 from pymc_dp.model.noisy_suffstat import release_attrs
+from tests.conftest import sample
 
 
 def _brute_window_sum_log_pmf(dist, window, n):
@@ -212,14 +213,7 @@ def test_nuts_on_the_exact_window_likelihood_matches_the_posterior():
         z = pm.Normal("z", -1.0, 1.0)
         p = pm.Deterministic("p", pm.math.invlogit(z))
         pmdp.NoisySuffStat("y", pm.Geometric.dist(p), release=rel)
-        idata = pm.sample(
-            draws=500,
-            tune=500,
-            chains=2,
-            random_seed=7,
-            progressbar=False,
-            compute_convergence_checks=False,
-        )
+        idata = sample(draws=500, tune=500, chains=2, random_seed=7)
     zs = np.linspace(-5.0, 3.0, 2000)
     ps = 1.0 / (1.0 + np.exp(-zs))
 

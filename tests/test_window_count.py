@@ -22,6 +22,7 @@ import pytest
 from scipy import stats
 
 import pymc_dp as pmdp
+from pymc_dp.cli import main
 from pymc_dp.curator.exact_sums import FamilyPlan
 from pymc_dp.curator.release_file import read_release
 from pymc_dp.families import get_family
@@ -317,26 +318,31 @@ def _cli(*argv, cwd):
 
 
 def _release_visits(tmp_path, output, *flags):
-    """``pymc-dp release`` of tmp_path/visits.csv (Poisson over [0, 8], ε = 1, seed 1)."""
-    return _cli("release", str(tmp_path / "visits.csv"), "--column", "visits", "--family",
-                "poisson", "--bounds", "0", "8", "--epsilon", "1", "--seed", "1", *flags,
-                "--output", str(tmp_path / output), cwd=tmp_path)  # fmt: skip
+    """``pymc-dp release`` of tmp_path/visits.csv (Poisson over [0, 8], ε = 1, seed 1), run
+    in-process by :func:`pymc_dp.cli.main` (test_cli_release_fit runs the console script):
+    (exit status, stdout, stderr)."""
+    argv = ["release", str(tmp_path / "visits.csv"), "--column", "visits", "--family",
+            "poisson", "--bounds", "0", "8", "--epsilon", "1", "--seed", "1", *flags,
+            "--output", str(tmp_path / output)]  # fmt: skip
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's own errors
+        code = exit_.code
+    return code
 
 
-def test_cli_release_includes_the_count_by_default_and_says_so(tmp_path):
+def test_cli_release_includes_the_count_by_default_and_says_so(tmp_path, capsys):
     data = tmp_path / "visits.csv"
     data.write_text("visits\n" + "\n".join(map(str, _poisson(n=300))) + "\n")
-    done = _release_visits(tmp_path, "r.json")
-    assert done.returncode == 0, done.stderr
-    assert "0.9 for the window sum + 0.1 for the window count" in done.stdout
+    assert _release_visits(tmp_path, "r.json") == 0, capsys.readouterr().err
+    assert "0.9 for the window sum + 0.1 for the window count" in capsys.readouterr().out
     rel = read_release(tmp_path / "r.json")
     assert rel.count_epsilon == pytest.approx(0.1) and rel.total_epsilon == pytest.approx(1.0)
-    done = _release_visits(tmp_path, "s.json", "--count-share", "0")
-    assert done.returncode == 0, done.stderr
-    assert "window count" not in done.stdout
+    assert _release_visits(tmp_path, "s.json", "--count-share", "0") == 0
+    assert "window count" not in capsys.readouterr().out
     assert read_release(tmp_path / "s.json").window_count is None
-    done = _release_visits(tmp_path, "t.json", "--count-share", "1.5")
-    assert done.returncode != 0 and "--count-share" in done.stderr
+    assert _release_visits(tmp_path, "t.json", "--count-share", "1.5") != 0
+    assert "--count-share" in capsys.readouterr().err
 
 
 def test_cli_dry_run_states_the_split(tmp_path):
