@@ -14,7 +14,7 @@ parameters θ (:mod:`pymc_dp.kernels.loglinear` holds the NumPy side):
 
 The moments are sums over the enumerated domain (a softmax of A θ), so NUTS gets gradients;
 above :data:`~pymc_dp.kernels.loglinear.MAX_CELLS` cells the fixed-covariance law takes them
-from a junction tree (exact) or the Bethe approximation
+from the split sums or a junction tree (exact) or the Bethe approximation
 (:func:`~pymc_dp.kernels.loglinear_moments.feature_method`).
 """
 
@@ -164,7 +164,7 @@ class FeatureMean(Op):
     dom
         The domain.
     method
-        ``"enumerate"``, ``"junction"``, ``"bethe"`` or None
+        ``"enumerate"``, ``"split"``, ``"junction"``, ``"bethe"`` or None
         (:func:`~pymc_dp.kernels.loglinear_moments.feature_method`).
     """
 
