@@ -24,6 +24,7 @@ the matrix π ∘ (A v - E[A v]).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -72,11 +73,14 @@ class SplitMoments:
     ----------
     domain
         The domain; only its sizes and terms are read (never its cells or feature matrices).
+    max_cells
+        The largest domain accepted (default :data:`MAX_SPLIT_CELLS`; a larger one is for
+        measuring the cost, each matrix of probabilities taking 8 bytes a cell).
 
     Raises
     ------
     ValueError
-        If the domain has one column or more than :data:`MAX_SPLIT_CELLS` cells.
+        If the domain has one column or more than ``max_cells`` cells.
 
     Examples
     --------
@@ -89,13 +93,14 @@ class SplitMoments:
     True
     """
 
-    def __init__(self, domain: LogLinearDomain) -> None:
+    def __init__(self, domain: LogLinearDomain, *, max_cells: int = MAX_SPLIT_CELLS) -> None:
         sizes = domain.sizes
         if len(sizes) < 2:
             raise ValueError("domain must have at least two columns to split")
-        if domain.n_cells > MAX_SPLIT_CELLS:
+        if domain.n_cells > max_cells:
             raise ValueError(
-                f"domain has {domain.n_cells} cells, above MAX_SPLIT_CELLS = {MAX_SPLIT_CELLS}"
+                f"domain has {domain.n_cells} cells, above max_cells = {max_cells} "
+                f"(default MAX_SPLIT_CELLS)"
             )
         self.sizes = sizes
         self.n_params = p = domain.n_params
@@ -125,51 +130,87 @@ class SplitMoments:
         self.cross_b = np.zeros((self.shape[1], len(parts_b)))
         for part, i in parts_b.items():
             self.cross_b[:, i] = _indicator(cells_b, *zip(*part, strict=True))
+        self.ones_cross_b = np.column_stack([np.ones(self.shape[1]), self.cross_b])
+        self._last: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.cross_terms = np.array([j for j, _, _ in cross], dtype=np.int64)
         self.cross_flat = np.array([ia * len(parts_b) + ib for _, ia, ib in cross], dtype=np.int64)
 
-    def _logits(self, theta: np.ndarray) -> np.ndarray:
-        """θᵀ a(x) as an (..., |A|, |B|) matrix."""
+    def _logits(self, theta: np.ndarray, shift: Any = 0.0) -> np.ndarray:
+        """θᵀ a(x) + shift as an (..., |A|, |B|) matrix, written by one matrix product.
+
+        [H_A, G_A θ, 1] @ [Θ H_Bᵀ; 1ᵀ; (G_B θ + shift)ᵀ]: the inside terms ride in the product
+        instead of two more passes over the C cells.
+        """
         batch = theta.shape[:-1]
-        pair = np.zeros((*batch, self.cross_a.shape[1] * self.cross_b.shape[1]))
+        n_a, n_b = self.cross_a.shape[1], self.cross_b.shape[1]
+        pair = np.zeros((*batch, n_a * n_b))
         pair[..., self.cross_flat] = theta[..., self.cross_terms]
-        pair = pair.reshape(*batch, self.cross_a.shape[1], self.cross_b.shape[1])
-        out = (self.cross_a @ pair) @ self.cross_b.T
-        out += (theta @ self.inside_a.T)[..., :, None]
-        out += (theta @ self.inside_b.T)[..., None, :]
-        return out
+        right_cross = pair.reshape(*batch, n_a, n_b) @ self.cross_b.T
+        inside_b = theta @ self.inside_b.T + np.asarray(shift)[..., None]
+        right = np.concatenate(
+            [
+                right_cross,
+                np.ones((*batch, 1, self.shape[1])),
+                inside_b[..., None, :],
+            ],
+            axis=-2,
+        )
+        left = np.concatenate(
+            [
+                np.broadcast_to(self.cross_a, (*batch, *self.cross_a.shape)),
+                (theta @ self.inside_a.T)[..., :, None],
+                np.ones((*batch, self.shape[0], 1)),
+            ],
+            axis=-1,
+        )
+        return left @ right
 
     def _feature_sums(self, w: np.ndarray) -> np.ndarray:
-        """Σ_x w(x) a(x) for weights w of shape (..., |A|, |B|): shape (..., p)."""
-        out = w.sum(axis=-1) @ self.inside_a + w.sum(axis=-2) @ self.inside_b
-        pair = (self.cross_a.T @ w) @ self.cross_b
-        pair = pair.reshape(*w.shape[:-2], -1)
+        """Σ_x w(x) a(x) for weights w of shape (..., |A|, |B|): shape (..., p).
+
+        Two passes over the cells: w [1, H_B] (row sums and the cross sums' first factor) and
+        the column sums.
+        """
+        rows = w @ self.ones_cross_b
+        out = rows[..., 0] @ self.inside_a + w.sum(axis=-2) @ self.inside_b
+        pair = (self.cross_a.T @ rows[..., 1:]).reshape(*w.shape[:-2], -1)
         out[..., self.cross_terms] += pair[..., self.cross_flat]
         return out
 
+    def _probs(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """p(x | θ) as an (..., |A|, |B|) matrix, and log Z(θ)."""
+        prob = self._logits(theta)
+        top = prob.max(axis=(-2, -1), keepdims=True)
+        prob -= top
+        np.exp(prob, out=prob)
+        total = prob.sum(axis=(-2, -1), keepdims=True)
+        prob /= total
+        return prob, (np.log(total) + top)[..., 0, 0]
+
+    def _probs_and_mean(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        # NUTS's gradient asks for the mean, then its derivative at the same θ
+        # (clt_fixed_logp_grad): the last vector θ's probabilities are kept, not built twice
+        if self._last is not None and theta.ndim == 1 and np.array_equal(theta, self._last[0]):
+            return self._last[1], self._last[2]
+        prob, _ = self._probs(theta)
+        mean = self._feature_sums(prob)
+        if theta.ndim == 1:
+            self._last = (theta.copy(), prob, mean)
+        return prob, mean
+
     def log_probs(self, theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Log p(x | θ) as an (..., |A|, |B|) matrix (row-major cell order when flattened)."""
-        logits = self._logits(np.asarray(theta, dtype=float))
-        top = logits.max(axis=(-2, -1), keepdims=True)
-        logits -= top
-        log_z = np.log(np.exp(logits).sum(axis=(-2, -1), keepdims=True))
-        logits -= log_z
-        return logits
+        theta = np.asarray(theta, dtype=float)
+        log_z = self.log_partition(theta)
+        return self._logits(theta, -log_z)
 
     def log_partition(self, theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """The log partition function log Z(θ), shape (...)."""
-        logits = self._logits(np.asarray(theta, dtype=float))
-        top = logits.max(axis=(-2, -1), keepdims=True)
-        total = np.exp(logits - top).sum(axis=(-2, -1), keepdims=True)
-        return (np.log(total) + top)[..., 0, 0]
-
-    def _probs(self, theta: np.ndarray) -> np.ndarray:
-        prob = self.log_probs(theta)
-        return np.exp(prob, out=prob)
+        return self._probs(np.asarray(theta, dtype=float))[1]
 
     def mean(self, theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """E_θ[a], shape (..., p)."""
-        return self._feature_sums(self._probs(np.asarray(theta, dtype=float)))
+        return self._probs_and_mean(np.asarray(theta, dtype=float))[1].copy()
 
     def mean_and_jvp(
         self, theta: npt.ArrayLike, v: npt.ArrayLike
@@ -177,13 +218,11 @@ class SplitMoments:
         """E_θ[a] and Cov_θ[a] v (the derivative of the mean along v)."""
         theta = np.asarray(theta, dtype=float)
         v = np.asarray(v, dtype=float)
-        prob = self._probs(theta)
-        mean = self._feature_sums(prob)
-        shift = self._logits(v)
-        # E[aᵀv] from the mean already in hand (not one more pass over the cells)
-        shift -= np.sum(mean * v, axis=-1)[..., None, None]
-        shift *= prob
-        return mean, self._feature_sums(shift)
+        prob, mean = self._probs_and_mean(theta)
+        # vᵀ(a(x) - E a), with E[aᵀv] from the mean already in hand
+        weight = self._logits(v, -np.sum(mean * v, axis=-1))
+        weight *= prob
+        return mean.copy(), self._feature_sums(weight)
 
     def moments(
         self, theta: npt.ArrayLike
@@ -192,24 +231,21 @@ class SplitMoments:
         theta = np.asarray(theta, dtype=float)
         if theta.ndim != 1 or theta.shape[0] != self.n_params:
             raise ValueError(f"theta must be a vector of {self.n_params} entries")
-        prob = self._probs(theta)
-        mean = self._feature_sums(prob)
+        prob, mean = self._probs_and_mean(theta)
         cov = np.empty((self.n_params, self.n_params))
         step = max(1, _CHUNK_CELLS // prob.size)
         eye = np.eye(self.n_params)
         for start in range(0, self.n_params, step):
             rows = slice(start, min(start + step, self.n_params))
-            shift = self._logits(eye[rows])  # feature j as a matrix over the cells
-            shift -= mean[rows, None, None]
-            shift *= prob
-            cov[rows] = self._feature_sums(shift)
-        return mean, 0.5 * (cov + cov.T)
+            weight = self._logits(eye[rows], -mean[rows])  # a_j(x) - E a_j over the cells
+            weight *= prob
+            cov[rows] = self._feature_sums(weight)
+        return mean.copy(), 0.5 * (cov + cov.T)
 
     def sample(
         self, theta: npt.ArrayLike, n: int, rng: np.random.Generator
     ) -> npt.NDArray[np.int64]:
         """Draw n exact records (level codes, shape (n, K)) from the cell probabilities."""
-        prob = self._probs(np.asarray(theta, dtype=float)).reshape(-1)
-        prob /= prob.sum()
+        prob = self._probs(np.asarray(theta, dtype=float))[0].reshape(-1)
         cells = rng.choice(prob.size, size=n, p=prob)
         return np.stack(np.unravel_index(cells, self.sizes), axis=1).astype(np.int64)
