@@ -7,20 +7,26 @@ leapfrog step on the default ``"clt-fixed"`` law: one
 along one direction), by :class:`~pymc_dp.kernels.loglinear_split.SplitMoments` and, up to
 ``--junction-max`` columns, by :class:`~pymc_dp.kernels.loglinear_junction.JunctionTree`; the
 largest difference of the two gradients relative to the gradient's largest entry; and, for the
-split engine, the full covariance (``moments``, what the Laplace fit and Σ take) and n = 10⁴
-records drawn (one synthetic data set).
+split engine, the full covariance (``moments``, what the Laplace fit and Σ take; up to
+:data:`COV_MAX_CELLS` cells) and n = 10⁴ records drawn (one synthetic data set).
 
 θ ~ N(0, 0.3²) per term (as ``benchmarks/marginals_speed.py``), z the noiseless mean plus unit
 noise, Σ at θ; the gradient is taken at θ + 0.01. BLAS on one thread (as inside the likelihood's
 ``Op``). Times are the best of ``reps`` calls (the junction tree: of one or two), each at a new
 θ (1e-9 apart); the two engines' gradients are compared at θ + 0.01.
 
+With graph modes (``NUMBA``, ``JAX``, ``FAST_RUN``: PyTensor's C backend), the same value and
+gradient by :func:`~pymc_dp.likelihoods.marginals.marginals_clt_fixed_split_graph` compiled in
+each (compile time, then the best of ``reps`` calls; JAX's call is timed until its result is
+on the host), printed after the table.
+
 A projected fit time is printed for each K: gradients × per-gradient time / chains, with
 gradients = chains × (tune + draws) × steps/draw; steps/draw defaults to 7 (the whitened model
 at 12 ternary columns, ``benchmarks/marginals_speed.py 1000 12x3``).
 
-Run: ``python benchmarks/marginals_split_engine.py [cases] [junction max] [steps/draw]`` from the
-repository root, e.g. ``python benchmarks/marginals_split_engine.py 8,10,12,13,14,15 12 7``.
+Run: ``python benchmarks/marginals_split_engine.py [cases] [junction max] [steps/draw]
+[graph modes]`` from the repository root, e.g.
+``python benchmarks/marginals_split_engine.py 8,10,12,13,14,15 12 7 NUMBA,JAX``.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ from pymc_dp.kernels.loglinear_moments import clt_fixed_logp_grad, feature_metho
 from pymc_dp.kernels.loglinear_split import SplitMoments
 
 CHAINS, TUNE, DRAWS = 2, 1000, 1000  # pm.sample's defaults on 2 cores
+COV_MAX_CELLS = 2_000_000
+"""Above this, the full covariance is not timed (and Σ is a stand-in)."""
 
 
 def best_of(fn, reps):
@@ -55,12 +63,44 @@ def best_of(fn, reps):
     return best, out
 
 
-def case(k, junction_max, steps, reps=5, n=10_000):
+def graph_cost(dom, z, n, sigma, at, reference, modes, reps=5):
+    """Compile and time the plain PyTensor graph of the same law in each of ``modes``."""
+    import pytensor
+    import pytensor.tensor as pt
+
+    from pymc_dp.likelihoods.marginals import marginals_clt_fixed_split_graph
+
+    theta = pt.dvector("theta")
+    logp = marginals_clt_fixed_split_graph(theta, dom, z, n=n, cov=sigma)
+    for mode in modes:
+        start = time.perf_counter()
+        f = pytensor.function([theta], [logp, pytensor.grad(logp, theta)], mode=mode)
+        f(at)
+        compile_s = time.perf_counter() - start
+        calls = iter(range(10**6))
+        t, _ = best_of(lambda f=f: [np.asarray(o) for o in f(at + 1e-9 * next(calls))], reps)
+        diff = np.max(np.abs(np.asarray(f(at)[1]) - reference)) / np.max(np.abs(reference))
+        print(
+            f"  K = {len(dom.sizes)}, graph on {mode}: compile {compile_s:.1f} s, "
+            f"{1000 * t:.1f} ms a gradient, max rel. diff from the engine {diff:.1e}",
+            flush=True,
+        )
+
+
+def case(k, junction_max, steps, reps=5, n=10_000, modes=()):
     dom = LogLinearDomain((3,) * k, tuple(itertools.combinations(range(k), 2)))
     rng = np.random.default_rng(k)
     theta = rng.normal(size=dom.n_params) * 0.3
     t_build, split = best_of(lambda: SplitMoments(dom, max_cells=10**8), 1)
-    t_cov, (mean, cov) = best_of(lambda: split.moments(theta), 1)
+    if dom.n_cells <= COV_MAX_CELLS:
+        t_cov, (mean, cov) = best_of(lambda: split.moments(theta), 1)
+        cov_text = f"{t_cov:.2f} s"
+    else:
+        # the full Cov is p passes over the cells (minutes here): for timing the gradient a
+        # positive-definite stand-in Σ serves as well
+        mean = split.mean(theta)
+        cov = np.diag(mean * (1 - mean))
+        cov_text = "not run"
     uc, um = dom.projected_table_map
     sigma = n * um @ cov @ um.T + np.eye(dom.n_params)
     chol = np.linalg.cholesky(sigma)
@@ -90,12 +130,14 @@ def case(k, junction_max, steps, reps=5, n=10_000):
     projected = gradients * t_split / CHAINS
     print(
         f"| {k} | {dom.n_cells} | {dom.n_params} | {method} | {1000 * t_split:.1f} ms | {jt_text} "
-        f"| {t_cov:.2f} s | {t_sample:.2f} s | {t_build:.2f} s | {projected / 60:.1f} min |",
+        f"| {cov_text} | {t_sample:.2f} s | {t_build:.2f} s | {projected / 60:.1f} min |",
         flush=True,
     )
+    if modes:
+        graph_cost(dom, z, n, sigma, at, g_split, modes)
 
 
-def main(cases="8,10,12", junction_max=12, steps=7.0):
+def main(cases="8,10,12", junction_max=12, steps=7.0, modes=""):
     print(f"pymc_dp from {pymc_dp.__file__}")
     print(
         "| K | cells | p | feature_method | split gradient | junction gradient | ratio "
@@ -104,7 +146,7 @@ def main(cases="8,10,12", junction_max=12, steps=7.0):
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for k in (int(v) for v in cases.split(",")):
-        case(k, junction_max, steps)
+        case(k, junction_max, steps, modes=tuple(m for m in modes.split(",") if m))
 
 
 if __name__ == "__main__":
@@ -113,4 +155,5 @@ if __name__ == "__main__":
         args[0] if args else "8,10,12",
         int(args[1]) if len(args) > 1 else 12,
         float(args[2]) if len(args) > 2 else 7.0,
+        args[3] if len(args) > 3 else "",
     )
