@@ -73,10 +73,10 @@ def test_laplace_posterior_refuses_bad_arguments():
         pmdp.marginals_laplace_posterior(rel, features="loopy")
 
 
-@pytest.mark.parametrize("features", ["junction", "bethe"])
+@pytest.mark.parametrize("features", ["split", "junction", "bethe"])
 def test_forced_feature_method_gives_the_enumerated_law(features):
-    """On a chain (a tree) the junction tree and Bethe are exact: the model's log-density is
-    the enumerated one at any θ, and so are the Laplace fits."""
+    """On a chain (a tree) the split sums, the junction tree and Bethe are exact: the model's
+    log-density is the enumerated one at any θ, and so are the Laplace fits."""
     rel, theta = _release(5, 3, 3000, seed=2, pairs=[(0, 1), (1, 2), (2, 3), (3, 4)])
     exact = pmdp.marginals_model(rel, likelihood="clt-fixed", whiten=False, features="enumerate")
     forced = pmdp.marginals_model(rel, likelihood="clt-fixed", whiten=False, features=features)

@@ -72,7 +72,7 @@ def marginals_laplace(
     method
         The feature moments' method (default
         :func:`~pymc_dp.kernels.loglinear_moments.feature_method`): ``"enumerate"``,
-        ``"junction"`` or ``"bethe"``.
+        ``"split"``, ``"junction"`` or ``"bethe"``.
 
     Returns
     -------

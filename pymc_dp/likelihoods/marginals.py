@@ -9,12 +9,16 @@ parameters θ (:mod:`pymc_dp.kernels.loglinear` holds the NumPy side):
   noise up to the CLT; for Laplace noise, the noise is replaced by a normal of the same variance.
 * :func:`marginals_clt_fixed_logp`, the same with its covariance held at a reference θ (the
   Laplace mode): the gradient costs O(C p) instead of O(C p²), for large domains.
+* :func:`marginals_clt_fixed_split_graph`, the fixed-covariance law as a plain PyTensor graph of
+  the split sums (:class:`~pymc_dp.kernels.loglinear_split.SplitMoments`): log Z is a
+  log-sum-exp over the |A| × |B| matrix of logits, E_θ[a] its gradient, and NUTS's gradient a
+  second derivative, all by PyTensor's autodiff, so it compiles on the C, Numba and JAX backends.
 * :func:`marginals_exact_logp`, the exact law for a tiny release: a log-sum-exp over every
   histogram of the n records (:func:`~pymc_dp.kernels.loglinear.exact_marginals_setup`).
 
 The moments are sums over the enumerated domain (a softmax of A θ), so NUTS gets gradients;
 above :data:`~pymc_dp.kernels.loglinear.MAX_CELLS` cells the fixed-covariance law takes them
-from a junction tree (exact) or the Bethe approximation
+from the split sums or a junction tree (exact) or the Bethe approximation
 (:func:`~pymc_dp.kernels.loglinear_moments.feature_method`).
 """
 
@@ -24,6 +28,7 @@ import math
 from typing import Any
 
 import numpy as np
+import pytensor
 import pytensor.tensor as pt
 from pytensor.gradient import DisconnectedType, grad_not_implemented
 from pytensor.graph.basic import Apply
@@ -46,17 +51,20 @@ from pymc_dp.kernels.loglinear_moments import (
     feature_method,
     feature_moments,
 )
+from pymc_dp.kernels.loglinear_split import SplitMoments
 from pymc_dp.kernels.loglinear_tables import TableProducts, prefer_tables
 
 __all__ = [
     "CLTLogp",
     "FeatureMean",
     "marginals_clt_fixed_logp",
+    "marginals_clt_fixed_split_graph",
     "marginals_clt_logp",
     "marginals_clt_logp_graph",
     "marginals_exact_logp",
     "noise_variance",
     "projected_release",
+    "split_log_partition_graph",
 ]
 
 
@@ -164,7 +172,7 @@ class FeatureMean(Op):
     dom
         The domain.
     method
-        ``"enumerate"``, ``"junction"``, ``"bethe"`` or None
+        ``"enumerate"``, ``"split"``, ``"junction"``, ``"bethe"`` or None
         (:func:`~pymc_dp.kernels.loglinear_moments.feature_method`).
     """
 
@@ -241,6 +249,45 @@ def marginals_clt_logp_graph(
     w = pt.linalg.solve_triangular(chol, r, lower=True)
     log_det = 2.0 * pt.sum(pt.log(pt.diagonal(chol)))
     return -0.5 * (pt.sum(w**2) + log_det + p * math.log(2.0 * math.pi))
+
+
+def split_log_partition_graph(theta: Any, engine: SplitMoments) -> pt.TensorVariable:
+    """The log partition function log Z(θ) as a PyTensor graph of the split sums.
+
+    A log-sum-exp over the |A| × |B| logits H_A Θ H_Bᵀ + G_A θ 1ᵀ + 1 (G_B θ)ᵀ
+    (:class:`~pymc_dp.kernels.loglinear_split.SplitMoments`); E_θ[a] is ``pytensor.grad`` of
+    the result and Cov_θ[a] its Hessian.
+    """
+    theta = pt.as_tensor_variable(theta)
+    n_a, n_b = engine.cross_a.shape[1], engine.cross_b.shape[1]
+    pair = pt.zeros(n_a * n_b)[engine.cross_flat].set(theta[engine.cross_terms])
+    logits = (
+        pt.dot(pt.dot(pt.constant(engine.cross_a), pair.reshape((n_a, n_b))), engine.cross_b.T)
+        + pt.dot(pt.constant(engine.inside_a), theta)[:, None]
+        + pt.dot(pt.constant(engine.inside_b), theta)[None, :]
+    )
+    return pt.logsumexp(logits)
+
+
+def marginals_clt_fixed_split_graph(
+    theta: Any, dom: LogLinearDomain, z: Any, *, n: int, cov: Any
+) -> pt.TensorVariable:
+    """:func:`marginals_clt_fixed_logp` by the split sums, as a plain PyTensor graph.
+
+    N(z; n Uᵀ(c + M E_θ[a]), Σ₀) with E_θ[a] = ∇ log Z(θ) of :func:`split_log_partition_graph`;
+    NUTS's gradient is PyTensor's second derivative of log Z (no ``Op``), so the graph compiles
+    on every backend. Measured on 10 ternary columns, all 2-way tables
+    (``benchmarks/marginals_split_engine.py``): see docs/marginals.md.
+    """
+    engine = SplitMoments(dom)
+    mean = pytensor.grad(split_log_partition_graph(theta, engine), theta)
+    uc, um = dom.projected_table_map
+    chol = np.linalg.cholesky(np.asarray(cov, dtype=float))
+    inv_chol = np.linalg.inv(chol)
+    centre = inv_chol @ (np.asarray(z, dtype=float) - n * uc)
+    w = pt.constant(centre) - pt.dot(pt.constant(n * inv_chol @ um), mean)
+    log_det = 2.0 * float(np.sum(np.log(np.diag(chol))))
+    return -0.5 * (pt.sum(w**2) + log_det + dom.n_params * math.log(2.0 * math.pi))
 
 
 def exact_setup(release: Any) -> tuple[LogLinearDomain, np.ndarray, np.ndarray]:

@@ -35,7 +35,7 @@ __all__ = [
     "term_names",
 ]
 
-FEATURES = (None, "enumerate", "junction", "bethe")
+FEATURES = (None, "enumerate", "split", "junction", "bethe")
 """The feature moments' methods a model can be asked for
 (:func:`~pymc_dp.kernels.loglinear_moments.feature_method` chooses where None)."""
 LIKELIHOODS = ("auto", "clt", "clt-fixed", "exact")
@@ -186,16 +186,16 @@ def NoisyMarginals(
         covariance held at ``covariance_at``: a gradient in O(C p) instead of O(C p²); the
         posterior moves by O(n^-1/2) of its sd) or ``"auto"`` (exact when at most 5000
         histograms, else ``"clt"`` up to C·p² = 10⁸, else ``"clt-fixed"``; always
-        ``"clt-fixed"`` above 10⁵ cells, where the moments come from a junction tree or the
-        Bethe approximation, :func:`~pymc_dp.kernels.loglinear_moments.feature_method`).
+        ``"clt-fixed"`` above 10⁵ cells, where the moments come from the split sums, a junction
+        tree or the Bethe approximation, :func:`~pymc_dp.kernels.loglinear_moments.feature_method`).
     covariance_at
         The θ at which ``"clt-fixed"`` evaluates the covariance (default: the Laplace mode
         under a Normal(0, 2) prior, :func:`~pymc_dp.kernels.loglinear_laplace.marginals_laplace`).
     features
         How E_θ[a] and Cov_θ[a] are computed: None (the default,
         :func:`~pymc_dp.kernels.loglinear_moments.feature_method` by the domain's size),
-        ``"enumerate"``, ``"junction"`` or ``"bethe"``. Forcing ``"junction"`` or ``"bethe"`` on
-        a small domain is for checking them against the exact sums.
+        ``"enumerate"``, ``"split"``, ``"junction"`` or ``"bethe"``. Forcing one of the last
+        three on a small domain is for checking them against the exact sums.
 
     Returns
     -------
