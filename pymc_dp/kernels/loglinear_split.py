@@ -3,9 +3,9 @@
 With all 2-way marginals the columns' interaction graph is complete, so a junction tree
 (:mod:`pymc_dp.kernels.loglinear_junction`) has one clique holding the whole domain and gains
 nothing. The domain still has structure: split the columns into a first half A and a second
-half B and lay the cells out as an |A| × |B| matrix. Each corner feature is an indicator on a few
-columns, so it lies inside A, inside B, or is a product h_A(x_A) h_B(x_B) of an indicator on
-its A-columns and one on its B-columns. The logits are then
+half B and lay the cells out as an #A × #B matrix (#A, #B: the cells of each half). Each
+corner feature is an indicator on a few columns, so it lies inside A, inside B, or is a product
+h_A(x_A) h_B(x_B) of an indicator on its A-columns and one on its B-columns. The logits are then
 
     θᵀ a(x) = (G_A θ)(x_A) + (G_B θ)(x_B) + [H_A Θ H_Bᵀ](x_A, x_B),
 
@@ -43,7 +43,7 @@ _CHUNK_CELLS = 4_000_000
 def split_point(sizes: tuple[int, ...]) -> int:
     """The h whose halves (columns < h, ≥ h) have the most balanced numbers of cells.
 
-    Balanced halves keep the cross indicator matrices small (|A| + |B| rows, not C).
+    Balanced halves keep the cross indicator matrices small (#A + #B rows, not C).
     """
     total = math.prod(sizes)
     best, best_gap = 1, math.inf
@@ -63,7 +63,7 @@ def _indicator(cells: np.ndarray, cols: tuple[int, ...], levels: tuple[int, ...]
 
 
 class SplitMoments:
-    """Exact E_θ[a], Cov_θ[a], log Z and records of a log-linear domain as |A| × |B| matrices.
+    """Exact E_θ[a], Cov_θ[a], log Z and records of a log-linear domain as #A × #B matrices.
 
     Implements the :class:`~pymc_dp.kernels.loglinear_moments.FeatureMoments` protocol
     (``mean``, ``mean_and_jvp``, ``moments``) with the same numbers as the junction tree and
@@ -136,7 +136,7 @@ class SplitMoments:
         self.cross_flat = np.array([ia * len(parts_b) + ib for _, ia, ib in cross], dtype=np.int64)
 
     def _logits(self, theta: np.ndarray, shift: Any = 0.0) -> np.ndarray:
-        """θᵀ a(x) + shift as an (..., |A|, |B|) matrix, written by one matrix product.
+        """θᵀ a(x) + shift as an (..., #A, #B) matrix, written by one matrix product.
 
         [H_A, G_A θ, 1] @ [Θ H_Bᵀ; 1ᵀ; (G_B θ + shift)ᵀ]: the inside terms ride in the product
         instead of two more passes over the C cells.
@@ -166,7 +166,7 @@ class SplitMoments:
         return left @ right
 
     def _feature_sums(self, w: np.ndarray) -> np.ndarray:
-        """Σ_x w(x) a(x) for weights w of shape (..., |A|, |B|): shape (..., p).
+        """Σ_x w(x) a(x) for weights w of shape (..., #A, #B): shape (..., p).
 
         Two passes over the cells: w [1, H_B] (row sums and the cross sums' first factor) and
         the column sums.
@@ -178,7 +178,7 @@ class SplitMoments:
         return out
 
     def _probs(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """p(x | θ) as an (..., |A|, |B|) matrix, and log Z(θ)."""
+        """p(x | θ) as an (..., #A, #B) matrix, and log Z(θ)."""
         prob = self._logits(theta)
         top = prob.max(axis=(-2, -1), keepdims=True)
         prob -= top
@@ -199,7 +199,7 @@ class SplitMoments:
         return prob, mean
 
     def log_probs(self, theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
-        """Log p(x | θ) as an (..., |A|, |B|) matrix (row-major cell order when flattened)."""
+        """Log p(x | θ) as an (..., #A, #B) matrix (row-major cell order when flattened)."""
         theta = np.asarray(theta, dtype=float)
         log_z = self.log_partition(theta)
         return self._logits(theta, -log_z)

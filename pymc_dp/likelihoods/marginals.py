@@ -11,7 +11,7 @@ parameters θ (:mod:`pymc_dp.kernels.loglinear` holds the NumPy side):
   Laplace mode): the gradient costs O(C p) instead of O(C p²), for large domains.
 * :func:`marginals_clt_fixed_split_graph`, the fixed-covariance law as a plain PyTensor graph of
   the split sums (:class:`~pymc_dp.kernels.loglinear_split.SplitMoments`): log Z is a
-  log-sum-exp over the |A| × |B| matrix of logits, E_θ[a] its gradient, and NUTS's gradient a
+  log-sum-exp over the #A × #B matrix of logits, E_θ[a] its gradient, and NUTS's gradient a
   second derivative, all by PyTensor's autodiff, so it compiles on the C, Numba and JAX backends.
 * :func:`marginals_exact_logp`, the exact law for a tiny release: a log-sum-exp over every
   histogram of the n records (:func:`~pymc_dp.kernels.loglinear.exact_marginals_setup`).
@@ -254,7 +254,7 @@ def marginals_clt_logp_graph(
 def split_log_partition_graph(theta: Any, engine: SplitMoments) -> pt.TensorVariable:
     """The log partition function log Z(θ) as a PyTensor graph of the split sums.
 
-    A log-sum-exp over the |A| × |B| logits H_A Θ H_Bᵀ + G_A θ 1ᵀ + 1 (G_B θ)ᵀ
+    A log-sum-exp over the #A × #B logits H_A Θ H_Bᵀ + G_A θ 1ᵀ + 1 (G_B θ)ᵀ
     (:class:`~pymc_dp.kernels.loglinear_split.SplitMoments`); E_θ[a] is ``pytensor.grad`` of
     the result and Cov_θ[a] its Hessian.
     """
