@@ -60,11 +60,10 @@ SPLIT_RATIO = 16
 
 Measured on 12 ternary columns, 2-way tables of each column with its next w (a derivative pass
 ``mean_and_jvp``, default BLAS threads, a loaded 2-core machine): the split sums cost about
-0.1 s whatever the graph; the
-junction tree 0.026 s at w = 6 (cliques 13 122 cells in all, C/40) and 0.12 s at w = 7 (32 805,
-C/16), 0.43 s at w = 8 (78 732, C/7) and seconds on the complete graph. Measured before the
-split pass was cut to fewer sweeps over the cells (about 2x faster since), so the ratio errs
-towards the junction tree."""
+0.1 s whatever the graph; the junction tree 0.026 s at w = 6 (cliques 13 122 cells in all,
+C/40) and 0.12 s at w = 7 (32 805, C/16), 0.43 s at w = 8 (78 732, C/7) and seconds on the
+complete graph. Measured before the split pass was cut to fewer sweeps over the cells (about 2x
+faster since), so the ratio errs towards the junction tree."""
 
 
 class FeatureMoments(Protocol):
