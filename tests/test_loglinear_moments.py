@@ -154,8 +154,9 @@ def test_loopy_bp_that_does_not_converge_says_so():
         BetheMoments(LogLinearDomain((2,) * 3, ((0, 1, 2),)))
 
 
-@pytest.mark.parametrize("method", ["enumerate", "junction"])
+@pytest.mark.parametrize("method", ["enumerate", "junction", "split"])
 def test_fixed_covariance_law_through_an_engine(method):
+    """The collapsed normal law with Σ fixed, and its gradient, equal the enumerated ones."""
     dom = LogLinearDomain((3, 2, 3, 2, 3), SHAPES["cycle"])
     rng = np.random.default_rng(10)
     theta = rng.normal(size=dom.n_params) * 0.5

@@ -9,7 +9,6 @@ import pytest
 
 from pymc_dp.kernels.loglinear import LogLinearDomain
 from pymc_dp.kernels.loglinear_junction import JunctionTree
-from pymc_dp.kernels.loglinear_laplace import marginals_clt_fixed_logp_grad
 from pymc_dp.kernels.loglinear_moments import (
     clt_covariance,
     clt_fixed_logp_grad,
@@ -111,26 +110,6 @@ def test_split_equals_the_junction_tree_on_eight_ternary_columns():
     np.testing.assert_allclose(
         split.mean_and_jvp(theta, v)[1], junction.mean_and_jvp(theta, v)[1], atol=1e-12
     )
-
-
-def test_fixed_covariance_law_and_gradient_through_the_split_engine():
-    """The collapsed normal law with Σ fixed, and its gradient, equal the enumerated ones."""
-    dom = LogLinearDomain((3, 2, 3, 2, 3), SHAPES["all-pairs"])
-    rng = np.random.default_rng(4)
-    theta = rng.normal(size=dom.n_params) * 0.5
-    engine = feature_moments(dom, "split")
-    n, var = 500, 4.0
-    sigma = clt_covariance(theta, dom, engine, n=n, noise_variance=var)
-    g = dom.projected_features
-    prob = np.exp(dom.log_probs(theta))
-    gc = g - prob @ g
-    np.testing.assert_allclose(sigma, n * (gc.T * prob) @ gc + var * np.eye(dom.n_params))
-    z = n * (prob @ g) + rng.normal(size=dom.n_params) * 5
-    chol = np.linalg.cholesky(sigma)
-    logp, grad = clt_fixed_logp_grad(theta * 0.9, dom, engine, z, n=n, chol=chol)
-    ref_logp, ref_grad = marginals_clt_fixed_logp_grad(theta * 0.9, dom, z, n=n, chol=chol)
-    assert logp == pytest.approx(ref_logp, rel=1e-12)
-    np.testing.assert_allclose(grad, ref_grad, rtol=1e-9, atol=1e-9)
 
 
 def test_split_samples_the_law():
