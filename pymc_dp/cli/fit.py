@@ -246,7 +246,7 @@ def _grouped_fit(
     )
     from pymc_dp.model.noisy_suffstat import node_infos, release_attrs
 
-    idata = run_sampler(args, model, steps=functools.partial(jumping_nuts, args, model))
+    idata = run_sampler(args, model, start=functools.partial(jumping_nuts, args, model))
     idata.attrs.update(release_attrs(model))
     idata.attrs["pymc_dp_prior"] = json.dumps({"model": "partially pooled", **used})
     idata.attrs["pymc_dp_version"] = __version__

@@ -15,12 +15,15 @@ import numpy as np
 __all__ = ["format_summary", "jumping_nuts", "mixing_note", "modes_notes", "run_sampler"]
 
 
-def run_sampler(args: argparse.Namespace, model: Any, steps: Any = None) -> Any:
+def run_sampler(
+    args: argparse.Namespace, model: Any, steps: Any = None, *, start: Any = None
+) -> Any:
     """``pm.sample`` with the command's settings; ``KeyboardInterrupt`` unless it completed.
 
-    ``steps``, if given, is called inside the model's context with one seed per chain and
-    returns more of ``pm.sample``'s arguments (``step``, ``initvals``); if it returns any,
-    ``pm.sample`` takes the same seeds.
+    ``steps``, if given, is called inside the model's context for ``pm.sample``'s ``step``.
+    ``start``, if given, is called there with one seed per chain and returns more of
+    ``pm.sample``'s arguments (``step``, ``initvals``); if it returns any, ``pm.sample`` takes
+    the same seeds.
     """
     import pymc as pm
 
@@ -30,10 +33,12 @@ def run_sampler(args: argparse.Namespace, model: Any, steps: Any = None) -> Any:
     with InterruptGuard() as guard, model:
         try:
             extra, seeds = {}, args.seed
-            if steps is not None:  # one seed per chain, for the steps' own start
+            if start is not None:  # one seed per chain, for the steps' own start
                 chain_seeds = np.random.default_rng(args.seed).integers(2**30, size=args.chains)
-                extra = steps(chain_seeds.tolist())
+                extra = start(chain_seeds.tolist())
                 seeds = chain_seeds.tolist() if extra else args.seed
+            if steps is not None:
+                extra["step"] = steps()
             idata = pm.sample(
                 **extra,
                 draws=args.draws,
