@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
+from scipy import special, stats
 
 __all__ = ["JumpProposal", "jump"]
 
@@ -34,18 +34,13 @@ class JumpProposal(NamedTuple):
     """Its standard error, shape ``(G,)`` (positive)."""
 
 
-def _normal_logpdf(x: npt.NDArray, loc: npt.ArrayLike, sd: npt.ArrayLike) -> npt.NDArray:
-    z = (x - loc) / sd
-    return -0.5 * z * z - np.log(sd) - 0.5 * np.log(2.0 * np.pi)
-
-
 def _log_mixture(
     eta: npt.NDArray, proposal: JumpProposal, mu: float, tau: float
 ) -> npt.NDArray[np.float64]:
     """Log density of the proposal: ½ N(η̂_g, sd_g²) + ½ N(μ, τ²), or the second alone."""
-    population = _normal_logpdf(eta, mu, tau)
+    population = stats.norm.logpdf(eta, mu, tau)
     has = np.isfinite(proposal.estimate)
-    own = _normal_logpdf(eta, np.where(has, proposal.estimate, mu), proposal.sd)
+    own = stats.norm.logpdf(eta, np.where(has, proposal.estimate, mu), proposal.sd)
     both = special.logsumexp([own, population], axis=0) + _LOG_HALF
     return np.where(has, both, population)
 

@@ -166,18 +166,18 @@ class _ScalarLink(GroupedLink):
         tau = pm.HalfNormal("tau", values["tau_sd"])
         weight = np.zeros(size)
         if release is not None:
-            weight = information_weights(*self.information(family, release), values["tau_sd"])
+            estimate, information = self.information(family, release)
+            weight = information_weights(estimate, information, values["tau_sd"])
         eta = partially_centred("z", mu, tau, weight, dims)
         if release is not None and family.needs_bounds:
-            _mark_group_effects(self, family, release, weight, values)
+            _mark_group_effects(estimate, information, weight, values)
         theta = self.group_variables(family)[0]
         return family.dist_at(pm.Deterministic(theta, self.inverse(eta), dims=dims))
 
 
 def _mark_group_effects(
-    link: _ScalarLink,
-    family: ExponentialFamily,
-    release: ReleaseSet,
+    estimate: np.ndarray,
+    information: np.ndarray,
     weight: np.ndarray,
     values: Mapping[str, float],
 ) -> None:
@@ -186,9 +186,9 @@ def _mark_group_effects(
     A windowed family gives each group a far mode that NUTS cannot leave
     (:func:`~pymc_dp.model.step_methods.grouped_steps`). The jumps propose each η_g from its
     release's estimate, with the release's standard error (at most μ's and τ's prior scales
-    together, where the release says little).
+    together, where the release says little): ``estimate`` and ``information`` are the link's
+    :meth:`_ScalarLink.information`.
     """
-    estimate, information = link.information(family, release)
     sd = np.minimum(
         1.0 / np.sqrt(np.maximum(information, 1e-300)), values["mu_sd"] + values["tau_sd"]
     )
