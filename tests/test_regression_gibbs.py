@@ -243,7 +243,7 @@ def test_huge_epsilon_matches_the_non_private_posterior_d2():
 def test_gibbs_ss_update_survives_a_heavy_tailed_start():
     """Issue 34: Gibbs-SS-Update stopped at its first iteration with ``LinAlgError`` in
     ``nig_update`` on the benchmark's releases (uniform x on (−0.5, 0.5), n = 1000, ε = 1, no
-    moments, seed 34). The box's NIW prior (ν = d) gave one chain a start with Σ_x ~ 1e8, the
+    moments, seed 34). The box's NIW prior (ν = d) gave one chain a start with Σ_x ~ 4e5, the
     CLT covariance of s was ill-conditioned (eigenvalues 7 to 4e14), and the PSD line
     intervals of the Gibbs-sweep fallback, rounded, let s leave the valid set by far."""
     from pymc_dp.regression import default_x_prior
