@@ -6,6 +6,10 @@ normal puts little mass on the region. Here a fixed number of independent propos
 if none is valid the state moves by exact Gibbs sweeps of the truncated normal in whitened
 coordinates (Geweke 1991; Rodriguez-Yam, Davis & Scharf 2004) started from the current, valid s.
 
+A sweep draw that rounding has put outside the region (an ill-conditioned PSD constraint) is
+rejected, z_i keeping its value, and so is a whole fallback move that ends outside: the returned
+state is always in the region (issue 34).
+
 Both branches leave the truncated normal invariant and the branch probability does not depend on
 the current state, so their mixture is a valid MCMC kernel for s. For one-dimensional s one
 whitened Gibbs update is an exact independent draw.
@@ -172,5 +176,21 @@ def _gibbs_sweeps(
             # Rounding can make the interval empty by a few ulps; keep z_i where it is then.
             ok = active & (lo < hi)
             if np.any(ok):
+                old = z[ok, i]
                 z[ok, i] = truncnorm.rvs(lo[ok], hi[ok], random_state=rng)
-    return mean + (factor @ z[..., None])[..., 0]
+                # In exact arithmetic the draw is inside. With an ill-conditioned constraint
+                # matrix rounding in the line interval can let it out. Such a draw is rejected,
+                # so z_i keeps its value and the state stays valid.
+                moved = np.flatnonzero(ok)
+                point = mean[moved] + (factor[moved] @ z[moved, :, None])[..., 0]
+                inside = np.ones(moved.size, dtype=bool)
+                for constraint in constraints:
+                    inside &= constraint.select(ok).contains(point)
+                z[moved[~inside], i] = old[~inside]
+    value = mean + (factor @ z[..., None])[..., 0]
+    # Dropping current − mean along the directions of zero variance (rounding) can put the
+    # sweeps' start, and so their end, outside: such a move is rejected as a whole.
+    inside = np.ones(value.shape[0], dtype=bool)
+    for constraint in constraints:
+        inside &= constraint.contains(value)
+    return np.where(inside[:, None], value, current)
