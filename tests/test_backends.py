@@ -29,6 +29,7 @@ import pytest
 
 import pymc_dp as pmdp
 from pymc_dp.model.nodes.info import release_attrs
+from pymc_dp.model.nodes.marginals import choose_likelihood
 
 HAS_JAX = importlib.util.find_spec("jax") is not None
 needs_jax = pytest.mark.skipif(not HAS_JAX, reason="jax is not installed (pymc-dp[numpyro])")
@@ -216,6 +217,41 @@ def grouped_categorical_mixed():
     return _grouped_categorical(3.0)
 
 
+def _marginal_release():
+    # 3 columns (2 x 3 x 2 = 12 cells), tables a:b and b:c, n = 2000: "auto" takes the full
+    # collapsed normal (CLTLogp, enumerated); the other engines are forced on the same release.
+    rng = np.random.default_rng(30)
+    a = rng.integers(0, 2, 2000)
+    b, c = (a + rng.integers(0, 3, 2000)) % 3, rng.integers(0, 2, 2000)
+    return pmdp.release_marginals(
+        {"a": a, "b": b, "c": c}, columns=["a", "b", "c"],
+        domains={"a": [0, 1], "b": [0, 1, 2], "c": [0, 1]}, marginals=[("a", "b"), ("b", "c")],
+        epsilon=1.0, rng=31,
+    )  # fmt: skip
+
+
+def _marginals(likelihood="auto", features=None):
+    return pmdp.marginals_model(_marginal_release(), likelihood=likelihood, features=features)
+
+
+def marginals_clt():
+    return _marginals()
+
+
+def marginals_fixed():
+    # The fixed covariance on the enumerated domain (what "auto" takes above C p² = 10⁸).
+    return _marginals("clt-fixed")
+
+
+def marginals_split():
+    return _marginals("clt-fixed", "split")
+
+
+def marginals_junction():
+    # JAX calls the NumPy junction tree back on the host (pymc_dp.likelihoods.marginals_jax).
+    return _marginals("clt-fixed", "junction")
+
+
 MODELS = {
     "binomial-clt": binomial_clt,
     "bernoulli-exact": bernoulli_exact,
@@ -234,6 +270,10 @@ MODELS = {
     "grouped-categorical-clt": grouped_categorical_clt,
     "grouped-categorical-exact": grouped_categorical_exact,
     "grouped-categorical-mixed": grouped_categorical_mixed,
+    "marginals-clt": marginals_clt,
+    "marginals-fixed": marginals_fixed,
+    "marginals-split": marginals_split,
+    "marginals-junction": marginals_junction,
 }
 
 
@@ -247,7 +287,11 @@ def _points(model, k=6, seed=0):
 
 def test_the_models_cover_every_likelihood_a_default_model_can_get():
     # The fast checks below run on each of these nodes: if a choice moves, this names it.
-    built = {key: release_attrs(make())["pymc_dp_likelihood_y"] for key, make in MODELS.items()}
+    built = {
+        key: release_attrs(make())["pymc_dp_likelihood_y"]
+        for key, make in MODELS.items()
+        if not key.startswith("marginals")  # no release attributes (CustomDist)
+    }
     assert built["binomial-clt"] == "clt" and built["bernoulli-exact"] == "exact"
     assert built["poisson-window-exact"] == "exact" and built["exponential-lattice"] == "exact"
     assert built["categorical-exact"] == "exact" and built["normal-pair"] == "clt"
@@ -255,6 +299,7 @@ def test_the_models_cover_every_likelihood_a_default_model_can_get():
     assert built["grouped-categorical-clt"] == "clt" and built["grouped-normal"] == "clt"
     assert built["grouped-categorical-exact"] == "exact"
     assert built["grouped-categorical-mixed"].startswith("mixed: exact in 2 of 4 groups (a, c)")
+    assert choose_likelihood(_marginal_release()) == "clt"
 
 
 def check_jax_logp(key):
@@ -337,6 +382,8 @@ def test_jax_logp_gradient_and_samplers_equal_the_default_backend():
         "grouped-normal",
         "grouped-categorical-exact",
         "grouped-categorical-mixed",
+        "marginals-clt",
+        "marginals-split",
     ],
 )
 def test_nutpie_compiles_logp_and_gradient_equal_to_the_default_backend(key):
@@ -428,6 +475,8 @@ MATRIX = [
     "grouped-binomial",
     "grouped-normal",
     "grouped-categorical-clt",
+    "marginals-clt",
+    "marginals-split",
 ]
 
 
@@ -444,7 +493,7 @@ MATRIX = [
     ],
 )
 def test_every_model_with_every_backend(key, sampler):
-    var = {"categorical-exact": "z", "normal-pair": "mu"}.get(
-        key, "mu" if key.startswith("grouped") else "a"
-    )
+    var = {"categorical-exact": "z", "normal-pair": "mu"}.get(key)
+    if var is None:
+        var = {"grouped": "mu", "marginals": "theta"}.get(key.split("-")[0], "a")
     _agree(key, sampler, var=var, draws=500)

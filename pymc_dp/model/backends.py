@@ -7,7 +7,9 @@ which has no such fallback. This module gives each ``Op`` of pymc_dp a JAX imple
 the same kind: its own ``perform`` through :func:`jax.pure_callback`, under a
 :func:`jax.custom_vjp` whose backward pass is the ``Op``'s own PyTensor gradient, jaxified
 (NumPyro and BlackJAX differentiate the forward function with :func:`jax.grad`). The numbers
-are those of the default backend; the host call costs what it costs there.
+are those of the default backend; the host call costs what it costs there. The collapsed normal
+of noisy marginal tables (:class:`~pymc_dp.likelihoods.marginals.CLTLogp`) is written in
+jax.numpy instead (:mod:`pymc_dp.likelihoods.marginals_jax`).
 
 PyTensor maps its scalar ``erfcx`` (in the collapsed normal–Laplace likelihood) to JAX only
 through tensorflow-probability; :func:`jax.scipy.special.erfcx` is registered in its place, with
@@ -199,6 +201,12 @@ def register_jax() -> None:
     from pymc_dp.likelihoods.collapsed_pair import PairLogLikelihood
     from pymc_dp.likelihoods.exact import ExactLikelihoodOp
     from pymc_dp.likelihoods.lattice_windows import LatticeWindowLogLikelihood
+    from pymc_dp.likelihoods.marginals import CLTLogp
+    from pymc_dp.likelihoods.marginals_jax import clt_logp_jax
+
+    @jax_funcify.register(CLTLogp)
+    def _funcify_clt(op: Any, node: Any = None, **kwargs: Any) -> Callable[..., Any]:
+        return clt_logp_jax(op, node)
 
     for cls in (ExactLikelihoodOp, LatticeWindowLogLikelihood, PairLogLikelihood, WindowMomentsOp):
 
