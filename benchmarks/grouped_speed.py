@@ -231,8 +231,14 @@ def hierarchy(setting: Setting) -> dict[str, Any]:
     return {"lam": pm.Deterministic("lam", pm.math.exp(mu + tau * z), dims="group")}
 
 
-def monitored(setting: Setting) -> list[str]:
-    """Population parameters and θ_g: the variables of the ESS and R-hat columns."""
+def monitored(setting: Setting, hierarchy: str = "readme") -> list[str]:
+    """Population parameters and θ_g: the variables of the ESS and R-hat columns.
+
+    ``hierarchy="fit"``: those of ``pmdp.build_grouped_model`` (the Normal's σ_g always per
+    group, through ``log_sigma`` and ``tau_sigma``).
+    """
+    if setting.family == "normal" and hierarchy == "fit":
+        return ["mu", "tau", "log_sigma", "tau_sigma", "mu_g", "sigma_g"]
     if setting.family == "normal":
         if setting.sigma == "group":
             return ["mu", "tau", "nu", "tau_sigma", "mu_g", "sigma_g"]
@@ -576,7 +582,12 @@ def sample_side(setting: Setting, rs: Any, side: str, args: argparse.Namespace) 
                     **extra,
                 )
             seconds = time.perf_counter() - start
-            post = posterior_dataset(idata)[monitored(setting)]
+            if args.save_traces is not None:  # for a look at the chains afterwards
+                args.save_traces.mkdir(parents=True, exist_ok=True)
+                label = f"{setting.family}_G{setting.groups}_eps{setting.epsilon:g}_{side}"
+                idata.to_netcdf(args.save_traces / f"{label}.nc")
+            names = monitored(setting, "readme" if side == "hand" else args.hierarchy)
+            post = posterior_dataset(idata)[names]
             ess = az.ess(post, method="bulk")
             rhat = az.rhat(post)
     except (Exception, TimeLimit) as err:  # a side that fails is a row, not a crash
@@ -741,7 +752,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="readme",
         help="the pymc_dp sides' population model: the README's non-centred one, or "
         "pmdp.build_grouped_model's (what `pymc-dp fit` samples, partially centred, with its own "
-        "priors; binomial, poisson, categorical)",
+        "priors; for the Normal family, with σ_g per group, pair it with --sigma group)",
     )
     parser.add_argument(
         "--sampling-sides",
@@ -777,6 +788,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=Path, help="also write the tables (.md or .csv)")
+    parser.add_argument(
+        "--save-traces", type=Path, help="write each pm.sample's InferenceData (netCDF) here"
+    )
     parser.add_argument(
         "--quick", action="store_true", help="G = 50 only and short chains: a smoke run"
     )

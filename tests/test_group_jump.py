@@ -5,12 +5,16 @@ cannot leave; with the counts released it holds no mass but traps a chain that e
 warm-up (50 groups, ε = 0.1: R-hat 1.85). The jump is an independence Metropolis–Hastings step
 per group given (μ, τ): these tests check that it keeps each group's conditional exactly (against
 closed forms and against the model's own density on a grid), that it frees groups started in the
-far mode, and that ``pymc-dp fit``'s grouped model gets it.
+far mode, and that ``pymc-dp fit``'s grouped model gets it. The vector form (J components per
+group, one decision per group) is checked the same way on the Normal location-scale link's
+(μ_g, log σ_g), which ``fit`` does not jump (docs/scale.md: the jumps led chains into a
+collective far mode there).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import warnings
 
 import numpy as np
@@ -21,7 +25,12 @@ from scipy import stats
 import pymc_dp as pmdp
 from pymc_dp.cli.sampling import jumping_nuts
 from pymc_dp.kernels import JumpProposal, jump
-from pymc_dp.model.hierarchical import build_grouped_model
+from pymc_dp.model.hierarchical import (
+    GROUPED_LINKS,
+    build_grouped_model,
+    grouped_prior_hyperparameters,
+    information_weights,
+)
 
 
 def _two_modes(eta, weight, loc, sd):
@@ -180,3 +189,157 @@ def test_a_step_over_a_shared_term_is_refused():
     )
     with pytest.raises(ValueError, match="one log-density term per group"):
         pmdp.GroupJumpStep([model.rvs_to_values[z]], model=model)
+
+
+def test_vector_jumps_keep_each_groups_joint_law_across_two_modes():
+    # Three groups with a two-component effect (as the location-scale link's (μ_g, log σ_g)),
+    # each with two separated 2-D modes of its own weight; one accept decision per group for
+    # both components. 1500 independent chains of 250 jumps from the lower mode: the share of
+    # each mode and each component's law within the upper mode must be the target's.
+    rng = np.random.default_rng(4)
+    weight = np.array([0.5, 0.25, 0.8])
+    loc = np.array([[2.0, -0.8], [2.0, 1.0], [1.5, 0.5]])  # upper mode; lower at −loc
+    sd = np.array([[0.5, 0.4], [0.4, 0.3], [0.4, 0.4]])
+
+    def target(eta):  # eta (..., G, 2) -> (..., G)
+        upper = -0.5 * np.sum(((eta - loc) / sd) ** 2, axis=-1)
+        lower = -0.5 * np.sum(((eta + loc) / sd) ** 2, axis=-1)
+        return np.logaddexp(np.log(weight) + lower, np.log1p(-weight) + upper)
+
+    # Group 1's estimate has no second component: the population stands in for it there.
+    estimate = np.array([[2.0, -0.8], [2.0, np.nan], [np.nan, np.nan]])
+    proposal = JumpProposal(estimate, np.full((3, 2), 0.8))
+    eta = np.broadcast_to(-loc, (1500, 3, 2)).copy()
+    for _ in range(250):
+        eta, moved = jump(rng, current=eta, log_target=target, proposal=proposal,
+                          mu=np.zeros(2), tau=np.array([2.0, 1.0]))  # fmt: skip
+    assert moved.shape == (1500, 3)
+    low = (eta[..., 0] < 0).mean(axis=0)
+    band = 4 * np.sqrt(weight * (1 - weight) / 1500)
+    assert np.all(np.abs(low - weight) < band), (low, weight)
+    for g in range(3):
+        upper = eta[eta[:, g, 0] > 0, g]
+        for j in range(2):
+            law = stats.norm(loc[g, j], sd[g, j])
+            assert stats.kstest(upper[:, j], law.cdf).pvalue > 1e-3
+
+
+def test_a_scalar_effect_jumps_as_a_one_component_vector():
+    # The scalar form is the vector one with J = 1, draw for draw.
+    target = lambda e: _two_modes(e, np.full(4, 0.3), 2.0, 0.5)  # noqa: E731
+    estimate, sd = np.array([2.0, np.nan, -2.0, 0.0]), np.array([1.0, 1.0, 0.5, 2.0])
+    scalar, vector = np.zeros((5, 4)), np.zeros((5, 4, 1))
+    r1, r2 = np.random.default_rng(5), np.random.default_rng(5)
+    for _ in range(50):
+        scalar, m1 = jump(r1, current=scalar, log_target=target,
+                          proposal=JumpProposal(estimate, sd), mu=0.1, tau=2.0)  # fmt: skip
+        vector, m2 = jump(r2, current=vector, log_target=lambda e: target(e[..., 0]),
+                          proposal=JumpProposal(estimate[:, None], sd[:, None]),
+                          mu=np.array([0.1]), tau=np.array([2.0]))  # fmt: skip
+        assert np.array_equal(scalar, vector[..., 0]) and np.array_equal(m1, m2)
+    with pytest.raises(ValueError, match="tau"):
+        jump(r1, current=vector, log_target=target, proposal=JumpProposal(estimate[:, None],
+             sd[:, None]), mu=np.zeros(1), tau=np.array([-1.0]))  # fmt: skip
+
+
+def _grouped_normal(groups=12, epsilon=0.5, seed=0):
+    """A grouped Normal release of (Σx, Σx²) in the window (−10, 12), μ_g around 1, σ_g ~ 2."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(50, 300, size=groups)
+    keys = [f"g{g}" for g in range(groups)]
+    mu = rng.normal(1.0, 1.0, size=groups)
+    sigma = np.exp(rng.normal(np.log(2.0), 0.2, size=groups))
+    x = np.concatenate([rng.normal(mu[g], sigma[g], sizes[g]) for g in range(groups)])
+    return pmdp.release_grouped(x, pm.Normal, by=np.repeat(keys, sizes), groups=keys,
+                                sizes="public", bounds=(-10, 12), epsilon=epsilon,
+                                rng=seed + 1)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def normal_model():
+    """``fit``'s grouped Normal model, with the jumps' proposal left on ``z`` by hand.
+
+    ``build_grouped_model`` leaves none for this link: the jumps led chains into a collective
+    far mode (``_LocationScaleLink.jump_effects``); the step itself must still be exact.
+    """
+    rs = _grouped_normal()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = build_grouped_model(rs)
+    assert pmdp.grouped_steps(model) is None
+    link = GROUPED_LINKS["location-scale"]
+    family = rs.first.get_family()
+    values = grouped_prior_hyperparameters(rs)
+    weight = information_weights(*link.information(family, rs), values["tau_sd"])
+    with model:
+        link.jump_effects(family, rs, weight, values)
+    return model
+
+
+def test_the_location_scale_link_jumps_mu_and_sigma_together(normal_model):
+    model = normal_model
+    effects = model["z"].tag.pymc_dp_group_effects
+    assert effects.variables == ("z_sigma",) and effects.weight.shape == (12, 2)
+    assert effects.mu == ("mu", "log_sigma") and effects.tau == ("tau", "tau_sigma")
+    assert np.all(np.isfinite(effects.proposal.estimate)) and np.all(effects.proposal.sd > 0)
+    assert pmdp.GroupJumpStep.owns(model["z"]) and not pmdp.GroupJumpStep.owns(model["z_sigma"])
+
+
+@pytest.mark.slow
+def test_the_step_samples_each_groups_joint_conditional_of_the_location_scale_model(
+    normal_model,
+):
+    # Jumps alone, everything else held: group 0's (z, z_sigma) must follow the model's own
+    # joint conditional, tabulated on a 2-D grid with model.compile_logp; each component's
+    # marginal is checked by KS.
+    model = normal_model
+    step = pmdp.GroupJumpStep([model.rvs_to_values[model["z"]]], model=model)
+    step.set_rng(5)
+    point = model.initial_point()
+    draws = []
+    for _ in range(1500):
+        point, _ = step.step(point)
+        draws.append((point["z"][0], point["z_sigma"][0]))
+    draws = np.array(draws)
+    logp = model.compile_logp(mode="FAST_COMPILE")
+    grids = [np.linspace(d.min() - 1.0, d.max() + 1.0, 61) for d in draws.T]
+    dens = np.empty((61, 61))
+    for i, a in enumerate(grids[0]):
+        for j, b in enumerate(grids[1]):
+            p = dict(point)
+            p["z"], p["z_sigma"] = point["z"].copy(), point["z_sigma"].copy()
+            p["z"][0], p["z_sigma"][0] = a, b
+            dens[i, j] = logp(p)
+    dens = np.exp(dens - dens.max())
+    thinned = draws[::3]
+    for axis in range(2):
+        marginal = dens.sum(axis=1 - axis)
+        cdf = np.r_[0.0, np.cumsum(marginal[1:] + marginal[:-1])]  # trapezoids
+        law = functools.partial(np.interp, xp=grids[axis], fp=cdf / cdf[-1])
+        assert stats.kstest(thinned[:, axis], law).pvalue > 1e-3
+
+
+def test_groups_started_outside_the_normal_window_are_freed(normal_model):
+    # Four groups at μ_g = −40 and σ_g = 50 (almost no records in the window (−10, 12)), the
+    # population at μ = 1, τ = 1, log σ = log 2, τ_σ = 0.3: within 20 sweeps of jumps every
+    # group's μ_g is back inside the window and its σ_g below 10.
+    model = normal_model
+    step = pmdp.GroupJumpStep([model.rvs_to_values[model["z"]]], model=model)
+    step.set_rng(6)
+    w = step._effects.weight[:, 0]
+    point = model.initial_point()
+    point["mu"], point["tau_log__"] = np.array(1.0), np.array(0.0)
+    point["log_sigma"], point["tau_sigma_log__"] = np.array(np.log(2.0)), np.array(np.log(0.3))
+    mu_g, log_sigma_g = np.full(12, 1.0), np.full(12, np.log(2.0))
+    mu_g[:4], log_sigma_g[:4] = -40.0, np.log(50.0)
+    point["z"] = w * 1.0 + 1.0 ** (w - 1.0) * (mu_g - 1.0)
+    point["z_sigma"] = (log_sigma_g - np.log(2.0)) / 0.3
+    jumped = 0
+    for _ in range(20):
+        point, stats_ = step.step(point)
+        jumped += stats_[0]["group_jumps"]
+    mu_g = 1.0 + (point["z"] - w * 1.0)
+    sigma_g = np.exp(np.log(2.0) + 0.3 * point["z_sigma"])
+    assert np.all((mu_g > -10) & (mu_g < 12)), mu_g
+    assert np.all(sigma_g < 10), sigma_g
+    assert jumped >= 4

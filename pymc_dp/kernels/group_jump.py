@@ -29,20 +29,29 @@ class JumpProposal(NamedTuple):
     """The fixed half of the proposal, from public values: η̂_g and its standard error."""
 
     estimate: npt.NDArray[np.float64]
-    """Each group's estimate of η_g from its own release, shape ``(G,)``; NaN where it has none."""
+    """Each group's estimate of η_g from its own release, shape ``(G,)``, or ``(G, J)`` for a
+    vector effect; NaN where it has none."""
     sd: npt.NDArray[np.float64]
-    """Its standard error, shape ``(G,)`` (positive)."""
+    """Its standard error, of ``estimate``'s shape (positive)."""
 
 
 def _log_mixture(
-    eta: npt.NDArray, proposal: JumpProposal, mu: float, tau: float
+    eta: npt.NDArray, proposal: JumpProposal, mu: npt.NDArray, tau: npt.NDArray
 ) -> npt.NDArray[np.float64]:
-    """Log density of the proposal: ½ N(η̂_g, sd_g²) + ½ N(μ, τ²), or the second alone."""
-    population = stats.norm.logpdf(eta, mu, tau)
+    """Log density of the proposal per group, η of shape ``(..., G, J)``.
+
+    ½ N(η̂_g, diag sd_g²) + ½ N(μ, diag τ²), the population law standing in for the
+    components without an estimate; the population law alone for a group without any.
+    """
+    population = np.sum(stats.norm.logpdf(eta, mu, tau), axis=-1)
     has = np.isfinite(proposal.estimate)
-    own = stats.norm.logpdf(eta, np.where(has, proposal.estimate, mu), proposal.sd)
+    own = np.sum(
+        np.where(has, stats.norm.logpdf(eta, np.where(has, proposal.estimate, mu), proposal.sd),
+                 stats.norm.logpdf(eta, mu, tau)),
+        axis=-1,
+    )  # fmt: skip
     both = special.logsumexp([own, population], axis=0) + _LOG_HALF
-    return np.where(has, both, population)
+    return np.where(np.any(has, axis=-1), both, population)
 
 
 def jump(
@@ -51,8 +60,8 @@ def jump(
     current: npt.NDArray[np.float64],
     log_target: Callable[[npt.NDArray[np.float64]], npt.NDArray[np.float64]],
     proposal: JumpProposal,
-    mu: float,
-    tau: float,
+    mu: npt.ArrayLike,
+    tau: npt.ArrayLike,
     current_log_target: npt.NDArray[np.float64] | None = None,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     """One independence Metropolis–Hastings step for every group at once.
@@ -62,14 +71,17 @@ def jump(
     rng
         Source of randomness.
     current
-        The groups' current η_g, shape ``(..., G)`` (leading dimensions: independent chains).
+        The groups' current η_g, shape ``(..., G)`` (leading dimensions: independent chains),
+        or ``(..., G, J)`` for a vector effect of J components per group (``proposal`` then
+        holds ``(G, J)`` arrays).
     log_target
-        Each group's conditional log density, elementwise: η of ``current``'s shape → the same
-        shape (up to a constant per group); NaN is read as ``-inf``.
+        Each group's conditional log density: η of ``current``'s shape → shape ``(..., G)``
+        (up to a constant per group); NaN is read as ``-inf``.
     proposal
         Each group's own estimate and its standard error (:class:`JumpProposal`).
     mu, tau
-        The population's mean and scale now (held fixed by this step).
+        The population's mean and scale now (held fixed by this step): scalars, or one per
+        component, shape ``(J,)``.
     current_log_target
         ``log_target(current)``, if already known.
 
@@ -77,14 +89,20 @@ def jump(
     -------
     (numpy.ndarray, numpy.ndarray)
         The new η_g (the current value wherever the jump is refused, bit for bit) and which
-        groups jumped.
+        groups jumped, shape ``(..., G)``.
+
+    Raises
+    ------
+    ValueError
+        If a τ is not positive and finite.
 
     Notes
     -----
-    The proposal draws each η'_g from ½ N(η̂_g, sd_g²) + ½ N(μ, τ²) (the population part alone
-    where η̂_g is NaN), whatever η_g is; it is accepted with probability
-    min(1, π(η')q(η) / (π(η)q(η'))). Both parts depend only on values this step holds fixed,
-    so the step is reversible with respect to each group's conditional.
+    The proposal draws each η'_g from ½ N(η̂_g, diag sd_g²) + ½ N(μ, diag τ²) (the
+    population part alone where η̂_g is NaN, component by component), whatever η_g is; it is
+    accepted with probability min(1, π(η')q(η) / (π(η)q(η'))), one decision per group for
+    all its components. Both parts depend only on values this step holds fixed, so the step
+    is reversible with respect to each group's conditional.
 
     Examples
     --------
@@ -102,15 +120,27 @@ def jump(
     0.5
     """
     current = np.asarray(current, dtype=np.float64)
-    if tau <= 0.0 or not np.isfinite(tau):
+    estimate = np.asarray(proposal.estimate, dtype=np.float64)
+    scalar = estimate.ndim == 1
+    mu = np.asarray(mu, dtype=np.float64)
+    tau = np.asarray(tau, dtype=np.float64)
+    if not np.all((tau > 0.0) & np.isfinite(tau)):
         raise ValueError(f"tau must be positive and finite (got {tau})")
+    if scalar:  # one component: the same draws, in the same order, as a (G, 1) effect
+        proposal = JumpProposal(estimate[:, None], np.asarray(proposal.sd)[:, None])
+        current = current[..., None]
+    shape = current.shape
     has = np.isfinite(proposal.estimate)
-    own = rng.normal(np.where(has, proposal.estimate, mu), proposal.sd, size=current.shape)
-    population = rng.normal(mu, tau, size=current.shape)
-    use_own = has & (rng.uniform(size=current.shape) < 0.5)
+    own = rng.normal(np.where(has, proposal.estimate, mu), proposal.sd, size=shape)
+    population = rng.normal(mu, tau, size=shape)
+    use_own = has & (rng.uniform(size=shape[:-1]) < 0.5)[..., None]
     candidate = np.where(use_own, own, population)
-    before = current_log_target if current_log_target is not None else log_target(current)
-    after = np.asarray(log_target(candidate), dtype=np.float64)
+
+    def target(eta: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        return np.asarray(log_target(eta[..., 0] if scalar else eta), dtype=np.float64)
+
+    before = current_log_target if current_log_target is not None else target(current)
+    after = target(candidate)
     after = np.where(np.isnan(after), -np.inf, after)
     with np.errstate(invalid="ignore"):
         log_ratio = (
@@ -119,7 +149,8 @@ def jump(
             + _log_mixture(current, proposal, mu, tau)
             - _log_mixture(candidate, proposal, mu, tau)
         )
-    accepted = np.log(rng.uniform(size=current.shape)) < np.where(
+    accepted = np.log(rng.uniform(size=shape[:-1])) < np.where(
         np.isnan(log_ratio), -np.inf, log_ratio
     )
-    return np.where(accepted, candidate, current), accepted
+    new = np.where(accepted[..., None], candidate, current)
+    return (new[..., 0] if scalar else new), accepted

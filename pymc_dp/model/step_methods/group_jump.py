@@ -37,20 +37,25 @@ leaves a :class:`GroupEffects` on the free variable of the group effects."""
 
 @dataclasses.dataclass(frozen=True)
 class GroupEffects:
-    """How a free vector z maps to the group effects η_g ~ N(μ, τ²), and where they point.
+    """How free vectors z map to the group effects η_g ~ N(μ, τ²), and where they point.
 
-    η_g = μ + τ^(1−w_g) (z_g − w_g μ) (:func:`~pymc_dp.model.hierarchical.partially_centred`).
-    Names, not graph objects, so that it pickles with the model.
+    η_g = μ + τ^(1−w_g) (z_g − w_g μ) (:func:`~pymc_dp.model.hierarchical.partially_centred`),
+    component by component for a vector effect: the tagged variable holds the first component,
+    ``variables`` name the free variables of the others (the location-scale link's
+    (μ_g, log σ_g): ``z`` and ``z_sigma``), and ``mu``, ``tau`` name one population parameter
+    per component. Names, not graph objects, so that it pickles with the model.
     """
 
-    mu: str
-    """Name of μ."""
-    tau: str
-    """Name of τ."""
+    mu: str | tuple[str, ...]
+    """Name of μ (one per component)."""
+    tau: str | tuple[str, ...]
+    """Name of τ (one per component)."""
     weight: np.ndarray
-    """The centring weights w_g, shape ``(G,)``."""
+    """The centring weights w_g, shape ``(G,)`` (``(G, J)`` for J components)."""
     proposal: JumpProposal
     """Each group's own estimate of η_g and its standard error, from its release."""
+    variables: tuple[str, ...] = ()
+    """Names of the free variables of the components after the first (none: a scalar)."""
 
 
 class GroupJumpStep(DPGibbsStep):
@@ -63,15 +68,16 @@ class GroupJumpStep(DPGibbsStep):
     ----------
     vars
         The free variable of the group effects (``z`` of a model from
-        :func:`~pymc_dp.model.hierarchical.build_grouped_model` with a windowed family).
+        :func:`~pymc_dp.model.hierarchical.build_grouped_model` with a windowed family); a
+        vector effect's other components (``z_sigma``) are moved with it.
     model, rng, initial_point, compile_kwargs, blocked
         As for :class:`~pymc_dp.model.step_methods.base.DPGibbsStep`.
 
     Raises
     ------
     ValueError
-        If a term of the model's log density that reads z is not one value per group (the
-        groups would not be independent given the rest).
+        If a term of the model's log density that reads the effects is not one value per group
+        (the groups would not be independent given the rest).
 
     Notes
     -----
@@ -93,51 +99,76 @@ class GroupJumpStep(DPGibbsStep):
             raise ValueError(
                 f"GroupJumpStep samples one vector of group effects (got {len(rvs)} variables)"
             )
-        rv = rvs[0]
-        self._effects: GroupEffects = self.links(rv)
-        value = model.rvs_to_values[rv]
-        self._name = value.name
-        dependents = [model[n] for n in direct_dependents(model, rv) if model[n] is not rv]
-        terms = model.logp(vars=[rv, *dependents], sum=False)
-        size = len(self._effects.weight)
+        effects: GroupEffects = self.links(rvs[0])
+        self._effects = effects
+        self._vector = len(effects.variables) > 0
+        rvs = [rvs[0], *(model[name] for name in effects.variables)]
+        values = [model.rvs_to_values[rv] for rv in rvs]
+        self._names = [v.name for v in values]
+        own = {id(v) for v in (*rvs, *values)}
+        dependents = {
+            n: model[n]
+            for rv in rvs
+            for n in direct_dependents(model, rv)
+            if id(model[n]) not in own
+        }
+        terms = model.logp(vars=[*rvs, *dependents.values()], sum=False)
+        size = effects.weight.shape[0]
+        names = ", ".join(repr(rv.name) for rv in rvs)
         for term in terms:
             if term.type.ndim != 1 or term.type.shape[0] not in (None, size):
                 raise ValueError(
-                    f"GroupJumpStep needs one log-density term per group for {rv.name!r}; a "
+                    f"GroupJumpStep needs one log-density term per group for {names}; a "
                     f"term of shape {term.type.shape} reads it, so the groups are not "
                     "independent given the rest: sample this model with NUTS alone"
                 )
         total = pt.add(*terms)
-        others = [v for v in model.value_vars if v is not value and v in set(graph_inputs([total]))]
+        inputs = set(graph_inputs([total]))
+        others = [v for v in model.value_vars if id(v) not in own and v in inputs]
         self._others = [v.name for v in others]
-        self._logp = pm_compile([value, *others], total, on_unused_input="ignore", **compile_kwargs)
-        self._population = PointReader(
-            model, [model[self._effects.mu], model[self._effects.tau]], **compile_kwargs
+        self._logp = pm_compile(
+            [*values, *others], total, on_unused_input="ignore", **compile_kwargs
         )
+        mus, taus = (effects.mu, effects.tau) if self._vector else ((effects.mu,), (effects.tau,))
+        self._population = PointReader(model, [model[n] for n in (*mus, *taus)], **compile_kwargs)
 
     def step(self, point: dict) -> tuple[dict, list[dict]]:
         """Propose a new effect for every group; keep each by its own acceptance ratio."""
         effects = self._effects
-        mu, tau = (float(v) for v in self._population(point))
+        population = [np.float64(v) for v in self._population(point)]
+        half = len(population) // 2
+        # Scalars for one component (as before), one value per component otherwise.
+        mu, tau = (
+            (np.array(population[:half]), np.array(population[half:]))
+            if self._vector
+            else (float(population[0]), float(population[1]))
+        )
         w = effects.weight
-        z = np.asarray(point[self._name], dtype=np.float64)
+        zs = [np.asarray(point[name], dtype=np.float64) for name in self._names]
+        z = np.stack(zs, axis=-1) if self._vector else zs[0]
         others = [point[name] for name in self._others]
 
         def to_z(eta: np.ndarray) -> np.ndarray:
             return w * mu + tau ** (w - 1.0) * (eta - mu)
 
+        def logp(z: np.ndarray) -> np.ndarray:
+            return self._logp(*(np.moveaxis(z, -1, 0) if self._vector else [z]), *others)
+
         def log_target(eta: np.ndarray) -> np.ndarray:
             # z ↦ η is affine given (μ, τ): its Jacobian is the same for both points.
-            return self._logp(to_z(eta), *others)
+            return logp(to_z(eta))
 
         eta = mu + tau ** (1.0 - w) * (z - w * mu)
         new_eta, moved = jump(
             self.rng, current=eta, log_target=log_target, proposal=effects.proposal, mu=mu,
-            tau=tau, current_log_target=self._logp(z, *others),
+            tau=tau, current_log_target=logp(z),
         )  # fmt: skip
-        point = dict(point)
         # Groups that stay keep their z bit for bit (no round trip through η).
-        point[self._name] = np.where(moved, to_z(new_eta), z).astype(point[self._name].dtype)
+        new_z = np.where(moved[:, None] if self._vector else moved, to_z(new_eta), z)
+        point = dict(point)
+        for j, name in enumerate(self._names):
+            value = new_z[:, j] if self._vector else new_z
+            point[name] = value.astype(point[name].dtype)
         return point, [{"group_jumps": int(moved.sum())}]
 
 
