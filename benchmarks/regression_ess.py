@@ -35,6 +35,16 @@ Usage::
     python benchmarks/regression_ess.py --baseline-draws 20000 --repeats 3
     python benchmarks/regression_ess.py --samplers default default_box_v1 --repeats 3
     python benchmarks/regression_ess.py --d 1 --samplers default_moments default_moments_normal
+    python benchmarks/regression_ess.py --n 1000 --d 10 --x-design normal --moments \
+        --samplers default default_box_v1 --releases 3 --draws 500 --tune 500
+
+``default_box_v1`` is the sampler before issue 34 exactly: under today's code, with the earlier
+box prior given as ``x_prior`` and the moments ignored, its seeded chains are bit-identical to
+those of commit e851465 (the last before issue 34) at d = 1 (with released moments), 2 and 10.
+``--releases`` runs that many releases (data and noise from seeds seed, seed + 1, ...);
+``--x-design normal`` draws x from N(0, 0.4²) clipped to the box instead of uniform on it;
+``--moments`` gives every sampler's release ``moments_share=0.2`` (the statistic gets 0.8 ε;
+the default, ``x_model="auto"``, ignores the moments).
 
 ``--repeats`` runs every sampler that many times on the same release with different chain
 seeds and reports the pooled ESS/s (summed ESS over summed time): one pair of chains' ESS
@@ -77,20 +87,35 @@ SAMPLERS = (
 )
 
 
-def make_data(rng: np.random.Generator, n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """x uniform on [−1, 1]^d, y = 0.2 + x·θ + N(0, 0.2²) clipped to [−2, 2]."""
+def make_data(
+    rng: np.random.Generator, n: int, d: int, design: str = "uniform"
+) -> tuple[np.ndarray, np.ndarray]:
+    """x uniform on [−1, 1]^d or N(0, 0.4²) clipped to it; y = 0.2 + x·θ + N(0, 0.2²) in [−2, 2]."""
     theta = np.array([0.5, -0.3, 0.2, 0.4, -0.1, 0.3, -0.2, 0.1, 0.25, -0.15])[:d]
-    x = rng.uniform(-1.0, 1.0, size=(n, d))
+    if design == "normal":
+        x = np.clip(0.4 * rng.standard_normal((n, d)), -1.0, 1.0)
+    else:
+        x = rng.uniform(-1.0, 1.0, size=(n, d))
     y = np.clip(0.2 + x @ theta + 0.2 * rng.standard_normal(n), -2.0, 2.0)
     return x, y
 
 
 def run(
-    kind: str, x, y, epsilon: float, *, draws: int, tune: int, seed: int, chain_seed: int
+    kind: str,
+    x,
+    y,
+    epsilon: float,
+    *,
+    draws: int,
+    tune: int,
+    seed: int,
+    chain_seed: int,
+    moments: bool = False,
 ) -> dict:
     d = x.shape[1]
     bounds = {"x_bounds": [(-1.0, 1.0)] * d, "y_bounds": (-2.0, 2.0)}
-    share = 0.2 if kind in ("gibbs_ss_noisy", "default_moments", "default_moments_normal") else None
+    with_moments = ("gibbs_ss_noisy", "default_moments", "default_moments_normal")
+    share = 0.2 if moments or kind in with_moments else None
     rel = release_regression(x, y, epsilon=epsilon, moments_share=share, rng=seed, **bounds)
     kwargs = {}
     if kind.startswith("gibbs"):
@@ -147,28 +172,41 @@ def main(argv: list[str] | None = None) -> int:
                         help="runs per sampler, chain seeds seed, seed + 1, ...")  # fmt: skip
     parser.add_argument("--samplers", nargs="+", choices=SAMPLERS, default=list(SAMPLERS[:3]),
                         help="samplers to run; the first is the ratios' numerator")  # fmt: skip
+    parser.add_argument("--releases", type=int, default=1,
+                        help="releases (data and noise), seeds seed, seed + 1, ...")  # fmt: skip
+    parser.add_argument("--x-design", choices=("uniform", "normal"), default="uniform",
+                        help="x uniform on the box or N(0, 0.4^2) clipped to it")  # fmt: skip
+    parser.add_argument("--moments", action="store_true",
+                        help="every sampler's release carries moments_share=0.2")  # fmt: skip
     parser.add_argument("--output", default=None, help="write the rows as JSON here")
     args = parser.parse_args(argv)
     logging.getLogger("pymc").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", category=UserWarning)
-    x, y = make_data(np.random.default_rng(args.seed), args.n, args.d)
     pytensor.function([], pt.exp(pt.constant(1.0)))()  # load the module cache (docstring)
     rows = []
     pooled = {}
-    # Repeats outer, samplers inner: a change of machine load falls on every sampler alike.
-    for r in range(args.repeats):
-        for kind in args.samplers:
-            baseline = args.baseline_draws or args.draws
-            draws = args.draws if kind.startswith("default") else baseline
-            row = run(kind, x, y, args.epsilon, draws=draws, tune=args.tune, seed=args.seed,
-                      chain_seed=args.seed + r)  # fmt: skip
-            row["draws"], row["chain_seed"] = draws, args.seed + r
-            rows.append(row)
-            print(
-                f"{kind:16s} {row['seconds']:7.1f} s  ESS min {row['ess_min']:7.0f}  "
-                f"ESS/s {row['ess_per_second']:7.2f}  R-hat max {row['rhat_max']:.3f}",
-                flush=True,
-            )
+    # Releases outer, repeats next, samplers inner: a change of machine load falls on every
+    # sampler alike. Release k draws its data and noise from seed + k (k = 0 is the release of
+    # a run without --releases, so earlier runs reproduce).
+    for k in range(args.releases):
+        x, y = make_data(np.random.default_rng(args.seed + k), args.n, args.d, args.x_design)
+        for r in range(args.repeats):
+            for kind in args.samplers:
+                baseline = args.baseline_draws or args.draws
+                draws = args.draws if kind.startswith("default") else baseline
+                row = run(kind, x, y, args.epsilon, draws=draws, tune=args.tune,
+                          seed=args.seed + k, chain_seed=args.seed + r,
+                          moments=args.moments)  # fmt: skip
+                row["draws"], row["chain_seed"], row["release"] = draws, args.seed + r, k
+                rows.append(row)
+                print(
+                    f"release {k} {kind:16s} {row['seconds']:7.1f} s  ESS min "
+                    f"{row['ess_min']:7.0f}  ESS/s {row['ess_per_second']:7.2f}  "
+                    f"R-hat max {row['rhat_max']:.3f}",
+                    flush=True,
+                )
+                if args.output:  # every row as it comes, so a stopped run keeps its rows
+                    _write(args, rows, pooled)
     for kind in args.samplers:
         mine = [row for row in rows if row["sampler"] == kind]
         pooled[kind] = sum(r["ess_min"] for r in mine) / sum(r["seconds"] for r in mine)
@@ -177,15 +215,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.samplers[0]} / {kind}: {base / pooled[kind]:.2f}x (pooled ESS/s "
               f"{base:.2f} and {pooled[kind]:.2f})")  # fmt: skip
     if args.output:
-        meta = {
-            "n": args.n, "epsilon": args.epsilon, "d": args.d, "draws": args.draws,
-            "tune": args.tune, "baseline_draws": args.baseline_draws, "seed": args.seed,
-            "repeats": args.repeats, "pooled_ess_per_second": pooled,
-            "python": platform.python_version(), "pymc": pm.__version__,
-        }  # fmt: skip
-        with open(args.output, "w") as fh:
-            json.dump({"settings": meta, "rows": rows}, fh, indent=1)
+        _write(args, rows, pooled)
     return 0
+
+
+def _write(args: argparse.Namespace, rows: list[dict], pooled: dict) -> None:
+    meta = {
+        "n": args.n, "epsilon": args.epsilon, "d": args.d, "draws": args.draws,
+        "tune": args.tune, "baseline_draws": args.baseline_draws, "seed": args.seed,
+        "repeats": args.repeats, "releases": args.releases, "x_design": args.x_design,
+        "moments": args.moments, "pooled_ess_per_second": pooled,
+        "python": platform.python_version(), "pymc": pm.__version__,
+    }  # fmt: skip
+    with open(args.output, "w") as fh:
+        json.dump({"settings": meta, "rows": rows}, fh, indent=1)
 
 
 if __name__ == "__main__":
