@@ -18,11 +18,11 @@ from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special, stats
 
 __all__ = ["JumpProposal", "jump"]
 
 _LOG_HALF = float(np.log(0.5))
+_LOG_SQRT_2PI = 0.5 * float(np.log(2.0 * np.pi))
 
 
 class JumpProposal(NamedTuple):
@@ -35,6 +35,13 @@ class JumpProposal(NamedTuple):
     """Its standard error, of ``estimate``'s shape (positive)."""
 
 
+def _normal_logpdf(x: npt.NDArray, loc: npt.ArrayLike, sd: npt.ArrayLike) -> npt.NDArray:
+    # Not scipy.stats.norm.logpdf: its argument checks cost about 130 µs a call, and with
+    # scipy's logsumexp they made up 80 % of a 50-group jump (2.0 ms a step).
+    z = (x - loc) / sd
+    return -0.5 * z * z - np.log(sd) - _LOG_SQRT_2PI
+
+
 def _log_mixture(
     eta: npt.NDArray, proposal: JumpProposal, mu: npt.NDArray, tau: npt.NDArray
 ) -> npt.NDArray[np.float64]:
@@ -43,14 +50,15 @@ def _log_mixture(
     ½ N(η̂_g, diag sd_g²) + ½ N(μ, diag τ²), the population law standing in for the
     components without an estimate; the population law alone for a group without any.
     """
-    population = np.sum(stats.norm.logpdf(eta, mu, tau), axis=-1)
+    per_component = _normal_logpdf(eta, mu, tau)
+    population = np.sum(per_component, axis=-1)
     has = np.isfinite(proposal.estimate)
     own = np.sum(
-        np.where(has, stats.norm.logpdf(eta, np.where(has, proposal.estimate, mu), proposal.sd),
-                 stats.norm.logpdf(eta, mu, tau)),
+        np.where(has, _normal_logpdf(eta, np.where(has, proposal.estimate, mu), proposal.sd),
+                 per_component),
         axis=-1,
     )  # fmt: skip
-    both = special.logsumexp([own, population], axis=0) + _LOG_HALF
+    both = np.logaddexp(own, population) + _LOG_HALF
     return np.where(np.any(has, axis=-1), both, population)
 
 
