@@ -28,9 +28,10 @@ chain). An interaction sd fits ``marginals_model(rel, interaction_sigma=...)`` (
 ``""``: the Normal(0, 2) prior on every term); the printed R-hat is the largest over θ, with its
 location and scale (folded) parts. Chains (default 2) run on at most two cores.
 
-Which feature method each case uses is printed (``enumerate``, ``junction`` or ``bethe``, see
-:func:`pymc_dp.kernels.loglinear_moments.feature_method`); 15 ternary columns with all 2-way
-marginals use the Bethe approximation.
+Which feature method each case uses is printed (``enumerate``, ``split``, ``junction`` or
+``bethe``, see :func:`pymc_dp.kernels.loglinear_moments.feature_method` and, for the
+fixed-covariance law, :func:`~pymc_dp.kernels.loglinear_moments.fixed_law_method`); 15 ternary
+columns with all 2-way marginals use the Bethe approximation.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ import pymc as pm
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
 from pymc_dp.kernels.loglinear import LogLinearDomain
-from pymc_dp.kernels.loglinear_moments import feature_method, sample_records
+from pymc_dp.kernels.loglinear_moments import feature_method, fixed_law_method, sample_records
 from pymc_dp.likelihoods.marginals import (
     marginals_clt_logp_graph,
     noise_variance,
@@ -185,7 +186,8 @@ def case(k, levels, draws, chains, baseline, likelihood, n=10_000, chain=False, 
     print(
         f"| {k} x {levels}{' chain' if chain else ''} | {dom.n_cells} cells, "
         f"p = {dom.n_params}, {kind}, "
-        f"{feature_method(dom)} | {t_fit:.0f} s ({cpu_fit:.0f} CPU s), "
+        f"{fixed_law_method(dom) if kind == 'clt-fixed' else feature_method(dom)} | "
+        f"{t_fit:.0f} s ({cpu_fit:.0f} CPU s), "
         f"min ESS {ess_min:.0f}, R-hat {rhat}, {steps:.0f} steps/draw, gradient "
         f"{ours_ms:.1f} ms{'' if inter is None else f', interaction sd {inter}'} | "
         f"{t_syn:.1f} s | "

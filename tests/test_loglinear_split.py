@@ -14,6 +14,7 @@ from pymc_dp.kernels.loglinear_moments import (
     clt_fixed_logp_grad,
     feature_method,
     feature_moments,
+    fixed_law_method,
     sample_records,
 )
 from pymc_dp.kernels.loglinear_split import SplitMoments, split_point
@@ -120,6 +121,23 @@ def test_split_samples_the_law():
     prob = np.exp(dom.log_probs(theta))
     # each cell's frequency within 5 binomial sd of its probability
     assert np.all(np.abs(freq - prob) <= 5 * np.sqrt(prob * (1 - prob) / len(codes)) + 1e-9)
+
+
+def test_fixed_law_takes_the_split_sums_where_the_dense_sums_cost_more():
+    def pairs(sizes):
+        return LogLinearDomain(sizes, tuple(itertools.combinations(range(len(sizes)), 2)))
+
+    # enumerated by feature_method, split for the fixed law: ternary (table sums) at any size,
+    # binary above FIXED_ENUMERATE_CELLS
+    for sizes in [(3,) * 3, (3,) * 5, (3,) * 10, (2,) * 11, (2,) * 15, (2, 3, 2, 4, 3)]:
+        assert feature_method(pairs(sizes)) == "enumerate"
+        assert fixed_law_method(pairs(sizes)) == "split"
+    for sizes in [(2,) * 3, (2,) * 10]:
+        assert fixed_law_method(pairs(sizes)) == "enumerate"
+    one = LogLinearDomain((5,), ((0,),))
+    assert fixed_law_method(one) == feature_method(one) == "enumerate"  # nothing to split
+    chain = LogLinearDomain((3,) * 12, tuple((k, k + 1) for k in range(11)))
+    assert fixed_law_method(chain) == feature_method(chain) == "junction"
 
 
 def test_split_point_balances_the_halves_and_the_choice_of_engine():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -108,6 +109,21 @@ def test_analytic_gradient_matches_finite_differences():
         for e in np.eye(dom.n_params)
     ]
     np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-5)
+
+
+def test_domain_pickles_without_its_enumerated_arrays():
+    """Numba's object mode (nutpie) copies a pickled Op on every call: the domain must pickle
+    small, and rebuild its arrays after unpickling."""
+    dom = LogLinearDomain((3,) * 6, tuple(itertools.combinations(range(6), 2)))
+    basis, features = dom.basis, dom.projected_features
+    enumerated = basis.nbytes + features.nbytes + dom.table_features.nbytes + dom.cells.nbytes
+    data = pickle.dumps(dom)
+    assert len(data) < enumerated / 10
+    back = pickle.loads(data)
+    assert "basis" not in vars(back)
+    assert back == dom
+    np.testing.assert_array_equal(back.basis, basis)
+    np.testing.assert_array_equal(back.projected_features, features)
 
 
 def test_large_domain_is_not_enumerated():

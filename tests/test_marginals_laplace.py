@@ -6,13 +6,14 @@ import itertools
 import math
 
 import numpy as np
+import pymc as pm
 import pytest
 
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
 from pymc_dp.kernels.loglinear import LogLinearDomain
 from pymc_dp.kernels.loglinear_laplace import marginals_laplace
-from pymc_dp.kernels.loglinear_moments import sample_records
+from pymc_dp.kernels.loglinear_moments import fixed_law_method, sample_records
 from pymc_dp.likelihoods.marginals import noise_variance
 
 
@@ -98,6 +99,44 @@ def test_forced_feature_method_gives_the_enumerated_law(features):
         atol=1e-5,
     )
     assert posterior_dataset(b).attrs["pymc_dp_features"] == features
+
+
+def test_default_fixed_law_takes_the_split_sums_with_the_enumerated_values():
+    """The default "clt-fixed" model on an enumerable domain computes its moments by the split
+    sums (fixed_law_method); its log-density, gradient and Laplace fit are the enumerated ones."""
+    rel, theta = _release(5, 3, 3000, seed=4)
+    assert fixed_law_method(rel.domain) == "split"
+    models = []
+    for features in (None, "enumerate"):
+        with pm.Model() as model:
+            th = pm.Normal("theta", 0.0, 2.0, shape=len(theta))
+            pmdp.NoisyMarginals(
+                "y",
+                release=rel,
+                theta=th,
+                likelihood="clt-fixed",
+                covariance_at=theta,
+                features=features,
+            )
+        models.append(model)
+    default, exact = models
+    lp, lp_exact = default.compile_logp(), exact.compile_logp()
+    dlp, dlp_exact = default.compile_dlogp(), exact.compile_dlogp()
+    for point in theta + 0.05 * np.random.default_rng(6).normal(size=(3, len(theta))):
+        assert math.isclose(
+            float(lp({"theta": point})), float(lp_exact({"theta": point})), rel_tol=1e-10
+        )
+        np.testing.assert_allclose(
+            dlp({"theta": point}), dlp_exact({"theta": point}), rtol=1e-8, atol=1e-8
+        )
+    post = pmdp.marginals_laplace_posterior(rel, draws=10, rng=0)
+    post_exact = pmdp.marginals_laplace_posterior(rel, draws=10, features="enumerate", rng=0)
+    assert posterior_dataset(post).attrs["pymc_dp_features"] == "split"
+    np.testing.assert_allclose(
+        np.asarray(posterior_dataset(post)["theta"]),
+        np.asarray(posterior_dataset(post_exact)["theta"]),
+        atol=1e-4,  # the two L-BFGS runs stop at modes 1e-6 apart (gtol)
+    )
 
 
 def test_forced_features_refuse_what_they_cannot_do():

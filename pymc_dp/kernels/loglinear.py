@@ -22,6 +22,7 @@ import functools
 import itertools
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +48,10 @@ MAX_CELLS = 100_000
 """Largest product domain summed over cell by cell."""
 MAX_HISTOGRAMS = 200_000
 """Largest number of histograms the exact likelihood enumerates."""
+
+
+_ENUMERATED = ("cells", "table_features", "basis", "projected_features")
+"""The cached attributes of :class:`LogLinearDomain` with a row per cell."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +97,16 @@ class LogLinearDomain:
         object.__setattr__(self, "sizes", sizes)
         object.__setattr__(self, "marginals", tuple(marginals))
         object.__setattr__(self, "basis_terms", _corner_terms(sizes, marginals))
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The domain without its enumerated arrays, which are rebuilt on first use.
+
+        They hold C rows each (388 MB pickled at 10 ternary columns), and PyTensor's Numba
+        backend (nutpie) runs a Python ``Op`` in object mode from its pickle, whose bytes
+        Numba copies on every call: with them a gradient of ``CLTLogp`` cost 0.76 s there
+        against 1.5 ms on the C backend (``benchmarks/marginals_backends.py 10``).
+        """
+        return {k: v for k, v in self.__dict__.items() if k not in _ENUMERATED}
 
     # The enumerated attributes are built on first use, and only for domains of at most
     # MAX_CELLS cells; larger domains use the table map and a message-passing feature method

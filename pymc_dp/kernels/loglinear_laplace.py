@@ -71,7 +71,7 @@ def marginals_laplace(
         Iterations of L-BFGS.
     method
         The feature moments' method (default
-        :func:`~pymc_dp.kernels.loglinear_moments.feature_method`): ``"enumerate"``,
+        :func:`~pymc_dp.kernels.loglinear_moments.fixed_law_method`): ``"enumerate"``,
         ``"split"``, ``"junction"`` or ``"bethe"``.
 
     Returns
@@ -80,7 +80,7 @@ def marginals_laplace(
     """
     z = np.asarray(z, dtype=float)
     prec0 = 1.0 / np.asarray(prior_sigma, dtype=float) ** 2  # a scalar or one per θ_k
-    method = loglinear_moments.feature_method(domain) if method is None else method
+    method = loglinear_moments.fixed_law_method(domain) if method is None else method
     if method != "enumerate":
         engine = loglinear_moments.feature_moments(domain, method)
         return _laplace_by_engine(domain, engine, z, n, noise_variance, prec0, max_iter)
@@ -131,7 +131,7 @@ def _laplace_by_engine(
     prec0: float,
     max_iter: int,
 ) -> LaplaceFit:
-    """:func:`marginals_laplace` with the moments of a junction tree or of Bethe."""
+    """:func:`marginals_laplace` with an engine's moments (split sums, junction tree, Bethe)."""
     mode = np.zeros(domain.n_params)
     converged = False
     for _ in range(_ROUNDS):

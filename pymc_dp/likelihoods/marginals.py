@@ -50,6 +50,7 @@ from pymc_dp.kernels.loglinear_moments import (
     clt_fixed_logp_grad,
     feature_method,
     feature_moments,
+    fixed_law_method,
 )
 from pymc_dp.kernels.loglinear_split import SplitMoments
 from pymc_dp.kernels.loglinear_tables import TableProducts, prefer_tables
@@ -109,8 +110,10 @@ class CLTLogp(Op):
     ):
         self.args = (dom, np.asarray(z, dtype=float), int(n), float(noise_variance))
         self.chol = chol
-        # domains too large to enumerate: the moments by junction tree or Bethe, covariance fixed
-        method = feature_method(dom) if method is None else method
+        # the full law needs the enumerated third moments; the fixed law takes the cheapest
+        # engine (split sums, junction tree or Bethe)
+        if method is None:
+            method = feature_method(dom) if chol is None else fixed_law_method(dom)
         self.engine = None if method == "enumerate" else feature_moments(dom, method)
         if self.engine is not None and chol is None:
             raise ValueError(

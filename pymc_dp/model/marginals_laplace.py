@@ -24,8 +24,8 @@ from pymc_dp.kernels.loglinear_bethe import BetheDidNotConverge
 from pymc_dp.kernels.loglinear_moments import (
     clt_covariance,
     clt_fixed_logp,
-    feature_method,
     feature_moments,
+    fixed_law_method,
 )
 from pymc_dp.likelihoods.marginals import noise_variance, projected_release
 from pymc_dp.model.nodes.marginals import laplace_fit, prior_sigmas, term_names
@@ -112,7 +112,7 @@ def marginals_laplace_posterior(
     )
     sigma = prior_sigmas(release, prior_sigma, interaction_sigma)
     dom = release.domain
-    method = feature_method(dom) if features is None else features
+    method = fixed_law_method(dom) if features is None else features
     if not fit.converged:
         raise RuntimeError(
             "the optimiser did not find the posterior mode (L-BFGS did not converge): the "
