@@ -135,7 +135,7 @@ def test_default_fixed_law_takes_the_split_sums_with_the_enumerated_values():
     np.testing.assert_allclose(
         np.asarray(posterior_dataset(post)["theta"]),
         np.asarray(posterior_dataset(post_exact)["theta"]),
-        atol=1e-4,  # the two L-BFGS runs stop at modes 1e-6 apart (gtol)
+        atol=1e-4,  # the two L-BFGS runs stop at slightly different modes (gtol 1e-6)
     )
 
 

@@ -20,7 +20,7 @@
 
 The fixed-covariance law needs only the first two moments, which the split sums give in well
 under a millisecond on any domain :func:`feature_method` enumerates:
-:func:`fixed_law_method` takes them there (the enumerated sums cost 25–37 ms a gradient at 15
+:func:`fixed_law_method` takes them there (the enumerated sums cost 22–43 ms a gradient at 15
 binary or 10 ternary columns, the split sums under 1 ms).
 
 The functions here are the NumPy side of the fixed-covariance collapsed likelihood
