@@ -129,14 +129,15 @@ def test_default_fixed_law_takes_the_split_sums_with_the_enumerated_values():
         np.testing.assert_allclose(
             dlp({"theta": point}), dlp_exact({"theta": point}), rtol=1e-8, atol=1e-8
         )
-    post = pmdp.marginals_laplace_posterior(rel, draws=10, rng=0)
-    post_exact = pmdp.marginals_laplace_posterior(rel, draws=10, features="enumerate", rng=0)
+    post = pmdp.marginals_laplace_posterior(rel, draws=50, rng=0)
+    post_exact = pmdp.marginals_laplace_posterior(rel, draws=50, features="enumerate", rng=0)
     assert posterior_dataset(post).attrs["pymc_dp_features"] == "split"
-    np.testing.assert_allclose(
-        np.asarray(posterior_dataset(post)["theta"]),
-        np.asarray(posterior_dataset(post_exact)["theta"]),
-        atol=1e-4,  # the two L-BFGS runs stop at slightly different modes (gtol 1e-6)
-    )
+    draws = np.asarray(posterior_dataset(post)["theta"])
+    exact_draws = np.asarray(posterior_dataset(post_exact)["theta"])
+    # the same normal draws: the two L-BFGS runs stop at slightly different modes (gtol 1e-6;
+    # up to 1.7e-4 apart with Python 3.12's SciPy), far inside a posterior sd
+    sd = exact_draws.std(axis=(0, 1))
+    assert np.all(np.abs(draws - exact_draws) <= 0.01 * sd)
 
 
 def test_forced_features_refuse_what_they_cannot_do():
