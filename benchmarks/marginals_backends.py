@@ -57,7 +57,7 @@ def main(cases: list[int]) -> None:
     from pymc.sampling.jax import get_jaxified_logp
 
     import pymc_dp as pmdp
-    from pymc_dp.kernels.loglinear_moments import feature_method, fixed_law_method
+    from pymc_dp.kernels.loglinear_moments import likelihood_method
     from pymc_dp.model.nodes.marginals import choose_likelihood
 
     jax.config.update("jax_enable_x64", True)
@@ -69,7 +69,7 @@ def main(cases: list[int]) -> None:
         print(
             f"{k} ternary columns: {dom.n_cells} cells, p = {dom.n_params}, "
             f"{kind}, features "
-            f"{fixed_law_method(dom) if kind == 'clt-fixed' else feature_method(dom)}",
+            f"{likelihood_method(dom, kind)}",
             flush=True,
         )
         point = model.initial_point()

@@ -53,7 +53,7 @@ import pymc as pm
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
 from pymc_dp.kernels.loglinear import LogLinearDomain
-from pymc_dp.kernels.loglinear_moments import feature_method, fixed_law_method, sample_records
+from pymc_dp.kernels.loglinear_moments import feature_method, likelihood_method, sample_records
 from pymc_dp.likelihoods.marginals import (
     marginals_clt_logp_graph,
     noise_variance,
@@ -186,7 +186,7 @@ def case(k, levels, draws, chains, baseline, likelihood, n=10_000, chain=False, 
     print(
         f"| {k} x {levels}{' chain' if chain else ''} | {dom.n_cells} cells, "
         f"p = {dom.n_params}, {kind}, "
-        f"{fixed_law_method(dom) if kind == 'clt-fixed' else feature_method(dom)} | "
+        f"{likelihood_method(dom, kind)} | "
         f"{t_fit:.0f} s ({cpu_fit:.0f} CPU s), "
         f"min ESS {ess_min:.0f}, R-hat {rhat}, {steps:.0f} steps/draw, gradient "
         f"{ours_ms:.1f} ms{'' if inter is None else f', interaction sd {inter}'} | "

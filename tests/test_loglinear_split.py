@@ -15,9 +15,11 @@ from pymc_dp.kernels.loglinear_moments import (
     feature_method,
     feature_moments,
     fixed_law_method,
+    likelihood_method,
     sample_records,
 )
 from pymc_dp.kernels.loglinear_split import SplitMoments, split_point
+from pymc_dp.likelihoods.marginals import CLTLogp
 
 SHAPES = {
     "chain": ((0, 1), (1, 2), (2, 3), (3, 4)),
@@ -138,6 +140,16 @@ def test_fixed_law_takes_the_split_sums_where_the_dense_sums_cost_more():
     assert fixed_law_method(one) == feature_method(one) == "enumerate"  # nothing to split
     chain = LogLinearDomain((3,) * 12, tuple((k, k + 1) for k in range(11)))
     assert fixed_law_method(chain) == feature_method(chain) == "junction"
+    # the likelihood's rule: the full law enumerates, the fixed law splits, and CLTLogp follows
+    ternary = pairs((3,) * 5)
+    assert likelihood_method(ternary, "clt") == "enumerate"
+    assert likelihood_method(ternary, "clt-fixed") == "split"
+    z = np.zeros(ternary.n_params)
+    assert CLTLogp(ternary, z, 100, 1.0).engine is None
+    fixed = CLTLogp(ternary, z, 100, 1.0, chol=np.eye(ternary.n_params))
+    assert isinstance(fixed.engine, SplitMoments)
+    with pytest.raises(ValueError, match="kind must be 'clt' or 'clt-fixed'"):
+        likelihood_method(ternary, "exact")
 
 
 def test_split_point_balances_the_halves_and_the_choice_of_engine():

@@ -56,6 +56,7 @@ __all__ = [
     "feature_method",
     "feature_moments",
     "fixed_law_method",
+    "likelihood_method",
     "sample_records",
 ]
 
@@ -145,6 +146,21 @@ def fixed_law_method(domain: LogLinearDomain) -> str:
     if method == "enumerate" and len(domain.sizes) >= 2 and not small:
         return "split"
     return method
+
+
+def likelihood_method(domain: LogLinearDomain, kind: str) -> str:
+    """The moments' method the marginals likelihood ``kind`` takes on ``domain`` by default.
+
+    The full CLT law (``"clt"``) needs the enumerated third moments, so it takes
+    :func:`feature_method`; the fixed-covariance law (``"clt-fixed"``) takes the cheapest
+    engine, :func:`fixed_law_method`. The one place this rule lives: the likelihood and the
+    benchmarks that report its route read it here.
+    """
+    if kind == "clt":
+        return feature_method(domain)
+    if kind == "clt-fixed":
+        return fixed_law_method(domain)
+    raise ValueError(f"kind must be 'clt' or 'clt-fixed' (got {kind!r})")
 
 
 def feature_moments(domain: LogLinearDomain, method: str | None = None) -> FeatureMoments:

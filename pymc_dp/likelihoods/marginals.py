@@ -48,9 +48,8 @@ from pymc_dp.kernels.loglinear_bethe import BetheDidNotConverge
 from pymc_dp.kernels.loglinear_laplace import marginals_clt_fixed_logp_grad
 from pymc_dp.kernels.loglinear_moments import (
     clt_fixed_logp_grad,
-    feature_method,
     feature_moments,
-    fixed_law_method,
+    likelihood_method,
 )
 from pymc_dp.kernels.loglinear_split import SplitMoments
 from pymc_dp.kernels.loglinear_tables import TableProducts, prefer_tables
@@ -110,10 +109,8 @@ class CLTLogp(Op):
     ):
         self.args = (dom, np.asarray(z, dtype=float), int(n), float(noise_variance))
         self.chol = chol
-        # the full law needs the enumerated third moments; the fixed law takes the cheapest
-        # engine (split sums, junction tree or Bethe)
         if method is None:
-            method = feature_method(dom) if chol is None else fixed_law_method(dom)
+            method = likelihood_method(dom, "clt" if chol is None else "clt-fixed")
         self.engine = None if method == "enumerate" else feature_moments(dom, method)
         if self.engine is not None and chol is None:
             raise ValueError(
