@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
-import pymc as pm
 import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 
@@ -23,6 +22,7 @@ from pymc_dp.families.builtin.bernoulli import BERNOULLI
 from pymc_dp.families.builtin.binomial import BINOMIAL
 from pymc_dp.families.conjugate_priors import BetaPrior
 from pymc_dp.families.declaration import FamilyDeclaration
+from pymc_dp.families.lazy_pymc import PyMCName, pm
 from pymc_dp.families.util import constant_value
 
 __all__ = ["Bernoulli", "Binomial"]
@@ -55,7 +55,7 @@ class Binomial(BetaPrior, ExponentialFamily):
 
     trials: int
     declaration: ClassVar[FamilyDeclaration] = BINOMIAL
-    pymc_distribution: ClassVar[Any] = pm.Binomial
+    pymc_distribution = PyMCName("Binomial")
 
     def __post_init__(self) -> None:
         check_int(self.trials, "trials", minimum=1)
@@ -150,7 +150,7 @@ class Bernoulli(Binomial):
 
     trials: int = dataclasses.field(default=1, init=False)
     declaration: ClassVar[FamilyDeclaration] = BERNOULLI
-    pymc_distribution: ClassVar[Any] = pm.Bernoulli
+    pymc_distribution = PyMCName("Bernoulli")
 
     def validate_data(self, x: npt.ArrayLike) -> npt.NDArray:  # noqa: D102
         arr = np.asarray(x)

@@ -8,7 +8,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-import pymc as pm
 import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 from scipy import stats
@@ -22,6 +21,7 @@ from pymc_dp._validation import (
 from pymc_dp.families.base import ExponentialFamily, rv_op_type
 from pymc_dp.families.builtin.categorical import CATEGORICAL
 from pymc_dp.families.declaration import FamilyDeclaration
+from pymc_dp.families.lazy_pymc import PyMCName, pm
 from pymc_dp.kernels import draw_dirichlet
 
 __all__ = ["Categorical"]
@@ -54,8 +54,8 @@ class Categorical(ExponentialFamily):
 
     categories: int
     declaration: ClassVar[FamilyDeclaration] = CATEGORICAL
-    pymc_distribution: ClassVar[Any] = pm.Categorical
-    conjugate_prior: ClassVar[Any] = pm.Dirichlet
+    pymc_distribution = PyMCName("Categorical")
+    conjugate_prior = PyMCName("Dirichlet")
 
     def __post_init__(self) -> None:
         check_int(self.categories, "categories", minimum=2)

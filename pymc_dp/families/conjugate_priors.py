@@ -9,11 +9,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-import pymc as pm
-from pymc.distributions import transforms
 from pytensor.tensor.variable import TensorVariable
 from scipy import stats
 
+from pymc_dp.families.lazy_pymc import PyMCName
 from pymc_dp.families.util import reciprocal_of
 from pymc_dp.kernels import draw_beta, draw_gamma, draw_normal
 
@@ -23,8 +22,8 @@ __all__ = ["BetaPrior", "GammaPrior", "NormalPrior"]
 class GammaPrior:
     """θ ~ Gamma(shape, rate), PyMC's ``pm.Gamma(alpha, beta)``; hyperparameters (shape, rate)."""
 
-    conjugate_prior: ClassVar[Any] = pm.Gamma
-    prior_transform: ClassVar[Any] = transforms.log
+    conjugate_prior = PyMCName("Gamma")
+    prior_transform = PyMCName("distributions.transforms.log")
     """θ > 0 is tabulated on log θ (the collapsed engine)."""
 
     @staticmethod
@@ -61,8 +60,8 @@ class GammaPrior:
 class BetaPrior:
     """θ ~ Beta(alpha, beta), PyMC's ``pm.Beta``."""
 
-    conjugate_prior: ClassVar[Any] = pm.Beta
-    prior_transform: ClassVar[Any] = transforms.logodds
+    conjugate_prior = PyMCName("Beta")
+    prior_transform = PyMCName("distributions.transforms.logodds")
     """θ in (0, 1) is tabulated on logit θ (the collapsed engine)."""
 
     @staticmethod
@@ -96,7 +95,7 @@ class BetaPrior:
 class NormalPrior:
     """θ ~ N(mean, sd²), PyMC's ``pm.Normal(mu, sigma)``; hyperparameters (mean, sd)."""
 
-    conjugate_prior: ClassVar[Any] = pm.Normal
+    conjugate_prior = PyMCName("Normal")
     prior_positive: ClassVar[tuple[bool, ...]] = (False, True)
     prior_transform: ClassVar[Any] = None
     """θ is real: tabulated as it is (the collapsed engine)."""

@@ -7,7 +7,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-import pymc as pm
 import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 from scipy import special, stats
@@ -17,6 +16,7 @@ from pymc_dp.families.builtin.geometric import GEOMETRIC
 from pymc_dp.families.builtin.poisson import POISSON
 from pymc_dp.families.conjugate_priors import BetaPrior, GammaPrior
 from pymc_dp.families.declaration import FamilyDeclaration
+from pymc_dp.families.lazy_pymc import PyMCName, pm
 from pymc_dp.families.poisson_window import poisson_window
 from pymc_dp.families.truncated import LOG_TINY, TruncatedFamily, guarded_log, log1mexp
 from pymc_dp.families.truncated import f64 as _f64
@@ -49,7 +49,7 @@ class Poisson(_CountStatistic, GammaPrior, TruncatedFamily):
     """
 
     declaration: ClassVar[FamilyDeclaration] = POISSON
-    pymc_distribution: ClassVar[Any] = pm.Poisson
+    pymc_distribution = PyMCName("Poisson")
 
     @property
     def domain(self) -> tuple[float, float]:  # noqa: D102
@@ -169,7 +169,7 @@ class Geometric(_CountStatistic, BetaPrior, TruncatedFamily):
     """
 
     declaration: ClassVar[FamilyDeclaration] = GEOMETRIC
-    pymc_distribution: ClassVar[Any] = pm.Geometric
+    pymc_distribution = PyMCName("Geometric")
 
     @property
     def domain(self) -> tuple[float, float]:  # noqa: D102

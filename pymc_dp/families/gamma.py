@@ -7,7 +7,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
-import pymc as pm
 import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 from scipy import stats
@@ -18,6 +17,7 @@ from pymc_dp.families.builtin.exponential import EXPONENTIAL
 from pymc_dp.families.builtin.gamma import GAMMA
 from pymc_dp.families.conjugate_priors import GammaPrior
 from pymc_dp.families.declaration import FamilyDeclaration
+from pymc_dp.families.lazy_pymc import PyMCName, pm
 from pymc_dp.families.truncated import TruncatedFamily, guarded_log, log1mexp
 from pymc_dp.families.truncated import f64 as _f64
 from pymc_dp.families.util import constant_value, reciprocal_of
@@ -45,7 +45,7 @@ class Gamma(GammaPrior, TruncatedFamily):
 
     alpha: float
     declaration: ClassVar[FamilyDeclaration] = GAMMA
-    pymc_distribution: ClassVar[Any] = pm.Gamma
+    pymc_distribution = PyMCName("Gamma")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "alpha", check_positive(self.alpha, "alpha"))
@@ -121,7 +121,7 @@ class Exponential(Gamma):
 
     alpha: float = dataclasses.field(default=1.0, init=False, repr=False)
     declaration: ClassVar[FamilyDeclaration] = EXPONENTIAL
-    pymc_distribution: ClassVar[Any] = pm.Exponential
+    pymc_distribution = PyMCName("Exponential")
 
     def __post_init__(self) -> None:
         pass

@@ -11,7 +11,6 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
@@ -24,6 +23,7 @@ from pymc_dp.families.builtin.lognormal import LOGNORMAL, LOGNORMAL_KNOWN_SIGMA
 from pymc_dp.families.builtin.normal import NORMAL, NORMAL_KNOWN_SIGMA
 from pymc_dp.families.conjugate_priors import NormalPrior
 from pymc_dp.families.declaration import FamilyDeclaration
+from pymc_dp.families.lazy_pymc import PyMCName, pm
 from pymc_dp.families.normal_window import NormalWindowMoments
 from pymc_dp.families.truncated import TruncatedFamily, normal_log_cdf
 from pymc_dp.families.util import constant_value
@@ -121,7 +121,7 @@ class NormalKnownSigma(NormalWindowMoments, NormalPrior, TruncatedFamily):
 
     sigma: float
     declaration: ClassVar[FamilyDeclaration] = NORMAL_KNOWN_SIGMA
-    pymc_distribution: ClassVar[Any] = pm.Normal
+    pymc_distribution = PyMCName("Normal")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sigma", check_positive(self.sigma, "sigma"))
@@ -215,8 +215,8 @@ class Normal(NormalWindowMoments, TruncatedFamily):
     """
 
     declaration: ClassVar[FamilyDeclaration] = NORMAL
-    pymc_distribution: ClassVar[Any] = pm.Normal
-    conjugate_prior: ClassVar[Any] = pm.Normal
+    pymc_distribution = PyMCName("Normal")
+    conjugate_prior = PyMCName("Normal")
     stat_names: ClassVar[tuple[str, ...]] = ("sum_x", "sum_x2")
     prior_positive: ClassVar[tuple[bool, ...]] = (False, True, True, True)
 
@@ -399,7 +399,7 @@ def _is_sqrt_scaled(expr: TensorVariable, sigma2: TensorVariable, model: Any) ->
 class _LogScale:
     """Records are positive and the family applies to z = log x; bounds are on the x scale."""
 
-    pymc_distribution: ClassVar[Any] = pm.LogNormal
+    pymc_distribution = PyMCName("LogNormal")
     log_scale: ClassVar[bool] = True
 
     @property
