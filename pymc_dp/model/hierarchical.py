@@ -189,12 +189,34 @@ def _mark_group_effects(
     together, where the release says little): ``estimate`` and ``information`` are the link's
     :meth:`_ScalarLink.information`.
     """
-    sd = np.minimum(
-        1.0 / np.sqrt(np.maximum(information, 1e-300)), values["mu_sd"] + values["tau_sd"]
-    )
-    proposal = JumpProposal(np.where(np.isfinite(estimate), estimate, np.nan), sd)
+    proposal = _jump_proposal(estimate, information, values["mu_sd"] + values["tau_sd"])
     effects = GroupEffects(mu="mu", tau="tau", weight=np.asarray(weight, float), proposal=proposal)
     setattr(pm.modelcontext(None)["z"].tag, GROUP_JUMP_TAG, effects)
+
+
+def _jump_proposal(estimate: np.ndarray, information: np.ndarray, cap: Any) -> JumpProposal:
+    """The jumps' proposal: each group's estimate, with its standard error 1/√information.
+
+    The error is at most ``cap`` (the population parameters' prior scales together), where the
+    release says little.
+    """
+    sd = np.minimum(1.0 / np.sqrt(np.maximum(information, 1e-300)), cap)
+    return JumpProposal(np.where(np.isfinite(estimate), estimate, np.nan), sd)
+
+
+def _pair_moments(family: Any, release: ReleaseSet) -> tuple[np.ndarray, ...]:
+    """Per group of a (Σz, Σz²) release: n, the mean of z and its variance.
+
+    The variance is at least a twentieth of the window, squared; z is x, or log x for a
+    LogNormal.
+    """
+    from pymc_dp.model.priors import window_scale
+
+    n = release.n.astype(np.float64)
+    value = np.asarray(release.value, dtype=np.float64).reshape(len(release), -1)
+    _, width = window_scale(family, release.first.bounds)
+    mean = value[:, 0] / n
+    return n, mean, np.maximum(value[:, 1] / n - mean * mean, (width / 20.0) ** 2)
 
 
 def _noise_variance(release: ReleaseSet) -> float:
@@ -494,15 +516,8 @@ class _LocationScaleLink(GroupedLink):
         return ("mu_g", "sigma_g")
 
     def information(self, family, release):
-        # Σz of n_g records: mean n_g μ_g, variance n_g σ_g² (σ_g from the pair, at least a
-        # twentieth of the window), plus the noise; z is x, or log x for a LogNormal.
-        from pymc_dp.model.priors import window_scale
-
-        n = release.n.astype(np.float64)
-        value = np.asarray(release.value, dtype=np.float64).reshape(len(release), -1)
-        _, width = window_scale(family, release.first.bounds)
-        mean = value[:, 0] / n
-        var = np.maximum(value[:, 1] / n - mean * mean, (width / 20.0) ** 2)
+        # Σz of n_g records: mean n_g μ_g, variance n_g σ_g² (σ_g from the pair), plus the noise
+        n, mean, var = _pair_moments(family, release)
         return mean, n * n / (n * var + _noise_variance(release))
 
     def scale_information(self, family, release):
@@ -512,13 +527,7 @@ class _LocationScaleLink(GroupedLink):
         and, by the delta method, (1 + 4 m̂²)·v/(4 n² σ̂⁴) from the noise of variance v on each
         sum.
         """
-        from pymc_dp.model.priors import window_scale
-
-        n = release.n.astype(np.float64)
-        value = np.asarray(release.value, dtype=np.float64).reshape(len(release), -1)
-        _, width = window_scale(family, release.first.bounds)
-        mean = value[:, 0] / n
-        var = np.maximum(value[:, 1] / n - mean * mean, (width / 20.0) ** 2)
+        n, mean, var = _pair_moments(family, release)
         noise = _noise_variance(release) * (1.0 + 4.0 * mean * mean) / (4.0 * n * n * var * var)
         return 0.5 * np.log(var), 1.0 / (0.5 / n + noise)
 
@@ -548,11 +557,9 @@ class _LocationScaleLink(GroupedLink):
             ),
         ]
         estimate = np.stack([e for (e, _), _ in parts], axis=-1)
-        sd = np.stack(
-            [np.minimum(1.0 / np.sqrt(np.maximum(i, 1e-300)), cap) for (_, i), cap in parts],
-            axis=-1,
+        proposal = _jump_proposal(
+            estimate, np.stack([i for (_, i), _ in parts], axis=-1), np.array([c for _, c in parts])
         )
-        proposal = JumpProposal(np.where(np.isfinite(estimate), estimate, np.nan), sd)
         effects = GroupEffects(
             mu=("mu", "log_sigma"),
             tau=("tau", "tau_sigma"),
