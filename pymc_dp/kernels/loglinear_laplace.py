@@ -128,10 +128,13 @@ def _laplace_by_engine(
     z: np.ndarray,
     n: int,
     noise_variance: float,
-    prec0: float,
+    prec0: float | np.ndarray,
     max_iter: int,
 ) -> LaplaceFit:
-    """:func:`marginals_laplace` with an engine's moments (split sums, junction tree, Bethe)."""
+    """:func:`marginals_laplace` with an engine's moments (split sums, junction tree, Bethe).
+
+    ``prec0`` is the prior's precision, one for every θ_k or one per θ_k.
+    """
     mode = np.zeros(domain.n_params)
     converged = False
     for _ in range(_ROUNDS):
