@@ -200,6 +200,13 @@ candidates, every sweep marginal: mean ESS 1173 with 4, 1219 with 2, but smalles
 590)."""
 
 
+SYMMETRY_MIN_D = 3
+"""Smallest d whose sweeps make the moves along the symmetries by default. Below, the moment
+move mixes (acceptance 0.8–0.9 at d = 1, 2 in ``benchmarks/regression_x_prior_trap.py``) and
+they only cost: 2.8× the CPU time for the same ESS (docs/regression.md, "Moves along the
+symmetries")."""
+
+
 class SweepStats(NamedTuple):
     """What one :func:`collapsed_sweep` did, per batch member."""
 
@@ -245,7 +252,7 @@ def collapsed_sweep(
     tries: int,
     tune: bool,
     laplace_scale: npt.ArrayLike | None = None,
-    scale_steps: tuple[float, ...] = SCALE_STEPS,
+    scale_steps: tuple[float, ...] | None = None,
 ) -> tuple[MoveState, SweepStats]:
     """The collapsed moves of one iteration at (φ, s) = (``u``, ``suffstat``) under ``target``.
 
@@ -256,8 +263,9 @@ def collapsed_sweep(
     ``scale_steps`` the moves along the model's symmetries (a linear map and a translation of
     the covariates, a shift and a rescaling of y:
     :func:`~pymc_dp.regression.kernels.scale_move.scale_moves`, with w integrated out when
-    ``laplace_scale`` is given; ``()`` switches them off). While ``tune``, the walk adapts. The
-    engine and the PyMC step both run it.
+    ``laplace_scale`` is given; ``()`` switches them off, ``None`` is :data:`SCALE_STEPS` from
+    d = :data:`SYMMETRY_MIN_D` on and ``()`` below). While ``tune``, the walk adapts. The engine
+    and the PyMC step both run it.
 
     With ``laplace_scale`` (Laplace noise, one node), once a tuning window has closed, a share
     :data:`MARGINAL_SHARE` of the sweeps (chosen at random, the same for the whole batch) are
@@ -301,6 +309,8 @@ def collapsed_sweep(
         if tune:
             adaptation.record_move(passed)
         moved += np.any(state.params != before, axis=-1)
+    if scale_steps is None:
+        scale_steps = SCALE_STEPS if target.x_prior.loc.shape[-1] >= SYMMETRY_MIN_D else ()
     if target.x_shape is None and scale_steps:
         # Along the ridges where s and φ hold each other (docs/regression.md, "Moves along the
         # symmetries"). With b, w integrated out: the caller redraws w anyway.

@@ -1,4 +1,4 @@
-"""Moves along the symmetries of the model: rescale the covariates, shift and rescale y.
+"""Moves along the symmetries of the model: map and translate the covariates, shift and scale y.
 
 Given s, the NIW draw pins Σ_x to the scatter of s within a relative √(2/n); given Σ_x, the
 exact law of s pins the scatter as closely, and where the release is weak (d ≥ 4 at n = 1000,
@@ -7,7 +7,7 @@ Gibbs draws and the moves of s alone walk along that ridge in steps of a few per
 (docs/regression.md, "d ≥ 5: where the trap starts").
 
 The moves here walk along it. A map of data sets, applied to every record, maps the state
-(φ, s) with it; the three used here are
+(φ, s) with it; the four used here are
 
 * map the covariates linearly, x ↦ A x (:func:`transform_covariates`): μ_x ↦ A μ_x,
   Σ_x ↦ A Σ_x Aᵀ, θ_x ↦ A⁻ᵀ θ_x (intercept and σ² kept), B ↦ E B Eᵀ, with
@@ -23,8 +23,8 @@ Each data set drawn from the model at φ maps to one drawn at φ', so the exact 
 equivariant: p(s' | φ') #J_s = p(s | φ), #J_s the Jacobian of the map of s. In the
 Metropolis–Hastings ratio of the joint target π(φ) p(s | φ) L(z; s), that law and its Jacobian
 cancel, and with a symmetric proposal of the group element whose inverse is the proposal's
-negative (A the Cayley map of H, H with independent normal entries; c ~ N(0, τ² S/n), S the
-scatter of x, kept; δ ~ N(0, τ² c² G⁻²) with G kept;
+negative (A the Cayley map of H, H with independent normal entries, rejected where
+det A < 0; c ~ N(0, τ² S/n), S the scatter of x, kept; δ ~ N(0, τ² c² G⁻²) with G kept;
 log c ~ N(0, τ²)) the ratio is
 
     π(φ') L(z; s') / [π(φ) L(z; s)] · #J_φ,
@@ -32,10 +32,10 @@ log c ~ N(0, τ²)) the ratio is
 π the prior in the natural parameters (θ, σ², μ_x, the d(d + 1)/2 entries of Σ_x) and #J_φ the
 Jacobian of the map of φ there: #det A^((d + 2) J − 1) (per node #det A from μ_x and
 #det A^(d + 1) from Σ_x; #det A⁻¹ once from θ_x), 1 for the translation and the shift,
-c^(p + 2) for y ↦ c y. L is the release's
-likelihood: N(z; s, diag w) given the mixing variances, or Laplace(z; s, b) with them integrated
-out (then the caller must redraw w | s, z before w is next used, as after the moment move with
-w integrated out, and no proposal may depend on w). No CLT quantity enters: the moves are cheap
+c^(p + 2) for y ↦ c y. L is the release's likelihood: N(z; s, diag w) given the mixing
+variances, or Laplace(z; s, b) with them integrated out (then the caller must redraw w | s, z
+before w is next used, as after the moment move with w integrated out, and no proposal may
+depend on w). No CLT quantity enters: the moves are cheap
 and exact. tests/test_regression_scale_move.py checks each ratio against the joint density and
 a numerical Jacobian, and the moves' invariance on exact draws of the joint.
 """
