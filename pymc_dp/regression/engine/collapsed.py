@@ -9,7 +9,8 @@
    jointly (:func:`~pymc_dp.regression.kernels.moment_move.moment_move`, which makes the moves of s
    in the same batched pass); then ``moves`` collapsed random-walk moves
    (:func:`~pymc_dp.regression.kernels.collapsed.collapsed_move`), tuned during ``tune``
-   (:class:`~pymc_dp.regression.kernels.adaptation.RandomWalkAdaptation`);
+   (:class:`~pymc_dp.regression.kernels.adaptation.RandomWalkAdaptation`); from d = 3 on, the
+   moves along the model's symmetries (:mod:`~pymc_dp.regression.kernels.scale_move`);
 3. for Laplace noise, the mixing variances w | s, z (:func:`pymc_dp.kernels.draw_noise_variance`).
 
 Given w, the moves of step 2 target φ, s | z, w, and their proposal uses w; but w is drawn from
