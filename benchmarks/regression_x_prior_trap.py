@@ -63,12 +63,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--priors", nargs="+", default=["default", "c2", "cd", "mode"])
     parser.add_argument("--spread", type=float, default=1.0, help="x uniform on [-a, a]^d")
+    parser.add_argument("--scale-steps", type=float, nargs="*", default=None,
+                        help="steps of the covariate-rescaling moves (none: switched off); "
+                        "default: the sampler's")  # fmt: skip
     args = parser.parse_args(argv)
 
     accepted = []
     sweep = engine.collapsed_sweep
 
     def logged_sweep(*a, **kw):  # records the moment move's acceptance of every iteration
+        if args.scale_steps is not None:
+            kw["scale_steps"] = tuple(args.scale_steps)
         state, stats = sweep(*a, **kw)
         accepted.append(np.asarray(stats.moment, float).copy())
         return state, stats

@@ -9,7 +9,8 @@
    jointly (:func:`~pymc_dp.regression.kernels.moment_move.moment_move`, which makes the moves of s
    in the same batched pass); then ``moves`` collapsed random-walk moves
    (:func:`~pymc_dp.regression.kernels.collapsed.collapsed_move`), tuned during ``tune``
-   (:class:`~pymc_dp.regression.kernels.adaptation.RandomWalkAdaptation`);
+   (:class:`~pymc_dp.regression.kernels.adaptation.RandomWalkAdaptation`); from d = 3 on, the
+   moves along the model's symmetries (:mod:`~pymc_dp.regression.kernels.scale_move`);
 3. for Laplace noise, the mixing variances w | s, z (:func:`pymc_dp.kernels.draw_noise_variance`).
 
 Given w, the moves of step 2 target φ, s | z, w, and their proposal uses w; but w is drawn from
@@ -70,6 +71,7 @@ from pymc_dp.regression.kernels.moment_move import (
 )
 from pymc_dp.regression.kernels.normal_model import record_moments
 from pymc_dp.regression.kernels.psd import project_psd
+from pymc_dp.regression.kernels.scale_move import SCALE_STEPS, scale_moves
 from pymc_dp.regression.kernels.shape_law import (
     XShape,
     check_shape_moments,
@@ -199,6 +201,13 @@ candidates, every sweep marginal: mean ESS 1173 with 4, 1219 with 2, but smalles
 590)."""
 
 
+SYMMETRY_MIN_D = 3
+"""Smallest d whose sweeps make the moves along the symmetries by default. Below, the moment
+move mixes (acceptance 0.8–0.9 at d = 1, 2 in ``benchmarks/regression_x_prior_trap.py``) and
+they only cost: 2.8× the CPU time for the same ESS (docs/regression.md, "Moves along the
+symmetries")."""
+
+
 class SweepStats(NamedTuple):
     """What one :func:`collapsed_sweep` did, per batch member."""
 
@@ -244,14 +253,20 @@ def collapsed_sweep(
     tries: int,
     tune: bool,
     laplace_scale: npt.ArrayLike | None = None,
+    scale_steps: tuple[float, ...] | None = None,
 ) -> tuple[MoveState, SweepStats]:
     """The collapsed moves of one iteration at (φ, s) = (``u``, ``suffstat``) under ``target``.
 
     s alone (its exact law, then the CLT proposal, as proposals); for a single node the
     multiple-try moment move (:func:`~pymc_dp.regression.kernels.moment_move.moment_move`, anchored
     at the adaptation's centre, which makes the two moves of s in the same batched pass); then
-    ``moves`` random-walk moves of (φ, s). While ``tune``, the walk adapts. The engine and the
-    PyMC step both run it.
+    ``moves`` random-walk moves of (φ, s); then, under the normal model of x, per entry of
+    ``scale_steps`` the moves along the model's symmetries (a linear map and a translation of
+    the covariates, a shift and a rescaling of y:
+    :func:`~pymc_dp.regression.kernels.scale_move.scale_moves`, with w integrated out when
+    ``laplace_scale`` is given; ``()`` switches them off, ``None`` is :data:`SCALE_STEPS` from
+    d = :data:`SYMMETRY_MIN_D` on and ``()`` below). While ``tune``, the walk adapts. The engine
+    and the PyMC step both run it.
 
     With ``laplace_scale`` (Laplace noise, one node), once a tuning window has closed, a share
     :data:`MARGINAL_SHARE` of the sweeps (chosen at random, the same for the whole batch) are
@@ -295,6 +310,13 @@ def collapsed_sweep(
         if tune:
             adaptation.record_move(passed)
         moved += np.any(state.params != before, axis=-1)
+    if scale_steps is None:
+        scale_steps = SCALE_STEPS if target.x_prior.loc.shape[-1] >= SYMMETRY_MIN_D else ()
+    if target.x_shape is None and scale_steps:
+        # Along the ridges where s and φ hold each other (docs/regression.md, "Moves along the
+        # symmetries"). With b, w integrated out: the caller redraws w anyway.
+        state, _ = scale_moves(rng, state, target=target, steps=scale_steps,
+                               laplace_scale=laplace_scale)  # fmt: skip
     if tune:
         eta = None
         if laplace_scale is not None and fit is not None:

@@ -1,0 +1,456 @@
+"""Moves along the symmetries of the model: map and translate the covariates, shift and scale y.
+
+Given s, the NIW draw pins Σ_x to the scatter of s within a relative √(2/n); given Σ_x, the
+exact law of s pins the scatter as closely, and where the release is weak (d ≥ 4 at n = 1000,
+ε = 1: Laplace scale 48–168 on entries near 330) the release hardly moves either. So the
+Gibbs draws and the moves of s alone walk along that ridge in steps of a few per cent
+(docs/regression.md, "d ≥ 5: where the trap starts").
+
+The moves here walk along it. A map of data sets, applied to every record, maps the state
+(φ, s) with it; the four used here are
+
+* map the covariates linearly, x ↦ A x (:func:`transform_covariates`): μ_x ↦ A μ_x,
+  Σ_x ↦ A Σ_x Aᵀ, θ_x ↦ A⁻ᵀ θ_x (intercept and σ² kept), B ↦ E B Eᵀ, with
+  E = blockdiag(1, A, 1) and B the matrix of s; A = diag g rescales them, x_j ↦ g_j x_j;
+* translate the covariates, x ↦ x + c (:func:`translate_covariates`): μ_x ↦ μ_x + c,
+  θ₀ ↦ θ₀ − cᵀθ_x, B ↦ M B Mᵀ with M the shear (1, x, y) ↦ (1, x + c, y);
+* shift the responses, y ↦ y + x̃ᵀδ (:func:`shift_responses`): θ ↦ θ + δ, X̃ᵀy ↦ X̃ᵀy + Gδ,
+  yᵀy ↦ yᵀy + 2δᵀX̃ᵀy + δᵀGδ (G = X̃ᵀX̃ and the rest kept);
+* rescale the responses, y ↦ c y (:func:`rescale_responses`): θ ↦ c θ, σ² ↦ c² σ²,
+  X̃ᵀy ↦ c X̃ᵀy, yᵀy ↦ c² yᵀy.
+
+Each data set drawn from the model at φ maps to one drawn at φ', so the exact law of s is
+equivariant: p(s' | φ') #J_s = p(s | φ), #J_s the Jacobian of the map of s. In the
+Metropolis–Hastings ratio of the joint target π(φ) p(s | φ) L(z; s), that law and its Jacobian
+cancel, and with a symmetric proposal of the group element whose inverse is the proposal's
+negative (A the Cayley map of H, H with independent normal entries, rejected where
+det A < 0; c ~ N(0, τ² S/n), S the scatter of x, kept; δ ~ N(0, τ² c² G⁻²) with G kept;
+log c ~ N(0, τ²)) the ratio is
+
+    π(φ') L(z; s') / [π(φ) L(z; s)] · #J_φ,
+
+π the prior in the natural parameters (θ, σ², μ_x, the d(d + 1)/2 entries of Σ_x) and #J_φ the
+Jacobian of the map of φ there: #det A^((d + 2) J − 1) (per node #det A from μ_x and
+#det A^(d + 1) from Σ_x; #det A⁻¹ once from θ_x), 1 for the translation and the shift,
+c^(p + 2) for y ↦ c y. L is the release's likelihood: N(z; s, diag w) given the mixing
+variances, or Laplace(z; s, b) with them integrated out (then the caller must redraw w | s, z
+before w is next used, as after the moment move with w integrated out, and no proposal may
+depend on w). No CLT quantity enters: the moves are cheap
+and exact. tests/test_regression_scale_move.py checks each ratio against the joint density and
+a numerical Jacobian, and the moves' invariance on exact draws of the joint.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from pymc_dp.curator.regression.statistics import pack_statistic, unpack_statistic
+from pymc_dp.regression.kernels.collapsed import (
+    CollapsedTarget,
+    MoveState,
+    move_state,
+    pack_parameters,
+    replace_where,
+    unpack_parameters,
+)
+
+__all__ = [
+    "MIXING",
+    "SCALE_STEPS",
+    "SHIFT_FACTOR",
+    "rescale_responses",
+    "response_scale_move",
+    "scale_move",
+    "scale_moves",
+    "shift_move",
+    "shift_responses",
+    "transform_covariates",
+    "translate_covariates",
+    "translate_move",
+]
+
+SCALE_STEPS = (0.3, 0.1, 0.03)
+"""Standard deviations τ of log g (and log c) of the successive moves of one sweep: a fixed
+cycle, each step exact, from the wide ridge of a weak release to the narrow one of a strong
+one."""
+MIXING = 1.0
+"""Scale of the off-diagonal entries of H in :func:`scale_move` (module docstring)."""
+SHIFT_FACTOR = 0.3
+"""τ of the shift of y per entry of the cycle, in units of that entry."""
+
+Proposal = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]
+
+
+def _quad(vec: np.ndarray, mat: np.ndarray) -> np.ndarray:
+    return np.einsum("...i,...ij,...j->...", vec, mat, vec)
+
+
+def _log_niw(loc: np.ndarray, cov: np.ndarray, target: CollapsedTarget) -> np.ndarray:
+    """Σ_j log NIW(μ_x, Σ_x) up to constants, ``(...)``; −∞ where Σ_x is not PD."""
+    x_prior = target.x_prior
+    d = loc.shape[-1]
+    sign, logdet = np.linalg.slogdet(cov)
+    inv = np.linalg.inv(cov)
+    niw = (
+        -0.5 * (x_prior.dof + d + 2.0) * logdet
+        - 0.5 * x_prior.kappa * _quad(loc - x_prior.loc, inv)
+        - 0.5 * np.einsum("...ij,...ji->...", x_prior.scale, inv)
+    )
+    return np.sum(np.where(sign > 0, niw, -np.inf), axis=-1)
+
+
+def _log_nig(theta: np.ndarray, sigma2: np.ndarray, target: CollapsedTarget) -> np.ndarray:
+    """The log NIG(θ, σ²) up to constants, ``(...)``."""
+    prior = target.prior
+    p = theta.shape[-1]
+    quad = _quad(theta - prior.mean, prior.precision)
+    return -(0.5 * p + prior.shape + 1.0) * np.log(sigma2) - (0.5 * quad + prior.scale) / sigma2
+
+
+def _log_likelihood(s: np.ndarray, target: CollapsedTarget, laplace_scale) -> np.ndarray:
+    """The log L(z; s) up to constants: given w, or Laplace with w integrated out."""
+    resid = target.released - s
+    if laplace_scale is None:
+        return -0.5 * np.sum(resid**2 / target.noise_variance, axis=(-2, -1))
+    return -np.sum(np.abs(resid) / laplace_scale, axis=(-2, -1))
+
+
+def _ratio(par, new, s, s_new, log_jacobian, target, laplace_scale) -> np.ndarray:
+    """The log π(φ') L(z; s') #J_φ / [π(φ) L(z; s)], ``new`` = (θ', σ²', μ_x', Σ_x')."""
+    theta, sigma2, loc, cov = new
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        return (
+            _log_nig(theta, sigma2, target)
+            - _log_nig(par.theta, par.sigma2, target)
+            + _log_niw(loc, cov, target)
+            - _log_niw(par.x_loc, par.x_cov, target)
+            + log_jacobian
+            + _log_likelihood(s_new, target, laplace_scale)
+            - _log_likelihood(s, target, laplace_scale)
+        )
+
+
+def _unpack(u, s, target):
+    u = np.asarray(u, dtype=np.float64)
+    s = np.asarray(s, dtype=np.float64)
+    d = target.x_prior.loc.shape[-1]
+    return u, s, d, unpack_parameters(u, d, s.shape[-2])
+
+
+def transform_covariates(
+    u: npt.ArrayLike,
+    suffstat: npt.ArrayLike,
+    generator: npt.ArrayLike,
+    *,
+    target: CollapsedTarget,
+    laplace_scale: npt.ArrayLike | None = None,
+) -> Proposal:
+    """The state after x ↦ A x, A = (I − H/2)⁻¹ (I + H/2), and the log Metropolis–Hastings ratio.
+
+    μ_x ↦ A μ_x, Σ_x ↦ A Σ_x Aᵀ, θ_x ↦ A⁻ᵀ θ_x (intercept and σ² kept), B ↦ E B Eᵀ with
+    E = blockdiag(1, A, 1); #J_φ = #det A^((d + 2) J − 1) (μ_x gives #det A per node, Σ_x
+    #det A^(d + 1), θ_x #det A⁻¹ once). A is the Cayley transform of H, which H ↦ −H inverts
+    exactly (the matrix exponential would too, at many times the cost in a batch); a diagonal
+    H rescales, x_j ↦ g_j x_j with g_j = (1 + H_jj/2) / (1 − H_jj/2).
+
+    Parameters
+    ----------
+    u, suffstat
+        Unconstrained φ ``(..., k)`` and s ``(..., J, m)``.
+    generator
+        H, ``(..., d, d)``.
+    target
+        Released values, noise variances, sizes and priors, under the normal model of x.
+    laplace_scale
+        Laplace scale b, broadcastable to z: the ratio is then that of φ, s | z with the mixing
+        variances integrated out; ``None``: given them (``target.noise_variance``).
+
+    Returns
+    -------
+    u_new, suffstat_new, log_ratio : numpy.ndarray
+    """
+    u, s, d, par = _unpack(u, suffstat, target)
+    h = 0.5 * np.asarray(generator, dtype=np.float64)
+    eye = np.eye(d)
+    a = np.linalg.solve(eye - h, eye + h)
+    theta = par.theta.copy()
+    theta[..., 1:] = (np.linalg.inv(a).swapaxes(-1, -2) @ theta[..., 1:, None])[..., 0]
+    node_a = a[..., None, :, :]
+    loc = (node_a @ par.x_loc[..., None])[..., 0]
+    cov = node_a @ par.x_cov @ node_a.swapaxes(-1, -2)
+    cov = 0.5 * (cov + cov.swapaxes(-1, -2))
+    e = np.zeros((*h.shape[:-2], 1, d + 2, d + 2))
+    e[..., 0, 0] = e[..., d + 1, d + 1] = 1.0
+    e[..., 1 : d + 1, 1 : d + 1] = node_a
+    b_mat = unpack_statistic(s, target.n)
+    s_new = pack_statistic(e @ b_mat @ e.swapaxes(-1, -2))
+    nodes = s.shape[-2]
+    sign, log_det = np.linalg.slogdet(a)
+    log_jac = np.where(sign > 0, ((d + 2.0) * nodes - 1.0) * log_det, -np.inf)
+    ratio = _ratio(par, (theta, par.sigma2, loc, cov), s, s_new, log_jac, target, laplace_scale)
+    return pack_parameters(theta, par.sigma2, loc, cov), s_new, ratio
+
+
+def translate_covariates(
+    u: npt.ArrayLike,
+    suffstat: npt.ArrayLike,
+    offset: npt.ArrayLike,
+    *,
+    target: CollapsedTarget,
+    laplace_scale: npt.ArrayLike | None = None,
+) -> Proposal:
+    """The state after x ↦ x + c, ``offset`` c ``(..., d)``, and the log ratio.
+
+    μ_x ↦ μ_x + c, θ₀ ↦ θ₀ − cᵀθ_x, B ↦ M B Mᵀ with M the shear (1, x, y) ↦ (1, x + c, y):
+    unit Jacobians; the scatter of x is kept, so a proposal of c that reads it only is
+    symmetric. Arguments and returns as :func:`transform_covariates`.
+    """
+    u, s, d, par = _unpack(u, suffstat, target)
+    c = np.asarray(offset, dtype=np.float64)
+    theta = par.theta.copy()
+    theta[..., 0] = theta[..., 0] - np.sum(c * theta[..., 1:], axis=-1)
+    loc = par.x_loc + c[..., None, :]
+    shear = np.broadcast_to(np.eye(d + 2), (*c.shape[:-1], 1, d + 2, d + 2)).copy()
+    shear[..., 1 : d + 1, 0] = c[..., None, :]
+    b_mat = unpack_statistic(s, target.n)
+    s_new = pack_statistic(shear @ b_mat @ shear.swapaxes(-1, -2))
+    ratio = _ratio(par, (theta, par.sigma2, loc, par.x_cov), s, s_new, 0.0, target,
+                   laplace_scale)  # fmt: skip
+    return pack_parameters(theta, par.sigma2, loc, par.x_cov), s_new, ratio
+
+
+def shift_responses(
+    u: npt.ArrayLike,
+    suffstat: npt.ArrayLike,
+    delta: npt.ArrayLike,
+    *,
+    target: CollapsedTarget,
+    laplace_scale: npt.ArrayLike | None = None,
+) -> Proposal:
+    """The state after y ↦ y + x̃ᵀδ, ``delta`` ``(..., p)``, and the log ratio.
+
+    The map of s is a shear (unit Jacobian) that keeps G = X̃ᵀX̃; a proposal of δ that depends on
+    G only is therefore symmetric. Arguments and returns as :func:`transform_covariates`.
+    """
+    u, s, d, par = _unpack(u, suffstat, target)
+    p = d + 1
+    delta = np.asarray(delta, dtype=np.float64)
+    b_mat = unpack_statistic(s, target.n)
+    gram, xty = b_mat[..., :p, :p], b_mat[..., :p, p]
+    node_delta = delta[..., None, :]
+    g_delta = (gram @ node_delta[..., None])[..., 0]
+    new = b_mat.copy()
+    new[..., :p, p] = new[..., p, :p] = xty + g_delta
+    new[..., p, p] = (
+        b_mat[..., p, p] + 2.0 * np.sum(node_delta * xty, -1) + np.sum(node_delta * g_delta, -1)
+    )
+    s_new = pack_statistic(new)
+    theta = par.theta + delta
+    ratio = _ratio(par, (theta, par.sigma2, par.x_loc, par.x_cov), s, s_new, 0.0, target,
+                   laplace_scale)  # fmt: skip
+    return pack_parameters(theta, par.sigma2, par.x_loc, par.x_cov), s_new, ratio
+
+
+def rescale_responses(
+    u: npt.ArrayLike,
+    suffstat: npt.ArrayLike,
+    log_c: npt.ArrayLike,
+    *,
+    target: CollapsedTarget,
+    laplace_scale: npt.ArrayLike | None = None,
+) -> Proposal:
+    """The state after y ↦ c y, ``log_c`` ``(...)``, and the log ratio.
+
+    Arguments and returns as :func:`transform_covariates`.
+    """
+    u, s, d, par = _unpack(u, suffstat, target)
+    p = d + 1
+    h = np.asarray(log_c, dtype=np.float64)
+    c = np.exp(h)
+    theta, sigma2 = par.theta * c[..., None], par.sigma2 * c**2
+    e = np.ones((*h.shape, 1, p + 1))
+    e[..., p] = c[..., None]
+    b_mat = unpack_statistic(s, target.n)
+    s_new = pack_statistic(b_mat * e[..., :, None] * e[..., None, :])
+    ratio = _ratio(par, (theta, sigma2, par.x_loc, par.x_cov), s, s_new, (p + 2.0) * h, target,
+                   laplace_scale)  # fmt: skip
+    return pack_parameters(theta, sigma2, par.x_loc, par.x_cov), s_new, ratio
+
+
+def _accept(
+    rng: np.random.Generator, state: MoveState, proposal: Proposal
+) -> tuple[MoveState, npt.NDArray[np.bool_]]:
+    """Accept ``proposal`` by its ratio; surrogate and correction left stale where taken."""
+    u_new, s_new, ratio = proposal
+    with np.errstate(invalid="ignore"):
+        took = np.log(rng.uniform(size=ratio.shape)) < ratio
+    took &= np.isfinite(ratio)
+    return MoveState(np.where(took[..., None], u_new, state.params),
+                     np.where(took[..., None, None], s_new, state.suffstat), state.surrogate,
+                     state.correction), took  # fmt: skip
+
+
+def scale_move(
+    rng: np.random.Generator,
+    state: MoveState,
+    *,
+    target: CollapsedTarget,
+    step: float,
+    laplace_scale: npt.ArrayLike | None = None,
+    mixing: float | None = None,
+) -> tuple[MoveState, npt.NDArray[np.bool_]]:
+    """One Metropolis–Hastings linear map of the covariates, x ↦ A x, A the Cayley map of H.
+
+    H_jj ~ N(0, step²) rescale the covariates; H_jk ~ N(0, (mixing · step)² / d), j ≠ k, mix
+    them (their correlations in Σ_x and the cross-products of s move together).
+
+    Parameters
+    ----------
+    rng
+        Source of randomness.
+    state
+        Current (φ, s), s ``(..., J, m)``.
+    target
+        As :func:`transform_covariates`. Not with the shape family of x (its held raw moments
+        are not mapped).
+    step
+        Standard deviation τ of each H_jj (about log g_j).
+    laplace_scale
+        As :func:`transform_covariates`.
+    mixing
+        Scale of the off-diagonal entries of H; 0 rescales only; default :data:`MIXING`.
+
+    Returns
+    -------
+    state : MoveState
+        Its surrogate and correction are stale where the move was taken: re-evaluate them
+        (:func:`~pymc_dp.regression.kernels.collapsed.move_state`) before they are used, as
+        :func:`scale_moves` does.
+    moved : numpy.ndarray
+        Which batch members moved.
+    """
+    if target.x_shape is not None:
+        raise ValueError("scale_move does not rescale the shape family's moments; x_shape=None")
+    d = target.x_prior.loc.shape[-1]
+    mixing = MIXING if mixing is None else mixing
+    sd = np.full((d, d), mixing * step / np.sqrt(d))
+    np.fill_diagonal(sd, step)
+    h = sd * rng.standard_normal((*np.shape(state.params)[:-1], d, d))
+    proposal = transform_covariates(state.params, state.suffstat, h, target=target,
+                                    laplace_scale=laplace_scale)  # fmt: skip
+    return _accept(rng, state, proposal)
+
+
+def shift_move(
+    rng: np.random.Generator,
+    state: MoveState,
+    *,
+    target: CollapsedTarget,
+    step: float,
+    laplace_scale: npt.ArrayLike | None = None,
+) -> tuple[MoveState, npt.NDArray[np.bool_]]:
+    """One Metropolis–Hastings shift of y by x̃ᵀδ, δ ~ N(0, step² c² G⁻²).
+
+    G is X̃ᵀX̃ summed over the nodes, c the noise's root-mean-square sd: δ then has the spread of
+    G⁻¹X̃ᵀy under noise of sd c on X̃ᵀy, which moves θ along the ridge where θ and X̃ᵀy hold each
+    other (θ | s has sd about σ / √n, the release's noise on X̃ᵀy is far wider). With
+    ``laplace_scale`` c is √2 b, not from w: that move's target has w integrated out, and a
+    proposal that read w would not keep it. Arguments and returns as :func:`scale_move`.
+    """
+    u = np.asarray(state.params, dtype=np.float64)
+    d = target.x_prior.loc.shape[-1]
+    p = d + 1
+    b_mat = unpack_statistic(state.suffstat, target.n)
+    gram = np.sum(b_mat[..., :p, :p], axis=-3)
+    if laplace_scale is None:
+        variance = target.noise_variance
+    else:
+        variance = np.broadcast_to(2.0 * np.asarray(laplace_scale, float) ** 2,
+                                   target.released.shape)  # fmt: skip
+    noise = np.sqrt(np.mean(variance, axis=(-2, -1)))
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        xi = rng.standard_normal((*u.shape[:-1], p, 1))
+        delta = step * noise[..., None] * np.linalg.solve(gram, xi)[..., 0]
+    proposal = shift_responses(u, state.suffstat, delta, target=target,
+                               laplace_scale=laplace_scale)  # fmt: skip
+    return _accept(rng, state, proposal)
+
+
+def translate_move(
+    rng: np.random.Generator,
+    state: MoveState,
+    *,
+    target: CollapsedTarget,
+    step: float,
+    laplace_scale: npt.ArrayLike | None = None,
+) -> tuple[MoveState, npt.NDArray[np.bool_]]:
+    """One Metropolis–Hastings translation of the covariates, c ~ N(0, step² S / n).
+
+    S is the scatter of x (Σxxᵀ − n x̄x̄ᵀ) and n the records, both summed over the nodes: the
+    translation keeps them. Arguments and returns as :func:`scale_move`.
+    """
+    d = target.x_prior.loc.shape[-1]
+    b_mat = unpack_statistic(state.suffstat, target.n)
+    sums = b_mat[..., 0, 1 : d + 1]
+    scatter = b_mat[..., 1 : d + 1, 1 : d + 1] - (
+        sums[..., :, None] * sums[..., None, :] / target.n[:, None, None]
+    )
+    # Positive definite in a valid state (p(s | φ) > 0 needs it).
+    chol = np.linalg.cholesky(np.sum(scatter, axis=-3) / np.sum(target.n))
+    xi = rng.standard_normal((*np.shape(state.params)[:-1], d, 1))
+    offset = step * (chol @ xi)[..., 0]
+    proposal = translate_covariates(state.params, state.suffstat, offset, target=target,
+                                    laplace_scale=laplace_scale)  # fmt: skip
+    return _accept(rng, state, proposal)
+
+
+def response_scale_move(
+    rng: np.random.Generator,
+    state: MoveState,
+    *,
+    target: CollapsedTarget,
+    step: float,
+    laplace_scale: npt.ArrayLike | None = None,
+) -> tuple[MoveState, npt.NDArray[np.bool_]]:
+    """One Metropolis–Hastings rescaling of y, log c ~ N(0, step²).
+
+    Arguments and returns as :func:`scale_move`.
+    """
+    h = step * rng.standard_normal(np.shape(state.params)[:-1])
+    proposal = rescale_responses(state.params, state.suffstat, h, target=target,
+                                 laplace_scale=laplace_scale)  # fmt: skip
+    return _accept(rng, state, proposal)
+
+
+def scale_moves(
+    rng: np.random.Generator,
+    state: MoveState,
+    *,
+    target: CollapsedTarget,
+    steps: tuple[float, ...] = SCALE_STEPS,
+    laplace_scale: npt.ArrayLike | None = None,
+) -> tuple[MoveState, npt.NDArray[np.float64]]:
+    """Per entry τ of ``steps``, the four moves: x ↦ A x, x ↦ x + c, y ↦ y + x̃ᵀδ, y ↦ c y.
+
+    The shift with step ``SHIFT_FACTOR`` τ. One re-evaluation of the surrogate and correction at
+    the end, where anything moved. Arguments as :func:`scale_move`.
+
+    Returns
+    -------
+    state : MoveState
+    taken : numpy.ndarray
+        Fraction of the moves taken per batch member.
+    """
+    start = state
+    taken = np.zeros(np.shape(state.params)[:-1])
+    for step in steps:
+        cycle = ((scale_move, step), (translate_move, step), (shift_move, SHIFT_FACTOR * step),
+                 (response_scale_move, step))  # fmt: skip
+        for move, size in cycle:
+            state, took = move(rng, state, target=target, step=size, laplace_scale=laplace_scale)
+            taken += took
+    moved = taken > 0
+    if np.any(moved):
+        state = replace_where(moved, move_state(state.params, state.suffstat, target), start)
+    return state, taken / max(4 * len(steps), 1)
