@@ -208,3 +208,24 @@ def test_scale_move_refuses_the_shape_family():
     state = move_state(pack_parameters(theta, sigma2, loc, cov), s, tgt)
     with pytest.raises(ValueError, match="x_shape=None"):
         scale_move(rng, state, target=tgt._replace(x_shape=object()), step=0.1)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5])
+def test_two_nodes_correction_is_the_sum_of_their_own(rows):
+    """log r(s, φ) of a two-node target (n = 50 and 80) is the sum of each node's alone. Until
+    this stop the statistic's matrix took n as (J, 1): one row crashed, and two rows (as many
+    as the nodes) silently gave each row one node's n (−inf against 0.35 here)."""
+    rng = np.random.default_rng(3)
+    n = np.array([50.0, 80.0])
+    theta, sigma2, loc, cov, s, z = _draw_model(rng, rows, 2, n, 10.0, False)
+    both = move_state(pack_parameters(theta, sigma2, loc, cov), s, _target(z, 10.0, n, rows, 2))
+    alone = [
+        move_state(
+            pack_parameters(theta, sigma2, loc[:, [j]], cov[:, [j]]),
+            s[:, [j]],
+            _target(z[:, [j]], 10.0, n[[j]], rows, 1),
+        ).correction
+        for j in range(2)
+    ]
+    assert np.all(np.isfinite(both.correction))
+    np.testing.assert_allclose(both.correction, alone[0] + alone[1], rtol=1e-10, atol=1e-10)

@@ -181,7 +181,7 @@ def start_statistic(
     """
     u = np.asarray(u, dtype=np.float64)
     ev = evaluate(u, target)
-    n = target.n[:, None]
+    n = target.n  # (J,), against the statistics' (..., J)
     fallback = pack_statistic(project_psd(unpack_statistic(ev.clt_mean, n), floor=1e-6 * n))
     state = MoveState(u, fallback, ev.surrogate, np.full(u.shape[:-1], -np.inf))
     for _ in range(tries):
@@ -363,7 +363,7 @@ def shape_gibbs(
     shape = hold(shape, standard, loc0[..., 0], cov0[..., 0, 0])
     s = np.asarray(suffstat, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
-    b_mat = unpack_statistic(s, n[:, None])
+    b_mat = unpack_statistic(s, n)
     xbar = b_mat[..., 0, 1] / n
     scatter = b_mat[..., 1, 1] - n * xbar**2
     new = shape_term(xbar, scatter, loc[..., 0], cov[..., 0, 0], n, shape)

@@ -394,8 +394,7 @@ def shape_correction(s: npt.ArrayLike, par: Parameters, target: CollapsedTarget)
     s = np.asarray(s, dtype=np.float64)
     if target.x_shape is None:
         return np.zeros(s.shape[:-2])
-    n = target.n[:, None]
-    b_mat = unpack_statistic(s, n)
+    b_mat = unpack_statistic(s, target.n)
     xbar = b_mat[..., 0, 1] / target.n
     scatter = b_mat[..., 1, 1] - target.n * xbar**2
     out = shape_term(xbar, scatter, par.x_loc[..., 0], par.x_cov[..., 0, 0], target.n,
@@ -415,7 +414,7 @@ def statistic_correction(s: npt.ArrayLike, ev: Evaluation, target: CollapsedTarg
     n = target.n
     d = par.x_loc.shape[-1]
     p = d + 1
-    b_mat = unpack_statistic(s, n[:, None])
+    b_mat = unpack_statistic(s, n)  # n (J,) against s (..., J, m)
     gram = b_mat[..., :p, :p]
     xty = b_mat[..., :p, p]
     mean = gram[..., 0, 1:] / n[:, None]
