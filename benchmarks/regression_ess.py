@@ -17,7 +17,10 @@ Three samplers on releases of the same data, in one process:
   given explicitly); **default_moments_normal**: the same release with ``x_model="normal"``
   (moments unused), for the cost of the shape model;
 * **default_nu_d1** (only with ``--samplers``): the default with the box prior's ν = d + 1
-  instead of d (same Ψ), the untested candidate for the Σ_x off-diagonal's slow mixing.
+  instead of d (same Ψ), the untested candidate for the Σ_x off-diagonal's slow mixing;
+* **default_no_symmetry** (only with ``--samplers``): the default without the moves along the
+  model's symmetries (``SYMMETRY_MIN_D`` raised above d), the default sampler before they were
+  added (issue 34), for the ratio of today's default to it at d ≥ 3.
 
 Time is the wall time of building the model and the whole ``pm.sample`` call (compilation,
 tuning, draws; 2 chains, ``cores=1``). ESS is ArviZ's bulk ESS, the smallest over θ's
@@ -74,8 +77,10 @@ import pytensor.tensor as pt
 
 from pymc_dp._compat import posterior_dataset
 from pymc_dp.regression import NoisyRegressionStat, default_x_prior, release_regression
+from pymc_dp.regression.engine import collapsed as collapsed_engine
 from pymc_dp.regression.kernels.data_model import NIW
 
+symmetry_min_d = collapsed_engine.SYMMETRY_MIN_D
 SAMPLERS = (
     "default",
     "gibbs_ss_noisy",
@@ -84,6 +89,7 @@ SAMPLERS = (
     "default_moments",
     "default_moments_normal",
     "default_nu_d1",
+    "default_no_symmetry",
 )
 
 
@@ -98,6 +104,18 @@ def make_data(
         x = rng.uniform(-1.0, 1.0, size=(n, d))
     y = np.clip(0.2 + x @ theta + 0.2 * rng.standard_normal(n), -2.0, 2.0)
     return x, y
+
+
+def _sample(rel, d: int, draws: int, tune: int, chain_seed: int, kwargs: dict):
+    """The README's regression model on ``rel``, sampled by ``pm.sample`` (2 chains, one core)."""
+    with pm.Model():
+        sigma2 = pm.InverseGamma("sigma2", 3.0, 0.1)
+        theta = pm.MvNormal("theta", np.zeros(d + 1), cov=10.0 * sigma2 * np.eye(d + 1))
+        NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel, **kwargs)
+        return pm.sample(
+            draws=draws, tune=tune, chains=2, cores=1, random_seed=chain_seed, progressbar=False,
+            compute_convergence_checks=False,
+        )  # fmt: skip
 
 
 def run(
@@ -131,15 +149,13 @@ def run(
         kwargs["x_prior"] = box._replace(dof=np.asarray(box.dof) + 1.0)
     if kind == "default_box_v1":  # the box prior before issue 34: ν = d + 3, Ψ = 2 diag(h²/4)
         kwargs["x_prior"] = NIW(np.zeros(d), np.array(1.0), np.array(d + 3.0), 0.5 * np.eye(d))
+    if kind == "default_no_symmetry":
+        collapsed_engine.SYMMETRY_MIN_D = d + 1
     start = time.perf_counter()
-    with pm.Model():
-        sigma2 = pm.InverseGamma("sigma2", 3.0, 0.1)
-        theta = pm.MvNormal("theta", np.zeros(d + 1), cov=10.0 * sigma2 * np.eye(d + 1))
-        NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel, **kwargs)
-        idata = pm.sample(
-            draws=draws, tune=tune, chains=2, cores=1, random_seed=chain_seed, progressbar=False,
-            compute_convergence_checks=False,
-        )  # fmt: skip
+    try:
+        idata = _sample(rel, d, draws, tune, chain_seed, kwargs)
+    finally:
+        collapsed_engine.SYMMETRY_MIN_D = symmetry_min_d
     seconds = time.perf_counter() - start
     post = posterior_dataset(idata)
     ess = az.ess(post[["theta", "sigma2"]])
