@@ -20,7 +20,11 @@ Three samplers on releases of the same data, in one process:
   instead of d (same Ψ), the untested candidate for the Σ_x off-diagonal's slow mixing;
 * **default_no_symmetry** (only with ``--samplers``): the default without the moves along the
   model's symmetries (``SYMMETRY_MIN_D`` raised above d), the default sampler before they were
-  added (issue 34), for the ratio of today's default to it at d ≥ 3.
+  added (issue 34), for the ratio of today's default to it at d ≥ 3;
+* **mcmc_ind** (only with ``--samplers``): the hand-written model a PyMC user would write, the
+  paper's MCMC-Ind (every record's x and y latent, the release observed through its Laplace
+  noise; :func:`pymc_dp.regression.sample_mcmc_ind`), with the same priors as the README's
+  model and NUTS (its default ``target_accept=0.9``), for the ratio of the default to NUTS.
 
 Time is the wall time of building the model and the whole ``pm.sample`` call (compilation,
 tuning, draws; 2 chains, ``cores=1``). ESS is ArviZ's bulk ESS, the smallest over θ's
@@ -76,7 +80,13 @@ import pytensor
 import pytensor.tensor as pt
 
 from pymc_dp._compat import posterior_dataset
-from pymc_dp.regression import NoisyRegressionStat, default_x_prior, release_regression
+from pymc_dp.regression import (
+    NIG,
+    NoisyRegressionStat,
+    default_x_prior,
+    release_regression,
+    sample_mcmc_ind,
+)
 from pymc_dp.regression.engine import collapsed as collapsed_engine
 from pymc_dp.regression.kernels.data_model import NIW
 
@@ -90,6 +100,7 @@ SAMPLERS = (
     "default_moments_normal",
     "default_nu_d1",
     "default_no_symmetry",
+    "mcmc_ind",
 )
 
 
@@ -153,7 +164,15 @@ def run(
         collapsed_engine.SYMMETRY_MIN_D = d + 1
     start = time.perf_counter()
     try:
-        idata = _sample(rel, d, draws, tune, chain_seed, kwargs)
+        if kind == "mcmc_ind":  # the README model's priors: θ | σ² ~ N(0, 10σ²I), σ² ~ IG(3, 0.1)
+            prior = NIG(np.zeros(d + 1), 0.1 * np.eye(d + 1), np.array(3.0), np.array(0.1))
+            idata = sample_mcmc_ind(
+                rel, prior=prior, x_prior=default_x_prior(bounds["x_bounds"]), draws=draws,
+                tune=tune, chains=2, cores=1, random_seed=chain_seed, progressbar=False,
+                compute_convergence_checks=False,
+            )  # fmt: skip
+        else:
+            idata = _sample(rel, d, draws, tune, chain_seed, kwargs)
     finally:
         collapsed_engine.SYMMETRY_MIN_D = symmetry_min_d
     seconds = time.perf_counter() - start
