@@ -581,14 +581,16 @@ def window_clt_trust(
     mean_1, var_1, third_1 = _record_moments(family, bounds)
     rough = _sd_distance(y, n * mean_1, n * var_1, scale)
     rows = np.flatnonzero(rough <= max(_NEAR, float(np.min(rough))) + _ROW_MARGIN)
-    # Likely largest first: the largest distance seen at the row (other n and noise), then the
-    # skewness of the table's y (its m records and noise), the distance's leading term. Only
-    # the order of the work depends on them.
     m, noise, _ = _reduced(n, scale)
-    skew = np.max(np.abs(m * third_1[rows]) / (m * var_1[rows] + 2.0 * noise**2) ** 1.5, -1)
-    rows = rows[np.lexsort((-skew, -_largest_seen(family, bounds)[rows]))]
     done = _row_table(family, m, bounds, noise).done[rows]
-    rows = np.concatenate([rows[done], rows[~done]])  # what is known costs nothing
+    if not np.all(done):
+        # Likely largest first: the largest distance seen at the row (other n and noise), then
+        # the skewness of the table's y (its m records and noise), the distance's leading term.
+        # Only the order of the work depends on them.
+        skew = np.max(np.abs(m * third_1[rows]) / (m * var_1[rows] + 2.0 * noise**2) ** 1.5, -1)
+        order = np.lexsort((-skew, -_largest_seen(family, bounds)[rows]))
+        rows, done = rows[order], done[order]
+        rows = np.concatenate([rows[done], rows[~done]])  # what is known costs nothing
     known = stop = int(np.sum(done))
     while True:
         if stop:
