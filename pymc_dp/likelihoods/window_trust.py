@@ -105,7 +105,9 @@ def _component_law(
 ) -> tuple[npt.NDArray[np.float64], float, int]:
     """(q, step, first): the law of one record's t̂_j on the lattice step·(first + m).
 
-    Counts get the integers (step 1): :func:`_refine` puts their sums on the finer lattice.
+    ``theta`` may be a batch (on the leading axes; (μ, σ²) on the last for the Normal pair):
+    one row of q per θ. Counts get the integers (step 1): :func:`_refine` puts their sums on
+    the finer lattice.
     """
     a, b = family.latent_window(bounds)
     if family.discrete:
@@ -119,6 +121,7 @@ def _component_law(
         return q, step, first
     # t̂₂ = z² inside the window: the masses of each lattice cell's two preimages ±√t.
     law = record_law(family, theta)
+    mu, sd = np.asarray(law.a)[..., None], np.asarray(law.b)[..., None]  # θ batch, if any
     low = 0.0 if a <= 0.0 <= b else min(a * a, b * b)
     high = max(a * a, b * b)
     step = (high - low) / _CELLS
@@ -128,11 +131,10 @@ def _component_law(
 
     def mass(lo, hi):
         lo, hi = np.maximum(lo, a), np.minimum(hi, b)
-        cdf = stats.norm.cdf(np.stack([lo, hi]), float(law.a), float(law.b))
-        return np.where(hi > lo, cdf[1] - cdf[0], 0.0)
+        return np.where(hi > lo, stats.norm.cdf(hi, mu, sd) - stats.norm.cdf(lo, mu, sd), 0.0)
 
     q = mass(lo_e, hi_e) + mass(-hi_e, -lo_e)
-    q[0] += 1.0 - q.sum()  # every record outside the window adds 0
+    q[..., 0] += 1.0 - q.sum(axis=-1)  # every record outside the window adds 0
     return q, step, 0
 
 
@@ -357,13 +359,9 @@ def _record_laws(
     They do not depend on n, and a grouped release asks for many n (every group below
     :data:`_DIRECT_N` records has its own).
     """
-    # The lattice depends on the window only, so every θ's law has the same points.
-    rows = [
-        _component_law(family, th, bounds, j)
-        for th in family.window_theta_grid(bounds, _THETA_NODES)
-    ]
-    _, step, first = rows[0]
-    return np.stack([row[0] for row in rows]), step, first
+    # The lattice depends on the window only, so every θ's law has the same points, and the
+    # laws of the whole grid come from one batched call.
+    return _component_law(family, family.window_theta_grid(bounds, _THETA_NODES), bounds, j)
 
 
 @functools.lru_cache(maxsize=8)
