@@ -144,12 +144,12 @@ def test_integer_cells_under_wide_noise_change_the_distance_little(monkeypatch, 
     """From β = _COARSE_NOISE counts take integer cells: the KS table moves by under 10⁻⁴
     against the table on _FINE points per integer (the module docstring's measurement)."""
     beta = window_trust._COARSE_NOISE
-    window_trust._ks_core.cache_clear()
+    window_trust._clear_caches()
     coarse = window_trust._ks_core(family, n, bounds, beta)
     monkeypatch.setattr(window_trust, "_COARSE_NOISE", np.inf)
-    window_trust._ks_core.cache_clear()
+    window_trust._clear_caches()
     fine = window_trust._ks_core(family, n, bounds, beta)
-    window_trust._ks_core.cache_clear()
+    window_trust._clear_caches()
     assert np.max(np.abs(coarse[2] - fine[2])) < 1e-4
     np.testing.assert_allclose(coarse[0], fine[0], rtol=1e-9)
     np.testing.assert_allclose(coarse[1], fine[1], rtol=1e-6)
@@ -217,12 +217,12 @@ def _fft_ks_rows(points, pmf, region, scale):
 def test_linear_time_noise_is_never_below_the_fft_convolution(monkeypatch, family, bounds, n, beta):
     """The recursions give the FFT's distance plus at most twice the cut tail (e⁻¹²): never less
     (a rule at least as strict), and the means and variances unchanged."""
-    window_trust._ks_core.cache_clear()
+    window_trust._clear_caches()
     new = window_trust._ks_core(family, n, bounds, beta)
     monkeypatch.setattr(window_trust, "_ks_rows", _fft_ks_rows)
-    window_trust._ks_core.cache_clear()
+    window_trust._clear_caches()
     old = window_trust._ks_core(family, n, bounds, beta)
-    window_trust._ks_core.cache_clear()
+    window_trust._clear_caches()
     assert np.max(old[2]) > 0.005  # distances near the level or beyond it
     assert np.min(new[2] - old[2]) > -1e-12
     assert np.max(new[2] - old[2]) < 2.0 * math.exp(-12.0)
@@ -261,13 +261,97 @@ def test_grouped_choices_are_never_less_strict_than_the_fft_rule(monkeypatch):
             ]
 
     def decide():
-        window_trust._ks_core.cache_clear()
+        window_trust._clear_caches()
         return [window_clt_trust(*row)[0] for row in rows]
 
     new = decide()
     monkeypatch.setattr(window_trust, "_ks_rows", _fft_ks_rows)
     old = decide()
-    window_trust._ks_core.cache_clear()
+    window_trust._clear_caches()
     assert 0 < sum(old) < len(old)  # both decisions occur
     assert not any(n and not o for n, o in zip(new, old, strict=True))
     assert new == old
+
+
+def _full_table_trust(family, n, released, scale, bounds):
+    """(trusted, distance) by the rule on the whole θ table: window_clt_trust until 2026-12-01
+    (every row of :func:`window_trust._ks_core` convolved, then the sup over the rows near y)."""
+    mean, var, table = window_trust._ks_table(family, n, bounds, scale)
+    y = np.asarray(released, dtype=np.float64).reshape(-1)
+    distance = np.max(np.abs(y - mean) / np.sqrt(var + 2.0 * scale**2), axis=-1)
+    near = distance <= 3.0
+    if not np.any(near):
+        near = distance <= np.min(distance)
+    ks = float(np.max(table[near]))
+    return ks <= window_trust.WINDOW_KS_LEVEL, ks
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("dist", "settings", "draw"),
+    [
+        (pm.Normal, {"bounds": (-3.0, 5.0)}, lambda rng, size: rng.normal(1.0, 2.0, size)),
+        (pm.Poisson, {"bounds": (0.0, 12.0)}, lambda rng, size: rng.poisson(4.0, size)),
+        (pm.Exponential, {"bounds": (0.0, 1.5)}, lambda rng, size: rng.exponential(0.7, size)),
+    ],
+    ids=["normal-pair", "poisson", "exponential"],
+)
+def test_rows_that_decide_give_the_full_tables_choices(dist, settings, draw):
+    """Grouped releases (G = 8 and 24, 5–400 records, ε = 0.1, 1 and 3): window_clt_trust,
+    computing only the θ rows that can decide, makes every group's choice of the whole table;
+    a trusted group's distance is the table's (to the 3 digits of the reason), an untrusted
+    one's is at least the level and at most the table's; every row computed equals the full
+    table's row (up to rounding); and the rows picked from one record's moments are within the
+    slack."""
+    rng = np.random.default_rng(131)
+    rows = []
+    for groups, eps in [(8, 0.1), (24, 1.0), (8, 3.0)]:
+        sizes = rng.integers(5, 401, size=groups)
+        keys = [f"g{g}" for g in range(groups)]
+        rs = pmdp.release_grouped(
+            draw(rng, int(sizes.sum())),
+            dist,
+            by=np.repeat(keys, sizes),
+            groups=keys,
+            sizes="public",
+            epsilon=eps,
+            rng=rng,
+            **settings,
+        )
+        family = rs.first.get_family()
+        bounds = tuple(float(b) for b in rs.first.bounds)
+        rows += [
+            (family, int(n), value, float(rs.first.scale), bounds)
+            for n, value in zip(rs.n, rs.value, strict=True)
+        ]
+    window_trust._clear_caches()
+    new = [window_clt_trust(*row) for row in rows]
+    early = 0
+    for row, (trusted, reason) in zip(rows, new, strict=True):
+        want, ks = _full_table_trust(*row)
+        assert trusted == want
+        if reason.split(" from its exact law ")[1].startswith("at least"):
+            early += 1
+            got = float(reason.split("at least ")[1].split(" ")[0])
+            assert window_trust.WINDOW_KS_LEVEL < got <= float(f"{ks:.3g}")
+        else:
+            assert f"up to {ks:.3g} " in reason
+        family, n, value, scale, bounds = row
+        m, noise, _ = window_trust._reduced(n, scale)
+        table = window_trust._row_table(family, m, bounds, noise)
+        full = window_trust._ks_core(family, m, bounds, noise)
+        done = table.done
+        # Equal up to the FFT's rounding, which depends on how many rows go through it at once.
+        np.testing.assert_allclose(table.ks[done], full[2][done], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(table.mean[done], full[0][done], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(table.var[done], full[1][done], rtol=1e-12, atol=1e-12)
+        # One record's moments, times n, against the convolved law's: within half the slack.
+        mean_1, var_1, _ = window_trust._record_moments(family, bounds)
+        y = np.asarray(value, dtype=np.float64).reshape(-1)
+        rough = window_trust._sd_distance(y, n * mean_1, n * var_1, scale)
+        exact = window_trust._sd_distance(y, full[0] * n / m, full[1] * n / m, scale)
+        assert np.max(np.abs(rough - exact)) < window_trust._ROW_MARGIN / 2
+    window_trust._clear_caches()
+    decided = [trusted for trusted, _ in new]
+    assert 0 < sum(decided) < len(decided)  # both decisions occur
+    assert early > 0  # and some groups stop early

@@ -16,8 +16,9 @@ to ŝ's range as ``likelihood="clt"`` does, both convolved with the release's La
 rule (:func:`window_clt_trust`): the CLT is trusted where that distance is at most
 :data:`WINDOW_KS_LEVEL` (the level of the rule for counts) at every θ consistent with the
 public y (n E[t̂ | θ] within three sds of y, for every component of the statistic). The
-distances on a grid of θ are computed once per (family, n, window, noise) and cached, so a
-batch of releases pays for them once.
+distances on a grid of θ are computed once per (family, n, window, noise) and θ, and cached,
+so a batch of releases pays for them once; only the θ rows that can decide a release's answer
+are computed (:func:`window_clt_trust` says why the others cannot change it).
 
 Counts live on the integers, but the CLT normal does not: the distance is computed on
 :data:`_FINE` points per integer, except under noise of scale β ≥ :data:`_COARSE_NOISE`, where
@@ -104,7 +105,9 @@ def _component_law(
 ) -> tuple[npt.NDArray[np.float64], float, int]:
     """(q, step, first): the law of one record's t̂_j on the lattice step·(first + m).
 
-    Counts get the integers (step 1): :func:`_refine` puts their sums on the finer lattice.
+    ``theta`` may be a batch (on the leading axes; (μ, σ²) on the last for the Normal pair):
+    one row of q per θ. Counts get the integers (step 1): :func:`_refine` puts their sums on
+    the finer lattice.
     """
     a, b = family.latent_window(bounds)
     if family.discrete:
@@ -118,6 +121,7 @@ def _component_law(
         return q, step, first
     # t̂₂ = z² inside the window: the masses of each lattice cell's two preimages ±√t.
     law = record_law(family, theta)
+    mu, sd = np.asarray(law.a)[..., None], np.asarray(law.b)[..., None]  # θ batch, if any
     low = 0.0 if a <= 0.0 <= b else min(a * a, b * b)
     high = max(a * a, b * b)
     step = (high - low) / _CELLS
@@ -127,11 +131,10 @@ def _component_law(
 
     def mass(lo, hi):
         lo, hi = np.maximum(lo, a), np.minimum(hi, b)
-        cdf = stats.norm.cdf(np.stack([lo, hi]), float(law.a), float(law.b))
-        return np.where(hi > lo, cdf[1] - cdf[0], 0.0)
+        return np.where(hi > lo, stats.norm.cdf(hi, mu, sd) - stats.norm.cdf(lo, mu, sd), 0.0)
 
     q = mass(lo_e, hi_e) + mass(-hi_e, -lo_e)
-    q[0] += 1.0 - q.sum()  # every record outside the window adds 0
+    q[..., 0] += 1.0 - q.sum(axis=-1)  # every record outside the window adds 0
     return q, step, 0
 
 
@@ -309,10 +312,8 @@ def _laplace_smoothed_sup(gap: npt.NDArray[np.float64], h: float) -> npt.NDArray
     return np.max(np.abs(smoothed), axis=-1) + cut * np.max(np.abs(gap), axis=-1)
 
 
-def _ks_table(
-    family: TruncatedFamily, n: int, bounds: tuple[float, float], scale: float
-) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray]:
-    """(mean, var, KS) of the window sum over the family's θ grid."""
+def _reduced(n: int, scale: float) -> tuple[int, float, float]:
+    """(m, noise, shrink): the n and noise whose table stands for n records under ``scale``."""
     # Beyond n₀ the distance is that of n₀ records at the same noise-to-spread ratio, times
     # √(n₀/n): the leading (skewness) order, within 2% of the direct computation for
     # n = 300 and 1000 over the cases of benchmarks/clt_accuracy.py, at a fraction of its cost.
@@ -330,23 +331,23 @@ def _ks_table(
         # its own n) share a few tables; less noise never lowers the distance much, so the
         # rounding can only make the rule stricter.
         noise = 2.0 ** (math.floor(4.0 * math.log2(noise)) / 4.0)
-    mean, var, ks = _ks_core(family, m, bounds, noise)
+    return m, noise, shrink
+
+
+def _ks_table(
+    family: TruncatedFamily,
+    n: int,
+    bounds: tuple[float, float],
+    scale: float,
+    rows: npt.NDArray[np.intp] | None = None,
+) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray]:
+    """(mean, var, KS) of the window sum over the family's θ grid (only ``rows``, if given)."""
+    m, noise, shrink = _reduced(n, scale)
+    if rows is None:
+        mean, var, ks = _ks_core(family, m, bounds, noise)
+    else:
+        mean, var, ks = _ks_core_rows(family, m, bounds, noise, rows)
     return mean * n / m, var * n / m, ks * shrink
-
-
-@functools.lru_cache(maxsize=2)
-def _sum_laws(family: TruncatedFamily, n: int, bounds: tuple[float, float]) -> list:
-    """(points, pmf) of every component over the θ grid (one row per θ), cached.
-
-    They do not depend on the noise, and the groups of a grouped release ask for the same n at
-    several noise levels (one per quarter octave). At most two tables are kept (each is about
-    61 θ × 32 000 lattice points for counts at n = 100).
-    """
-    laws = []
-    for j in range(family.stat_size):
-        q, step, first = _record_laws(family, bounds, j)
-        laws.append((step * (n * first + np.arange(n * (q.shape[-1] - 1) + 1)), _n_fold(q, n)))
-    return laws
 
 
 @functools.lru_cache(maxsize=8)
@@ -358,24 +359,78 @@ def _record_laws(
     They do not depend on n, and a grouped release asks for many n (every group below
     :data:`_DIRECT_N` records has its own).
     """
-    # The lattice depends on the window only, so every θ's law has the same points.
-    rows = [
-        _component_law(family, th, bounds, j)
-        for th in family.window_theta_grid(bounds, _THETA_NODES)
-    ]
-    _, step, first = rows[0]
-    return np.stack([row[0] for row in rows]), step, first
+    # The lattice depends on the window only, so every θ's law has the same points, and the
+    # laws of the whole grid come from one batched call.
+    return _component_law(family, family.window_theta_grid(bounds, _THETA_NODES), bounds, j)
+
+
+@functools.lru_cache(maxsize=8)
+def _record_moments(
+    family: TruncatedFamily, bounds: tuple[float, float]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """(mean, var, third central moment) of one record's t̂ at every θ of the grid, cached.
+
+    Each of shape (θ, component). n records' window sum (the n-fold convolution of
+    :func:`_n_fold`, normalised like these) has n times them, up to the convolution's rounding.
+    """
+    moments = []
+    for j in range(family.stat_size):
+        q, step, first = _record_laws(family, bounds, j)
+        q = q / q.sum(axis=-1, keepdims=True)
+        points = step * (first + np.arange(q.shape[-1]))
+        mean = q @ points
+        centred = points - mean[:, None]
+        moments.append(
+            (mean, np.einsum("ts,ts->t", q, centred**2), np.einsum("ts,ts->t", q, centred**3))
+        )
+    mean, var, third = (np.stack(part, axis=-1) for part in zip(*moments, strict=True))
+    return mean, var, third
+
+
+class _SumLaws:
+    """The n-fold laws of one (family, n, window), one row per θ, convolved as asked."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[int, npt.NDArray[np.float64]]] = []
+
+
+@functools.lru_cache(maxsize=2)
+def _sum_laws(family: TruncatedFamily, n: int, bounds: tuple[float, float]) -> _SumLaws:
+    """The (mutable) n-fold laws of :func:`_n_fold_rows`, cached.
+
+    They do not depend on the noise, and the groups of a grouped release ask for the same n at
+    several noise levels (one per quarter octave). At most two are kept (a full one is about
+    61 θ × 32 000 lattice points for counts at n = 100).
+    """
+    laws = _SumLaws()
+    laws.rows = [{} for _ in range(family.stat_size)]
+    return laws
+
+
+def _n_fold_rows(
+    family: TruncatedFamily, n: int, bounds: tuple[float, float], j: int, rows: npt.NDArray
+) -> npt.NDArray[np.float64]:
+    """The n-fold law of t̂_j at the θ grid's ``rows`` (one row each), each convolved once."""
+    done = _sum_laws(family, n, bounds).rows[j]
+    todo = [int(r) for r in rows if int(r) not in done]
+    if todo:
+        q = _record_laws(family, bounds, j)[0]
+        done.update(zip(todo, _n_fold(q[todo], n), strict=True))
+    return np.stack([done[int(r)] for r in rows])
 
 
 _BLOCK = 16
 """θ rows convolved with the noise at once (bounds the memory of :func:`_ks_rows`)."""
 
 
-@functools.lru_cache(maxsize=256)
-def _ks_core(
-    family: TruncatedFamily, n: int, bounds: tuple[float, float], scale: float
+def _ks_of_rows(
+    family: TruncatedFamily,
+    n: int,
+    bounds: tuple[float, float],
+    scale: float,
+    rows: npt.NDArray[np.intp],
 ) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray]:
-    """(mean, var, KS) of ``n`` records' window sum over the family's θ grid, cached."""
+    """(mean, var, KS) of ``n`` records' window sum at the θ grid's ``rows``."""
     # Each family spans its own θ (TruncatedFamily.window_theta_grid): a rate, a probability,
     # a mean, or (μ, σ²).
     lower, upper, _, _ = family.record_region(n, bounds)
@@ -384,18 +439,105 @@ def _ks_core(
     # docstring): then the convolutions are _FINE times shorter.
     factor = 1 if scale >= _COARSE_NOISE else _FINE
     ks, means, variances = [], [], []
-    for j, (points, pmf) in enumerate(_sum_laws(family, n, bounds)):
-        if family.discrete:
-            points, pmf = _refine(points, pmf, factor)
-        blocks = [
-            _ks_rows(points, pmf[i : i + _BLOCK], (lower[j], upper[j]), scale)
-            for i in range(0, pmf.shape[0], _BLOCK)
-        ]
+    for j in range(family.stat_size):
+        q, step, first = _record_laws(family, bounds, j)
+        points = step * (n * first + np.arange(n * (q.shape[-1] - 1) + 1))
+        blocks = []
+        for i in range(0, rows.size, _BLOCK):
+            pmf = _n_fold_rows(family, n, bounds, j, rows[i : i + _BLOCK])
+            block_points = points
+            if family.discrete:
+                block_points, pmf = _refine(points, pmf, factor)
+            blocks.append(_ks_rows(block_points, pmf, (lower[j], upper[j]), scale))
         ks_j, mean_j, var_j = (np.concatenate(part) for part in zip(*blocks, strict=True))
         ks.append(ks_j)
         means.append(mean_j)
         variances.append(var_j)
     return np.stack(means, axis=-1), np.stack(variances, axis=-1), np.max(ks, axis=0)
+
+
+@functools.lru_cache(maxsize=256)
+def _ks_core(
+    family: TruncatedFamily, n: int, bounds: tuple[float, float], scale: float
+) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray]:
+    """(mean, var, KS) of ``n`` records' window sum over the whole θ grid, cached.
+
+    The full table: what :func:`window_clt_trust` computed until 2026-12-01 (it now asks
+    :func:`_ks_core_rows` for the rows that can decide; the tests compare the two).
+    """
+    size = _record_laws(family, bounds, 0)[0].shape[0]
+    return _ks_of_rows(family, n, bounds, scale, np.arange(size))
+
+
+class _RowTable:
+    """(mean, var, KS) of one (family, n, window, noise), filled row by row as asked."""
+
+    def __init__(self, size: int, k: int) -> None:
+        self.mean = np.full((size, k), np.nan)
+        self.var = np.full((size, k), np.nan)
+        self.ks = np.full(size, np.nan)
+        self.done = np.zeros(size, dtype=bool)
+
+
+@functools.lru_cache(maxsize=256)
+def _row_table(
+    family: TruncatedFamily, n: int, bounds: tuple[float, float], scale: float
+) -> _RowTable:
+    """The (mutable) table of :func:`_ks_core_rows`, one per key, cached."""
+    size = _record_laws(family, bounds, 0)[0].shape[0]
+    return _RowTable(size, family.stat_size)
+
+
+def _ks_core_rows(
+    family: TruncatedFamily,
+    n: int,
+    bounds: tuple[float, float],
+    scale: float,
+    rows: npt.NDArray[np.intp],
+) -> tuple[npt.NDArray, npt.NDArray, npt.NDArray]:
+    """:func:`_ks_core` at ``rows`` only, computing each row once (rows do not interact)."""
+    table = _row_table(family, n, bounds, scale)
+    todo = rows[~table.done[rows]]
+    if todo.size:
+        mean, var, ks = _ks_of_rows(family, n, bounds, scale, todo)
+        table.mean[todo], table.var[todo], table.ks[todo] = mean, var, ks
+        table.done[todo] = True
+        seen = _largest_seen(family, bounds)
+        seen[todo] = np.maximum(seen[todo], ks)
+    return table.mean[rows], table.var[rows], table.ks[rows]
+
+
+@functools.lru_cache(maxsize=8)
+def _largest_seen(family: TruncatedFamily, bounds: tuple[float, float]) -> npt.NDArray:
+    """The largest distance computed so far at each θ row, over every n and noise (mutable).
+
+    The θ where the CLT is worst are much the same at every n and noise (those whose window
+    cuts the records' law), so :func:`window_clt_trust` computes them first.
+    """
+    return np.full(_record_laws(family, bounds, 0)[0].shape[0], -np.inf)
+
+
+def _clear_caches() -> None:
+    """Empty every table (for tests and benchmarks that time or compare from scratch)."""
+    for cached in (_ks_core, _row_table, _largest_seen, _sum_laws, _record_laws, _record_moments):
+        cached.cache_clear()
+
+
+_NEAR = 3.0
+"""θ is consistent with y where n E[t̂ | θ] lies within this many sds of y (every component)."""
+_ROW_MARGIN = 0.01
+"""Slack, in those sds, with which :func:`window_clt_trust` picks the θ rows to compute from
+one record's moments: n times them is the n-fold law's mean and variance up to the
+convolution's rounding, which moves the distance to y by at most 4·10⁻⁸ sd on the grouped
+releases of ``benchmarks/grouped_speed.py`` (G = 50, ε = 0.1 and 1), so no row outside the
+slack can enter the decision."""
+
+
+def _sd_distance(
+    y: npt.NDArray[np.float64], mean: npt.NDArray, var: npt.NDArray, scale: float
+) -> npt.NDArray[np.float64]:
+    """Largest over components of |y − mean| in sds of y (the law's and the noise's)."""
+    return np.max(np.abs(y - mean) / np.sqrt(var + 2.0 * scale**2), axis=-1)
 
 
 def window_clt_trust(
@@ -409,7 +551,18 @@ def window_clt_trust(
 
     The distance (:func:`clt_ks`) is taken at its largest over the θ whose expected window sum
     lies within three sds of the released y (the public value): θ is unknown, and the CLT must
-    hold wherever the posterior may put it.
+    hold wherever the posterior may put it. Where no θ of the grid is that close, over the
+    closest ones.
+
+    Only the θ rows of the grid that can decide are convolved and compared, so the answer is
+    that of the whole table (``tests/test_window_trust.py``): the rows near y follow from the
+    law's mean and variance, n times one record's (computed for every θ once per family and
+    window), so they are picked before any convolution, with a slack (:data:`_ROW_MARGIN`)
+    above the convolution's rounding, and no other row can enter the sup. They are computed
+    likely largest first (the largest distance seen at that θ for other n or noise, then the
+    skewness term), and once a row near y is above the level the CLT is untrusted whatever the
+    others give: the reason then says "at least" that distance. A trusted release has every
+    row near y computed, so its distance is the whole table's.
 
     Examples
     --------
@@ -420,15 +573,42 @@ def window_clt_trust(
     True
     """
     bounds = (float(bounds[0]), float(bounds[1]))
-    mean, var, table = _ks_table(family, int(n), bounds, float(scale))
+    n, scale = int(n), float(scale)
     y = np.asarray(released, dtype=np.float64).reshape(-1)
-    distance = np.max(np.abs(y - mean) / np.sqrt(var + 2.0 * scale**2), axis=-1)
-    near = distance <= 3.0
-    if not np.any(near):
-        near = distance <= np.min(distance)
-    ks = float(np.max(table[near]))
+    # The rows that can be near y or closest to it: with |d − d̃| ≤ δ (d̃ from one record's
+    # moments), {d ≤ 3} and argmin d both lie in {d̃ ≤ max(3, min d̃) + 2δ}.
+    mean_1, var_1, third_1 = _record_moments(family, bounds)
+    rough = _sd_distance(y, n * mean_1, n * var_1, scale)
+    rows = np.flatnonzero(rough <= max(_NEAR, float(np.min(rough))) + _ROW_MARGIN)
+    m, noise, _ = _reduced(n, scale)
+    done = _row_table(family, m, bounds, noise).done[rows]
+    if not np.all(done):
+        # Likely largest first: the largest distance seen at the row (other n and noise), then
+        # the skewness of the table's y (its m records and noise), the distance's leading term.
+        # Only the order of the work depends on them.
+        skew = np.max(np.abs(m * third_1[rows]) / (m * var_1[rows] + 2.0 * noise**2) ** 1.5, -1)
+        order = np.lexsort((-skew, -_largest_seen(family, bounds)[rows]))
+        rows, done = rows[order], done[order]
+        rows = np.concatenate([rows[done], rows[~done]])  # what is known costs nothing
+    known = stop = int(np.sum(done))
+    while True:
+        if stop:
+            mean, var, table = _ks_table(family, n, bounds, scale, rows[:stop])
+            distance = _sd_distance(y, mean, var, scale)
+            near = distance <= _NEAR
+            if stop == rows.size:
+                if not np.any(near):
+                    near = distance <= np.min(distance)
+                ks, bound = float(np.max(table[near])), "up to"
+                break
+            if np.any(table[near] > WINDOW_KS_LEVEL):
+                ks, bound = float(np.max(table[near])), "at least"
+                break
+        # The likeliest block first; if it passes, the release is likely trusted, and a
+        # trusted one needs every row: the rest at once (fewer, larger convolutions).
+        stop = min(known + _BLOCK, rows.size) if stop == known else rows.size
     reason = (
-        f"KS distance of the CLT law of y from its exact law up to {ks:.3g} over the θ "
+        f"KS distance of the CLT law of y from its exact law {bound} {ks:.3g} over the θ "
         f"consistent with y (trusted where ≤ {WINDOW_KS_LEVEL:g}; n = {n}, noise scale "
         f"{scale:.3g})"
     )
