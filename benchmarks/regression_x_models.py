@@ -3,8 +3,15 @@
 Grid: x normal / uniform on a sub-box / clipped exponential / binary × n × ε × with and
 without released degree 3–4 moments (``moments_share=0.2``). Per trial: θ, σ² from the NIG
 prior of the synthetic study (θ | σ² ~ N(0, 2σ² I), σ² ~ InvGamma(20, 1.9)), x from the design,
-y = θ₀ + θ₁x + N(0, σ²), redrawn when a record falls off the public box: y ∈ [−3, 3], x ∈
-[−2, 2] ([0, 1] for binary). Every method samples the same releases, batched:
+y = θ₀ + xᵀθ_x + N(0, σ²), the whole data set redrawn when a record falls off the public box:
+y ∈ [−3, 3], x ∈ [−2, 2]^d ([0, 1]^d for binary). That conditions on an event of the data alone,
+so the posterior, and its calibration, are unchanged. ``--d`` covariates (default 1), each drawn
+independently from the design; d > 1 with the normal model's methods only (``default_normal``,
+``default_no_symmetry``). Design ``normal-drawn``: x ~ N(μ_x, Σ_x) with (μ_x, Σ_x) drawn from the
+default's own prior of x (:func:`~pymc_dp.regression.default_x_prior` of the box), so that the
+truth is a draw of the whole model's prior and the coverage of μ_x and diag Σ_x is reported too
+(the designs above fix x's law, which the default does not know). Every method samples the same
+releases, batched:
 
 * ``default``: the package's collapsed sampler (``sample_regression``) with the NIW prior of
   x from the box; with released moments (d = 1) it takes them (``moments=``): x follows the
@@ -13,19 +20,26 @@ y = θ₀ + θ₁x + N(0, σ²), redrawn when a record falls off the public box:
   node, opt-in), without them the normal model;
 * ``default_normal``: the same sampler ignoring released moments (what the package's default,
   ``x_model="auto"``, does; identical to ``default`` without moments);
+* ``default_no_symmetry``: ``default_normal`` without the moves along the model's symmetries
+  (``scale_steps=()``; they are on by default from d = 3);
 * ``shape``: Gibbs-SS with the shape model of x (:mod:`pymc_dp.regression.kernels.x_models`,
   (γ, κ) with a prior covering uniform to exponential; the released moments when present);
 * ``binary``: Gibbs-SS with the binary model of x (binary design only);
 * ``gibbs_noisy``: Gibbs-SS with the release's noisy moments plugged in (with moments only);
 * ``gibbs_update``: Gibbs-SS-Update (normal model of x, NIW prior from the box).
 
-Printed: the 90 % central-interval coverage of θ₀, θ₁ and σ² with the two-sided 99 % binomial
-band around 0.90 for the number of trials, flagged ``*`` when outside, and the wall time.
+Printed: the 90 % central-interval coverage of θ₀ … θ_d and σ² (and μ_x, diag Σ_x for
+``normal-drawn``) with the two-sided 99 % binomial band around 0.90 for the number of trials,
+flagged ``*`` when outside; the share of releases whose largest R-hat of (θ, σ²) exceeds 1.01
+and 1.05 (rank-normalised split R-hat, ArviZ); the CPU time of the sampler call (process time,
+every thread) and the wall time.
 
 Usage::
 
     python benchmarks/regression_x_models.py --quick
     python benchmarks/regression_x_models.py --trials 200 --designs uniform --n 100 --eps 1
+    python benchmarks/regression_x_models.py --d 3 --designs normal-drawn --n 1000 --eps 1 \
+        --moments no --methods default_normal default_no_symmetry
 """
 
 from __future__ import annotations
@@ -35,6 +49,7 @@ import itertools
 import json
 import time
 
+import arviz as az
 import numpy as np
 from scipy import stats
 
@@ -43,40 +58,63 @@ from pymc_dp.regression.engine.collapsed import sample_regression
 from pymc_dp.regression.engine.gibbs_ss import sample_gibbs_ss
 from pymc_dp.regression.engine.x_model_gibbs import sample_x_model
 from pymc_dp.regression.kernels.conjugate import NIG, draw_nig
+from pymc_dp.regression.kernels.data_model import draw_niw
 from pymc_dp.regression.kernels.x_models import ShapePrior
 
-PRIOR = NIG(np.zeros(2), 0.5 * np.eye(2), np.array(20.0), np.array(1.9))
 DESIGNS = ("normal", "uniform", "exponential", "binary")
-METHODS = ("default", "default_normal", "shape", "binary", "gibbs_noisy", "gibbs_update")
-EXTRA_DESIGNS = ("normal-narrow", "uniform-wide")
+METHODS = ("default", "default_normal", "default_no_symmetry", "shape", "binary", "gibbs_noisy",
+           "gibbs_update")  # fmt: skip
+NORMAL_METHODS = ("default_normal", "default_no_symmetry")
+"""The methods that take d > 1 (the normal model of x, no released moments)."""
+EXTRA_DESIGNS = ("normal-narrow", "uniform-wide", "normal-drawn")
 Y_BOUND = 3.0
 
 
-def draw_x(rng: np.random.Generator, design: str, n: int) -> np.ndarray:
-    """Covariates of one trial, inside the public box."""
+def nig_prior(d: int = 1) -> NIG:
+    """The synthetic study's NIG prior for d covariates: θ | σ² ~ N(0, 2σ² I), σ² ~ IG(20, 1.9)."""
+    return NIG(np.zeros(d + 1), 0.5 * np.eye(d + 1), np.array(20.0), np.array(1.9))
+
+
+PRIOR = nig_prior(1)
+
+
+def x_box(design: str, d: int = 1) -> list[tuple[float, float]]:
+    """The public box of x: [0, 1]^d for binary covariates, else [−2, 2]^d."""
+    return [(0.0, 1.0) if design == "binary" else (-2.0, 2.0)] * d
+
+
+def draw_x(rng: np.random.Generator, design: str, n: int, d: int = 1, law=None) -> np.ndarray:
+    """Covariates of one trial, ``(n, d)``, each column drawn independently from the design
+    (``law`` = (μ_x, Σ_x) for ``normal-drawn``)."""
     if design == "normal":
-        return rng.normal(0.3, 0.5, (n, 1))
+        return rng.normal(0.3, 0.5, (n, d))
+    if design == "normal-drawn":
+        return rng.multivariate_normal(law[0], law[1], size=n)
     if design == "uniform":
-        return rng.uniform(-0.5, 0.5, (n, 1))
+        return rng.uniform(-0.5, 0.5, (n, d))
     if design == "exponential":
-        return np.minimum(-1.5 + rng.exponential(0.6, (n, 1)), 2.0)
+        return np.minimum(-1.5 + rng.exponential(0.6, (n, d)), 2.0)
     if design == "normal-narrow":  # the spread of the uniform design
-        return rng.normal(0.0, np.sqrt(1 / 12), (n, 1))
+        return rng.normal(0.0, np.sqrt(1 / 12), (n, d))
     if design == "uniform-wide":  # the spread the default prior expects (sd 1)
-        return rng.uniform(-np.sqrt(3.0), np.sqrt(3.0), (n, 1))
+        return rng.uniform(-np.sqrt(3.0), np.sqrt(3.0), (n, d))
     if design == "binary":
-        return (rng.uniform(size=(n, 1)) < 0.3).astype(float)
-    raise ValueError(f"design must be one of {DESIGNS} (got {design!r})")
+        return (rng.uniform(size=(n, d)) < 0.3).astype(float)
+    raise ValueError(f"design must be one of {DESIGNS + EXTRA_DESIGNS} (got {design!r})")
 
 
-def simulate(rng, design, n, eps, trials, moments):
-    """(truth (trials, 3), releases) of one cell."""
-    x_bounds = [(0.0, 1.0)] if design == "binary" else [(-2.0, 2.0)]
+def simulate(rng, design, n, eps, trials, moments, d=1):
+    """(truth, releases) of one cell; truth ``(trials, d + 2)`` (θ, σ²), with μ_x and diag Σ_x
+    after them (``(trials, 3d + 2)``) for ``normal-drawn``."""
+    x_bounds = x_box(design, d)
+    prior = nig_prior(d)
+    x_prior = default_x_prior(x_bounds)
     truth, rels = [], []
     while len(truth) < trials:
-        theta, sigma2 = draw_nig(rng, PRIOR)
-        x = draw_x(rng, design, n)
-        y = theta[0] + theta[1] * x[:, 0] + np.sqrt(sigma2) * rng.standard_normal(n)
+        theta, sigma2 = draw_nig(rng, prior)
+        law = draw_niw(rng, x_prior) if design == "normal-drawn" else None
+        x = draw_x(rng, design, n, d, law)
+        y = theta[0] + x @ theta[1:] + np.sqrt(sigma2) * rng.standard_normal(n)
         low, high = x_bounds[0]
         if np.any(np.abs(y) > Y_BOUND) or np.any((x < low) | (x > high)):
             continue  # data conditioned on the public box, as the synthetic study
@@ -84,15 +122,21 @@ def simulate(rng, design, n, eps, trials, moments):
             x, y, x_bounds=x_bounds, y_bounds=(-Y_BOUND, Y_BOUND), epsilon=eps,
             moments_share=0.2 if moments else None, rng=rng,
         )  # fmt: skip
-        truth.append([theta[0], theta[1], sigma2])
+        row = [*theta, sigma2]
+        if law is not None:
+            row += [*law[0], *np.diag(law[1])]
+        truth.append(row)
         rels.append(rel)
     return np.array(truth), rels
 
 
-def covered(theta, sigma2, truth, level=0.9):
+def covered(theta, sigma2, truth, level=0.9, x_loc=None, x_cov=None):
     """Per trial and parameter: inside the central interval, and the rank u (fraction of
-    draws below the truth); draws (chain, draw, trial, ...)."""
+    draws below the truth); draws (chain, draw, trial, ...). With ``x_loc`` and ``x_cov``,
+    μ_x and diag Σ_x follow θ and σ² (truth as :func:`simulate`'s for ``normal-drawn``)."""
     draws = np.concatenate([theta, sigma2[..., None]], axis=-1)
+    if x_loc is not None:
+        draws = np.concatenate([draws, x_loc, np.diagonal(x_cov, 0, -2, -1)], axis=-1)
     draws = draws.reshape(-1, *draws.shape[2:])
     lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=0)
     return (truth >= lo) & (truth <= hi), np.mean(draws < truth, axis=0)
@@ -109,9 +153,25 @@ def band(trials, level=0.9, alpha=0.01):
     return lo / trials, hi / trials
 
 
+def rhat_max(theta, sigma2):
+    """Per release, the largest rank-normalised split R-hat of θ and σ² (chain, draw, trial)."""
+    post = az.convert_to_dataset({"theta": theta, "sigma2": sigma2})
+    rhat = az.rhat(post)
+    return np.maximum(rhat["theta"].values.max(axis=-1), rhat["sigma2"].values)
+
+
+def parameter_names(d, drawn):
+    """Labels of the coverage columns, in :func:`covered`'s order."""
+    names = [f"theta{j}" for j in range(d + 1)] + ["sigma2"]
+    if drawn:
+        names += [f"mu{j + 1}" for j in range(d)] + [f"Sxx{j + 1}" for j in range(d)]
+    return names
+
+
 def run_cell(design, n, eps, moments, trials, args, seed):
     rng = np.random.default_rng(seed)
-    truth, rels = simulate(rng, design, n, eps, trials, moments)
+    truth, rels = simulate(rng, design, n, eps, trials, moments, args.d)
+    prior = nig_prior(args.d)
     z = np.stack([r.value for r in rels])
     scale = np.array([r.scale for r in rels])
     x_prior = default_x_prior(rels[0].x_bounds)
@@ -127,19 +187,27 @@ def run_cell(design, n, eps, moments, trials, args, seed):
     def timed(name, fn):
         if name not in args.methods:
             return
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             tr = fn()
         except np.linalg.LinAlgError as err:  # a baseline's failure must not lose the cell
             print(f"{design} n={n} eps={eps:g} {name}: failed ({err})", flush=True)
-            out[name] = (np.full(3, np.nan), time.perf_counter() - t0)
+            out[name] = {"coverage": np.full(truth.shape[1], np.nan),
+                         "seconds": time.perf_counter() - t0}  # fmt: skip
             return
-        inside, rank = covered(tr.theta, tr.sigma2, truth)
-        out[name] = (np.mean(inside, axis=0), time.perf_counter() - t0)
+        cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+        x_draws = {"x_loc": tr.x_loc, "x_cov": tr.x_cov} if design == "normal-drawn" else {}
+        inside, rank = covered(tr.theta, tr.sigma2, truth, **x_draws)
+        rhat = rhat_max(tr.theta, tr.sigma2)
+        out[name] = {"coverage": np.mean(inside, axis=0), "seconds": wall, "cpu": cpu,
+                     "rhat_over_1.01": float(np.mean(rhat > 1.01)),
+                     "rhat_over_1.05": float(np.mean(rhat > 1.05)),
+                     "rhat_median": float(np.median(rhat)),
+                     "rhat_max": float(np.max(rhat))}  # fmt: skip
         if args.per_release:  # for paired comparisons of methods on the same releases
             row = {"design": design, "n": n, "epsilon": eps, "moments": moments,
                    "method": name, "seed": seed, "covered": inside.astype(int).tolist(),
-                   "rank": np.round(rank, 4).tolist(),
+                   "rank": np.round(rank, 4).tolist(), "rhat": np.round(rhat, 4).tolist(),
                    "truth": np.round(truth, 4).tolist()}  # fmt: skip
             with open(args.per_release, "a") as fh:
                 fh.write(json.dumps(row) + "\n")
@@ -153,11 +221,13 @@ def run_cell(design, n, eps, moments, trials, args, seed):
                                            for r in rels])}  # fmt: skip
     if moments:
         extra["shape_prior"] = ShapePrior(skew=args.skew, skew_scale=args.skew_scale)
-    for name, given in (("default", extra), ("default_normal", {})):
+    no_symmetry = {"scale_steps": ()}
+    for name, given in (("default", extra), ("default_normal", {}),
+                        ("default_no_symmetry", no_symmetry)):  # fmt: skip
         timed(
             name,
             lambda given=given: sample_regression(
-                seed, released=z, n=n, prior=PRIOR, x_prior=x_prior, scale=scale,
+                seed, released=z, n=n, prior=prior, x_prior=x_prior, scale=scale,
                 tries=args.tries, **given, **kw,
             ),
         )  # fmt: skip
@@ -207,6 +277,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="40 trials, short chains")
     parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--d", type=int, default=1, help="covariates per record")
     parser.add_argument(
         "--designs", nargs="+", default=list(DESIGNS), choices=DESIGNS + EXTRA_DESIGNS
     )
@@ -251,21 +322,36 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.quick:
         args.trials, args.draws, args.tune = 40, 300, 150
+    if args.d < 1:
+        parser.error(f"--d must be >= 1 (got {args.d})")
+    if args.d > 1 and (set(args.methods) - set(NORMAL_METHODS) or "yes" in args.moments
+                       or set(args.designs) & {"binary", "exponential"}):  # fmt: skip
+        parser.error(f"--d > 1 takes --methods from {NORMAL_METHODS}, --moments no and "
+                     "designs normal, normal-drawn, uniform (and their variants)")  # fmt: skip
     lo, hi = band(args.trials)
     print(f"trials {args.trials}; 99% band of 90% coverage [{lo:.3f}, {hi:.3f}]", flush=True)
     for k, (design, n, eps, mom) in enumerate(
         itertools.product(args.designs, args.n, args.eps, args.moments)
     ):
         res = run_cell(design, n, eps, mom == "yes", args.trials, args, args.seed + k)
-        for method, (cov, secs) in res.items():
+        names = "/".join(parameter_names(args.d, design == "normal-drawn"))
+        for method, r in res.items():
+            cov = r["coverage"]
             flags = ["*" if not lo <= c <= hi else " " for c in cov]
             cells = " ".join(f"{c:.3f}{f}" for c, f in zip(cov, flags, strict=True))
-            print(f"{design:11s} n={n:<5d} eps={eps:<4g} moments={mom:3s} {method:13s} "
-                  f"theta0/theta1/sigma2 {cells}  {secs:6.1f}s", flush=True)  # fmt: skip
+            diag = (f"  R-hat>1.01 {r['rhat_over_1.01']:.3f} >1.05 {r['rhat_over_1.05']:.3f} "
+                    f"median {r['rhat_median']:.3f} max {r['rhat_max']:.3f}  "
+                    f"CPU {r['cpu']:7.1f}s" if "cpu" in r else "")  # fmt: skip
+            print(f"{design:11s} d={args.d} n={n:<5d} eps={eps:<4g} moments={mom:3s} "
+                  f"{method:13s} {names} {cells}{diag}  {r['seconds']:6.1f}s",
+                  flush=True)  # fmt: skip
             if args.output:
-                row = {"design": design, "n": n, "epsilon": eps, "moments": mom,
-                       "method": method, "trials": args.trials, "coverage": cov.tolist(),
-                       "seconds": secs}  # fmt: skip
+                row = {"design": design, "d": args.d, "n": n, "epsilon": eps, "moments": mom,
+                       "method": method, "trials": args.trials, "seed": args.seed + k,
+                       "tune": args.tune, "draws": args.draws, "chains": args.chains,
+                       "parameters": names.split("/")} | {
+                    key: (v.tolist() if isinstance(v, np.ndarray) else v) for key, v in r.items()
+                }  # fmt: skip
                 with open(args.output, "a") as fh:
                     fh.write(json.dumps(row) + "\n")
     return 0

@@ -397,6 +397,7 @@ def sample_regression(
     moment_powers: npt.ArrayLike | None = None,
     moment_scale: npt.ArrayLike | None = None,
     shape_prior: ShapePrior | None = None,
+    scale_steps: tuple[float, ...] | None = None,
 ) -> CollapsedTrace:
     """Sample the posterior of a batch of regression releases with the default sampler.
 
@@ -439,6 +440,10 @@ def sample_regression(
         trace then has ``x_skew`` and ``x_kurt``. Without them: the normal model of x.
     shape_prior
         Prior of (γ, κ); default :class:`~pymc_dp.regression.kernels.x_models.ShapePrior`.
+    scale_steps
+        Steps of the moves along the model's symmetries, as in :func:`collapsed_sweep`:
+        ``None`` (default) makes them from d = :data:`SYMMETRY_MIN_D` on, ``()`` switches them
+        off (to measure what they do, e.g. ``benchmarks/regression_x_models.py``).
 
     Returns
     -------
@@ -470,6 +475,12 @@ def sample_regression(
         moves = check_int(moves, "moves", minimum=0)
     elif not moment_moves:
         moves = n_parameters(d)
+    if scale_steps is not None:
+        scale_steps = tuple(float(t) for t in scale_steps)
+        if not all(np.isfinite(t) and t > 0 for t in scale_steps):
+            raise ValueError(
+                f"scale_steps must be finite and > 0, or () for none (got {scale_steps})"
+            )
     if (scale is None) == (noise_sd is None):
         raise TypeError("give exactly one of scale (Laplace noise) and noise_sd (Gaussian noise)")
     laplace = scale is not None
@@ -570,6 +581,7 @@ def sample_regression(
             rng, pack_parameters(theta, sigma2, x_loc, x_cov), s, target=target,
             adaptation=adapt, fit=fit, tune=it < tune, tries=tries, laplace_scale=b,
             moves=default_moves(d, 1, tune=it < tune) if moves is None else moves,
+            scale_steps=scale_steps,
         )  # fmt: skip
         if laplace:
             noise_var = mixing_variances(state.suffstat)

@@ -209,10 +209,17 @@ def draw_niw(
     cov = np.swapaxes(g, -1, -2) @ g
     cov = 0.5 * (cov + np.swapaxes(cov, -1, -2))
     xi = rng.standard_normal((*batch, d))
+    try:
+        root = np.linalg.cholesky(cov)
+    except np.linalg.LinAlgError:
+        # With ν = d (the default prior of x) a χ²₁ diagonal near 0 makes Σ_x's eigenvalues
+        # span more than float64 resolves, and Gᵀ G fails its own Cholesky (seen once in 8·10⁵
+        # draws at d = 3). Gᵀ is a square root of Σ_x as well, so μ_x has the same law; the
+        # Cholesky factor stays where it works, so that seeded draws are unchanged there.
+        root = np.swapaxes(g, -1, -2)
     loc = (
         niw.loc
-        + (np.linalg.cholesky(cov) @ xi[..., None])[..., 0]
-        / np.sqrt(np.broadcast_to(niw.kappa, batch))[..., None]
+        + (root @ xi[..., None])[..., 0] / np.sqrt(np.broadcast_to(niw.kappa, batch))[..., None]
     )
     return loc, cov
 
