@@ -230,6 +230,16 @@ def test_linear_time_noise_is_never_below_the_fft_convolution(monkeypatch, famil
     np.testing.assert_array_equal(new[1], old[1])
 
 
+def _group_rows(rng, dist, settings, values, sizes, eps):
+    """(family, n, y, noise scale, bounds) of each group of a grouped release of ``values``."""
+    keys = [f"g{g}" for g in range(len(sizes))]
+    rs = pmdp.release_grouped(values, dist, by=np.repeat(keys, sizes), groups=keys,
+                              sizes="public", epsilon=eps, rng=rng, **settings)  # fmt: skip
+    family, bounds = rs.first.get_family(), tuple(float(b) for b in rs.first.bounds)
+    return [(family, int(n), value, float(rs.first.scale), bounds)
+            for n, value in zip(rs.n, rs.value, strict=True)]  # fmt: skip
+
+
 def test_grouped_choices_are_never_less_strict_than_the_fft_rule(monkeypatch):
     """Every group of grouped releases (Normal pair, Poisson and Exponential windows, 8–120
     records, ε = 0.3 and 3): a group the FFT rule distrusted stays distrusted."""
@@ -243,22 +253,7 @@ def test_grouped_choices_are_never_less_strict_than_the_fft_rule(monkeypatch):
     for dist, settings, draw in cases:
         for eps in (0.3, 3.0):
             sizes = rng.integers(8, 121, size=10)
-            keys = [f"g{g}" for g in range(sizes.size)]
-            rs = pmdp.release_grouped(
-                draw(int(sizes.sum())),
-                dist,
-                by=np.repeat(keys, sizes),
-                groups=keys,
-                sizes="public",
-                epsilon=eps,
-                rng=rng,
-                **settings,
-            )
-            family = rs.first.get_family()
-            rows += [
-                (family, int(n), value, rs.first.scale, rs.first.bounds)
-                for n, value in zip(rs.n, rs.value, strict=True)
-            ]
+            rows += _group_rows(rng, dist, settings, draw(int(sizes.sum())), sizes, eps)
 
     def decide():
         window_trust._clear_caches()
@@ -307,23 +302,7 @@ def test_rows_that_decide_give_the_full_tables_choices(dist, settings, draw):
     rows = []
     for groups, eps in [(8, 0.1), (24, 1.0), (8, 3.0)]:
         sizes = rng.integers(5, 401, size=groups)
-        keys = [f"g{g}" for g in range(groups)]
-        rs = pmdp.release_grouped(
-            draw(rng, int(sizes.sum())),
-            dist,
-            by=np.repeat(keys, sizes),
-            groups=keys,
-            sizes="public",
-            epsilon=eps,
-            rng=rng,
-            **settings,
-        )
-        family = rs.first.get_family()
-        bounds = tuple(float(b) for b in rs.first.bounds)
-        rows += [
-            (family, int(n), value, float(rs.first.scale), bounds)
-            for n, value in zip(rs.n, rs.value, strict=True)
-        ]
+        rows += _group_rows(rng, dist, settings, draw(rng, int(sizes.sum())), sizes, eps)
     window_trust._clear_caches()
     new = [window_clt_trust(*row) for row in rows]
     early = 0
