@@ -120,9 +120,15 @@ def test_draw_niw_survives_a_near_singular_draw_of_the_default_prior():
     with pytest.raises(np.linalg.LinAlgError):
         np.linalg.cholesky(cov)  # what crashed
     assert np.all(np.isfinite(loc)) and np.all(np.isfinite(cov))
-    plain = draw_niw(np.random.default_rng(5), niw, size=(3,))
-    again = draw_niw(np.random.default_rng(5), niw, size=(3,))
-    np.testing.assert_array_equal(plain[0], again[0])
+    # Where the Cholesky works, μ_x is m + chol(Σ_x) ξ / √κ with the generator's own ξ (the
+    # draw before the fallback existed): replay the generator's stream up to ξ.
+    loc, cov = draw_niw(np.random.default_rng(5), niw, size=(3,))
+    replay = np.random.default_rng(5)
+    replay.standard_normal((3, 3, 3))
+    replay.chisquare(np.full((3, 1), 3.0) - np.arange(3))
+    xi = replay.standard_normal((3, 3))
+    expected = (np.linalg.cholesky(cov) @ xi[..., None])[..., 0] / np.sqrt(niw.kappa)
+    np.testing.assert_allclose(loc, niw.loc + expected, rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize(
