@@ -20,7 +20,7 @@ binomial       Binomial(3, p_g), Σx                                    logit p_
 poisson        Poisson(λ_g) in the window (0, 40), Σx                  log λ_g = mu + tau z_g
 normal         Normal(μ_g, σ) in a window of ±6 population sd, (Σx,    μ_g = mu + tau z_g; σ
                Σx²)                                                    shared (``--sigma``), or
-                                                                       log σ_g = nu + tau_sigma w_g
+                                                                       log σ_g = log_sigma + tau_sigma w_g
 categorical    Categorical(p_g), K = 3 counts                          p_g = softmax(mu + tau z_g)
 =============  ======================================================  ========================
 
@@ -196,36 +196,54 @@ def make_release(setting: Setting) -> Any:
 
 
 # ---- the hierarchy, identical on both sides ----------------------------------------------
-def hierarchy(setting: Setting) -> dict[str, Any]:
+README_PRIORS: dict[str, dict[str, float]] = {
+    "binomial": {"mu_mean": 0.0, "mu_sd": 1.5, "tau_sd": 1.0},
+    "poisson": {"mu_mean": 1.5, "mu_sd": 1.0, "tau_sd": 0.5},
+    "categorical": {"mu_sd": 1.5, "tau_sd": 1.0},
+    "normal": {
+        "mu_mean": 0.0,
+        "mu_sd": 5.0,
+        "tau_sd": 2.5,
+        "log_sigma_mean": 0.5,
+        "log_sigma_sd": 1.0,
+        "tau_sigma_sd": 0.5,
+    },
+}
+"""The README hierarchy's population priors, on the names of ``pmdp.build_grouped_model``."""
+
+
+def hierarchy(setting: Setting, values: dict[str, float] | None = None) -> dict[str, Any]:
     """Add the priors and θ_g to the model on the context stack; return θ_g by name.
 
-    Non-centred throughout, on public scales. The names returned, with the population
+    Non-centred throughout. ``values``: the population priors' hyperparameters
+    (:data:`README_PRIORS` by default; ``pmdp``'s ``grouped_prior_hyperparameters`` for the
+    hand-written twin of ``pymc-dp fit``'s model). The names returned, with the population
     parameters of :func:`monitored`, are the variables whose ESS and R-hat are reported.
     """
     family = setting.family
+    v = README_PRIORS[family] if values is None else values
     if family == "categorical":
-        mu = pm.ZeroSumNormal("mu", sigma=1.5, dims="category")
-        tau = pm.HalfNormal("tau", 1.0)
+        mu = pm.ZeroSumNormal("mu", sigma=v["mu_sd"], dims="category")
+        tau = pm.HalfNormal("tau", v["tau_sd"])
         z = pm.ZeroSumNormal("z", sigma=1.0, dims=("group", "category"))
         logits = pt.specify_shape(mu + tau * z, (setting.groups, CATEGORIES))
         return {
             "p": pm.Deterministic("p", pm.math.softmax(logits, axis=-1), dims=("group", "category"))
         }
+    mu = pm.Normal("mu", v["mu_mean"], v["mu_sd"])
+    tau = pm.HalfNormal("tau", v["tau_sd"])
+    z = pm.Normal("z", 0.0, 1.0, dims="group")
     if family == "normal":
-        mu = pm.Normal("mu", 0.0, 5.0)
-        tau = pm.HalfNormal("tau", 2.5)
-        z = pm.Normal("z", 0.0, 1.0, dims="group")
         mu_g = pm.Deterministic("mu_g", mu + tau * z, dims="group")
         if setting.sigma == "group":
-            nu = pm.Normal("nu", 0.5, 1.0)
-            tau_sigma = pm.HalfNormal("tau_sigma", 0.5)
+            log_sigma = pm.Normal("log_sigma", v["log_sigma_mean"], v["log_sigma_sd"])
+            tau_sigma = pm.HalfNormal("tau_sigma", v["tau_sigma_sd"])
             w = pm.Normal("w", 0.0, 1.0, dims="group")
-            sigma = pm.Deterministic("sigma_g", pm.math.exp(nu + tau_sigma * w), dims="group")
+            sigma = pm.Deterministic(
+                "sigma_g", pm.math.exp(log_sigma + tau_sigma * w), dims="group"
+            )
             return {"mu_g": mu_g, "sigma_g": sigma}
         return {"mu_g": mu_g, "sigma": pm.HalfNormal("sigma", 5.0)}
-    mu = pm.Normal("mu", *((0.0, 1.5) if family == "binomial" else (1.5, 1.0)))
-    tau = pm.HalfNormal("tau", 1.0 if family == "binomial" else 0.5)
-    z = pm.Normal("z", 0.0, 1.0, dims="group")
     if family == "binomial":
         return {"p": pm.Deterministic("p", pm.math.invlogit(mu + tau * z), dims="group")}
     return {"lam": pm.Deterministic("lam", pm.math.exp(mu + tau * z), dims="group")}
@@ -241,7 +259,7 @@ def monitored(setting: Setting, hierarchy: str = "readme") -> list[str]:
         return ["mu", "tau", "log_sigma", "tau_sigma", "mu_g", "sigma_g"]
     if setting.family == "normal":
         if setting.sigma == "group":
-            return ["mu", "tau", "nu", "tau_sigma", "mu_g", "sigma_g"]
+            return ["mu", "tau", "log_sigma", "tau_sigma", "mu_g", "sigma_g"]
         return ["mu", "tau", "sigma", "mu_g"]
     return ["mu", "tau", {"binomial": "p", "poisson": "lam", "categorical": "p"}[setting.family]]
 
@@ -272,14 +290,26 @@ def default_model(setting: Setting, rs: Any, likelihood: str = "auto") -> pm.Mod
 
 
 # ---- the hand-written models ---------------------------------------------------------------
-def hand_written_model(setting: Setting, rs: Any, latent: str = "noncentred") -> pm.Model:
-    """What a PyMC user writes without the plugin: θ_g, a latent CLT s_g, y ~ noise(s_g)."""
+def hand_written_model(
+    setting: Setting, rs: Any, latent: str = "noncentred", priors: str = "readme"
+) -> pm.Model:
+    """What a PyMC user writes without the plugin: θ_g, a latent CLT s_g, y ~ noise(s_g).
+
+    ``priors="fit"``: the population priors ``pymc-dp fit`` takes from the release's public
+    window and categories (``grouped_prior_hyperparameters``), so that both sides fit one
+    posterior; the parametrisation stays non-centred, as a user writes it.
+    """
     n = np.asarray(rs.n, dtype=np.float64)
     y = np.asarray(rs.value, dtype=np.float64)
     scale = float(rs.first.scale)  # Δ/ε, or the Gaussian mechanism's sd
     noise = pm.Normal if setting.mechanism == "gaussian" else pm.Laplace
+    values = None
+    if priors == "fit":
+        from pymc_dp.model.hierarchical import grouped_prior_hyperparameters
+
+        values = grouped_prior_hyperparameters(rs)
     with pm.Model(coords=_coords(setting)) as model:
-        theta = hierarchy(setting)
+        theta = hierarchy(setting, values)
         if setting.family in ("binomial", "poisson"):
             if setting.family == "binomial":
                 p = theta["p"]
@@ -340,9 +370,16 @@ def _latent_normal(name: str, mean: Any, sd: Any, latent: str, *, dims: str) -> 
     return pm.Deterministic(name, mean + sd * e, dims=dims)
 
 
-def build(setting: Setting, rs: Any, side: str, latent: str, hierarchy: str = "readme") -> pm.Model:
+def build(
+    setting: Setting,
+    rs: Any,
+    side: str,
+    latent: str,
+    hierarchy: str = "readme",
+    hand_priors: str | None = None,
+) -> pm.Model:
     if side == "hand":
-        return hand_written_model(setting, rs, latent)
+        return hand_written_model(setting, rs, latent, hand_priors or hierarchy)
     likelihood = "clt" if side == "clt" else "auto"
     if hierarchy == "fit":  # the model `pymc-dp fit` builds (its own priors and parametrisation)
         from pymc_dp.model.hierarchical import build_grouped_model
@@ -451,7 +488,7 @@ def gradient_cost(setting: Setting, rs: Any, side: str, args: argparse.Namespace
         with warnings.catch_warnings(), time_limit(args.time_limit, progress):
             warnings.simplefilter("ignore")
             start = time.perf_counter()
-            model = build(setting, rs, side, args.latent, args.hierarchy)
+            model = build(setting, rs, side, args.latent, args.hierarchy, args.hand_priors)
             built = time.perf_counter() - start
             if side != "hand":
                 likelihood = likelihood_of(model)
@@ -560,7 +597,7 @@ def sample_side(setting: Setting, rs: Any, side: str, args: argparse.Namespace) 
         with warnings.catch_warnings(), time_limit(args.time_limit, progress):
             warnings.simplefilter("ignore")
             start = time.perf_counter()
-            model = build(setting, rs, side, args.latent, args.hierarchy)
+            model = build(setting, rs, side, args.latent, args.hierarchy, args.hand_priors)
             if side != "hand":
                 likelihood = likelihood_of(model)
             progress["phase"] = "compiling or starting to sample"
@@ -586,7 +623,7 @@ def sample_side(setting: Setting, rs: Any, side: str, args: argparse.Namespace) 
                 args.save_traces.mkdir(parents=True, exist_ok=True)
                 label = f"{setting.family}_G{setting.groups}_eps{setting.epsilon:g}_{side}"
                 idata.to_netcdf(args.save_traces / f"{label}.nc")
-            names = monitored(setting, "readme" if side == "hand" else args.hierarchy)
+            names = monitored(setting, args.hierarchy)
             post = posterior_dataset(idata)[names]
             ess = az.ess(post, method="bulk")
             rhat = az.rhat(post)
@@ -753,6 +790,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="the pymc_dp sides' population model: the README's non-centred one, or "
         "pmdp.build_grouped_model's (what `pymc-dp fit` samples, partially centred, with its own "
         "priors; for the Normal family, with σ_g per group, pair it with --sigma group)",
+    )
+    parser.add_argument(
+        "--hand-priors",
+        choices=("readme", "fit"),
+        default=None,
+        help="the hand-written model's population priors: the README's, or those "
+        "`pymc-dp fit` takes from the public window (default: --hierarchy's, so that both "
+        "sides fit one posterior; --hand-priors readme with --hierarchy fit gives the runs "
+        "before 2026-12-01, whose hand-written side had the README's narrower priors)",
     )
     parser.add_argument(
         "--sampling-sides",

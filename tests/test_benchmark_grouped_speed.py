@@ -52,3 +52,36 @@ def test_hand_written_count_latent_has_the_window_mass_of_scipy(bench) -> None:
     expected = n * q + np.sqrt(n * q * (1 - q))
     np.testing.assert_allclose(count(point), expected, rtol=1e-12)
     assert np.isfinite(model.compile_fn(model.logp(), **values)(point))
+
+
+@pytest.mark.parametrize("family", ["normal", "poisson"])
+def test_hand_written_twin_of_fit_has_fits_population_priors(bench, family) -> None:
+    """``--hierarchy fit``: the hand-written side's population priors are ``pymc-dp fit``'s."""
+    from pymc_dp.model.hierarchical import build_grouped_model, population_variables
+
+    setting = bench.Setting(family, 4, 1.0, sigma="group")
+    rs = bench.make_release(setting)
+    names = population_variables(rs)
+    assert set(bench.monitored(setting, "fit")) >= set(names)
+    models = {
+        "fit": build_grouped_model(rs),
+        "hand": bench.hand_written_model(setting, rs, priors="fit"),
+        "readme": bench.hand_written_model(setting, rs, priors="readme"),
+    }
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        shared = dict(zip(names, rng.normal(size=len(names)), strict=True))
+        logp = {}
+        for key, model in models.items():
+            rvs = [model[name] for name in names]
+            point = model.initial_point()
+            point.update({model.rvs_to_values[rv].name: shared[rv.name] for rv in rvs})
+            fn = model.compile_fn(
+                model.logp(vars=rvs),
+                inputs=model.value_vars,
+                mode="FAST_COMPILE",
+                on_unused_input="ignore",
+            )
+            logp[key] = float(fn(point))
+        assert np.isclose(logp["fit"], logp["hand"], rtol=1e-10)
+        assert not np.isclose(logp["readme"], logp["hand"])
