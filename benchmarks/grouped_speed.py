@@ -9,7 +9,9 @@ README ("Grouped releases") in two ways, in one process:
 * **hand**: the model a PyMC user writes without the plugin, with the same priors: a latent
   statistic s_g per group with the CLT mean and covariance of the released statistic, and
   ``pm.Laplace("y", s, Δ/ε, observed=...)`` (``pm.Normal`` for ``--mechanism gaussian``),
-  sampled by NUTS.
+  sampled by NUTS. With ``--hierarchy fit`` the pymc_dp side is the model ``pymc-dp fit``
+  builds, and the hand-written side takes its population priors (``--hand-priors``),
+  non-centred, so that both fit one posterior.
 
 The families (θ_g the per-group parameter, ``mu``, ``tau`` the population ones):
 
@@ -20,7 +22,8 @@ binomial       Binomial(3, p_g), Σx                                    logit p_
 poisson        Poisson(λ_g) in the window (0, 40), Σx                  log λ_g = mu + tau z_g
 normal         Normal(μ_g, σ) in a window of ±6 population sd, (Σx,    μ_g = mu + tau z_g; σ
                Σx²)                                                    shared (``--sigma``), or
-                                                                       log σ_g = log_sigma + tau_sigma w_g
+                                                                       log σ_g = log_sigma +
+                                                                       tau_sigma w_g
 categorical    Categorical(p_g), K = 3 counts                          p_g = softmax(mu + tau z_g)
 =============  ======================================================  ========================
 

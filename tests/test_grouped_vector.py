@@ -449,8 +449,8 @@ def test_default_hyperparameters_come_from_the_window():
     rs, _, _ = _normal(11)
     values = grouped_prior_hyperparameters(rs)
     assert values == pytest.approx(
-        {"mu_mean": 10.0, "mu_sd": 10.0, "tau_sd": 5.0, "log_sigma_mean": np.log(5.0),
-         "log_sigma_sd": 1.0, "tau_sigma_sd": 0.5}
+        {"mu_mean": 10.0, "mu_sd": 10.0, "tau_sd": 5.0, "log_sigma_mean": np.log(2.5),
+         "log_sigma_sd": 0.75, "tau_sigma_sd": 0.5}
     )  # fmt: skip
     cats, _, _ = _categorical(12)
     assert grouped_prior_hyperparameters(cats) == {"mu_sd": 1.0, "tau_sd": 1.0}

@@ -30,9 +30,13 @@ reference category: μ ~ ZeroSumNormal(``mu_sd`` = 1) over the K categories (p n
 factor of a few either way), τ ~ HalfNormal(1). A Normal window (a, b) of centre m and width w
 (on log x for LogNormal) gives μ ~ N(m, w/2) and τ ~ HalfNormal(w/4), the population mean
 anywhere in the window and the groups' means up to about half a window apart, and
-ν ~ N(log(w/4), 1), τ_σ ~ HalfNormal(0.5): σ of the window's default scale w/4
-(:mod:`pymc_dp.model.priors`' Inverse-Gamma has E σ² = (w/4)²) within a factor e either way, the
-groups' σ within a factor of about 2 of each other.
+ν ~ N(log(w/8), 0.75), τ_σ ~ HalfNormal(0.5): σ from about w/35 to w/2 (2 sd), the groups' σ
+within a factor of about 2 of each other. The window is where the curator expects the records,
+and this prior says so as :mod:`pymc_dp.model.priors`' Inverse-Gamma does for one release: σ
+above w/2 holds 3% of its mass (the Inverse-Gamma's 2.6%) and above w 0.3% (0.2%). The earlier
+ν ~ N(log(w/4), 1) gave σ above w/2 25%, and its sums' far mode (σ_g several windows wide, the
+few records inside the window making up the noisy sums) took one NUTS chain of two in most
+seeds on the benchmark's releases (``docs/scale.md``).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ __all__ = [
     "GROUPED_LINKS",
     "MIN_CENTRED_GROUPS",
     "GroupedLink",
+    "between_group_variance",
     "build_grouped_model",
     "centring_weights",
     "group_summary",
@@ -319,8 +324,13 @@ def information_weights(estimate: Any, information: Any, tau_sd: float) -> np.nd
     data say little about η_g: z_g ≈ its prior whatever τ), w_g = 1 the centred one (best where
     they pin η_g: its posterior then does not move with μ or τ), and the weight above makes
     z_g a posteriori uncorrelated with μ in the normal model. The law of η_g, and so the
-    posterior, is the same for every w. τ̂² is the moment estimate var(η̂_g) − mean(1/I_g) over
-    the groups' estimates η̂_g (at least (tau_sd/10)²).
+    posterior, is the same for every w. τ̂² is the DerSimonian–Laird estimate from the groups'
+    estimates η̂_g and their information I_g (:func:`between_group_variance`; at least
+    (tau_sd/10)²). The unweighted moment estimate var(η̂_g) − mean(1/I_g) it replaced was
+    negative at ε = 0.1 on every benchmark release, where a few small groups' noise swamps the
+    spread (Binomial, Poisson, Categorical: τ̂² at the floor, a tenth to a twenty-fifth of the
+    truth), or 70 times the truth (Normal window); DerSimonian–Laird weighs each group by I_g
+    and came within a factor of 3 in most of them (``docs/scale.md``).
 
     A vector η_g ~ N(μ, τ² I) (the Categorical's free logits) takes ``estimate`` of shape
     ``(G, J)`` on any orthonormal coordinates and ``information`` ``(G, J)`` the eigenvalues of
@@ -332,12 +342,47 @@ def information_weights(estimate: Any, information: Any, tau_sd: float) -> np.nd
     (3 groups at ε = 1e6: μ's posterior sd 1.33× the exact model's with centred groups).
     """
     estimate = np.asarray(estimate, dtype=np.float64)
-    spread = 1.0 / np.maximum(np.asarray(information, dtype=np.float64), 1e-12)
+    information = np.maximum(np.asarray(information, dtype=np.float64), 1e-12)
     if estimate.shape[0] < MIN_CENTRED_GROUPS:
-        return np.zeros(spread.shape)
-    spread_between = float(np.mean(np.var(estimate, axis=0)))
-    tau2 = max(spread_between - float(np.mean(spread)), (tau_sd / 10.0) ** 2)
-    return tau2 / (tau2 + spread)
+        return np.zeros(information.shape)
+    tau2 = max(float(np.mean(between_group_variance(estimate, information))), (tau_sd / 10.0) ** 2)
+    return tau2 / (tau2 + 1.0 / information)
+
+
+def between_group_variance(estimate: Any, information: Any) -> np.ndarray:
+    """The DerSimonian–Laird estimate of τ² in η̂_g ~ N(η, τ² + 1/I_g), per coordinate.
+
+    τ̂² = max(0, (Q − (G − 1)) / (S₁ − S₂/S₁)) with Q = Σ I_g (η̂_g − η̄)², η̄ the
+    I-weighted mean, S_k = Σ I_g^k (DerSimonian & Laird 1986, the random-effects
+    meta-analysis moment estimator): groups whose release says little weigh little.
+
+    Parameters
+    ----------
+    estimate
+        η̂_g, shape ``(G,)`` or ``(G, J)``.
+    information
+        I_g > 0, the same shape.
+
+    Returns
+    -------
+    numpy.ndarray
+        τ̂², shape ``()`` or ``(J,)``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> info = rng.uniform(1.0, 100.0, size=4000)
+    >>> eta = 0.5 + rng.normal(0.0, np.sqrt(0.25 + 1.0 / info))
+    >>> round(float(between_group_variance(eta, info)), 2)
+    0.25
+    """
+    estimate = np.asarray(estimate, dtype=np.float64)
+    weight = np.asarray(information, dtype=np.float64)
+    total = weight.sum(axis=0)
+    centre = np.sum(weight * estimate, axis=0) / total
+    q = np.sum(weight * (estimate - centre) ** 2, axis=0)
+    scale = total - np.sum(weight * weight, axis=0) / total
+    return np.maximum((q - (estimate.shape[0] - 1)) / scale, 0.0)
 
 
 def _zero_sum_basis(k: int) -> np.ndarray:
@@ -507,8 +552,8 @@ class _LocationScaleLink(GroupedLink):
             "mu_mean": centre,
             "mu_sd": width / 2.0,
             "tau_sd": width / 4.0,
-            "log_sigma_mean": math.log(width / 4.0),
-            "log_sigma_sd": 1.0,
+            "log_sigma_mean": math.log(width / 8.0),
+            "log_sigma_sd": 0.75,
             "tau_sigma_sd": 0.5,
         }
 
@@ -569,6 +614,23 @@ class _LocationScaleLink(GroupedLink):
         )
         setattr(pm.modelcontext(None)["z"].tag, GROUP_JUMP_TAG, effects)
 
+    def released_start(
+        self, family: ExponentialFamily, release: ReleaseSet | None
+    ) -> tuple[float | None, float | None]:
+        """Initial μ and ν: the medians of the groups' released estimates (public values).
+
+        A window's sums have a far mode where σ_g is several windows wide and the few records
+        inside explain the noisy sums; the default prior leaves it little mass, but a chain
+        that PyMC starts at the prior's centre, far from both modes, can still settle there
+        or between (one chain of two in one of four seeds at 50 groups and ε = 1; none of
+        eight from here, ``docs/scale.md``). The prior is unchanged; ``None`` without a
+        release (PyMC's default start).
+        """
+        if release is None:
+            return None, None
+        _, mean, var = _pair_moments(family, release)
+        return float(np.median(mean)), float(np.median(0.5 * np.log(var)))
+
     def describe(self, family, values):
         return (
             f"mu_g = mu + tau z_g, log sigma_g = log_sigma + tau_sigma w_g, "
@@ -579,15 +641,16 @@ class _LocationScaleLink(GroupedLink):
         )
 
     def build(self, family, values, *, size, dims, name, release=None):
-        mu = pm.Normal(
-            "mu", values["mu_mean"], values["mu_sd"], initval=counted_start(self, family, release)
-        )
+        start = self.released_start(family, release)
+        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"], initval=start[0])
         tau = pm.HalfNormal("tau", values["tau_sd"])
         weight = np.zeros(size)
         if release is not None:
             weight = information_weights(*self.information(family, release), values["tau_sd"])
         mu_g = partially_centred("z", mu, tau, weight, dims)
-        log_sigma = pm.Normal("log_sigma", values["log_sigma_mean"], values["log_sigma_sd"])
+        log_sigma = pm.Normal(
+            "log_sigma", values["log_sigma_mean"], values["log_sigma_sd"], initval=start[1]
+        )
         tau_sigma = pm.HalfNormal("tau_sigma", values["tau_sigma_sd"])
         # No group jumps here (jump_effects): they led chains into a collective far mode.
         z_sigma = pm.Normal("z_sigma", 0.0, 1.0, dims=dims)
