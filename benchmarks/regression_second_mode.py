@@ -648,7 +648,8 @@ def run_importance(z, b, prior, x_prior, draws, *, proposals, inner, seed, thres
                 part = np.logaddexp.reduce(logw[mask]) - np.log(proposals)
                 print(f"  {name}: log Z_part {part:.2f}"
                       f", ESS within {1 / np.sum(wm**2):.0f} of {int(mask.sum())}; weighted mean "
-                      f"log prior {wm @ lpr[mask]:.2f}, log p(z | φ) {wm @ log_lik[mask]:.2f}; at "
+                      f"log prior {wm @ np.where(wm > 0, lpr[mask], 0.0):.2f}, "
+                      f"log p(z | φ) {wm @ log_lik[mask]:.2f}; at "
                       f"the heaviest: diag Σ_x {np.round(diag[best], 3).tolist()}, θ "
                       f"{np.round(th[best], 3).tolist()}")  # fmt: skip
         # Next round: each group's kernels at its own weighted particles (population MC).
