@@ -62,3 +62,28 @@ def test_default_chains_stay_at_the_records_sigma_where_the_earlier_prior_split_
     model.set_initval(model["log_sigma"], None)
     trapped = [np.max(_chain_means(model, seed)) > 3.0 for seed in (0, 1, 2)]
     assert any(trapped)
+
+
+def test_the_start_is_the_released_medians_kept_inside_the_window():
+    from pymc_dp.model.hierarchical import GROUPED_LINKS, build_grouped_model
+
+    release = _release(3)
+    link, family = GROUPED_LINKS["location-scale"], release.first.get_family()
+    value = np.asarray(release.value).reshape(GROUPS, 2)
+    mean = value[:, 0] / release.n
+    var = np.maximum(value[:, 1] / release.n - mean**2, (26.0 / 20.0) ** 2)
+    expected = (np.median(mean), np.median(0.5 * np.log(var)))
+    np.testing.assert_allclose(link.released_start(family, release), expected, rtol=1e-12)
+    start = build_grouped_model(release).initial_point()
+    np.testing.assert_allclose([start["mu"], start["log_sigma"]], expected, rtol=1e-12)
+    # Noise a thousand times wider: the medians can lie outside the window; the start cannot.
+    rng = np.random.default_rng(4)
+    sizes = np.full(GROUPS, 20)
+    keys = [f"g{g}" for g in range(GROUPS)]
+    wide = pmdp.release_grouped(
+        rng.normal(1.0, 2.0, size=sizes.sum()), pm.Normal, by=np.repeat(keys, sizes),
+        groups=keys, sizes="public", bounds=WINDOW, epsilon=1e-3, rng=5,
+    )  # fmt: skip
+    mu, log_sigma = link.released_start(family, wide)
+    assert mu == 14.0  # the medians put μ at 232
+    assert np.log(26.0 / 36.0) <= log_sigma <= np.log(13.0)

@@ -620,7 +620,7 @@ class _LocationScaleLink(GroupedLink):
         """Initial μ and ν: the medians of the groups' released estimates (public values).
 
         A window's sums have a far mode where σ_g is several windows wide and the few records
-        inside explain the noisy sums; the default prior leaves it little mass, but a chain
+        inside explain the noisy sums; the default prior gives it little room, but a chain
         that PyMC starts at the prior's centre, far from both modes, can still settle there
         or between (one chain of two in one of four seeds at 50 groups and ε = 1; none of
         eight from here, ``docs/scale.md``). The prior is unchanged; ``None`` without a
@@ -628,8 +628,17 @@ class _LocationScaleLink(GroupedLink):
         """
         if release is None:
             return None, None
+        from pymc_dp.model.priors import window_scale
+
         _, mean, var = _pair_moments(family, release)
-        return float(np.median(mean)), float(np.median(0.5 * np.log(var)))
+        centre, width = window_scale(family, release.first.bounds)
+        # Kept inside the window, and σ within the prior's 2 sd: under very wide noise the
+        # medians of the groups' estimates can lie anywhere.
+        mu = np.clip(np.median(mean), centre - width / 2.0, centre + width / 2.0)
+        log_sigma = np.clip(
+            np.median(0.5 * np.log(var)), math.log(width / 36.0), math.log(width / 2.0)
+        )
+        return float(mu), float(log_sigma)
 
     def describe(self, family, values):
         return (
