@@ -626,7 +626,9 @@ def sample_side(setting: Setting, rs: Any, side: str, args: argparse.Namespace) 
                 args.save_traces.mkdir(parents=True, exist_ok=True)
                 label = f"{setting.family}_G{setting.groups}_eps{setting.epsilon:g}_{side}"
                 idata.to_netcdf(args.save_traces / f"{label}.nc")
-            names = monitored(setting, args.hierarchy)
+            # The hand-written model names its variables as the README hierarchy does (the
+            # same names as fit's where σ_g is per group; σ shared has no log_sigma).
+            names = monitored(setting, "readme" if side == "hand" else args.hierarchy)
             post = posterior_dataset(idata)[names]
             ess = az.ess(post, method="bulk")
             rhat = az.rhat(post)
