@@ -9,12 +9,14 @@ sum: the posterior has a second mode far below the first, of mass ~2e-4, which w
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pymc as pm
 import pytest
 
 import pymc_dp as pmdp
-from pymc_dp.evaluation.exact import exponential_window_posterior
+from pymc_dp.evaluation.exact import exact_posterior, exponential_window_posterior
 from pymc_dp.model.step_methods.grid import GridStep
 
 
@@ -66,3 +68,24 @@ def test_default_sd_within_one_percent_where_posterior_is_far_narrower_than_prio
     draws = _grid_step_draws(rel, 300_000)
     assert abs(draws.mean() - exact.mean()) < 0.02 * exact.sd()
     assert abs(draws.std() / exact.sd() - 1) < 0.01
+
+
+def test_exact_references_stay_finite_thousands_of_noise_scales_from_the_release():
+    """SciPy's Laplace log density is -inf beyond ~745 scales, which made these NaN.
+
+    Above every attainable s the likelihood only gains a constant factor, so the Binomial
+    posterior at y = n + 5000 scales equals the one at n + 50 scales.
+    """
+    rel = pmdp.release([1, 0, 1, 1, 0], pm.Bernoulli, epsilon=1.0, rng=0)
+    near = exact_posterior(
+        dataclasses.replace(rel, value=np.array(5 + 50 * rel.scale)), prior=(1, 1)
+    )
+    far = exact_posterior(
+        dataclasses.replace(rel, value=np.array(5 + 5000 * rel.scale)), prior=(1, 1)
+    )
+    assert np.all(np.isfinite(far.density))
+    np.testing.assert_allclose(far.density, near.density, rtol=1e-9)
+    window = _release(2.0, 1.0, n=50)
+    lifted = dataclasses.replace(window, value=np.array(float(window.value) + 5000 * window.scale))
+    post = exponential_window_posterior(lifted, prior=(8.0, 2.0), grid_size=20)
+    assert np.all(np.isfinite(post.density)) and post.mean() > 0

@@ -80,12 +80,23 @@ def exact_posterior(
     # Cell midpoints keep θ away from 0 and 1, where the log pmf is -inf.
     grid = (np.arange(grid_size) + 0.5) / grid_size
     s = np.arange(total + 1)
-    log_lik_noise = stats.laplace.logpdf(release.value, loc=s, scale=release.scale)
+    log_lik_noise = _laplace_logpdf(release.value, s, release.scale)
     log_pmf = stats.binom.logpmf(s[None, :], total, grid[:, None])
     log_post = stats.beta.logpdf(grid, alpha, beta) + logsumexp(log_pmf + log_lik_noise, axis=1)
     density = np.exp(log_post - np.max(log_post))
     density /= trapezoid(density, grid)
     return GridPosterior(grid, density)
+
+
+def _laplace_logpdf(
+    y: float, loc: npt.NDArray[np.float64], scale: float
+) -> npt.NDArray[np.float64]:
+    """Log density of Laplace(loc, scale) at y, finite however far y lies from loc.
+
+    SciPy's ``stats.laplace.logpdf`` returns -inf beyond about 745 scales, which would make the
+    posterior NaN when every lattice point is that far from the release.
+    """
+    return -np.abs(y - np.asarray(loc, dtype=float)) / scale - np.log(2.0 * scale)
 
 
 def _window_sum_pmf(lam: float, n: int, window: tuple[float, float], step: float) -> np.ndarray:
@@ -158,7 +169,7 @@ def exponential_window_posterior(
     for i, lam in enumerate(grid):
         pmf = _window_sum_pmf(lam, release.n, window, step)
         s = np.arange(pmf.size) * step
-        noise = stats.laplace.logpdf(release.value, loc=s, scale=release.scale)
+        noise = _laplace_logpdf(release.value, s, release.scale)
         with np.errstate(divide="ignore"):
             log_lik[i] = logsumexp(np.log(pmf) + noise)
     log_post = gamma.logpdf(grid) + log_lik
