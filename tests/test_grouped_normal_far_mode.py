@@ -86,4 +86,8 @@ def test_the_start_is_the_released_medians_kept_inside_the_window():
     )  # fmt: skip
     mu, log_sigma = link.released_start(family, wide)
     assert mu == 14.0  # the medians put μ at 232
-    assert np.log(26.0 / 36.0) <= log_sigma <= np.log(13.0)
+    reach = np.log(26.0 / 8.0) + np.array([-1.5, 1.5])  # 2 sd of the default prior of ν
+    assert reach[0] <= log_sigma <= reach[1]
+    # The bounds follow the prior in use, not the default's.
+    values = dict(link.defaults(family, wide), log_sigma_mean=-3.0, log_sigma_sd=0.1)
+    assert link.released_start(family, wide, values)[1] == pytest.approx(-2.8)

@@ -328,7 +328,7 @@ def information_weights(estimate: Any, information: Any, tau_sd: float) -> np.nd
     estimates η̂_g and their information I_g (:func:`between_group_variance`; at least
     (tau_sd/10)²). The unweighted moment estimate var(η̂_g) − mean(1/I_g) it replaced was
     negative at ε = 0.1 on every benchmark release, where a few small groups' noise swamps the
-    spread (Binomial, Poisson, Categorical: τ̂² at the floor, a tenth to a twenty-fifth of the
+    spread (Binomial, Poisson, Categorical: τ̂² at the floor, a ninth to a twenty-fifth of the
     truth), or 70 times the truth (Normal window); DerSimonian–Laird weighs each group by I_g
     and came within a factor of 3 in most of them (``docs/scale.md``).
 
@@ -615,7 +615,10 @@ class _LocationScaleLink(GroupedLink):
         setattr(pm.modelcontext(None)["z"].tag, GROUP_JUMP_TAG, effects)
 
     def released_start(
-        self, family: ExponentialFamily, release: ReleaseSet | None
+        self,
+        family: ExponentialFamily,
+        release: ReleaseSet | None,
+        values: Mapping[str, float] | None = None,
     ) -> tuple[float | None, float | None]:
         """Initial μ and ν: the medians of the groups' released estimates (public values).
 
@@ -624,7 +627,8 @@ class _LocationScaleLink(GroupedLink):
         that PyMC starts at the prior's centre, far from both modes, can still settle there
         or between (one chain of two in one of four seeds at 50 groups and ε = 1; none of
         eight from here, ``docs/scale.md``). The prior is unchanged; ``None`` without a
-        release (PyMC's default start).
+        release (PyMC's default start). μ is kept inside the window and ν within 2 sd of its
+        prior ``values`` (``log_sigma_mean``, ``log_sigma_sd``; the defaults' when ``None``).
         """
         if release is None:
             return None, None
@@ -632,11 +636,16 @@ class _LocationScaleLink(GroupedLink):
 
         _, mean, var = _pair_moments(family, release)
         centre, width = window_scale(family, release.first.bounds)
+        if values is None:
+            values = self.defaults(family, release)
         # Kept inside the window, and σ within the prior's 2 sd: under very wide noise the
         # medians of the groups' estimates can lie anywhere.
         mu = np.clip(np.median(mean), centre - width / 2.0, centre + width / 2.0)
+        reach = 2.0 * values["log_sigma_sd"]
         log_sigma = np.clip(
-            np.median(0.5 * np.log(var)), math.log(width / 36.0), math.log(width / 2.0)
+            np.median(0.5 * np.log(var)),
+            values["log_sigma_mean"] - reach,
+            values["log_sigma_mean"] + reach,
         )
         return float(mu), float(log_sigma)
 
@@ -650,7 +659,7 @@ class _LocationScaleLink(GroupedLink):
         )
 
     def build(self, family, values, *, size, dims, name, release=None):
-        start = self.released_start(family, release)
+        start = self.released_start(family, release, values)
         mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"], initval=start[0])
         tau = pm.HalfNormal("tau", values["tau_sd"])
         weight = np.zeros(size)
