@@ -26,7 +26,7 @@ from pymc_dp.kernels.exact_counts import (
     draw_multinomial_suffstat,
     multinomial_log_likelihood,
 )
-from pymc_dp.likelihoods.choice import CltWarning, choose_likelihood, clt_trust
+from pymc_dp.likelihoods.choice import CltWarning, choose_likelihood, clt_trust, exact_cost
 from pymc_dp.likelihoods.exact import binomial_exact_logp, multinomial_exact_logp
 from pymc_dp.model.noisy_suffstat import release_attrs
 
@@ -214,6 +214,44 @@ def test_pm_sample_default_is_the_exact_posterior_of_a_small_release():
     assert attrs["pymc_dp_likelihood_y"] == "exact"
 
 
+@pytest.mark.slow
+def test_a_rare_event_among_many_records_gets_the_exact_posterior_by_default():
+    """3 events among 2·10⁵ records, ε = 1 (m ≈ 2: the CLT untrusted; the exact sum 82 terms).
+
+    20 000 independent GridStep draws (4 × 5000): KS p > 0.01 against the exact posterior on a
+    grid; the CLT's posterior, on the same release, is rejected (p < 1e-4), so the check can
+    fail. Until 2026-12-01 "auto" took the CLT here, costing the sum at 2·10⁵ + 1 terms.
+    """
+    n = 200_000
+    x = np.zeros(n, dtype=int)
+    x[[11, 5_000, 150_000]] = 1
+    rel = pmdp.release(x, pm.Bernoulli, epsilon=1.0, rng=4)
+    reference = exact_posterior(rel, prior=(1.0, 1.0), theta_range=(0.0, 1.5e-4))
+    pvalues = {}
+    for likelihood in ("auto", "clt"):
+        with pm.Model() as model:
+            p = pm.Beta("p", 1.0, 1.0)
+            pmdp.NoisySuffStat("y", pm.Bernoulli.dist(p=p), release=rel, likelihood=likelihood)
+            idata = pm.sample(
+                draws=5000,
+                tune=10,
+                chains=4,
+                random_seed=1,
+                progressbar=False,
+                compute_convergence_checks=False,
+            )
+        draws = idata.posterior["p"].values.ravel()
+        choice = release_attrs(model)["pymc_dp_likelihood_y"]
+        pvalues[choice] = stats.kstest(draws, reference.cdf).pvalue
+        if choice == "exact":
+            # The exact draws of s afterwards sum the same window: within 40 scales of y.
+            few = idata.isel(draw=slice(0, 50))
+            s = pmdp.sample_latent(few, model, random_seed=2).posterior["y_s"]
+            assert s.min() >= 0 and s.max() <= float(rel.value) + 40 * rel.scale
+    assert pvalues["exact"] > 0.01, pvalues
+    assert pvalues["clt"] < 1e-4, pvalues
+
+
 def test_pm_sample_exact_categorical_matches_the_enumerated_posterior():
     rel = pmdp.release([0, 2, 2, 1, 2, 2, 0, 2], pm.Categorical, epsilon=1.0, categories=3, rng=6)
     with pm.Model() as model:
@@ -322,9 +360,15 @@ def test_auto_takes_the_exact_sum_only_where_the_clt_is_untrusted_and_warns_wher
     big = np.array([300.0, 400.0, 347.0])
     assert choose_likelihood(Categorical(categories=3), 1047, big, 2.0).likelihood == "exact"
     assert choose_likelihood(Categorical(categories=3), 1048, big, 2.0).likelihood == "clt"
-    with pytest.warns(CltWarning, match="smallest expected count"):
+    # A rare event among 10⁶ records: the exact sum runs over the 82 counts within the noise's
+    # reach of y (40 scales each side), not over 10⁶ + 1 (the CLT and a warning until 2026-12-01).
+    assert exact_cost(fam, 10**6) == 10**6 + 1
+    assert exact_cost(fam, 10**6, scale=1.0) == 82
+    assert exact_cost(fam, 10, scale=1.0) == 11
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         choice = choose_likelihood(fam, 10**6, 2.0, 1.0)
-    assert choice.likelihood == "clt"
+    assert choice.likelihood == "exact" and "82 terms" in choice.reason
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         choose_likelihood(fam, 10**6, 3e5, 20.0)

@@ -19,6 +19,7 @@ from scipy.special import logsumexp
 
 from pymc_dp.curator.record import Release
 from pymc_dp.families import Binomial
+from pymc_dp.kernels.exact_counts import NoiseLaw, binomial_log_likelihood
 
 __all__ = ["GridPosterior", "exact_posterior", "exponential_window_posterior"]
 
@@ -46,7 +47,11 @@ class GridPosterior(NamedTuple):
 
 
 def exact_posterior(
-    release: Release, *, prior: Sequence[float], grid_size: int = 2001
+    release: Release,
+    *,
+    prior: Sequence[float],
+    grid_size: int = 2001,
+    theta_range: tuple[float, float] = (0.0, 1.0),
 ) -> GridPosterior:
     """Exact p(θ | y) on a grid for a Bernoulli or Binomial release with a Beta prior.
 
@@ -57,7 +62,10 @@ def exact_posterior(
     prior
         ``(alpha, beta)`` of the Beta prior on θ.
     grid_size
-        Number of grid points in (0, 1).
+        Number of grid points in ``theta_range``.
+    theta_range
+        The θ interval tabulated, (0, 1) by default; narrower where the posterior is, e.g.
+        ``(0, 1e-4)`` for a rare event among 10⁶ records, which (0, 1) would put in one cell.
 
     Returns
     -------
@@ -78,11 +86,15 @@ def exact_posterior(
     alpha, beta = family.check_prior(prior)
     total = release.n * family.trials
     # Cell midpoints keep θ away from 0 and 1, where the log pmf is -inf.
-    grid = (np.arange(grid_size) + 0.5) / grid_size
-    s = np.arange(total + 1)
-    log_lik_noise = _laplace_logpdf(release.value, s, release.scale)
-    log_pmf = stats.binom.logpmf(s[None, :], total, grid[:, None])
-    log_post = stats.beta.logpdf(grid, alpha, beta) + logsumexp(log_pmf + log_lik_noise, axis=1)
+    lo, hi = (float(v) for v in theta_range)
+    if not 0.0 <= lo < hi <= 1.0:
+        raise ValueError(f"theta_range must satisfy 0 ≤ lower < upper ≤ 1 (got {theta_range})")
+    grid = lo + (hi - lo) * (np.arange(grid_size) + 0.5) / grid_size
+    # The sum over the counts within the noise's reach of y (all but e^-40 of the noise's
+    # peak), so that 10⁶ records cost what 100 do.
+    noise = NoiseLaw("laplace", float(release.scale))
+    log_lik = binomial_log_likelihood(float(np.ravel(release.value)[0]), grid, total, noise)
+    log_post = stats.beta.logpdf(grid, alpha, beta) + log_lik
     density = np.exp(log_post - np.max(log_post))
     density /= trapezoid(density, grid)
     return GridPosterior(grid, density)

@@ -36,6 +36,7 @@ from scipy.special import gammaln, logsumexp, xlogy
 __all__ = [
     "MAX_BATCH_TERMS",
     "NOISE_KINDS",
+    "NOISE_TAIL",
     "NoiseLaw",
     "binomial_expected_count",
     "binomial_log_likelihood",
@@ -45,6 +46,9 @@ __all__ = [
     "multinomial_expected_counts",
     "multinomial_log_likelihood",
 ]
+
+NOISE_TAIL = 40.0
+"""The windowed sums leave out every s whose noise density is below e^-40 ≈ 4e-18 of its peak."""
 
 NOISE_KINDS = ("laplace", "discrete-laplace", "discrete-gaussian")
 """Noise laws: the Laplace density (the float mechanism), and the integer laws of OpenDP's
@@ -91,6 +95,14 @@ class NoiseLaw(NamedTuple):
             return -discrete_gaussian_log_normaliser(b)
         raise ValueError(f"noise kind must be one of {NOISE_KINDS} (got {self.kind!r})")
 
+    @property
+    def half_width(self) -> float:
+        """W with k(d) ≤ k(0) · e^{-NOISE_TAIL} wherever abs(d) > W: the negligible tails."""
+        b = float(self.scale)
+        if self.kind == "discrete-gaussian":
+            return b * math.sqrt(2.0 * NOISE_TAIL)
+        return b * NOISE_TAIL
+
     def logpdf(self, d: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Log density (or probability, for the integer laws) of the noise at ``d``."""
         d = np.asarray(d, dtype=np.float64)
@@ -121,16 +133,22 @@ def discrete_gaussian_log_normaliser(sigma: float) -> float:
 
 
 def binomial_suffstat_weights(
-    released: npt.ArrayLike, theta: npt.ArrayLike, total: int, noise: NoiseLaw
+    released: npt.ArrayLike,
+    theta: npt.ArrayLike,
+    total: int,
+    noise: NoiseLaw,
+    support: tuple[int, int] | None = None,
 ) -> npt.NDArray[np.float64]:
     """Log [Binomial(s; total, θ) · k(y - s)] for s = 0, …, total, on a new last axis.
 
     ``released`` and ``theta`` broadcast against each other; the result has their broadcast
-    shape plus a last axis of length ``total + 1``.
+    shape plus a last axis of length ``total + 1``, or ``last - first + 1`` for the counts
+    ``support = (first, last)`` alone.
     """
     y = np.asarray(released, dtype=np.float64)[..., None]
     p = np.asarray(theta, dtype=np.float64)[..., None]
-    s = np.arange(total + 1, dtype=np.float64)
+    first, last = (0, int(total)) if support is None else support
+    s = np.arange(first, last + 1, dtype=np.float64)
     log_choose = gammaln(total + 1.0) - gammaln(s + 1.0) - gammaln(total - s + 1.0)
     log_pmf = log_choose + xlogy(s, p) + xlogy(total - s, 1.0 - p)
     return log_pmf + noise.logpdf(y - s)
@@ -176,13 +194,29 @@ def binomial_expected_count(
 
     The gradient of log p(y | θ) in θ is E[s]/θ - (total - E[s])/(1 - θ).
     """
-    s = np.arange(int(total) + 1, dtype=np.float64)
+    first, last = _noise_support(released, total, noise)
+    s = np.arange(first, last + 1, dtype=np.float64)
 
     def mean(logw: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         w = np.exp(logw - np.max(logw, axis=-1, keepdims=True))
         return (w @ s) / np.sum(w, axis=-1)
 
     return _binomial_batches(released, theta, total, noise, mean)
+
+
+def _noise_support(released: npt.ArrayLike, total: int, noise: NoiseLaw) -> tuple[int, int]:
+    """The counts within the noise's reach of some released y: [min y - W, max y + W] ∩ [0, N].
+
+    Every s left out has k(y - s) ≤ k(0) · e^{-NOISE_TAIL} for every y, so the terms left out
+    of Σ_s Binomial(s; N, θ) · k(y - s) add up to at most k(0) · e^{-40} whatever θ (the bound
+    of :func:`pymc_dp.likelihoods.exact.binomial_exact_logp`, which sums the same window). A y
+    further than W outside [0, N] keeps the one nearest count, as that function does.
+    """
+    y = np.asarray(released, dtype=np.float64)
+    width = noise.half_width
+    first = int(np.clip(math.ceil(float(np.min(y)) - width), 0, total))
+    last = int(np.clip(math.floor(float(np.max(y)) + width), 0, total))
+    return min(first, last), max(first, last)
 
 
 def _binomial_batches(
@@ -195,17 +229,21 @@ def _binomial_batches(
     """``reduce`` of the weights over s, in chunks of at most :data:`MAX_BATCH_TERMS` terms.
 
     A batch of θ (a grid, or 4000 posterior draws) times a sum over 10⁵ counts would
-    otherwise hold gigabytes of weights at once.
+    otherwise hold gigabytes of weights at once. The sum runs over the counts within the noise's
+    reach of y (:func:`_noise_support`): for a rare event among 10⁶ records at ε = 1, 82 counts
+    instead of 10⁶ + 1.
     """
     y, p = np.broadcast_arrays(
         np.asarray(released, dtype=np.float64), np.asarray(theta, dtype=np.float64)
     )
+    support = _noise_support(y, total, noise)
     flat_y, flat_p = y.reshape(-1), p.reshape(-1)
-    step = max(1, MAX_BATCH_TERMS // (int(total) + 1))
+    step = max(1, MAX_BATCH_TERMS // (support[1] - support[0] + 1))
     out = np.empty(flat_y.size)
     for start in range(0, flat_y.size, step):
         part = slice(start, start + step)
-        out[part] = reduce(binomial_suffstat_weights(flat_y[part], flat_p[part], total, noise))
+        weights = binomial_suffstat_weights(flat_y[part], flat_p[part], total, noise, support)
+        out[part] = reduce(weights)
     return out.reshape(y.shape)
 
 
@@ -218,7 +256,8 @@ def draw_binomial_suffstat(
     noise: NoiseLaw,
 ) -> npt.NDArray[np.float64]:
     """Exact draws of s | θ, y for released Binomial counts (one per broadcast element)."""
-    return _binomial_batches(released, theta, total, noise, lambda w: _draw_index(rng, w))
+    first = _noise_support(released, total, noise)[0]
+    return first + _binomial_batches(released, theta, total, noise, lambda w: _draw_index(rng, w))
 
 
 def _draw_index(rng: np.random.Generator, logw: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:

@@ -75,7 +75,8 @@ LIKELIHOODS = ("auto", "clt", "exact")
 EXACT_MAX_TERMS = 100_000
 """Largest cost per evaluation of the exact likelihood that ``"auto"`` takes where the CLT is
 untrusted, in log-space
-terms (:func:`exact_cost`): N + 1 for a Binomial count, n·b + 1 for a window sum of counts over
+terms (:func:`exact_cost`): N + 1 for a Binomial count, or the 2⌊40 b⌋ + 2 within the noise's
+reach of y where fewer, n·b + 1 for a window sum of counts over
 [a, b], and for K categories (K - 2)(n + 1)² products of a linear convolution at
 :data:`CONVOLUTION_PRODUCT_COST` each, plus n + 1 (n ≤ 1047 for K = 3)."""
 
@@ -144,7 +145,11 @@ def exact_cost(
 ) -> int:
     """Cost of one evaluation of the exact likelihood of ``n`` records, in log-space terms.
 
-    A window sum of counts needs the release's ``bounds``: its sum runs over 0, …, n·b.
+    A Binomial count of N = n · trials sums N + 1 terms, or, given the noise ``scale`` b, only
+    the counts within the noise's reach of y: at most 2⌊40 b⌋ + 2
+    (:func:`pymc_dp.likelihoods.exact.binomial_exact_logp`; 40 b bounds the reach of the
+    Gaussian noise of σ = b too). A window sum of counts needs the release's ``bounds``: its
+    sum runs over 0, …, n·b.
     Categorical counts of one release are convolved linearly (each product costs
     :data:`CONVOLUTION_PRODUCT_COST`); ``batched=True`` gives the cost per release of a batch,
     whose recursion runs in log space. Continuous records need ``bounds`` and the noise
@@ -165,7 +170,10 @@ def exact_cost(
         if bounds is None:
             raise ValueError("the cost of a windowed release depends on its bounds: pass bounds")
         return n * int(family.latent_window(bounds)[1]) + 1
-    return n * family.trials + 1
+    total = n * family.trials + 1
+    if scale is None or batched:
+        return total
+    return min(total, 2 * math.floor(NoiseLaw("laplace", float(scale)).half_width) + 2)
 
 
 def noise_law(
@@ -323,7 +331,7 @@ def choose_likelihood(
     if continuous_window(family):
         return _choose_continuous(family, n, released, scale, bounds, warn)
     trusted, reason = clt_trust(family, n, released, scale, bounds=bounds)
-    cost = exact_cost(family, n, bounds) if exact_supported(family) else None
+    cost = exact_cost(family, n, bounds, scale=scale) if exact_supported(family) else None
     if trusted and _vector_statistic(family) and cost is not None and cost <= EXACT_MAX_TERMS:
         # K counts: the CLT keeps s as a latent vector (no closed form to collapse it), so
         # there the exact sum, drawn by IndependenceStep, is the cheaper as well as exact.
@@ -331,7 +339,9 @@ def choose_likelihood(
     if trusted:
         return LikelihoodChoice("clt", f"CLT trusted: {reason}")
     if cost is not None and cost <= EXACT_MAX_TERMS:
-        return LikelihoodChoice("exact", f"CLT untrusted ({reason}); exact affordable")
+        return LikelihoodChoice(
+            "exact", f"CLT untrusted ({reason}); exact affordable ({cost} terms per evaluation)"
+        )
     if warn:
         dear = (
             f"the exact likelihood would sum {cost} terms per evaluation (more than "

@@ -32,6 +32,7 @@ from pytensor.tensor.extra_ops import broadcast_shape
 from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp.kernels.exact_counts import (
+    NOISE_TAIL,
     NoiseLaw,
     multinomial_expected_counts,
     multinomial_log_likelihood,
@@ -87,16 +88,9 @@ def draw_noise(rng: np.random.Generator, noise: NoiseLaw, size: Any) -> np.ndarr
     return rng.choice(k, size=size, p=w / w.sum()).astype(np.float64)
 
 
-NOISE_TAIL = 40.0
-"""The windowed sums leave out every s whose noise density is below e^-40 ≈ 4e-18 of its peak."""
-
-
 def noise_half_width(noise: NoiseLaw) -> float:
     """W with k(d) ≤ k(0) · e^{-NOISE_TAIL} wherever abs(d) > W: the noise's negligible tails."""
-    b = float(noise.scale)
-    if noise.kind == "discrete-gaussian":
-        return b * math.sqrt(2.0 * NOISE_TAIL)
-    return b * NOISE_TAIL
+    return noise.half_width
 
 
 def binomial_exact_logp(value: Any, theta: Any, total: Any, noise: NoiseLaw) -> TensorVariable:

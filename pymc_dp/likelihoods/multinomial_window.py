@@ -33,24 +33,14 @@ import pytensor.tensor as pt
 from pytensor.tensor.variable import TensorVariable
 from scipy import special
 
-from pymc_dp.kernels.exact_counts import NoiseLaw
+from pymc_dp.kernels.exact_counts import NOISE_TAIL, NoiseLaw
 
 __all__ = ["NOISE_TAIL", "WINDOW_MAX_TERMS", "window_logp", "window_table"]
 
-NOISE_TAIL = 40.0
-"""The sum leaves out every s whose noise term is below e^-40 of its largest over the simplex."""
 
 WINDOW_MAX_TERMS = 400_000
 """Largest table (groups × terms, padded) evaluated as a graph: about 2 ms per logp and
 gradient on the C backend; larger tables use the compiled recursion ``Op``."""
-
-
-def _noise_width(noise: NoiseLaw) -> float:
-    """W with log k(d) < log k(0) − NOISE_TAIL wherever abs(d) > W."""
-    b = float(noise.scale)
-    if noise.kind == "discrete-gaussian":
-        return b * math.sqrt(2.0 * NOISE_TAIL)
-    return b * NOISE_TAIL
 
 
 def _group_terms(
@@ -58,7 +48,7 @@ def _group_terms(
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """(s, constant) of one group's kept count vectors, or None if more than ``budget``."""
     k = y.shape[0]
-    width = _noise_width(noise)
+    width = noise.half_width
     ranges = [
         np.arange(max(0, math.ceil(v - width)), min(n, math.floor(v + width)) + 1) for v in y[:-1]
     ]
