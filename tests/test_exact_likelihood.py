@@ -214,6 +214,37 @@ def test_pm_sample_default_is_the_exact_posterior_of_a_small_release():
     assert attrs["pymc_dp_likelihood_y"] == "exact"
 
 
+def _rare_event_release():
+    """3 events among 2·10⁵ records, ε = 1: m ≈ 2, the CLT untrusted; the exact sum 82 terms."""
+    x = np.zeros(200_000, dtype=int)
+    x[[11, 5_000, 150_000]] = 1
+    rel = pmdp.release(x, pm.Bernoulli, epsilon=1.0, rng=4)
+    return rel, exact_posterior(rel, prior=(1.0, 1.0), theta_range=(0.0, 1.5e-4))
+
+
+def test_the_engine_takes_the_exact_sum_for_a_rare_event_among_many_records():
+    """20 000 independent draws of sample_gibbs: KS p > 0.01 against the exact posterior with
+    "auto"; the CLT's (``likelihood="clt"``) is rejected, p < 1e-4, so the check can fail."""
+    rel, reference = _rare_event_release()
+    pvalues = {}
+    for likelihood in ("auto", "clt"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CltWarning)
+            trace = sample_gibbs(
+                1,
+                family=Bernoulli(),
+                prior=(1.0, 1.0),
+                released=np.atleast_1d(np.asarray(rel.value, dtype=float)),
+                n=rel.n,
+                scale=rel.scale,
+                draws=20_000,
+                likelihood=likelihood,
+            )
+        pvalues[likelihood] = stats.kstest(trace.theta.ravel(), reference.cdf).pvalue
+    assert pvalues["auto"] > 0.01, pvalues
+    assert pvalues["clt"] < 1e-4, pvalues
+
+
 @pytest.mark.slow
 def test_a_rare_event_among_many_records_gets_the_exact_posterior_by_default():
     """3 events among 2·10⁵ records, ε = 1 (m ≈ 2: the CLT untrusted; the exact sum 82 terms).
@@ -222,11 +253,7 @@ def test_a_rare_event_among_many_records_gets_the_exact_posterior_by_default():
     grid; the CLT's posterior, on the same release, is rejected (p < 1e-4), so the check can
     fail. Until 2026-12-01 "auto" took the CLT here, costing the sum at 2·10⁵ + 1 terms.
     """
-    n = 200_000
-    x = np.zeros(n, dtype=int)
-    x[[11, 5_000, 150_000]] = 1
-    rel = pmdp.release(x, pm.Bernoulli, epsilon=1.0, rng=4)
-    reference = exact_posterior(rel, prior=(1.0, 1.0), theta_range=(0.0, 1.5e-4))
+    rel, reference = _rare_event_release()
     pvalues = {}
     for likelihood in ("auto", "clt"):
         with pm.Model() as model:

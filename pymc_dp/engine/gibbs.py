@@ -82,7 +82,14 @@ def _engine_likelihood(
             return "clt"
         trusted = all(clt_trust(family, n, row, scale, bounds=bounds)[0] for row in y)
         return "clt" if trusted else "exact"
-    if exact_cost(family, n, batched=True) * y.shape[0] > ENGINE_EXACT_BUDGET:
+    per_release = exact_cost(family, n, batched=True)
+    if not isinstance(family, Categorical):
+        # A Binomial batch sums the counts within the noise's reach of any of its y
+        # (kernels.exact_counts): the span of y and 40 noise scales each side, at most N + 1.
+        reach = NoiseLaw("laplace", float(scale)).half_width
+        span = float(np.max(y) - np.min(y)) + 2.0 * reach
+        per_release = min(per_release, int(span) + 2)
+    if per_release * y.shape[0] > ENGINE_EXACT_BUDGET:
         return "clt"
     # The engine samples Categorical releases by Algorithm 1 (conjugate θ | s).
     gibbs = not collapsible(family)
