@@ -7,10 +7,11 @@ law to s, so
     p(y | θ) = Σ_s p(s | θ) · k(y - s),
 
 where k is the noise law of the mechanism that made the release (:class:`NoiseLaw`): the
-Laplace density, or the discrete Laplace or discrete Gaussian probability of an integer. Every
-term is kept, so these are exact up to floating point; one multinomial release is summed over
-each category's central window of counts only where the terms left out are proved below 1.7e-15
-of the sum (:func:`_trimmed_log_likelihood`).
+Laplace density, or the discrete Laplace or discrete Gaussian probability of an integer. A
+Binomial sum runs over the counts within the noise's reach of y (every count left out has noise
+density below e^-40 of its peak, :data:`NOISE_TAIL`), as its PyTensor twin does; one multinomial
+release is summed over each category's central window of counts only where the terms left out
+are proved below 1.7e-15 of the sum (:func:`_trimmed_log_likelihood`).
 
 The multinomial sum runs over count vectors with Σ s = n. It factorises over categories given
 the total, so a forward recursion over categories in log space,
