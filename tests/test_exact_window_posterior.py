@@ -14,9 +14,14 @@ import dataclasses
 import numpy as np
 import pymc as pm
 import pytest
+from scipy import stats
+from scipy.integrate import trapezoid
+from scipy.special import logsumexp
 
 import pymc_dp as pmdp
 from pymc_dp.evaluation.exact import exact_posterior, exponential_window_posterior
+from pymc_dp.kernels.exact_counts import NoiseLaw
+from pymc_dp.likelihoods.exact import binomial_exact_logp
 from pymc_dp.model.step_methods.grid import GridStep
 
 
@@ -85,6 +90,17 @@ def test_exact_references_stay_finite_thousands_of_noise_scales_from_the_release
     )
     assert np.all(np.isfinite(far.density))
     np.testing.assert_allclose(far.density, near.density, rtol=1e-9)
+    # Both are the whole sum Σ_s Binomial(s; 5, θ) e^{s/b}: the window follows y clipped to
+    # [0, N] (centred on y itself it kept s = 5 alone at y = 5 + 5000 b, a different posterior).
+    s = np.arange(6)
+    brute = logsumexp(stats.binom.logpmf(s[None], 5, far.grid[:, None]) + s / rel.scale, axis=1)
+    density = np.exp(brute - brute.max())
+    np.testing.assert_allclose(far.density, density / trapezoid(density, far.grid), rtol=1e-9)
+    # The model's PyTensor sum: its log likelihood differences across θ are the brute force's.
+    pick = [100, 1000, 1900]
+    law = NoiseLaw("laplace", float(rel.scale))
+    got = binomial_exact_logp(5 + 5000 * rel.scale, far.grid[pick], 5, law).eval()
+    np.testing.assert_allclose(np.diff(got), np.diff(brute[pick]), rtol=1e-9)
     window = _release(2.0, 1.0, n=50)
     lifted = dataclasses.replace(window, value=np.array(float(window.value) + 5000 * window.scale))
     post = exponential_window_posterior(lifted, prior=(8.0, 2.0), grid_size=20)

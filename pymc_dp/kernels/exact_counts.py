@@ -206,18 +206,18 @@ def binomial_expected_count(
 
 
 def _noise_support(released: npt.ArrayLike, total: int, noise: NoiseLaw) -> tuple[int, int]:
-    """The counts within the noise's reach of some released y: [min y - W, max y + W] ∩ [0, N].
+    """The counts within the noise's reach of some released y: [c - W, c + W] ∩ [0, N].
 
-    Every s left out has k(y - s) ≤ k(0) · e^{-NOISE_TAIL} for every y, so the terms left out
-    of Σ_s Binomial(s; N, θ) · k(y - s) add up to at most k(0) · e^{-40} whatever θ (the bound
-    of :func:`pymc_dp.likelihoods.exact.binomial_exact_logp`, which sums the same window). A y
-    further than W outside [0, N] keeps the one nearest count, as that function does.
+    c is y clipped to [0, N] (over a batch, from its smallest to its largest). Every s left out
+    has k(y - s) ≤ k(y - c) · e^{-NOISE_TAIL}, so the terms left out of
+    Σ_s Binomial(s; N, θ) · k(y - s) add up to at most k(y - c) · e^{-40} whatever θ (the bound
+    of :func:`pymc_dp.likelihoods.exact.binomial_exact_logp`, which sums the same window).
     """
-    y = np.asarray(released, dtype=np.float64)
+    y = np.clip(np.asarray(released, dtype=np.float64), 0.0, total)
     width = noise.half_width
     first = int(np.clip(math.ceil(float(np.min(y)) - width), 0, total))
     last = int(np.clip(math.floor(float(np.max(y)) + width), 0, total))
-    return min(first, last), max(first, last)
+    return first, last
 
 
 def _binomial_batches(

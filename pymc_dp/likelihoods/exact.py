@@ -96,15 +96,16 @@ def noise_half_width(noise: NoiseLaw) -> float:
 def binomial_exact_logp(value: Any, theta: Any, total: Any, noise: NoiseLaw) -> TensorVariable:
     """Log p(y | θ) = log Σ_s Binomial(s; N, θ) · k(y - s), over the s the noise lets through.
 
-    The sum runs over s in [y - W, y + W] ∩ [0, N] with W = :func:`noise_half_width`: every s
-    left out has k(y - s) ≤ k(0) · e^{-40}, so, whatever θ, the terms left out add up to at most
-    k(0) · e^{-40} · Σ_s Binomial(s; N, θ) = k(0) · e^{-40}. The result is a lower bound on the
-    exact likelihood L(θ) within L(θ) · e^{-40} · k(0) / L(θ): a relative 4e-18 · k(0)/L(θ),
-    below 1e-12 wherever L(θ) is above 4e-6 of the noise's peak density (and wherever θ has
-    posterior mass, L(θ) is within a few orders of magnitude of its largest value, which is at
-    least k(0)/(1 + 2.6 sd(s)/b)). The window depends on y only, so the log binomial
-    coefficients and the noise terms are constants of the compiled graph, and an evaluation
-    costs one exponential per s in the window, vectorised over every release or group.
+    The sum runs over s in [c - W, c + W] ∩ [0, N], c = y clipped to [0, N], with
+    W = :func:`noise_half_width`: every s left out has k(y - s) ≤ k(y - c) · e^{-40}, so,
+    whatever θ, the terms left out add up to at most k(y - c) · e^{-40} · Σ_s Binomial(s; N, θ)
+    = k(y - c) · e^{-40}. The result is a lower bound on the exact likelihood L(θ) within a
+    relative 4e-18 · k(y - c)/L(θ), below 1e-12 wherever L(θ) is above 4e-6 of k(y - c) (for y in
+    [0, N], the noise's peak density; wherever θ has posterior mass, L(θ) is within a few orders
+    of magnitude of its largest value, which is at least k(0)/(1 + 2.6 sd(s)/b)). The window
+    depends on y only, so the log binomial coefficients and the noise terms are constants of the
+    compiled graph, and an evaluation costs one exponential per s in the window, vectorised
+    over every release or group.
 
     Parameters
     ----------
@@ -137,8 +138,11 @@ def binomial_exact_logp(value: Any, theta: Any, total: Any, noise: NoiseLaw) -> 
     value = pt.as_tensor_variable(value).astype("float64")
     theta = pt.as_tensor_variable(theta).astype("float64")
     n = pt.as_tensor_variable(totals)
-    first = pt.clip(pt.ceil(value - width), 0.0, n)
-    last = pt.clip(pt.floor(value + width), 0.0, n)
+    # Centred on y clipped to [0, N]: a y beyond N (or below 0) keeps the counts within W of
+    # N (or 0), whose noise terms are the largest, rather than the one nearest count.
+    centre = pt.clip(value, 0.0, n)
+    first = pt.clip(pt.ceil(centre - width), 0.0, n)
+    last = pt.clip(pt.floor(centre + width), 0.0, n)
     s = first[..., None] + pt.arange(terms, dtype="float64")
     inside = s <= last[..., None]
     s = pt.switch(inside, s, first[..., None])
