@@ -85,7 +85,8 @@ def sample_exact_binomial(
             p = np.exp(log_theta)
             return prior + binomial_log_likelihood(y_c, p, total, noise)
 
-        center = stats.beta.median(a_c[:, 0] + y_c[:, 0].clip(0, total), b_c[:, 0] + 1.0)
+        count = y_c[:, 0].clip(0, total)  # the bracket search starts at the noiseless posterior
+        center = stats.beta.median(a_c[:, 0] + count, b_c[:, 0] + total - count)
         center = np.log(center) - np.log1p(-center)
         grid = grid_density(log_density, center=center)
         z = draw_from_grid(rng, grid, size=draws)
