@@ -27,7 +27,7 @@ from pymc_dp.engine.records import sample_records
 from pymc_dp.families import Categorical, ExponentialFamily, TruncatedFamily
 from pymc_dp.families.record_laws import continuous_window
 from pymc_dp.kernels import draw_noise_variance, draw_suffstat, window_constraints
-from pymc_dp.kernels.exact_counts import NOISE_KINDS, NoiseLaw
+from pymc_dp.kernels.exact_counts import NOISE_KINDS, NoiseLaw, binomial_noise_support
 from pymc_dp.likelihoods.choice import (
     ENGINE_EXACT_BUDGET,
     LIKELIHOODS,
@@ -84,11 +84,11 @@ def _engine_likelihood(
         return "clt" if trusted else "exact"
     per_release = exact_cost(family, n, batched=True)
     if not isinstance(family, Categorical):
-        # A Binomial batch sums the counts within the noise's reach of any of its y
-        # (kernels.exact_counts): the span of y and 40 noise scales each side, at most N + 1.
-        reach = NoiseLaw("laplace", float(scale)).half_width
-        span = float(np.max(y) - np.min(y)) + 2.0 * reach
-        per_release = min(per_release, int(span) + 2)
+        # A Binomial batch sums only the counts its kernel keeps: those within the noise's reach
+        # of the batch's y (Laplace's reach, which bounds the Gaussian's).
+        noise = NoiseLaw("laplace", float(scale))
+        first, last = binomial_noise_support(y, n * family.trials, noise)
+        per_release = last - first + 1
     if per_release * y.shape[0] > ENGINE_EXACT_BUDGET:
         return "clt"
     # The engine samples Categorical releases by Algorithm 1 (conjugate θ | s).

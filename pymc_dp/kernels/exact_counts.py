@@ -41,6 +41,7 @@ __all__ = [
     "NoiseLaw",
     "binomial_expected_count",
     "binomial_log_likelihood",
+    "binomial_noise_support",
     "binomial_suffstat_weights",
     "draw_binomial_suffstat",
     "draw_multinomial_suffstat",
@@ -195,7 +196,7 @@ def binomial_expected_count(
 
     The gradient of log p(y | θ) in θ is E[s]/θ - (total - E[s])/(1 - θ).
     """
-    first, last = _noise_support(released, total, noise)
+    first, last = binomial_noise_support(released, total, noise)
     s = np.arange(first, last + 1, dtype=np.float64)
 
     def mean(logw: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -205,7 +206,7 @@ def binomial_expected_count(
     return _binomial_batches(released, theta, total, noise, mean)
 
 
-def _noise_support(released: npt.ArrayLike, total: int, noise: NoiseLaw) -> tuple[int, int]:
+def binomial_noise_support(released: npt.ArrayLike, total: int, noise: NoiseLaw) -> tuple[int, int]:
     """The counts within the noise's reach of some released y: [c - W, c + W] ∩ [0, N].
 
     c is y clipped to [0, N] (over a batch, from its smallest to its largest). Every s left out
@@ -231,13 +232,13 @@ def _binomial_batches(
 
     A batch of θ (a grid, or 4000 posterior draws) times a sum over 10⁵ counts would
     otherwise hold gigabytes of weights at once. The sum runs over the counts within the noise's
-    reach of y (:func:`_noise_support`): for a rare event among 10⁶ records at ε = 1, 82 counts
-    instead of 10⁶ + 1.
+    reach of y (:func:`binomial_noise_support`): for a rare event among 10⁶ records at ε = 1,
+    82 counts instead of 10⁶ + 1.
     """
     y, p = np.broadcast_arrays(
         np.asarray(released, dtype=np.float64), np.asarray(theta, dtype=np.float64)
     )
-    support = _noise_support(y, total, noise)
+    support = binomial_noise_support(y, total, noise)
     flat_y, flat_p = y.reshape(-1), p.reshape(-1)
     step = max(1, MAX_BATCH_TERMS // (support[1] - support[0] + 1))
     out = np.empty(flat_y.size)
@@ -257,7 +258,7 @@ def draw_binomial_suffstat(
     noise: NoiseLaw,
 ) -> npt.NDArray[np.float64]:
     """Exact draws of s | θ, y for released Binomial counts (one per broadcast element)."""
-    first = _noise_support(released, total, noise)[0]
+    first = binomial_noise_support(released, total, noise)[0]
     return first + _binomial_batches(released, theta, total, noise, lambda w: _draw_index(rng, w))
 
 
