@@ -100,6 +100,24 @@ def test_auto_takes_exact_for_continuous_records_where_the_clt_is_untrusted():
     )
 
 
+def test_grouped_window_warning_names_the_measured_distance_not_counts():
+    # Small groups of Normal records in a window: the CLT is untrusted by its KS distance. The
+    # warning said "few expected counts", which is the rule for counts, not for windows.
+    from pymc_dp.model.nodes.grouped import grouped_likelihood
+
+    rng = np.random.default_rng(2)
+    keys = ["a", "b"]
+    x = rng.normal(0.0, 1.0, size=20)
+    rs = pmdp.release_grouped(
+        x, pm.Normal, by=np.repeat(keys, 10), groups=keys, sizes="public", bounds=(-4.0, 4.0),
+        epsilon=1.0, rng=3,
+    )  # fmt: skip
+    with pytest.warns(CltWarning, match="KS distance") as caught:
+        choices = grouped_likelihood(Normal(), rs, "auto")
+    assert choices == ["clt", "clt"]
+    assert all("expected counts" not in str(w.message) for w in caught)
+
+
 def test_noisy_suffstat_auto_on_a_small_exponential_release():
     rel = pmdp.release(
         np.random.default_rng(0).exponential(0.5, 10),

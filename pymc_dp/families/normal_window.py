@@ -40,6 +40,7 @@ from pytensor.scalar.math import C_CODE_PATH
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.variable import TensorVariable
 
+from pymc_dp.families.erfcx import erfcx
 from pymc_dp.families.truncated import LOG_TINY, f64, normal_log_cdf
 from pymc_dp.kernels.normal_window import (
     EDGE,
@@ -137,7 +138,7 @@ def window_moments_graph(alpha: Any, beta: Any) -> list[TensorVariable]:
     a, b = lo / np.sqrt(2.0), hi / np.sqrt(2.0)
     exponent = (a - b) * (a + b)
     ratio = pt.exp(exponent)
-    d_raw = pt.erfcx(a) - ratio * pt.erfcx(b)
+    d_raw = erfcx(a) - ratio * erfcx(b)
     ok = pt.gt(d_raw, MIN_D)
     d = pt.switch(ok, d_raw, 1.0)
     log_z = np.log(0.5) - a * a + pt.log(d)

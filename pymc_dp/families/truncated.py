@@ -33,6 +33,7 @@ from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp._validation import OUT_OF_DOMAIN_ADVICE, check_finite_array, describe_records
 from pymc_dp.families.base import ExponentialFamily
+from pymc_dp.families.erfcx import erfcx
 
 __all__ = [
     "LOG_TINY",
@@ -90,7 +91,7 @@ def normal_log_cdf(z: TensorVariable) -> TensorVariable:
     single branch keeps the autodiff graphs (and their compile time) small.
     """
     z = pt.clip(z, -38.0, 30.0)  # log Φ(-38) < -700: far below LOG_TINY either way
-    return pt.log(pt.erfcx(-z / np.sqrt(2.0)) / 2.0) - z**2 / 2.0
+    return pt.log(erfcx(-z / np.sqrt(2.0)) / 2.0) - z**2 / 2.0
 
 
 @dataclasses.dataclass(frozen=True)

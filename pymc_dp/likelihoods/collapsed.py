@@ -32,6 +32,7 @@ from pytensor.tensor.random.op import RandomVariable
 from pytensor.tensor.variable import TensorVariable
 from scipy.stats import truncnorm
 
+from pymc_dp.families.erfcx import erfcx
 from pymc_dp.likelihoods.normal_laplace import normal_laplace
 
 __all__ = [
@@ -68,12 +69,11 @@ def log_diff_normal_cdf(
     x3, y3 = pt.switch(middle, x, 1.0), pt.switch(middle, y, -1.0)
     return pt.log(pt.constant(0.5, dtype="float64")) + pt.switch(
         upper,
-        -pt.square(y1)
-        + pt.log(pt.erfcx(y1) - pt.exp(pt.square(y1) - pt.square(x1)) * pt.erfcx(x1)),
+        -pt.square(y1) + pt.log(erfcx(y1) - pt.exp(pt.square(y1) - pt.square(x1)) * erfcx(x1)),
         pt.switch(
             lower,
             -pt.square(x2)
-            + pt.log(pt.erfcx(-x2) - pt.exp(pt.square(x2) - pt.square(y2)) * pt.erfcx(-y2)),
+            + pt.log(erfcx(-x2) - pt.exp(pt.square(x2) - pt.square(y2)) * erfcx(-y2)),
             pt.log(pt.erf(x3) - pt.erf(y3)),
         ),
     )

@@ -691,7 +691,9 @@ def window_pair_model(
     n = np.asarray(n, dtype=np.float64).reshape(-1)
     value = np.asarray(value, dtype=np.float64)
     b = np.float64(noise_scale)
-    y1, y2 = value[:, 0], value[:, 1]
+    # Contiguous copies: Numba keeps a strided constant as a pointer (a "dynamic global"),
+    # and a function holding one is never written to its on-disk cache.
+    y1, y2 = np.ascontiguousarray(value[:, 0]), np.ascontiguousarray(value[:, 1])
     spec = _spec(spec)
     m1, m2, v11, v12, v22 = (n * e for e in window_pair_entries(loc, scale, spec))
     c, d, var = first_statistic_map(as_float64(y1), m1, v11, as_float64(b))

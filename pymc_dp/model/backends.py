@@ -13,7 +13,8 @@ jax.numpy instead (:mod:`pymc_dp.likelihoods.marginals_jax`).
 
 PyTensor maps its scalar ``erfcx`` (in the collapsed normal–Laplace likelihood) to JAX only
 through tensorflow-probability; :func:`jax.scipy.special.erfcx` is registered in its place, with
-its asymptotic series above :data:`ERFCX_SERIES_FROM`: JAX 0.10's own returns 0 for x in about
+its asymptotic series above
+:data:`~pymc_dp.kernels.erfcx.ERFCX_SERIES_FROM`: JAX 0.10's own returns 0 for x in about
 [26.54, 26.64] (where x² nears the largest float64 exponent), which made a grouped Poisson
 window model's every NumPyro transition diverge.
 
@@ -34,14 +35,10 @@ from typing import Any
 
 import numpy as np
 
+from pymc_dp.kernels.erfcx import ERFCX_SERIES, ERFCX_SERIES_FROM
+
 __all__ = ["ERFCX_SERIES_FROM", "jax_erfcx", "register_jax", "register_when_imported"]
 
-ERFCX_SERIES_FROM = 25.0
-"""x from which :func:`jax_erfcx` sums the asymptotic series rather than calling JAX's erfcx."""
-
-# erfcx(x) ~ 1/(x√π) Σ_k c_k x^(-2k), c_k = (-1)^k (2k - 1)!! / 2^k; at x ≥ 25 the first omitted
-# term is below 3e-17 of the sum.
-_ERFCX_SERIES = (1.0, -0.5, 0.75, -1.875, 6.5625, -29.53125, 162.421875)
 
 _JAX_DISPATCH = "pytensor.link.jax.dispatch"
 _registered = False
@@ -181,8 +178,8 @@ def jax_erfcx(x: Any) -> Any:
     # Each branch sees only arguments it is right for, so neither puts a NaN into the gradient.
     inv = 1.0 / jnp.where(near, ERFCX_SERIES_FROM, x)
     w = jnp.square(inv)
-    series = _ERFCX_SERIES[-1]
-    for c in _ERFCX_SERIES[-2::-1]:
+    series = ERFCX_SERIES[-1]
+    for c in ERFCX_SERIES[-2::-1]:
         series = c + w * series
     far = series * inv / math.sqrt(math.pi)
     return jnp.where(near, jax_special.erfcx(jnp.where(near, x, 0.0)), far)

@@ -40,6 +40,7 @@ from pymc_dp.likelihoods.count_trust import counts_clt_trust
 from pymc_dp.likelihoods.exact import BinomialCounts, released_statistic
 from pymc_dp.likelihoods.exact_windows import WindowCounts
 from pymc_dp.likelihoods.grouped import CltLaw, MixedLaw
+from pymc_dp.likelihoods.window_trust import WINDOW_KS_LEVEL
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.model.nodes.collapsed import collapsed_y, mark_theta
 from pymc_dp.model.nodes.counted import grouped_counted_y
@@ -117,11 +118,17 @@ def grouped_likelihood(
                 and not clt_trust(family, int(n_g), value, rel.scale, bounds=bounds)[0]
                 for (_, n_g, value), choice in zip(rows, choices, strict=True)
             ]
+        cause = (
+            # window_clt_trust's measure: the KS distance at the θ consistent with y.
+            f"the CLT law of y is more than {WINDOW_KS_LEVEL:g} in KS distance from the exact "
+            "law at some θ consistent with y"
+            if continuous_window(family)
+            else "few expected counts or little noise"
+        )
         doubtful = [key for (key, _, _), bad in zip(rows, untrusted, strict=True) if bad]
         if doubtful:
             warnings.warn(
-                f"the CLT for s may be inaccurate for groups {doubtful!r} (few expected counts "
-                f"or little noise); {why}",
+                f"the CLT for s may be inaccurate for groups {doubtful!r} ({cause}); {why}",
                 CltWarning,
                 stacklevel=4,
             )
