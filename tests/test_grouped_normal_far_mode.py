@@ -91,3 +91,25 @@ def test_the_start_is_the_released_medians_kept_inside_the_window():
     # The bounds follow the prior in use, not the default's.
     values = dict(link.defaults(family, wide), log_sigma_mean=-3.0, log_sigma_sd=0.1)
     assert link.released_start(family, wide, values)[1] == pytest.approx(-2.8)
+
+
+def test_the_spreads_start_at_their_released_estimates_within_the_prior():
+    # τ and τ_σ started at the prior's scale (τ = w/4 = 6.5, six times the truth here); with
+    # the jitter of every z_g that spread the groups over ±6.5 and put some in the far mode.
+    from pymc_dp.model.hierarchical import GROUPED_LINKS, build_grouped_model
+
+    release = _release(3)  # records' μ_g ~ N(1, 1²), log σ_g ~ N(log 2, 0.2²)
+    link, family = GROUPED_LINKS["location-scale"], release.first.get_family()
+    values = link.defaults(family, release)
+    tau, tau_sigma = link.released_spreads(family, release, values)
+    assert 0.5 < tau < 2.0
+    assert values["tau_sigma_sd"] / 10.0 <= tau_sigma < 0.4
+    start = build_grouped_model(release).initial_point()
+    np.testing.assert_allclose(
+        np.exp([start["tau_log__"], start["tau_sigma_log__"]]), [tau, tau_sigma], rtol=1e-12
+    )
+    # Kept within [a tenth, twice] the prior's scale whatever the estimate.
+    narrow = dict(values, tau_sd=0.01, tau_sigma_sd=10.0)
+    tau, tau_sigma = link.released_spreads(family, release, narrow)
+    assert tau == pytest.approx(0.02) and tau_sigma == pytest.approx(1.0)
+    assert link.released_spreads(family, None, values) == (None, None)
