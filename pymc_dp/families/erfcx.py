@@ -1,7 +1,7 @@
 """erfcx(x) = exp(x²) erfc(x) for PyTensor graphs, with a Numba build that Numba can cache.
 
-PyTensor's own ``erfcx`` reaches SciPy's Cython function through a pointer on the Numba backend
-(nutpie, PyTensor 3's default). A pointer has no cache key, so every compiled function that
+PyTensor 2's own ``erfcx`` reaches SciPy's Cython function through a pointer on the Numba
+backend (nutpie's). A pointer has no cache key, so every compiled function that
 holds it, and every function around that, is compiled again on each fit. :data:`erfcx` is the
 same operation (PyTensor's C and JAX implementations, its derivative) with a plain Numba
 implementation, :func:`~pymc_dp.kernels.erfcx.erfcx_scalar`, cached on disk like the rest of
