@@ -63,6 +63,7 @@ from pymc_dp.likelihoods.pair_window import (
     dual_scale,
     dual_sub,
     pair_given_entries,
+    released_columns,
 )
 
 __all__ = [
@@ -400,9 +401,7 @@ def counted_poisson_model(
     n = np.asarray(n, dtype=np.float64).reshape(-1)
     value = np.asarray(value, dtype=np.float64)
     b1, b2 = (np.float64(b) for b in noise_scales)
-    # Contiguous copies: Numba keeps a strided constant as a pointer (a "dynamic global"),
-    # and a function holding one is never written to its on-disk cache.
-    y1, y2 = np.ascontiguousarray(value[:, 0]), np.ascontiguousarray(value[:, 1])
+    y1, y2 = released_columns(value)
     spec = counted_window_spec(*spec)
     m1, m2, v11, v12, v22 = counted_poisson_entries(eta, n, spec)
     c, d, var = first_statistic_map(as_float64(y1), m1, v11, as_float64(b1))

@@ -61,6 +61,7 @@ __all__ = [
     "pair_window_graph",
     "pair_window_logp",
     "pair_window_scalar",
+    "released_columns",
     "window_pair_model",
 ]
 
@@ -669,6 +670,15 @@ register_fused_kernel(
 
 
 # ---- the model's two variables -------------------------------------------------------------------
+def released_columns(value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The released pairs' columns y₁ and y₂ of a ``(G, 2)`` array, as contiguous copies.
+
+    The model's graph holds them as constants, and Numba keeps a strided constant as a pointer
+    (a "dynamic global"): a function holding one is never written to its on-disk cache.
+    """
+    return np.ascontiguousarray(value[:, 0]), np.ascontiguousarray(value[:, 1])
+
+
 def window_pair_model(
     name: str,
     *,
@@ -691,9 +701,7 @@ def window_pair_model(
     n = np.asarray(n, dtype=np.float64).reshape(-1)
     value = np.asarray(value, dtype=np.float64)
     b = np.float64(noise_scale)
-    # Contiguous copies: Numba keeps a strided constant as a pointer (a "dynamic global"),
-    # and a function holding one is never written to its on-disk cache.
-    y1, y2 = np.ascontiguousarray(value[:, 0]), np.ascontiguousarray(value[:, 1])
+    y1, y2 = released_columns(value)
     spec = _spec(spec)
     m1, m2, v11, v12, v22 = (n * e for e in window_pair_entries(loc, scale, spec))
     c, d, var = first_statistic_map(as_float64(y1), m1, v11, as_float64(b))
