@@ -21,6 +21,7 @@ from pytensor.tensor.elemwise import Elemwise
 
 from pymc_dp.kernels import erfcx as _kernel
 from pymc_dp.kernels.erfcx import erfcx_scalar
+from pymc_dp.kernels.numba_mirror import NUMBA_OPTIONS
 
 __all__ = ["CacheableErfcx", "erfcx", "scalar_erfcx"]
 
@@ -39,8 +40,9 @@ scalar_erfcx = CacheableErfcx(upgrade_to_float_no_complex, name="erfcx")
 erfcx = Elemwise(scalar_erfcx, name="erfcx")
 """Elementwise erfcx(x) = exp(x²) erfc(x), as ``pytensor.tensor.erfcx``."""
 
-# Keyed by the kernel module's whole source (its constants too): an edit is never served stale.
-_NUMBA_KEY = hashlib.sha256(inspect.getsource(_kernel).encode()).hexdigest()
+# Keyed by the kernel module's whole source (its constants too) and the options: an edit is never
+# served stale.
+_NUMBA_KEY = hashlib.sha256((inspect.getsource(_kernel) + repr(NUMBA_OPTIONS)).encode()).hexdigest()
 
 
 def _register_numba() -> bool:
@@ -53,7 +55,7 @@ def _register_numba() -> bool:
 
     @register_funcify_and_cache_key(CacheableErfcx)
     def _erfcx_numba(op: Any, node: Any = None, **kwargs: Any) -> tuple[Any, str]:
-        return numba_basic.numba_njit(fastmath=False)(erfcx_scalar), f"pmdp_erfcx_{_NUMBA_KEY}"
+        return numba_basic.numba_njit(**NUMBA_OPTIONS)(erfcx_scalar), f"pmdp_erfcx_{_NUMBA_KEY}"
 
     return True
 

@@ -43,7 +43,7 @@ from pytensor.tensor.variable import TensorVariable
 from scipy import special, stats
 
 from pymc_dp.families.truncated import LOG_TINY, f64, guarded_log, log1mexp, logaddexp
-from pymc_dp.kernels.numba_mirror import compile_mirror, mirror_key
+from pymc_dp.kernels.numba_mirror import NUMBA_OPTIONS, compile_mirror, mirror_key
 
 __all__ = [
     "MIRROR_HELPERS",
@@ -450,7 +450,7 @@ def _register_numba() -> bool:
         lo, hi = op.lo, op.hi
         lg_l, lg_h = _log_factorials(lo, hi)
 
-        @numba_basic.numba_njit(fastmath=False)
+        @numba_basic.numba_njit(**NUMBA_OPTIONS)
         def poisson_window(eta):
             return core(eta, lo, hi, lg_l, lg_h)
 

@@ -15,7 +15,15 @@ import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["compile_mirror", "mirror_key"]
+import numpy as np
+
+__all__ = ["NUMBA_OPTIONS", "compile_mirror", "mirror_key"]
+
+NUMBA_OPTIONS: dict[str, Any] = {"fastmath": False, "error_model": "numpy"}
+"""Numba's options for every kernel of the package: IEEE arithmetic, as the C. No fast-math; and
+a division by zero gives ±inf or nan as in C, where Numba's default error model raises (and
+tests every divisor: about 6 % of the windowed Normal pair's kernel, 433 against 409 ns a group,
+best of 12 alternating runs)."""
 
 
 def compile_mirror(namespace: dict[str, Any], helpers: Iterable[str], core: str) -> Callable:
@@ -28,14 +36,43 @@ def compile_mirror(namespace: dict[str, Any], helpers: Iterable[str], core: str)
     env = dict(namespace)
     for name in helpers:
         code = namespace[name].__code__
-        env[name] = numba.njit(types.FunctionType(code, env, name), fastmath=False)
+        env[name] = numba.njit(types.FunctionType(code, env, name), **NUMBA_OPTIONS)
     return env[core]
 
 
 def mirror_key(namespace: dict[str, Any], helpers: Iterable[str]) -> str:
-    """The SHA-256 of the helpers' source: Numba's on-disk cache key for a compiled mirror.
+    """Numba's on-disk cache key for a compiled mirror: a SHA-256 of all that it compiles from.
 
-    Keyed by the source, an edit of the algorithm is never served a stale build.
+    The helpers' source, the value of every constant they read from ``namespace`` (a module
+    constant, or one imported from another module) and :data:`NUMBA_OPTIONS`: an edit of the
+    algorithm, of a constant or of the options is never served a stale build.
     """
-    source = "".join(inspect.getsource(namespace[name]) for name in helpers)
-    return hashlib.sha256(source.encode()).hexdigest()
+    parts = []
+    for name in helpers:
+        function = namespace[name]
+        parts.append(inspect.getsource(function))
+        parts.extend(
+            _constant(key, namespace[key])
+            for key in sorted(_globals_read(function.__code__))
+            if key in namespace
+        )
+    parts.append(repr(NUMBA_OPTIONS))
+    return hashlib.sha256("".join(parts).encode()).hexdigest()
+
+
+def _globals_read(code: types.CodeType) -> set[str]:
+    """The global names a code object and the code nested in it may read."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _globals_read(const)
+    return names
+
+
+def _constant(name: str, value: Any) -> str:
+    """``name=value`` for a constant (a number, string, tuple or array); '' for anything else."""
+    if isinstance(value, np.ndarray):
+        return f"{name}={value.dtype}{value.shape}{value.tobytes().hex()};"
+    if isinstance(value, (bool, int, float, complex, str, bytes, tuple, frozenset)):
+        return f"{name}={value!r};"
+    return ""

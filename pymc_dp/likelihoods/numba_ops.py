@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pymc_dp.kernels.numba_mirror import NUMBA_OPTIONS
+
 __all__ = ["register_numba_scalar"]
 
 
@@ -20,8 +22,8 @@ def register_numba_scalar(op_class: type, build: Callable[[Any], tuple[Callable,
     """Give ``op_class`` a cache-keyed Numba implementation; False where PyTensor cannot take one.
 
     ``build(op)`` returns a plain Python function of the operation's scalar inputs (calling
-    already compiled helpers) and its cache key; it is compiled here without fastmath (IEEE, as
-    the C).
+    already compiled helpers) and its cache key; it is compiled here with
+    :data:`~pymc_dp.kernels.numba_mirror.NUMBA_OPTIONS` (IEEE, as the C).
     """
     try:
         from pytensor.link.numba.dispatch import basic as numba_basic
@@ -32,6 +34,6 @@ def register_numba_scalar(op_class: type, build: Callable[[Any], tuple[Callable,
     @register_funcify_and_cache_key(op_class)
     def _funcify(op: Any, node: Any, **kwargs: Any) -> tuple[Callable, str]:
         function, key = build(op)
-        return numba_basic.numba_njit(fastmath=False)(function), key
+        return numba_basic.numba_njit(**NUMBA_OPTIONS)(function), key
 
     return True
