@@ -14,8 +14,10 @@ Checked by hand when this was written: with the covariates' Jacobian exponent (d
 of (d + 2) J − 1, the first test is off by 0.59 nats and the second fails (KS p < 1e-4 for
 log Σ_11, Σ_12 and the scatter of x); with c^(p + 1) instead of c^(p + 2) for y ↦ c y, the
 first is off and the second rejects log σ² at p = 1e-4. With g instead of g² for the residuals'
-rescaling (issue 34), the first fails for that move and the second rejects log σ² at p = 2e-5
-(given w) and 1e-5 (w integrated out).
+rescaling (issue 34), the first fails for that move and the second rejects log σ² at p = 1e-6
+(given w) and < 1e-6 (w integrated out). The
+rescaling along the axes of Σ_x with the Jacobian of a fixed A (its first version, which
+ignored that the map reads the axes) was rejected by the second at p < 1e-15 (Σ₁₂).
 """
 
 import numpy as np
@@ -31,8 +33,11 @@ from pymc_dp.regression.kernels.collapsed import (
     unpack_parameters,
 )
 from pymc_dp.regression.kernels.normal_model import draw_statistic, statistic_logpdf
+from pymc_dp.regression.kernels.scale_move import MOVES as SAMPLER_MOVES
 from pymc_dp.regression.kernels.scale_move import (
     posterior_shift_move,
+    principal_scale_move,
+    rescale_principal_axes,
     rescale_residuals,
     rescale_responses,
     scale_move,
@@ -114,6 +119,7 @@ MOVES = {
     "shift": (shift_responses, lambda rng: 0.05 * rng.standard_normal(D + 1)),
     "response": (rescale_responses, lambda rng: np.asarray(0.3 * rng.standard_normal())),
     "residual": (rescale_residuals, lambda rng: np.asarray(0.3 * rng.standard_normal())),
+    "principal": (rescale_principal_axes, lambda rng: 0.3 * rng.standard_normal(D)),
 }
 
 
@@ -192,6 +198,10 @@ def test_posterior_shift_proposal_reads_only_what_the_shift_keeps(laplace):
     np.testing.assert_allclose(moved.params[~took], u[~took])
 
 
+GEWEKE_MOVES = (*SAMPLER_MOVES, (principal_scale_move, 1.0))
+"""The sampler's moves and the rescaling along the axes of Σ_x, which is not among them."""
+
+
 def _two_sample(moved, fresh, alpha=1e-3):
     """Two-sample KS p-values of paired samples, all above alpha / (number of tests)."""
     pvalues = [stats.ks_2samp(a, b).pvalue for a, b in zip(moved, fresh, strict=True)]
@@ -213,10 +223,11 @@ def _summaries(u, s, n):
 @pytest.mark.parametrize("laplace", [False, True])
 def test_moves_keep_the_joint_law(laplace):
     """Geweke: 3000 exact draws of (φ, s, z), n = 15, noise sd 10; 12 cycles of
-    :func:`scale_moves` (each three of every move of the module's ``MOVES``: maps and
-    translations of x, shifts and rescalings of y, rescalings of the residuals) with every
-    draw's own z; 11 summaries of φ and s against 3000 fresh draws, KS at α = 0.001 / 11. With
-    ``laplace`` the moves integrate the Laplace mixing variances out."""
+    :func:`scale_moves` (each three of every move of the sampler's ``MOVES`` and
+    :func:`principal_scale_move`: maps and translations of x, shifts and rescalings of y,
+    rescalings of the residuals) with every draw's own z; 11 summaries of φ and s against 3000
+    fresh draws, KS at α = 0.001 / 11. With ``laplace`` the moves integrate the Laplace mixing
+    variances out."""
     rng = np.random.default_rng(2034)
     # Noise sd 10 leaves the orbits wide, so that a wrong ratio tilts them visibly (sd 3: a
     # Jacobian exponent off by one passed; 10: p < 1e-4 on log Σ_11).
@@ -227,7 +238,7 @@ def test_moves_keep_the_joint_law(laplace):
     b = noise_sd / np.sqrt(2.0) if laplace else None
     rates = []
     for _ in range(12):
-        state, taken = scale_moves(rng, state, target=tgt, laplace_scale=b)
+        state, taken = scale_moves(rng, state, target=tgt, laplace_scale=b, moves=GEWEKE_MOVES)
         rates.append(taken.mean())
     assert 0.2 < np.mean(rates) < 0.9  # the moves move
     # They moved the state: log Σ_11 changed by 0.26 (sd over the draws).

@@ -12,6 +12,9 @@ The moves here walk along it. A map of data sets, applied to every record, maps 
 * map the covariates linearly, x ↦ A x (:func:`transform_covariates`): μ_x ↦ A μ_x,
   Σ_x ↦ A Σ_x Aᵀ, θ_x ↦ A⁻ᵀ θ_x (intercept and σ² kept), B ↦ E B Eᵀ, with
   E = blockdiag(1, A, 1) and B the matrix of s; A = diag g rescales them, x_j ↦ g_j x_j;
+  A = V diag(g) Vᵀ with V the axes of the (first node's) Σ_x rescales along them
+  (:func:`rescale_principal_axes`: the map reads V, which it keeps, so its Jacobian is taken
+  with V's dependence on Σ_x);
 * translate the covariates, x ↦ x + c (:func:`translate_covariates`): μ_x ↦ μ_x + c,
   θ₀ ↦ θ₀ − cᵀθ_x, B ↦ M B Mᵀ with M the shear (1, x, y) ↦ (1, x + c, y);
 * shift the responses, y ↦ y + x̃ᵀδ (:func:`shift_responses`): θ ↦ θ + δ, X̃ᵀy ↦ X̃ᵀy + Gδ,
@@ -37,9 +40,10 @@ det A < 0; c ~ N(0, τ² S/n), S the scatter of x, kept; δ ~ N(0, τ² c² G⁻
 
 π the prior in the natural parameters (θ, σ², μ_x, the d(d + 1)/2 entries of Σ_x) and #J_φ the
 Jacobian of the map of φ there: #det A^((d + 2) J − 1) (per node #det A from μ_x and
-#det A^(d + 1) from Σ_x; #det A⁻¹ once from θ_x), 1 for the translation and the shift,
-c^(p + 2) for y ↦ c y, g² for the residuals (θ is kept, so the Jacobian of the whole map is
-block-triangular: that of s given θ, which cancels, times g²). L is the release's likelihood:
+#det A^(d + 1) from Σ_x; #det A⁻¹ once from θ_x; along the axes of Σ_x, that of
+:func:`rescale_principal_axes`), 1 for the translation and the shift, c^(p + 2) for y ↦ c y,
+g² for the residuals (θ is kept, so the Jacobian of the whole map is block-triangular: that of
+s given θ, which cancels, times g²). L is the release's likelihood:
 N(z; s, diag w) given the mixing variances, or Laplace(z; s, b) with them integrated out (then
 the caller must redraw w | s, z before w is next used, as after the moment move with w
 integrated out, and no proposal may depend on w). No CLT quantity enters: the moves are cheap
@@ -71,6 +75,8 @@ __all__ = [
     "SCALE_STEPS",
     "SHIFT_FACTOR",
     "posterior_shift_move",
+    "principal_scale_move",
+    "rescale_principal_axes",
     "rescale_residuals",
     "rescale_responses",
     "residual_scale_move",
@@ -210,6 +216,38 @@ def transform_covariates(
     log_jac = np.where(sign > 0, ((d + 2.0) * nodes - 1.0) * log_det, -np.inf)
     ratio = _ratio(par, (theta, par.sigma2, loc, cov), s, s_new, log_jac, target, laplace_scale)
     return pack_parameters(theta, par.sigma2, loc, cov), s_new, ratio
+
+
+def rescale_principal_axes(
+    u: npt.ArrayLike,
+    suffstat: npt.ArrayLike,
+    log_g: npt.ArrayLike,
+    *,
+    target: CollapsedTarget,
+    laplace_scale: npt.ArrayLike | None = None,
+) -> Proposal:
+    """The state after x ↦ V diag(g) Vᵀ x, V the axes of the first node's Σ_x, and the log ratio.
+
+    ``log_g`` ``(..., d)`` in ascending order of Σ_x's eigenvalues λ. The map reads V, so its
+    Jacobian is not that of a fixed A: the first node's Σ_x keeps its eigenvectors and its
+    eigenvalues go to g_k² λ_k, Jacobian Π g_k² Π_{i<k} |g_i² λ_i − g_k² λ_k| / |λ_i − λ_k| (the
+    volume element of symmetric matrices in eigen-coordinates), where a fixed A gives
+    #det A^(d + 1); given that Σ_x the rest maps with a fixed A (Jacobians as
+    :func:`transform_covariates`), so the whole Jacobian is their product. A keeps V, so −log g
+    maps back. Arguments and returns as :func:`transform_covariates`.
+    """
+    u, s, d, par = _unpack(u, suffstat, target)
+    log_g = np.asarray(log_g, dtype=np.float64)
+    lam, vec = np.linalg.eigh(par.x_cov[..., 0, :, :])
+    # The Cayley generator whose map is V diag(g) Vᵀ: (g − 1) / (g + 1) = tanh(log g / 2).
+    h = (vec * 2.0 * np.tanh(0.5 * log_g)[..., None, :]) @ vec.swapaxes(-1, -2)
+    u_new, s_new, ratio = transform_covariates(u, s, h, target=target, laplace_scale=laplace_scale)
+    lam_new = lam * np.exp(2.0 * log_g)
+    i, k = np.triu_indices(d, 1)
+    with np.errstate(divide="ignore"):
+        spread = np.sum(np.log(np.abs(lam_new[..., i] - lam_new[..., k]))
+                        - np.log(np.abs(lam[..., i] - lam[..., k])), axis=-1)  # fmt: skip
+    return u_new, s_new, ratio - (d - 1.0) * np.sum(log_g, axis=-1) + spread
 
 
 def translate_covariates(
@@ -393,6 +431,36 @@ def scale_move(
     h = sd * rng.standard_normal((*np.shape(state.params)[:-1], d, d))
     proposal = transform_covariates(state.params, state.suffstat, h, target=target,
                                     laplace_scale=laplace_scale)  # fmt: skip
+    return _accept(rng, state, proposal)
+
+
+def principal_scale_move(
+    rng: np.random.Generator,
+    state: MoveState,
+    *,
+    target: CollapsedTarget,
+    step: float,
+    laplace_scale: npt.ArrayLike | None = None,
+) -> tuple[MoveState, npt.NDArray[np.bool_]]:
+    """One Metropolis–Hastings rescaling of the covariates along the principal axes of Σ_x.
+
+    :func:`rescale_principal_axes` with log g_k ~ N(0, step²) independent: the image has the
+    same axes, so −log g (in whatever order its eigenvalues now fall) is drawn there with the
+    same density. Where Σ_x is nearly singular (the funnel at d ≥ 4, docs/regression.md) this
+    stretches its thin axis alone, which the per-covariate rescalings of :func:`scale_move` do
+    only together with the others. Not in :data:`MOVES`: at d = 5 on the trap benchmark's
+    release it raised the smallest ESS of log diag Σ_x 1.4–2.2×, at d = 3 it halved the ESS per
+    CPU second (docs/regression.md, "Issue 34: moves for σ², θ and diag Σ_x"). Arguments and
+    returns as :func:`scale_move`.
+    """
+    if target.x_shape is not None:
+        raise ValueError(
+            "principal_scale_move does not rescale the shape family's moments; x_shape=None"
+        )
+    d = target.x_prior.loc.shape[-1]
+    log_g = step * rng.standard_normal((*np.shape(state.params)[:-1], d))
+    proposal = rescale_principal_axes(state.params, state.suffstat, log_g, target=target,
+                                      laplace_scale=laplace_scale)  # fmt: skip
     return _accept(rng, state, proposal)
 
 
