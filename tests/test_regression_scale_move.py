@@ -13,7 +13,11 @@ Two checks that fail if a Metropolis–Hastings ratio is wrong:
 Checked by hand when this was written: with the covariates' Jacobian exponent (d + 2) J instead
 of (d + 2) J − 1, the first test is off by 0.59 nats and the second fails (KS p < 1e-4 for
 log Σ_11, Σ_12 and the scatter of x); with c^(p + 1) instead of c^(p + 2) for y ↦ c y, the
-first is off and the second rejects log σ² at p = 1e-4.
+first is off and the second rejects log σ² at p = 1e-4. With g instead of g² for the residuals'
+rescaling (issue 34), the first fails for that move and the second rejects log σ² at p = 1e-6
+(given w) and < 1e-6 (w integrated out). The
+rescaling along the axes of Σ_x with the Jacobian of a fixed A (its first version, which
+ignored that the map reads the axes) was rejected by the second at p < 1e-15 (Σ₁₂).
 """
 
 import numpy as np
@@ -29,10 +33,16 @@ from pymc_dp.regression.kernels.collapsed import (
     unpack_parameters,
 )
 from pymc_dp.regression.kernels.normal_model import draw_statistic, statistic_logpdf
+from pymc_dp.regression.kernels.scale_move import MOVES as SAMPLER_MOVES
 from pymc_dp.regression.kernels.scale_move import (
+    posterior_shift_move,
+    principal_scale_move,
+    rescale_principal_axes,
+    rescale_residuals,
     rescale_responses,
     scale_move,
     scale_moves,
+    shift_precision,
     shift_responses,
     transform_covariates,
     translate_covariates,
@@ -108,6 +118,8 @@ MOVES = {
     "translate": (translate_covariates, lambda rng: 0.3 * rng.standard_normal(D)),
     "shift": (shift_responses, lambda rng: 0.05 * rng.standard_normal(D + 1)),
     "response": (rescale_responses, lambda rng: np.asarray(0.3 * rng.standard_normal())),
+    "residual": (rescale_residuals, lambda rng: np.asarray(0.3 * rng.standard_normal())),
+    "principal": (rescale_principal_axes, lambda rng: 0.3 * rng.standard_normal(D)),
 }
 
 
@@ -149,10 +161,45 @@ def test_ratio_is_joint_density_times_jacobian(name, laplace):
         np.testing.assert_allclose(back_u[0], u, rtol=1e-9, atol=1e-10)
         np.testing.assert_allclose(back_s[0], s[i], rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(back_ratio[0], -ratio[0], atol=1e-8)
-        if name == "shift":  # the proposal of δ reads G only, which the shift keeps
+        if name in ("shift", "residual"):  # the proposal of δ reads G only, which both keep
             p = D + 1
             np.testing.assert_allclose(unpack_statistic(s_new[0], n)[..., :p, :p],
                                        unpack_statistic(s[i], n)[..., :p, :p])  # fmt: skip
+
+
+@pytest.mark.parametrize("laplace", [False, True])
+def test_posterior_shift_proposal_reads_only_what_the_shift_keeps(laplace):
+    """The precision P of :func:`posterior_shift_move`'s δ is the same at the image of the
+    shift as at its start (so δ ~ N(0, τ² P⁻¹) is a symmetric proposal and the ratio is that of
+    :func:`shift_responses`, tested above), at 4 states of a two-node model; and a seeded move
+    proposes exactly δ = τ L⁻ᵀξ."""
+    rng = np.random.default_rng(3434)
+    nodes, noise_sd = 2, 5.0
+    n = np.array([12.0, 20.0])
+    theta, sigma2, loc, cov, s, z = _draw_model(rng, 4, nodes, n, noise_sd, laplace)
+    tgt = _target(z, noise_sd, n, 4, nodes)
+    b = noise_sd / np.sqrt(2.0) if laplace else None
+    u = pack_parameters(theta, sigma2, loc, cov)
+    precision = shift_precision(u, s, target=tgt, laplace_scale=b)
+    assert np.all(np.linalg.eigvalsh(precision) > 0)
+    delta = np.linalg.solve(np.linalg.cholesky(precision).swapaxes(-1, -2),
+                            rng.standard_normal((4, D + 1, 1)))[..., 0]  # fmt: skip
+    u_new, s_new, _ = shift_responses(u, s, delta, target=tgt, laplace_scale=b)
+    np.testing.assert_allclose(shift_precision(u_new, s_new, target=tgt, laplace_scale=b),
+                               precision, rtol=1e-10)  # fmt: skip
+    state = move_state(u, s, tgt)
+    moved, took = posterior_shift_move(np.random.default_rng(5), state, target=tgt, step=0.2,
+                                       laplace_scale=b)  # fmt: skip
+    xi = np.random.default_rng(5).standard_normal((4, D + 1, 1))
+    step = 0.2 * np.linalg.solve(np.linalg.cholesky(precision).swapaxes(-1, -2), xi)[..., 0]
+    expected = shift_responses(u, s, step, target=tgt, laplace_scale=b)[0]
+    assert took.any() and not took.all()
+    np.testing.assert_allclose(moved.params[took], expected[took], rtol=1e-12)
+    np.testing.assert_allclose(moved.params[~took], u[~took])
+
+
+GEWEKE_MOVES = (*SAMPLER_MOVES, (principal_scale_move, 1.0))
+"""The sampler's moves and the rescaling along the axes of Σ_x, which is not among them."""
 
 
 def _two_sample(moved, fresh, alpha=1e-3):
@@ -176,9 +223,11 @@ def _summaries(u, s, n):
 @pytest.mark.parametrize("laplace", [False, True])
 def test_moves_keep_the_joint_law(laplace):
     """Geweke: 3000 exact draws of (φ, s, z), n = 15, noise sd 10; 12 cycles of
-    :func:`scale_moves` (each three rescalings of x, shifts and rescalings of y) with every draw's
-    own z; 11 summaries of φ and s against 3000 fresh draws, KS at α = 0.001 / 11. With
-    ``laplace`` the moves integrate the Laplace mixing variances out."""
+    :func:`scale_moves` (each three of every move of the sampler's ``MOVES`` and
+    :func:`principal_scale_move`: maps and translations of x, shifts and rescalings of y,
+    rescalings of the residuals) with every draw's own z; 11 summaries of φ and s against 3000
+    fresh draws, KS at α = 0.001 / 11. With ``laplace`` the moves integrate the Laplace mixing
+    variances out."""
     rng = np.random.default_rng(2034)
     # Noise sd 10 leaves the orbits wide, so that a wrong ratio tilts them visibly (sd 3: a
     # Jacobian exponent off by one passed; 10: p < 1e-4 on log Σ_11).
@@ -189,7 +238,7 @@ def test_moves_keep_the_joint_law(laplace):
     b = noise_sd / np.sqrt(2.0) if laplace else None
     rates = []
     for _ in range(12):
-        state, taken = scale_moves(rng, state, target=tgt, laplace_scale=b)
+        state, taken = scale_moves(rng, state, target=tgt, laplace_scale=b, moves=GEWEKE_MOVES)
         rates.append(taken.mean())
     assert 0.2 < np.mean(rates) < 0.9  # the moves move
     # They moved the state: log Σ_11 changed by 0.26 (sd over the draws).

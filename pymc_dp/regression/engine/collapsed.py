@@ -262,7 +262,7 @@ def collapsed_sweep(
     at the adaptation's centre, which makes the two moves of s in the same batched pass); then
     ``moves`` random-walk moves of (φ, s); then, under the normal model of x, per entry of
     ``scale_steps`` the moves along the model's symmetries (a linear map and a translation of
-    the covariates, a shift and a rescaling of y:
+    the covariates, a shift and a rescaling of y, a rescaling of the residuals:
     :func:`~pymc_dp.regression.kernels.scale_move.scale_moves`, with w integrated out when
     ``laplace_scale`` is given; ``()`` switches them off, ``None`` is :data:`SCALE_STEPS` from
     d = :data:`SYMMETRY_MIN_D` on and ``()`` below). While ``tune``, the walk adapts. The engine

@@ -7,40 +7,53 @@ Gibbs draws and the moves of s alone walk along that ridge in steps of a few per
 (docs/regression.md, "d ≥ 5: where the trap starts").
 
 The moves here walk along it. A map of data sets, applied to every record, maps the state
-(φ, s) with it; the four used here are
+(φ, s) with it; the five used here are
 
 * map the covariates linearly, x ↦ A x (:func:`transform_covariates`): μ_x ↦ A μ_x,
   Σ_x ↦ A Σ_x Aᵀ, θ_x ↦ A⁻ᵀ θ_x (intercept and σ² kept), B ↦ E B Eᵀ, with
   E = blockdiag(1, A, 1) and B the matrix of s; A = diag g rescales them, x_j ↦ g_j x_j;
+  A = V diag(g) Vᵀ with V the axes of the (first node's) Σ_x rescales along them
+  (:func:`rescale_principal_axes`: the map reads V, which it keeps, so its Jacobian is taken
+  with V's dependence on Σ_x);
 * translate the covariates, x ↦ x + c (:func:`translate_covariates`): μ_x ↦ μ_x + c,
   θ₀ ↦ θ₀ − cᵀθ_x, B ↦ M B Mᵀ with M the shear (1, x, y) ↦ (1, x + c, y);
 * shift the responses, y ↦ y + x̃ᵀδ (:func:`shift_responses`): θ ↦ θ + δ, X̃ᵀy ↦ X̃ᵀy + Gδ,
   yᵀy ↦ yᵀy + 2δᵀX̃ᵀy + δᵀGδ (G = X̃ᵀX̃ and the rest kept);
 * rescale the responses, y ↦ c y (:func:`rescale_responses`): θ ↦ c θ, σ² ↦ c² σ²,
-  X̃ᵀy ↦ c X̃ᵀy, yᵀy ↦ c² yᵀy.
+  X̃ᵀy ↦ c X̃ᵀy, yᵀy ↦ c² yᵀy;
+* rescale the residuals about the current fit, y ↦ x̃ᵀθ + g (y − x̃ᵀθ) with θ kept
+  (:func:`rescale_residuals`): σ² ↦ g² σ², X̃ᵀy ↦ (1 − g) Gθ + g X̃ᵀy,
+  yᵀy ↦ (1 − g)² θᵀGθ + 2g(1 − g) θᵀX̃ᵀy + g² yᵀy. The map reads θ, which it keeps, so
+  g ↦ T_g is still a group action on the states (T_g T_h = T_gh) and the argument below holds;
+  it is the one move that changes the residual sum of squares (by g²), which σ² is tied to.
 
 Each data set drawn from the model at φ maps to one drawn at φ', so the exact law of s is
 equivariant: p(s' | φ') #J_s = p(s | φ), #J_s the Jacobian of the map of s. In the
 Metropolis–Hastings ratio of the joint target π(φ) p(s | φ) L(z; s), that law and its Jacobian
 cancel, and with a symmetric proposal of the group element whose inverse is the proposal's
 negative (A the Cayley map of H, H with independent normal entries, rejected where
-det A < 0; c ~ N(0, τ² S/n), S the scatter of x, kept; δ ~ N(0, τ² c² G⁻²) with G kept;
-log c ~ N(0, τ²)) the ratio is
+det A < 0; c ~ N(0, τ² S/n), S the scatter of x, kept; δ ~ N(0, τ² c² G⁻²) with G kept, or
+δ ~ N(0, τ² P⁻¹) with P read from G, σ², the noise and the prior, all kept
+(:func:`shift_precision`); log c, log g ~ N(0, τ²)) the ratio is
 
     π(φ') L(z; s') / [π(φ) L(z; s)] · #J_φ,
 
 π the prior in the natural parameters (θ, σ², μ_x, the d(d + 1)/2 entries of Σ_x) and #J_φ the
 Jacobian of the map of φ there: #det A^((d + 2) J − 1) (per node #det A from μ_x and
-#det A^(d + 1) from Σ_x; #det A⁻¹ once from θ_x), 1 for the translation and the shift,
-c^(p + 2) for y ↦ c y. L is the release's likelihood: N(z; s, diag w) given the mixing
-variances, or Laplace(z; s, b) with them integrated out (then the caller must redraw w | s, z
-before w is next used, as after the moment move with w integrated out, and no proposal may
-depend on w). No CLT quantity enters: the moves are cheap
+#det A^(d + 1) from Σ_x; #det A⁻¹ once from θ_x; along the axes of Σ_x, that of
+:func:`rescale_principal_axes`), 1 for the translation and the shift, c^(p + 2) for y ↦ c y,
+g² for the residuals (θ is kept, so the Jacobian of the whole map is block-triangular: that of
+s given θ, which cancels, times g²). L is the release's likelihood:
+N(z; s, diag w) given the mixing variances, or Laplace(z; s, b) with them integrated out (then
+the caller must redraw w | s, z before w is next used, as after the moment move with w
+integrated out, and no proposal may depend on w). No CLT quantity enters: the moves are cheap
 and exact. tests/test_regression_scale_move.py checks each ratio against the joint density and
 a numerical Jacobian, and the moves' invariance on exact draws of the joint.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -57,13 +70,21 @@ from pymc_dp.regression.kernels.collapsed import (
 
 __all__ = [
     "MIXING",
+    "MOVES",
+    "POSTERIOR_SHIFT_FACTOR",
     "SCALE_STEPS",
     "SHIFT_FACTOR",
+    "posterior_shift_move",
+    "principal_scale_move",
+    "rescale_principal_axes",
+    "rescale_residuals",
     "rescale_responses",
+    "residual_scale_move",
     "response_scale_move",
     "scale_move",
     "scale_moves",
     "shift_move",
+    "shift_precision",
     "shift_responses",
     "transform_covariates",
     "translate_covariates",
@@ -77,7 +98,12 @@ one."""
 MIXING = 1.0
 """Scale of the off-diagonal entries of H in :func:`scale_move` (module docstring)."""
 SHIFT_FACTOR = 0.3
-"""τ of the shift of y per entry of the cycle, in units of that entry."""
+"""τ of :func:`shift_move` per entry of the cycle, in units of that entry (not in :data:`MOVES`
+since :func:`posterior_shift_move` replaced it)."""
+POSTERIOR_SHIFT_FACTOR = 3.0
+"""Step of :func:`posterior_shift_move` per entry τ of the cycle, in units of τ: 0.9, 0.3 and
+0.09 of θ's spread along the ridge (accepted about 25, 66 and 89 % at d = 5 on the trap
+benchmark's release)."""
 
 Proposal = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]
 
@@ -192,6 +218,38 @@ def transform_covariates(
     return pack_parameters(theta, par.sigma2, loc, cov), s_new, ratio
 
 
+def rescale_principal_axes(
+    u: npt.ArrayLike,
+    suffstat: npt.ArrayLike,
+    log_g: npt.ArrayLike,
+    *,
+    target: CollapsedTarget,
+    laplace_scale: npt.ArrayLike | None = None,
+) -> Proposal:
+    """The state after x ↦ V diag(g) Vᵀ x, V the axes of the first node's Σ_x, and the log ratio.
+
+    ``log_g`` ``(..., d)`` in ascending order of Σ_x's eigenvalues λ. The map reads V, so its
+    Jacobian is not that of a fixed A: the first node's Σ_x keeps its eigenvectors and its
+    eigenvalues go to g_k² λ_k, Jacobian Π g_k² Π_{i<k} |g_i² λ_i − g_k² λ_k| / |λ_i − λ_k| (the
+    volume element of symmetric matrices in eigen-coordinates), where a fixed A gives
+    #det A^(d + 1); given that Σ_x the rest maps with a fixed A (Jacobians as
+    :func:`transform_covariates`), so the whole Jacobian is their product. A keeps V, so −log g
+    maps back. Arguments and returns as :func:`transform_covariates`.
+    """
+    u, s, d, par = _unpack(u, suffstat, target)
+    log_g = np.asarray(log_g, dtype=np.float64)
+    lam, vec = np.linalg.eigh(par.x_cov[..., 0, :, :])
+    # The Cayley generator whose map is V diag(g) Vᵀ: (g − 1) / (g + 1) = tanh(log g / 2).
+    h = (vec * 2.0 * np.tanh(0.5 * log_g)[..., None, :]) @ vec.swapaxes(-1, -2)
+    u_new, s_new, ratio = transform_covariates(u, s, h, target=target, laplace_scale=laplace_scale)
+    lam_new = lam * np.exp(2.0 * log_g)
+    i, k = np.triu_indices(d, 1)
+    with np.errstate(divide="ignore"):
+        spread = np.sum(np.log(np.abs(lam_new[..., i] - lam_new[..., k]))
+                        - np.log(np.abs(lam[..., i] - lam[..., k])), axis=-1)  # fmt: skip
+    return u_new, s_new, ratio - (d - 1.0) * np.sum(log_g, axis=-1) + spread
+
+
 def translate_covariates(
     u: npt.ArrayLike,
     suffstat: npt.ArrayLike,
@@ -278,6 +336,40 @@ def rescale_responses(
     return pack_parameters(theta, sigma2, par.x_loc, par.x_cov), s_new, ratio
 
 
+def rescale_residuals(
+    u: npt.ArrayLike,
+    suffstat: npt.ArrayLike,
+    log_g: npt.ArrayLike,
+    *,
+    target: CollapsedTarget,
+    laplace_scale: npt.ArrayLike | None = None,
+) -> Proposal:
+    """The state after y ↦ x̃ᵀθ + g (y − x̃ᵀθ), θ the current one, ``log_g`` ``(...)``, and the ratio.
+
+    σ² ↦ g² σ² (θ, μ_x, Σ_x kept; #J_φ = g²); G kept, X̃ᵀy ↦ (1 − g) Gθ + g X̃ᵀy and
+    yᵀy ↦ (1 − g)² θᵀGθ + 2g(1 − g) θᵀX̃ᵀy + g² yᵀy, so the residual sum of squares at θ
+    scales by g². Arguments and returns as :func:`transform_covariates`.
+    """
+    u, s, d, par = _unpack(u, suffstat, target)
+    p = d + 1
+    h = np.asarray(log_g, dtype=np.float64)
+    g = np.exp(h)[..., None]  # per node
+    b_mat = unpack_statistic(s, target.n)
+    gram, xty = b_mat[..., :p, :p], b_mat[..., :p, p]
+    node_theta = par.theta[..., None, :]
+    g_theta = (gram @ node_theta[..., None])[..., 0]
+    new = b_mat.copy()
+    new[..., :p, p] = new[..., p, :p] = (1.0 - g)[..., None] * g_theta + g[..., None] * xty
+    new[..., p, p] = ((1.0 - g) ** 2 * np.sum(node_theta * g_theta, -1)
+                      + 2.0 * g * (1.0 - g) * np.sum(node_theta * xty, -1)
+                      + g**2 * b_mat[..., p, p])  # fmt: skip
+    s_new = pack_statistic(new)
+    sigma2 = par.sigma2 * np.exp(2.0 * h)
+    ratio = _ratio(par, (par.theta, sigma2, par.x_loc, par.x_cov), s, s_new, 2.0 * h, target,
+                   laplace_scale)  # fmt: skip
+    return pack_parameters(par.theta, sigma2, par.x_loc, par.x_cov), s_new, ratio
+
+
 def _accept(
     rng: np.random.Generator, state: MoveState, proposal: Proposal
 ) -> tuple[MoveState, npt.NDArray[np.bool_]]:
@@ -342,6 +434,36 @@ def scale_move(
     return _accept(rng, state, proposal)
 
 
+def principal_scale_move(
+    rng: np.random.Generator,
+    state: MoveState,
+    *,
+    target: CollapsedTarget,
+    step: float,
+    laplace_scale: npt.ArrayLike | None = None,
+) -> tuple[MoveState, npt.NDArray[np.bool_]]:
+    """One Metropolis–Hastings rescaling of the covariates along the principal axes of Σ_x.
+
+    :func:`rescale_principal_axes` with log g_k ~ N(0, step²) independent: the image has the
+    same axes, so −log g (in whatever order its eigenvalues now fall) is drawn there with the
+    same density. Where Σ_x is nearly singular (the funnel at d ≥ 4, docs/regression.md) this
+    stretches its thin axis alone, which the per-covariate rescalings of :func:`scale_move` do
+    only together with the others. Not in :data:`MOVES`: at d = 5 on the trap benchmark's
+    release it raised the smallest ESS of log diag Σ_x 1.1–1.8× for 11–34 % more CPU time, at
+    d = 3 it halved the ESS of (θ, σ²) per CPU second (docs/regression.md, "Moves for σ², θ and
+    diag Σ_x"). Arguments and returns as :func:`scale_move`.
+    """
+    if target.x_shape is not None:
+        raise ValueError(
+            "principal_scale_move does not rescale the shape family's moments; x_shape=None"
+        )
+    d = target.x_prior.loc.shape[-1]
+    log_g = step * rng.standard_normal((*np.shape(state.params)[:-1], d))
+    proposal = rescale_principal_axes(state.params, state.suffstat, log_g, target=target,
+                                      laplace_scale=laplace_scale)  # fmt: skip
+    return _accept(rng, state, proposal)
+
+
 def shift_move(
     rng: np.random.Generator,
     state: MoveState,
@@ -372,6 +494,63 @@ def shift_move(
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         xi = rng.standard_normal((*u.shape[:-1], p, 1))
         delta = step * noise[..., None] * np.linalg.solve(gram, xi)[..., 0]
+    proposal = shift_responses(u, state.suffstat, delta, target=target,
+                               laplace_scale=laplace_scale)  # fmt: skip
+    return _accept(rng, state, proposal)
+
+
+def shift_precision(
+    u: npt.ArrayLike,
+    suffstat: npt.ArrayLike,
+    *,
+    target: CollapsedTarget,
+    laplace_scale: npt.ArrayLike | None = None,
+) -> npt.NDArray[np.float64]:
+    """P = Σ_j G_j (σ² G_j + c_j² I)⁻¹ G_j + Λ / σ², ``(..., p, p)``.
+
+    The precision of θ given the released X̃ᵀy of every node j (X̃ᵀy = G_j θ + N(0, σ² G_j) +
+    noise of variance c_j², c_j² the node's mean noise variance), G_j and σ², under the NIG
+    prior's Λ: the spread of θ along the ridge the shift walks. G_j, σ², the noise and Λ are all
+    kept by y ↦ y + x̃ᵀδ, so a proposal of δ from P is symmetric. With ``laplace_scale``
+    c_j² = 2b² (not w: as :func:`shift_move`). Arguments as :func:`transform_covariates`.
+    """
+    u, s, d, par = _unpack(u, suffstat, target)
+    p = d + 1
+    gram = unpack_statistic(s, target.n)[..., :p, :p]
+    if laplace_scale is None:
+        variance = target.noise_variance
+    else:
+        variance = np.broadcast_to(2.0 * np.asarray(laplace_scale, float) ** 2,
+                                   target.released.shape)  # fmt: skip
+    noise = np.mean(variance, axis=-1)[..., None, None] * np.eye(p)
+    sigma2 = par.sigma2[..., None, None]
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        release = gram @ np.linalg.solve(sigma2[..., None] * gram + noise, gram)
+        precision = np.sum(release, axis=-3) + target.prior.precision / sigma2
+    return 0.5 * (precision + precision.swapaxes(-1, -2))
+
+
+def posterior_shift_move(
+    rng: np.random.Generator,
+    state: MoveState,
+    *,
+    target: CollapsedTarget,
+    step: float,
+    laplace_scale: npt.ArrayLike | None = None,
+) -> tuple[MoveState, npt.NDArray[np.bool_]]:
+    """One Metropolis–Hastings shift of y by x̃ᵀδ, δ ~ N(0, step² P⁻¹), P of :func:`shift_precision`.
+
+    Unlike :func:`shift_move`'s c² G⁻², P⁻¹ stays bounded where G is nearly singular (at d = 5
+    on the trap benchmark's release the posterior's G has eigenvalues near 2 against 1000: there
+    G⁻¹ proposed θ steps hundreds of prior sds long) and includes the prior, so ``step`` is in
+    units of θ's spread along the ridge. Arguments and returns as :func:`scale_move`.
+    """
+    u = np.asarray(state.params, dtype=np.float64)
+    precision = shift_precision(u, state.suffstat, target=target, laplace_scale=laplace_scale)
+    xi = rng.standard_normal((*precision.shape[:-1], 1))
+    # P is positive definite wherever σ² > 0: Λ is, and the release's part is semi-definite.
+    chol = np.linalg.cholesky(precision)
+    delta = step * np.linalg.solve(chol.swapaxes(-1, -2), xi)[..., 0]
     proposal = shift_responses(u, state.suffstat, delta, target=target,
                                laplace_scale=laplace_scale)  # fmt: skip
     return _accept(rng, state, proposal)
@@ -423,6 +602,37 @@ def response_scale_move(
     return _accept(rng, state, proposal)
 
 
+def residual_scale_move(
+    rng: np.random.Generator,
+    state: MoveState,
+    *,
+    target: CollapsedTarget,
+    step: float,
+    laplace_scale: npt.ArrayLike | None = None,
+) -> tuple[MoveState, npt.NDArray[np.bool_]]:
+    """One Metropolis–Hastings rescaling of the residuals about x̃ᵀθ, log g ~ N(0, step²).
+
+    Arguments and returns as :func:`scale_move`.
+    """
+    h = step * rng.standard_normal(np.shape(state.params)[:-1])
+    proposal = rescale_residuals(state.params, state.suffstat, h, target=target,
+                                 laplace_scale=laplace_scale)  # fmt: skip
+    return _accept(rng, state, proposal)
+
+
+Move = Callable[..., tuple[MoveState, npt.NDArray[np.bool_]]]
+
+MOVES: tuple[tuple[Move, float], ...] = (
+    (scale_move, 1.0),
+    (translate_move, 1.0),
+    (posterior_shift_move, POSTERIOR_SHIFT_FACTOR),
+    (response_scale_move, 1.0),
+    (residual_scale_move, 1.0),
+)
+"""The moves of one entry τ of the cycle of :func:`scale_moves`, in order, each with its step
+in units of τ."""
+
+
 def scale_moves(
     rng: np.random.Generator,
     state: MoveState,
@@ -430,11 +640,13 @@ def scale_moves(
     target: CollapsedTarget,
     steps: tuple[float, ...] = SCALE_STEPS,
     laplace_scale: npt.ArrayLike | None = None,
+    moves: tuple[tuple[Move, float], ...] = MOVES,
 ) -> tuple[MoveState, npt.NDArray[np.float64]]:
-    """Per entry τ of ``steps``, the four moves: x ↦ A x, x ↦ x + c, y ↦ y + x̃ᵀδ, y ↦ c y.
+    """Per entry τ of ``steps``, each move of ``moves`` with step τ times its factor, in order.
 
-    The shift with step ``SHIFT_FACTOR`` τ. One re-evaluation of the surrogate and correction at
-    the end, where anything moved. Arguments as :func:`scale_move`.
+    :data:`MOVES`: x ↦ A x, x ↦ x + c, y ↦ y + x̃ᵀδ (:func:`posterior_shift_move`, factor
+    :data:`POSTERIOR_SHIFT_FACTOR`), y ↦ c y, y ↦ x̃ᵀθ + g (y − x̃ᵀθ). One re-evaluation of the
+    surrogate and correction at the end, where anything moved. Arguments as :func:`scale_move`.
 
     Returns
     -------
@@ -445,12 +657,11 @@ def scale_moves(
     start = state
     taken = np.zeros(np.shape(state.params)[:-1])
     for step in steps:
-        cycle = ((scale_move, step), (translate_move, step), (shift_move, SHIFT_FACTOR * step),
-                 (response_scale_move, step))  # fmt: skip
-        for move, size in cycle:
-            state, took = move(rng, state, target=target, step=size, laplace_scale=laplace_scale)
+        for move, factor in moves:
+            state, took = move(rng, state, target=target, step=factor * step,
+                               laplace_scale=laplace_scale)  # fmt: skip
             taken += took
     moved = taken > 0
     if np.any(moved):
         state = replace_where(moved, move_state(state.params, state.suffstat, target), start)
-    return state, taken / max(4 * len(steps), 1)
+    return state, taken / max(len(moves) * len(steps), 1)
