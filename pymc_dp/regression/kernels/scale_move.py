@@ -54,6 +54,7 @@ a numerical Jacobian, and the moves' invariance on exact draws of the joint.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -584,43 +585,39 @@ def translate_move(
     return _accept(rng, state, proposal)
 
 
-def response_scale_move(
-    rng: np.random.Generator,
-    state: MoveState,
-    *,
-    target: CollapsedTarget,
-    step: float,
-    laplace_scale: npt.ArrayLike | None = None,
-) -> tuple[MoveState, npt.NDArray[np.bool_]]:
-    """One Metropolis–Hastings rescaling of y, log c ~ N(0, step²).
-
-    Arguments and returns as :func:`scale_move`.
-    """
-    h = step * rng.standard_normal(np.shape(state.params)[:-1])
-    proposal = rescale_responses(state.params, state.suffstat, h, target=target,
-                                 laplace_scale=laplace_scale)  # fmt: skip
-    return _accept(rng, state, proposal)
-
-
-def residual_scale_move(
-    rng: np.random.Generator,
-    state: MoveState,
-    *,
-    target: CollapsedTarget,
-    step: float,
-    laplace_scale: npt.ArrayLike | None = None,
-) -> tuple[MoveState, npt.NDArray[np.bool_]]:
-    """One Metropolis–Hastings rescaling of the residuals about x̃ᵀθ, log g ~ N(0, step²).
-
-    Arguments and returns as :func:`scale_move`.
-    """
-    h = step * rng.standard_normal(np.shape(state.params)[:-1])
-    proposal = rescale_residuals(state.params, state.suffstat, h, target=target,
-                                 laplace_scale=laplace_scale)  # fmt: skip
-    return _accept(rng, state, proposal)
-
-
 Move = Callable[..., tuple[MoveState, npt.NDArray[np.bool_]]]
+
+
+def _log_scale_move(rescale: Callable[..., Any], name: str, what: str) -> Move:
+    """The move that proposes ``rescale`` with log factor ~ N(0, step²) in every chain."""
+
+    def move(
+        rng: np.random.Generator,
+        state: MoveState,
+        *,
+        target: CollapsedTarget,
+        step: float,
+        laplace_scale: npt.ArrayLike | None = None,
+    ) -> tuple[MoveState, npt.NDArray[np.bool_]]:
+        h = step * rng.standard_normal(np.shape(state.params)[:-1])
+        proposal = rescale(
+            state.params, state.suffstat, h, target=target, laplace_scale=laplace_scale
+        )
+        return _accept(rng, state, proposal)
+
+    move.__name__ = move.__qualname__ = name
+    move.__doc__ = (
+        f"One Metropolis–Hastings rescaling of {what}, its log factor ~ N(0, step²).\n\n"
+        "    Arguments and returns as :func:`scale_move`.\n    "
+    )
+    return move
+
+
+response_scale_move = _log_scale_move(rescale_responses, "response_scale_move", "y")
+residual_scale_move = _log_scale_move(
+    rescale_residuals, "residual_scale_move", "the residuals about x̃ᵀθ"
+)
+
 
 MOVES: tuple[tuple[Move, float], ...] = (
     (scale_move, 1.0),
