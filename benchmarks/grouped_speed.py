@@ -58,6 +58,9 @@ Two measurements:
    the wall time of building the model and the whole ``pm.sample()`` call (compile, tuning and
    draws), for each family × G × ε and side, with the maximum R-hat over the same variables and
    the divergences after tuning. ``vs hand`` is default ESS/s over hand-written ESS/s.
+   ``CPU s`` is the same span in the process's CPU time (every thread: with nutpie's chains in
+   parallel it exceeds the wall time), and ``ESS/CPU s vs hand`` the ratio by it: on a machine
+   shared with other jobs one side's wall time can grow by half while its CPU time does not.
    ``--nuts-sampler nutpie`` (or numpyro, blackjax) runs both sides through
    ``pm.sample(nuts_sampler=...)``; a side that fails records its one-line error in the table.
 
@@ -568,15 +571,23 @@ class SampleRow:
     sampler: str
     likelihood: str = "-"
     seconds: float = math.nan  # build + pm.sample (compile, tuning, draws)
+    # The same span in this process's CPU time (all its threads): on a shared machine the
+    # wall time of a side grows with other jobs' load, its CPU time much less.
+    cpu_seconds: float = math.nan
     ess_bulk: float = math.nan  # min over the monitored variables
     rhat: float = math.nan  # max over the monitored variables
     divergences: int | None = None
     vs_hand: float = math.nan
+    cpu_vs_hand: float = math.nan
     error: str = ""
 
     @property
     def ess_per_s(self) -> float:
         return self.ess_bulk / self.seconds
+
+    @property
+    def ess_per_cpu_s(self) -> float:
+        return self.ess_bulk / self.cpu_seconds
 
 
 def sample_side(setting: Setting, rs: Any, side: str, args: argparse.Namespace) -> SampleRow:
@@ -599,7 +610,7 @@ def sample_side(setting: Setting, rs: Any, side: str, args: argparse.Namespace) 
     try:
         with warnings.catch_warnings(), time_limit(args.time_limit, progress):
             warnings.simplefilter("ignore")
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             model = build(setting, rs, side, args.latent, args.hierarchy, args.hand_priors)
             if side != "hand":
                 likelihood = likelihood_of(model)
@@ -622,6 +633,7 @@ def sample_side(setting: Setting, rs: Any, side: str, args: argparse.Namespace) 
                     **extra,
                 )
             seconds = time.perf_counter() - start
+            cpu_seconds = time.process_time() - cpu_start
             if args.save_traces is not None:  # for a look at the chains afterwards
                 args.save_traces.mkdir(parents=True, exist_ok=True)
                 label = f"{setting.family}_G{setting.groups}_eps{setting.epsilon:g}_{side}"
@@ -640,6 +652,7 @@ def sample_side(setting: Setting, rs: Any, side: str, args: argparse.Namespace) 
         **base,
         likelihood=likelihood,
         seconds=seconds,
+        cpu_seconds=cpu_seconds,
         ess_bulk=min(float(np.min(ess[v].values)) for v in ess.data_vars),
         rhat=max(float(np.max(rhat[v].values)) for v in rhat.data_vars),
         divergences=None if diverging is None else int(np.asarray(diverging).sum()),
@@ -673,6 +686,8 @@ SAMPLE_COLUMNS = {
     "rhat": "max R-hat",
     "divergences": "div.",
     "vs_hand": "ESS/s vs hand",
+    "cpu_seconds": "CPU s",
+    "cpu_vs_hand": "ESS/CPU s vs hand",
     "error": "error",
 }
 
@@ -699,13 +714,15 @@ def markdown(rows: Sequence[Any], columns: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def with_ratios(rows: list[Any], measure: Callable[[Any], float]) -> list[Any]:
-    """Fill ``vs_hand``: each row's ``measure`` over the hand-written model's, same setting."""
+def with_ratios(
+    rows: list[Any], measure: Callable[[Any], float], field: str = "vs_hand"
+) -> list[Any]:
+    """Fill ``field``: each row's ``measure`` over the hand-written model's, same setting."""
     hand = {(r.family, r.groups, r.epsilon): measure(r) for r in rows if r.side == "hand"}
     out = []
     for r in rows:
         ref = hand.get((r.family, r.groups, r.epsilon), math.nan)
-        out.append(dataclasses.replace(r, vs_hand=measure(r) / ref if ref else math.nan))
+        out.append(dataclasses.replace(r, **{field: measure(r) / ref if ref else math.nan}))
     return out
 
 
@@ -923,6 +940,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             flush=True,
                         )
         sampling = with_ratios(sampling, lambda r: r.ess_per_s)
+        sampling = with_ratios(sampling, lambda r: r.ess_per_cpu_s, "cpu_vs_hand")
         print("## ESS per second of build + pm.sample (vs hand = ESS/s / hand-written's)\n")
         print(markdown(sampling, SAMPLE_COLUMNS) + "\n", flush=True)
     print(
