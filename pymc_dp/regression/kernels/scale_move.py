@@ -371,6 +371,19 @@ def rescale_residuals(
     return pack_parameters(par.theta, sigma2, par.x_loc, par.x_cov), s_new, ratio
 
 
+def _noise_variance(
+    target: CollapsedTarget, laplace_scale: npt.ArrayLike | None
+) -> npt.NDArray[np.float64]:
+    """The release's noise variance per entry: the mixing variances w, or 2b² with w integrated out.
+
+    Never w in the second case: that move's target has w integrated out, and a proposal that
+    read w would not keep it.
+    """
+    if laplace_scale is None:
+        return target.noise_variance
+    return np.broadcast_to(2.0 * np.asarray(laplace_scale, float) ** 2, target.released.shape)
+
+
 def _accept(
     rng: np.random.Generator, state: MoveState, proposal: Proposal
 ) -> tuple[MoveState, npt.NDArray[np.bool_]]:
@@ -486,11 +499,7 @@ def shift_move(
     p = d + 1
     b_mat = unpack_statistic(state.suffstat, target.n)
     gram = np.sum(b_mat[..., :p, :p], axis=-3)
-    if laplace_scale is None:
-        variance = target.noise_variance
-    else:
-        variance = np.broadcast_to(2.0 * np.asarray(laplace_scale, float) ** 2,
-                                   target.released.shape)  # fmt: skip
+    variance = _noise_variance(target, laplace_scale)
     noise = np.sqrt(np.mean(variance, axis=(-2, -1)))
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         xi = rng.standard_normal((*u.shape[:-1], p, 1))
@@ -518,11 +527,7 @@ def shift_precision(
     u, s, d, par = _unpack(u, suffstat, target)
     p = d + 1
     gram = unpack_statistic(s, target.n)[..., :p, :p]
-    if laplace_scale is None:
-        variance = target.noise_variance
-    else:
-        variance = np.broadcast_to(2.0 * np.asarray(laplace_scale, float) ** 2,
-                                   target.released.shape)  # fmt: skip
+    variance = _noise_variance(target, laplace_scale)
     noise = np.mean(variance, axis=-1)[..., None, None] * np.eye(p)
     sigma2 = par.sigma2[..., None, None]
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
