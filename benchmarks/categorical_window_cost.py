@@ -9,6 +9,11 @@ logp + gradient of their exact likelihood, in one process: the graph over the no
 
     python benchmarks/categorical_window_cost.py --epsilons 3 10
     python benchmarks/categorical_window_cost.py --epsilons 1 --old-groups
+    python benchmarks/categorical_window_cost.py --groups 500 --epsilons 1 --mode NUMBA
+
+``--groups``: the release's G (500: the 7 exact groups of ``grouped_speed``'s G = 500, ε = 1);
+``--mode``: PyTensor's compile mode (``FAST_RUN``, the C backend PyMC's NUTS uses; ``NUMBA``,
+nutpie's).
 """
 
 from __future__ import annotations
@@ -47,12 +52,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epsilons", type=float, nargs="+", default=[3.0, 10.0])
     parser.add_argument("--old-groups", action="store_true")
+    parser.add_argument("--groups", type=int, default=50)
+    parser.add_argument("--mode", default="FAST_RUN", choices=["FAST_RUN", "NUMBA"])
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     print("| ε | exact groups | table | graph µs | Op µs |")
     print("|---|---|---|---|---|")
     for eps in args.epsilons:
-        rs = gs.make_release(gs.Setting("categorical", 50, eps))
+        rs = gs.make_release(gs.Setting("categorical", args.groups, eps))
         b = rs.first.scale
         rows = zip(rs.n, rs.value, strict=True)
         idx = [g for g, (n, y) in enumerate(rows) if not counts_clt_trust(int(n), y, b)[0]]
@@ -74,7 +81,10 @@ def main() -> None:
             if logp is None:
                 cost[name] = float("nan")
                 continue
-            f = pytensor.function([theta], [logp.sum(), pytensor.grad(logp.sum(), theta)])
+            mode = "FAST_RUN" if name == "op" else args.mode  # the Op has no Numba build
+            f = pytensor.function(
+                [theta], [logp.sum(), pytensor.grad(logp.sum(), theta)], mode=mode
+            )
             cost[name] = per_call(f, p)
         shape = "×".join(map(str, table[0].shape[:2])) if table else "over budget"
         print(f"| {eps:g} | {len(idx)} | {shape} | {cost['graph']:.0f} | {cost['op']:.0f} |")

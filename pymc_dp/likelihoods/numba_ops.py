@@ -1,4 +1,4 @@
-"""Register a scalar operation's Numba implementation: a plain-Python closure, compiled.
+"""Register a Numba implementation of an operation: a plain-Python closure, compiled.
 
 The compiled scalar kernels (:mod:`~pymc_dp.likelihoods.normal_laplace`,
 :mod:`~pymc_dp.likelihoods.pair_window`, :mod:`~pymc_dp.likelihoods.counted_window`) each give
@@ -21,8 +21,10 @@ __all__ = ["register_numba_scalar"]
 def register_numba_scalar(op_class: type, build: Callable[[Any], tuple[Callable, str]]) -> bool:
     """Give ``op_class`` a cache-keyed Numba implementation; False where PyTensor cannot take one.
 
-    ``build(op)`` returns a plain Python function of the operation's scalar inputs (calling
-    already compiled helpers) and its cache key; it is compiled here with
+    ``build(op)`` returns a plain Python function of the operation's inputs (scalars for a
+    scalar operation, arrays for an ``Op`` on arrays such as
+    :class:`~pymc_dp.likelihoods.multinomial_window.TableLogLikelihood`), calling already
+    compiled helpers, and its cache key; it is compiled here with
     :data:`~pymc_dp.kernels.numba_mirror.NUMBA_OPTIONS` (IEEE, as the C).
     """
     try:
