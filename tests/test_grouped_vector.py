@@ -351,6 +351,24 @@ def test_large_categorical_groups_under_auto_take_the_clt_with_a_warning():
     assert list(model.coords["y_s_group"]) == ["b"]
 
 
+def test_the_clt_warning_counts_the_groups_beyond_the_first_eight():
+    """Twelve groups with a rare category (CLT untrusted, sum too dear): the warning names the
+    first eight, counts the other four, and says of how many groups."""
+    rng = np.random.default_rng(9)
+    keys = [f"g{i:02d}" for i in range(12)]
+    x = rng.choice(3, size=12 * 1100, p=[0.005, 0.5, 0.495])
+    rs = pmdp.release_grouped(
+        x, pm.Categorical, categories=3, epsilon=10.0, by=np.repeat(keys, 1100),
+        groups=keys, sizes="public", rng=10,
+    )  # fmt: skip
+    with pm.Model(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CltWarning)
+        pmdp.NoisySuffStat("y", pm.Categorical.dist(p=np.full(3, 1 / 3)), release=rs)
+    (message,) = [str(w.message) for w in caught if w.category is CltWarning]
+    assert f"for 12 of 12 groups {keys[:8]!r} and 4 more (" in message
+    assert "g08" not in message
+
+
 def test_categorical_auto_decides_each_group_by_its_computed_ks_distance():
     """At ε = 1 a group of 50 records with counts near 10 is trusted (KS ≈ 0.008, though
     m·(1 + r)² < 50), and the same group at ε = 5 is not (KS > 0.01): only it takes the exact

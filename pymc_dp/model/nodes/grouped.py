@@ -128,7 +128,8 @@ def grouped_likelihood(
         doubtful = [key for (key, _, _), bad in zip(rows, untrusted, strict=True) if bad]
         if doubtful:
             warnings.warn(
-                f"the CLT for s may be inaccurate for groups {doubtful!r} ({cause}); {why}",
+                f"the CLT for s may be inaccurate for {len(doubtful)} of {len(rows)} groups "
+                f"{_listed(doubtful)} ({cause}); {why}",
                 CltWarning,
                 stacklevel=4,
             )
@@ -145,6 +146,21 @@ def _vector_trusted(family: ExponentialFamily, n: int, value: object, rel: Relea
     """
     gaussian = rel.mechanism == DISCRETE_GAUSSIAN
     return counts_clt_trust(n, value, rel.scale, gaussian=gaussian)[0]
+
+
+_LISTED_GROUPS = 8
+"""Most groups a warning names; it counts the rest."""
+
+
+def _listed(keys: list) -> str:
+    """``keys`` for a message: all of them up to ``_LISTED_GROUPS``, else the first and a count.
+
+    A release of 500 groups whose CLT is doubtful in most of them (a Normal window's) would
+    otherwise print 500 names.
+    """
+    if len(keys) <= _LISTED_GROUPS:
+        return repr(keys)
+    return f"{keys[:_LISTED_GROUPS]!r} and {len(keys) - _LISTED_GROUPS} more"
 
 
 def _node_likelihood(groups: list, choices: list[str]) -> str:
