@@ -14,8 +14,9 @@ fits the same release with each prior of x, in one process. Priors (h = 1 the ha
 Each (d, prior) is fitted once per entry of ``--moves``, the symmetry moves of
 ``pymc_dp.regression.kernels.scale_move`` used: ``default`` the sampler's (``MOVES``), ``main``
 those before issue 34's residual-scale move (four moves, ``shift_move`` with factor 0.3),
-``residual`` those four and ``residual_scale_move``, ``off`` none (as ``--scale-steps`` with no
-values).
+``residual`` those four and ``residual_scale_move``, ``principal`` the default's and
+``principal_scale_move`` (rescaling along Σ_x's axes), ``off`` none (as ``--scale-steps`` with
+no values). ``--seed`` seeds the chains (1 by default; the release is always the same).
 
 Printed per (d, prior, moves): CPU seconds, the moment move's acceptance after tuning (read from
 ``collapsed_sweep``, which is wrapped for that), max R-hat and smallest bulk ESS of (θ, σ²), the
@@ -53,6 +54,7 @@ VARIANTS = {
     "main": MAIN,
     "residual": (*MAIN, (sm.residual_scale_move, 1.0)),
     "off": (),
+    "principal": (*sm.MOVES, (sm.principal_scale_move, 1.0)),
 }
 """Move sets of ``--moves``: ``moves`` of ``scale_moves`` (module docstring)."""
 SLOPES = np.array([0.5, -0.3, 0.2, 0.4, -0.1, 0.3, -0.2, 0.1, 0.25, -0.15])
@@ -82,6 +84,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--priors", nargs="+", default=["default", "c2", "cd", "mode"])
     parser.add_argument("--spread", type=float, default=1.0, help="x uniform on [-a, a]^d")
+    parser.add_argument("--seed", type=int, default=1, help="the chains' seed")
     parser.add_argument("--moves", nargs="+", default=["default"], choices=list(VARIANTS))
     parser.add_argument("--scale-steps", type=float, nargs="*", default=None,
                         help="steps of the covariate-rescaling moves (none: switched off); "
@@ -114,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
             accepted.clear()
             t0 = time.process_time()
             tr = engine.sample_regression(
-                1, released=np.asarray(rel.value)[None], n=args.n, prior=prior,
+                args.seed, released=np.asarray(rel.value)[None], n=args.n, prior=prior,
                 x_prior=x_prior(name, d), scale=float(rel.scale), draws=args.draws,
                 tune=args.tune, chains=args.chains, tries=16,
             )  # fmt: skip
