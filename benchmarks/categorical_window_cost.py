@@ -1,10 +1,11 @@
-"""Benchmark: the grouped exact Categorical sum as a graph against the recursion ``Op``.
+"""Benchmark: the grouped exact Categorical sum over the noise's window against the recursion Op.
 
 On the release of ``benchmarks/grouped_speed.py`` (Categorical, K = 3, G = 50, 50–500 records per
 group), the groups whose CLT :func:`pymc_dp.likelihoods.count_trust.counts_clt_trust` rejects at
 ε (or, with ``--old-groups``, the 9 groups the old formula sent to the exact sum at ε = 1), one
-logp + gradient of their exact likelihood, in one process: the graph over the noise's window
-(:func:`pymc_dp.likelihoods.multinomial_window.window_logp`) and the recursion ``Op``
+logp + gradient of their exact likelihood, in one process: the sum over the noise's window
+(:func:`pymc_dp.likelihoods.multinomial_window.window_logp`: a graph before 2026-12-02, the
+compiled ``TableLogLikelihood`` since) and the recursion ``Op``
 (:class:`pymc_dp.likelihoods.exact.GroupedMultinomialLogLikelihood`), at p = y / Σy. Run::
 
     python benchmarks/categorical_window_cost.py --epsilons 3 10
@@ -56,7 +57,7 @@ def main() -> None:
     parser.add_argument("--mode", default="FAST_RUN", choices=["FAST_RUN", "NUMBA"])
     args = parser.parse_args()
     warnings.simplefilter("ignore")
-    print("| ε | exact groups | table | graph µs | Op µs |")
+    print("| ε | exact groups | table | window µs | Op µs |")
     print("|---|---|---|---|---|")
     for eps in args.epsilons:
         rs = gs.make_release(gs.Setting("categorical", args.groups, eps))
@@ -74,7 +75,7 @@ def main() -> None:
         p /= p.sum(axis=1, keepdims=True)
         theta = pt.dmatrix("theta")
         table = window_table(y, n, noise)
-        sides = {"graph": window_logp(y, theta, table, noise) if table else None}
+        sides = {"window": window_logp(y, theta, table, noise) if table else None}
         sides["op"] = GroupedMultinomialLogLikelihood(n, noise)(pt.as_tensor(y), theta)
         cost = {}
         for name, logp in sides.items():
@@ -87,7 +88,7 @@ def main() -> None:
             )
             cost[name] = per_call(f, p)
         shape = "×".join(map(str, table[0].shape[:2])) if table else "over budget"
-        print(f"| {eps:g} | {len(idx)} | {shape} | {cost['graph']:.0f} | {cost['op']:.0f} |")
+        print(f"| {eps:g} | {len(idx)} | {shape} | {cost['window']:.0f} | {cost['op']:.0f} |")
 
 
 if __name__ == "__main__":
