@@ -502,21 +502,32 @@ def _sample(model, seed, draws=500, chains=2):
         )  # fmt: skip
 
 
-def _agree(private, plain, names, mean_tol=0.2, sd_tol=0.2):
+def _agree(private, plain, names, loc_tol=0.2, scale_tol=0.2):
+    """Location and scale of each draw set by median and IQR / 1.349, not mean and sd.
+
+    μ and τ of a 3-group hierarchy have a heavy tail from τ's weakly identified funnel, which
+    NUTS samples with divergences: their sd over 2 × 1000 draws is mostly that tail (1.66–2.14
+    over four seeds for the Normal test's μ; its exact sd is 2.6, its IQR / 1.349 1.13).
+    """
+
+    def loc_scale(draws):
+        x = draws.stack(sample=("chain", "draw")).transpose("sample", ...).values
+        q1, q2, q3 = np.quantile(x, [0.25, 0.5, 0.75], axis=0)
+        return q2, (q3 - q1) / 1.349
+
     for name in names:
-        a, b = private[name], plain[name]
-        sd = b.std(("chain", "draw")).values
-        diff = np.abs(a.mean(("chain", "draw")).values - b.mean(("chain", "draw")).values)
-        assert np.all(diff < mean_tol * sd), (name, diff / sd)
-        ratio = a.std(("chain", "draw")).values / sd
-        assert np.all(np.abs(ratio - 1) < sd_tol), (name, ratio)
+        (loc_a, scale_a), (loc_b, scale_b) = loc_scale(private[name]), loc_scale(plain[name])
+        assert np.all(np.abs(loc_a - loc_b) < loc_tol * scale_b), (name, (loc_a - loc_b) / scale_b)
+        ratio = scale_a / scale_b
+        assert np.all(np.abs(ratio - 1) < scale_tol), (name, ratio)
 
 
 @pytest.mark.slow
 def test_huge_epsilon_categorical_matches_the_non_private_hierarchical_posterior():
     """ε = 1e6 (noise sd 3e-6): the exact grouped likelihood is the Multinomial one.
 
-    Means of μ, τ and p_g within 0.2 posterior sd, sds within 20 %; 2 chains × 1000 draws.
+    Medians of μ and p_g within 0.2 posterior scale (IQR / 1.349), τ's within 0.25; scales
+    within 20 % (τ 25 %); 2 chains × 1000 draws.
     """
     shares = [[0.2, 0.3, 0.5], [0.4, 0.4, 0.2], [0.3, 0.5, 0.2]]
     rs, x, by = _categorical(15, sizes=(60, 80, 50), epsilon=1e6, shares=shares)
@@ -532,7 +543,31 @@ def test_huge_epsilon_categorical_matches_the_non_private_hierarchical_posterior
         pm.Multinomial("y", n=rs.n, p=p, observed=counts, dims=("group", "y_category"))
     plain = _sample(plain_model, 17, draws=1000).posterior
     _agree(private, plain, ["mu", "p"])
-    _agree(private, plain, ["tau"], mean_tol=0.25, sd_tol=0.25)
+    _agree(private, plain, ["tau"], loc_tol=0.25, scale_tol=0.25)
+
+
+def _mu_tau_quantiles(z, idx, v, probs):
+    """Quantiles of μ and τ in the exact model, by quadrature over their joint posterior.
+
+    Given σ_g, the records' likelihood of μ_g is N(x̄_g | μ_g, σ_g²/n_g); integrating μ_g out,
+    x̄_g ~ N(μ, τ² + σ_g²/n_g). σ_g²/n_g is taken at the sample variance: its posterior sd, about
+    10 % of a term 1/70 or less of τ²'s posterior median here, moves these quantiles by < 1 %.
+    """
+    groups = np.unique(idx)
+    mean = np.array([z[idx == g].mean() for g in groups])
+    var = np.array([z[idx == g].var(ddof=1) / np.sum(idx == g) for g in groups])
+    mu = np.linspace(v["mu_mean"] - 50.0, v["mu_mean"] + 50.0, 2001)[:, None]
+    tau = np.linspace(1e-4, 5.0 * v["tau_sd"], 1501)[None, :]
+    logp = stats.norm.logpdf(mu, v["mu_mean"], v["mu_sd"]) + stats.halfnorm.logpdf(
+        tau, scale=v["tau_sd"]
+    )
+    for m, w in zip(mean, var):
+        logp = logp + stats.norm.logpdf(m, mu, np.sqrt(tau**2 + w))
+    p = np.exp(logp - logp.max())
+    return {
+        name: np.interp(probs, np.cumsum(w) / w.sum(), grid.ravel())
+        for name, w, grid in (("mu", p.sum(1), mu), ("tau", p.sum(0), tau))
+    }
 
 
 @pytest.mark.slow
@@ -540,12 +575,16 @@ def test_huge_epsilon_normal_matches_the_non_private_hierarchical_posterior():
     """ε = 1e6 over a window (−20, 40) holding every record: the CLT pair likelihood of
     (Σz, Σz²) against the records' own Normal likelihood, same priors.
 
-    n_g = 150–250, so the CLT for Σz² is close; means of μ, log σ, μ_g and σ_g within 0.2
-    posterior sd and sds within 20 %; 2 chains × 1000 draws.
+    n_g = 150–250, so the CLT for Σz² is close. Medians of log σ, μ_g and σ_g within 0.2
+    posterior scale (IQR / 1.349) of NUTS on the records' model and scales within 20 %;
+    2 chains × 1000 draws. μ and τ, whose 3-group funnel NUTS samples with divergences on
+    either model (μ's IQR 1.04–1.33 over four seeds of the records' model), are held to the
+    quadrature of their exact posterior instead, with the same tolerances.
     """
     rng = np.random.default_rng(18)
     sizes, mu_g, sd_g = (150, 200, 250), (9.0, 11.0, 10.0), (2.0, 3.0, 2.5)
     by = np.repeat(KEYS, sizes)
+    idx = np.repeat(np.arange(3), sizes)
     z = rng.normal(np.repeat(mu_g, sizes), np.repeat(sd_g, sizes))
     rs = pmdp.release_grouped(
         z, pm.Normal, bounds=(-20.0, 40.0), epsilon=1e6, by=by, groups=KEYS, sizes="public",
@@ -562,10 +601,15 @@ def test_huge_epsilon_normal_matches_the_non_private_hierarchical_posterior():
         z_sigma = pm.Normal("z_sigma", 0.0, 1.0, dims="group")
         m = pm.Deterministic("mu_g", mu + tau * zz, dims="group")
         s = pm.Deterministic("sigma_g", pm.math.exp(log_sigma + tau_sigma * z_sigma), dims="group")
-        idx = np.repeat(np.arange(3), sizes)
         pm.Normal("x", m[idx], s[idx], observed=z)
     plain = _sample(plain_model, 21, draws=1000).posterior
-    _agree(private, plain, ["mu", "log_sigma", "mu_g", "sigma_g"])
+    _agree(private, plain, ["log_sigma", "mu_g", "sigma_g"])
+    exact = _mu_tau_quantiles(z, idx, v, [0.25, 0.5, 0.75])
+    for name, (q1, q2, q3) in exact.items():
+        scale = (q3 - q1) / 1.349
+        d1, d2, d3 = np.quantile(private[name].values, [0.25, 0.5, 0.75])
+        assert abs(d2 - q2) < 0.2 * scale, (name, (d2 - q2) / scale)
+        assert abs((d3 - d1) / 1.349 / scale - 1) < 0.2, (name, (d3 - d1) / 1.349 / scale)
 
 
 @pytest.mark.slow
