@@ -53,21 +53,19 @@ def test_the_start_is_the_released_median_and_spread_within_the_prior():
     estimate, information = link.information(family, release)
     tau = np.sqrt(float(between_group_variance(estimate, information)))
     expected = (np.median(estimate), np.clip(tau, values["tau_sd"] / 10, 2 * values["tau_sd"]))
-    np.testing.assert_allclose(window_start(link, family, release, values), expected, rtol=1e-12)
+    np.testing.assert_allclose(window_start(estimate, information, values), expected, rtol=1e-12)
     start = build_grouped_model(release).initial_point()
     np.testing.assert_allclose([start["mu"], np.exp(start["tau_log__"])], expected, rtol=1e-12)
     assert abs(expected[0] - np.log(5.0)) < 0.1  # the records' own population mean
     # Noise a thousand times wider: the median can lie anywhere; the start stays within 2 sd.
     wide = _release(1e-3)
-    mu, tau = window_start(link, family, wide, values)
+    mu, tau = window_start(*link.information(family, wide), values)
     assert abs(mu - values["mu_mean"]) <= 2 * values["mu_sd"]
     assert values["tau_sd"] / 10 <= tau <= 2 * values["tau_sd"]
 
 
 def test_a_family_without_a_window_keeps_pymcs_start():
     release = _release(1.0, family="binomial")
-    link, family = GROUPED_LINKS["logit"], release.first.get_family()
-    assert window_start(link, family, release, link.defaults(family, release)) == (None, None)
     model = build_grouped_model(release)
     assert model.rvs_to_initial_values[model["mu"]] is None
     assert model.rvs_to_initial_values[model["tau"]] is None

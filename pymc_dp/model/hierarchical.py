@@ -165,13 +165,15 @@ class _ScalarLink(GroupedLink):
         )
 
     def build(self, family, values, *, size, dims, name, release=None):
-        mu_start, tau_start = window_start(self, family, release, values)
-        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"], initval=mu_start)
-        tau = pm.HalfNormal("tau", values["tau_sd"], initval=tau_start)
+        mu_start = tau_start = None
         weight = np.zeros(size)
         if release is not None:
             estimate, information = self.information(family, release)
             weight = information_weights(estimate, information, values["tau_sd"])
+            if family.needs_bounds:
+                mu_start, tau_start = window_start(estimate, information, values)
+        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"], initval=mu_start)
+        tau = pm.HalfNormal("tau", values["tau_sd"], initval=tau_start)
         eta = partially_centred("z", mu, tau, weight, dims)
         if release is not None and family.needs_bounds:
             _mark_group_effects(estimate, information, weight, values)
@@ -230,32 +232,38 @@ def _noise_variance(release: ReleaseSet) -> float:
 
 
 def window_start(
-    link: Any, family: Any, release: Any, values: Mapping[str, float]
+    estimate: Any, information: Any, values: Mapping[str, float]
 ) -> tuple[float | None, float | None]:
     """Initial μ and τ of a windowed family's groups: from the released (public) values.
 
-    μ starts at the median of the groups' released estimates on the link scale, kept within
-    2 sd of its prior, and τ at their DerSimonian–Laird spread (:func:`between_group_variance`),
-    kept within [a tenth, twice] its prior's scale. A window's sums have a far mode (a
-    Poisson's λ_g above the window, whose few records inside make up the same sum), which the
-    counts rule out when released and the population makes improbable otherwise, but which
-    traps a chain that starts near it. PyMC and nutpie start μ at its prior's centre and τ at
-    its prior's scale, then jitter every z_g by up to ±1: at 50 Poisson groups and ε = 1 one
+    μ starts at the median of the groups' released estimates η̂_g on the link scale (with
+    their information I_g, the link's ``information``), kept within 2 sd of its prior, and τ
+    at their spread (:func:`released_spread`). A window's sums have a far mode (a Poisson's
+    λ_g above the window, whose few records inside make up the same sum), which the counts
+    rule out when released and the population makes improbable otherwise, but which traps a
+    chain that starts near it. PyMC and nutpie start μ at its prior's centre and τ at its
+    prior's scale, then jitter every z_g by up to ±1: at 50 Poisson groups and ε = 1 one
     nutpie chain of two put most groups above the window and stayed (R-hat 1.83,
     ``docs/scale.md``), where PyMC's chains are freed by the group jumps. The prior is
-    unchanged; ``(None, None)`` (PyMC's default start) without a release or a window.
+    unchanged; ``(None, None)`` (PyMC's default start) when no estimate is finite.
     """
-    if release is None or not family.needs_bounds:
-        return None, None
-    estimate, information = link.information(family, release)
     finite = np.isfinite(estimate)
     if not finite.any():
         return None, None
     reach = 2.0 * values["mu_sd"]
     mu = np.clip(np.median(estimate[finite]), values["mu_mean"] - reach, values["mu_mean"] + reach)
-    tau2 = float(np.mean(between_group_variance(estimate[finite], information[finite])))
-    tau = np.clip(np.sqrt(tau2), values["tau_sd"] / 10.0, 2.0 * values["tau_sd"])
-    return float(mu), float(tau)
+    return float(mu), released_spread(estimate[finite], information[finite], values["tau_sd"])
+
+
+def released_spread(estimate: Any, information: Any, scale: float) -> float:
+    """Initial spread of the groups' effects: the DerSimonian–Laird τ̂ of the released estimates.
+
+    √τ̂² (:func:`between_group_variance`, averaged over coordinates) kept within [a tenth,
+    twice] ``scale``, the scale of the spread's prior: under wide noise τ̂ can be 0 or far
+    out in the prior's tail, and a chain started there mixes slowly.
+    """
+    tau2 = float(np.mean(between_group_variance(estimate, information)))
+    return float(np.clip(np.sqrt(tau2), scale / 10.0, 2.0 * scale))
 
 
 def partially_centred(
@@ -673,8 +681,8 @@ class _LocationScaleLink(GroupedLink):
     ) -> tuple[float | None, float | None]:
         """Initial τ and τ_σ: the groups' spreads, estimated from the released values.
 
-        DerSimonian–Laird estimates (:func:`between_group_variance`) from the groups' means and
-        log σ̂_g with their information, kept within [a tenth, twice] the prior's scale. PyMC
+        DerSimonian–Laird estimates (:func:`released_spread`) from the groups' means and
+        log σ̂_g with their information. PyMC
         and nutpie start τ at its prior's scale otherwise (a quarter of the window), and their
         jitter of every z_g by up to ±1 then spreads the groups' μ_g over ±τ: at 500 groups and
         ε = 1 one chain of two under nutpie put a group below the window, in the far mode of
@@ -683,14 +691,10 @@ class _LocationScaleLink(GroupedLink):
         """
         if release is None:
             return None, None
-        spreads = []
-        for (estimate, information), scale in (
-            (self.information(family, release), values["tau_sd"]),
-            (self.scale_information(family, release), values["tau_sigma_sd"]),
-        ):
-            tau2 = float(np.mean(between_group_variance(estimate, information)))
-            spreads.append(float(np.clip(np.sqrt(tau2), scale / 10.0, 2.0 * scale)))
-        return spreads[0], spreads[1]
+        return (
+            released_spread(*self.information(family, release), values["tau_sd"]),
+            released_spread(*self.scale_information(family, release), values["tau_sigma_sd"]),
+        )
 
     def describe(self, family, values):
         return (
