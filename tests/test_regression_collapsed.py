@@ -138,6 +138,27 @@ def test_moments_of_one_record_determine_the_parameters():
     assert not parameters_from_moments(eta, 3)[1][0]
 
 
+def test_moment_prior_memory_does_not_hold_a_covariance_per_draw():
+    """moment_prior fits the mean of 2 000 prior draws per chain; the Isserlis covariance of
+    each draw's statistic, (draws, rows, m, m), is never needed. With it, 40 chains at d = 4
+    (m = 20) peaked at 1.08 GB of NumPy memory (about 11 GB for a 200-release study); the
+    draws themselves take about 40 MB. Measured by tracemalloc, so not a timing."""
+    import tracemalloc
+
+    d, rows = 4, 40
+    prior = NIG(np.zeros(d + 1), 0.5 * np.eye(d + 1), np.array(20.0), np.array(1.9))
+    x_prior = NIW(np.zeros(d), np.array(4.0), np.array(20.0), 1.8 * np.eye(d))
+    prior, x_prior = _batch(prior, x_prior, rows)
+    tracemalloc.start()
+    try:
+        fit = moment_prior(np.random.default_rng(0), prior, NIW(*(a[:, 0] for a in x_prior)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert fit.mean.shape == (rows, (d + 2) * (d + 3) // 2 - 1)
+    assert peak < 200e6, peak
+
+
 @pytest.mark.parametrize(
     "n, epsilon, rows",
     [(20, 1.0, 600), pytest.param(200, 0.5, 3000, marks=pytest.mark.slow)],

@@ -69,7 +69,7 @@ from pymc_dp.regression.kernels.moment_move import (
     moment_prior,
     moment_proposal,
 )
-from pymc_dp.regression.kernels.normal_model import record_moments
+from pymc_dp.regression.kernels.normal_model import record_mean
 from pymc_dp.regression.kernels.psd import project_psd
 from pymc_dp.regression.kernels.scale_move import SCALE_STEPS, scale_moves
 from pymc_dp.regression.kernels.shape_law import (
@@ -321,8 +321,8 @@ def collapsed_sweep(
         eta = None
         if laplace_scale is not None and fit is not None:
             par = unpack_parameters(state.params, target.x_prior.loc.shape[-1])
-            eta = record_moments(par.theta, par.sigma2, par.x_loc[..., 0, :],
-                                 par.x_cov[..., 0, :, :])[0]  # fmt: skip
+            eta = record_mean(par.theta, par.sigma2, par.x_loc[..., 0, :],
+                              par.x_cov[..., 0, :, :])  # fmt: skip
         adaptation.update(state.params, eta)
     return state, SweepStats(moved / moves if moves else np.full_like(moved, np.nan), moment)
 

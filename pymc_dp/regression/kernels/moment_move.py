@@ -46,7 +46,7 @@ from pymc_dp.regression.kernels.collapsed import (
 )
 from pymc_dp.regression.kernels.conjugate import NIG, draw_nig
 from pymc_dp.regression.kernels.data_model import NIW, draw_niw
-from pymc_dp.regression.kernels.normal_model import draw_statistic, record_moments
+from pymc_dp.regression.kernels.normal_model import draw_statistic, record_mean, record_moments
 
 __all__ = [
     "MomentPrior",
@@ -85,7 +85,7 @@ def moment_prior(
     """
     theta, sigma2 = draw_nig(rng, prior, size=(draws,))
     loc, cov = draw_niw(rng, x_prior, size=(draws,))
-    eta, _ = record_moments(theta, sigma2, loc, cov)  # (draws, ..., m)
+    eta = record_mean(theta, sigma2, loc, cov)  # (draws, ..., m)
     lo, hi = np.quantile(eta, [0.02, 0.98], axis=0)
     inside = np.all((eta >= lo) & (eta <= hi), axis=-1)  # (draws, ...)
     weight = inside / np.maximum(inside.sum(axis=0), 1)
@@ -106,7 +106,7 @@ def parameters_from_moments(
 
     Examples
     --------
-    >>> eta, _ = record_moments([0.2, -0.5], 0.3, [0.1], [[2.0]])
+    >>> eta = record_mean([0.2, -0.5], 0.3, [0.1], [[2.0]])
     >>> u, ok = parameters_from_moments(eta, 1)
     >>> bool(ok), np.round(u, 6).tolist() == np.round(
     ...     pack_parameters([0.2, -0.5], 0.3, [[0.1]], [[[2.0]]]), 6).tolist()
