@@ -400,6 +400,10 @@ def likelihood_of(model: pm.Model) -> str:
 
 
 def one_line(err: BaseException) -> str:
+    # The time limit's SIGALRM handler runs when a compiled (Numba) call returns, and CPython
+    # then reports "returned a result with an exception set", a SystemError caused by it.
+    if isinstance(err, SystemError) and isinstance(err.__cause__, TimeLimit):
+        err = err.__cause__
     text = " ".join(str(err).split()) or "(no message)"
     text = text if isinstance(err, TimeLimit) else f"{type(err).__name__}: {text}"
     return text if len(text) <= 160 else text[:157] + "..."
