@@ -71,7 +71,6 @@ __all__ = [
     "hierarchical_families",
     "information_weights",
     "link_description",
-    "lower_between_group_variance",
     "population_variables",
     "save_grouped_figures",
     "theta_name",
@@ -354,11 +353,7 @@ def information_weights(estimate: Any, information: Any, tau_sd: float) -> np.nd
     z_g a posteriori uncorrelated with μ in the normal model. The law of η_g, and so the
     posterior, is the same for every w. τ̂² is the DerSimonian–Laird estimate from the groups'
     estimates η̂_g and their information I_g (:func:`between_group_variance`; at least
-    (tau_sd/10)²), or that floor where τ̂² is within :data:`LOWER_SDS` jackknife standard
-    errors of 0 (:func:`lower_between_group_variance`): there the releases do not measure the
-    spread, and centring by a τ̂² that is noise (11.3 for a true 1 at 500 windowed Normal groups
-    and ε = 0.1) brought back the centred funnel at small τ. The unweighted moment estimate
-    var(η̂_g) − mean(1/I_g) it replaced was
+    (tau_sd/10)²). The unweighted moment estimate var(η̂_g) − mean(1/I_g) it replaced was
     negative at ε = 0.1 on every benchmark release, where a few small groups' noise swamps the
     spread (Binomial, Poisson, Categorical: τ̂² at the floor, a ninth to a twenty-fifth of the
     truth), or 70 times the truth (Normal window); DerSimonian–Laird weighs each group by I_g
@@ -377,69 +372,8 @@ def information_weights(estimate: Any, information: Any, tau_sd: float) -> np.nd
     information = np.maximum(np.asarray(information, dtype=np.float64), 1e-12)
     if estimate.shape[0] < MIN_CENTRED_GROUPS:
         return np.zeros(information.shape)
-    tau2 = float(np.mean(between_group_variance(estimate, information)))
-    if lower_between_group_variance(estimate, information) <= 0.0:
-        tau2 = 0.0  # within LOWER_SDS standard errors of 0: noise, not a measured spread
-    tau2 = max(tau2, (tau_sd / 10.0) ** 2)
+    tau2 = max(float(np.mean(between_group_variance(estimate, information))), (tau_sd / 10.0) ** 2)
     return tau2 / (tau2 + 1.0 / information)
-
-
-LOWER_SDS = 2.0
-"""How many jackknife standard errors above 0 the DerSimonian–Laird τ̂² must lie for
-:func:`information_weights` to centre by it."""
-
-
-def lower_between_group_variance(estimate: Any, information: Any, sds: float = LOWER_SDS) -> float:
-    """A lower confidence bound of τ²: the DerSimonian–Laird τ̂² less ``sds`` jackknife SEs.
-
-    τ̂² (:func:`between_group_variance` before its truncation at 0, averaged over the
-    coordinates of a vector effect) minus ``sds`` times its leave-one-group-out (jackknife)
-    standard error, and at least 0. Where every group's release is noisy next to the spread
-    of the groups (1/I_g ≫ τ²), τ̂² is mostly noise, and heavy-tailed noise (Laplace) makes it
-    noisier: at 500 groups of a windowed Normal and ε = 0.1 it was 11.3 ± 11.8 (bootstrap) for
-    a true τ² of 1 (0 and 17.9 on two other releases), and weights from it centred the groups
-    ten times too far, which brought back the centred funnel at small τ (114 divergences in one
-    chain of two, ``docs/scale.md``); :func:`information_weights` does not centre by a τ̂² whose
-    bound is 0. The jackknife needs no model of the noise, and costs O(G).
-
-    Parameters
-    ----------
-    estimate, information
-        As :func:`between_group_variance`.
-    sds
-        How many standard errors below the estimate.
-
-    Returns
-    -------
-    float
-
-    Examples
-    --------
-    >>> rng = np.random.default_rng(0)
-    >>> info = rng.uniform(1.0, 100.0, size=4000)
-    >>> eta = 0.5 + rng.normal(0.0, np.sqrt(0.25 + 1.0 / info))
-    >>> round(lower_between_group_variance(eta, info), 2)
-    0.24
-    """
-    estimate = np.asarray(estimate, dtype=np.float64).reshape(len(estimate), -1)
-    weight = np.asarray(information, dtype=np.float64).reshape(estimate.shape)
-    groups = estimate.shape[0]
-    if groups < 3:
-        return 0.0
-    total = weight.sum(axis=0)
-    # Centred at the weighted mean, so that Q below is not a difference of large numbers.
-    eta = estimate - np.sum(weight * estimate, axis=0) / total
-    first, second = np.sum(weight * eta, axis=0), np.sum(weight * eta * eta, axis=0)
-    square = np.sum(weight * weight, axis=0)
-
-    def raw(s1, s2, a, b, count):  # (Q − (G − 1)) / (S₁ − S₂/S₁), not truncated at 0
-        return np.mean((b - a * a / s1 - (count - 1)) / (s1 - s2 / s1), axis=-1)
-
-    full = raw(total, square, first, second, groups)
-    left_out = raw(total - weight, square - weight * weight, first - weight * eta,
-                   second - weight * eta * eta, groups - 1)  # fmt: skip
-    se = np.sqrt((groups - 1) / groups * np.sum((left_out - left_out.mean()) ** 2))
-    return float(max(full - sds * se, 0.0))
 
 
 def between_group_variance(estimate: Any, information: Any) -> np.ndarray:
@@ -748,12 +682,11 @@ class _LocationScaleLink(GroupedLink):
         """Initial τ and τ_σ: the groups' spreads, estimated from the released values.
 
         DerSimonian–Laird estimates (:func:`released_spread`) from the groups' means and
-        log σ̂_g with their information. PyMC
-        and nutpie start τ at its prior's scale otherwise (a quarter of the window), and their
-        jitter of every z_g by up to ±1 then spreads the groups' μ_g over ±τ: at 500 groups and
-        ε = 1 one chain of two under nutpie put a group below the window, in the far mode of
-        its sums, in its first step and kept it there (R-hat 1.83, ``docs/scale.md``). The prior
-        is unchanged; ``None`` without a release.
+        log σ̂_g with their information. PyMC and nutpie start τ at its prior's scale otherwise
+        (a quarter of the window), and their jitter of every z_g by up to ±1 then spreads the
+        groups' μ_g over ±τ: at 500 groups and ε = 1 one chain of two under nutpie put a group
+        below the window, in the far mode of its sums, in its first step and kept it there
+        (R-hat 1.83, ``docs/scale.md``). The prior is unchanged; ``None`` without a release.
         """
         if release is None:
             return None, None
