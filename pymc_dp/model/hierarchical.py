@@ -73,6 +73,7 @@ __all__ = [
     "link_description",
     "population_variables",
     "save_grouped_figures",
+    "shrunk_between_group_variance",
     "theta_name",
 ]
 
@@ -352,8 +353,13 @@ def information_weights(estimate: Any, information: Any, tau_sd: float) -> np.nd
     they pin η_g: its posterior then does not move with μ or τ), and the weight above makes
     z_g a posteriori uncorrelated with μ in the normal model. The law of η_g, and so the
     posterior, is the same for every w. τ̂² is the DerSimonian–Laird estimate from the groups'
-    estimates η̂_g and their information I_g (:func:`between_group_variance`; at least
-    (tau_sd/10)²). The unweighted moment estimate var(η̂_g) − mean(1/I_g) it replaced was
+    estimates η̂_g and their information I_g (:func:`between_group_variance`), shrunk towards
+    0 by its own jackknife standard error (:func:`shrunk_between_group_variance`; at least
+    (tau_sd/10)²): where every group's release is noisy next to the spread, τ̂² is noise, and
+    centring by it brought back the centred funnel at small τ (11.3 for a true 1 at 500
+    windowed Normal groups and ε = 0.1: 114 divergences). Too little centring costs ESS where
+    too much costs divergences, so the estimate errs low. The unweighted moment estimate
+    var(η̂_g) − mean(1/I_g) it replaced was
     negative at ε = 0.1 on every benchmark release, where a few small groups' noise swamps the
     spread (Binomial, Poisson, Categorical: τ̂² at the floor, a ninth to a twenty-fifth of the
     truth), or 70 times the truth (Normal window); DerSimonian–Laird weighs each group by I_g
@@ -372,8 +378,64 @@ def information_weights(estimate: Any, information: Any, tau_sd: float) -> np.nd
     information = np.maximum(np.asarray(information, dtype=np.float64), 1e-12)
     if estimate.shape[0] < MIN_CENTRED_GROUPS:
         return np.zeros(information.shape)
-    tau2 = max(float(np.mean(between_group_variance(estimate, information))), (tau_sd / 10.0) ** 2)
+    tau2 = max(shrunk_between_group_variance(estimate, information), (tau_sd / 10.0) ** 2)
     return tau2 / (tau2 + 1.0 / information)
+
+
+def shrunk_between_group_variance(estimate: Any, information: Any) -> float:
+    """The DerSimonian–Laird τ̂² shrunk by its jackknife standard error: τ̂² (1 − SE²/τ̂²)₊.
+
+    τ̂² is :func:`between_group_variance` before its truncation at 0, averaged over the
+    coordinates of a vector effect, and SE its leave-one-group-out (jackknife) standard error,
+    which needs no model of the noise (Laplace noise is heavy-tailed) and costs O(G). For an
+    unbiased τ̂² of variance SE², τ̂⁴ − SE² is unbiased for τ⁴, so (τ̂⁴ − SE²)₊/τ̂² is τ̂²
+    where τ̂² lies many SEs above 0 and 0 where it lies within one SE of it: a release that
+    does not measure the spread gets none. A hard test (centre only where τ̂² > 2 SE) was
+    tried and dropped: it also took the centring from 50 Categorical groups at ε = 0.1, whose
+    τ̂² was 1.8 SEs above 0 and whose centring doubled ESS/s (``docs/scale.md``).
+
+    Parameters
+    ----------
+    estimate, information
+        As :func:`between_group_variance`; fewer than 3 groups give 0.
+
+    Returns
+    -------
+    float
+        The shrunk τ̂², at least 0.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> info = rng.uniform(1.0, 100.0, size=4000)
+    >>> eta = 0.5 + rng.normal(0.0, np.sqrt(0.25 + 1.0 / info))
+    >>> round(shrunk_between_group_variance(eta, info), 2)
+    0.25
+    >>> noisy = 1.0 / rng.uniform(100.0, 500.0, size=500)
+    >>> shrunk_between_group_variance(rng.normal(0.0, np.sqrt(1.0 + 1.0 / noisy)), noisy) < 1.0
+    True
+    """
+    estimate = np.asarray(estimate, dtype=np.float64).reshape(len(estimate), -1)
+    weight = np.asarray(information, dtype=np.float64).reshape(estimate.shape)
+    groups = estimate.shape[0]
+    if groups < 3:
+        return 0.0
+    total = weight.sum(axis=0)
+    # Centred at the weighted mean, so that Q below is not a difference of large numbers.
+    eta = estimate - np.sum(weight * estimate, axis=0) / total
+    first, second = np.sum(weight * eta, axis=0), np.sum(weight * eta * eta, axis=0)
+    square = np.sum(weight * weight, axis=0)
+
+    def raw(s1, s2, a, b, count):  # (Q − (G − 1)) / (S₁ − S₂/S₁), not truncated at 0
+        return np.mean((b - a * a / s1 - (count - 1)) / (s1 - s2 / s1), axis=-1)
+
+    full = float(raw(total, square, first, second, groups))
+    left_out = raw(total - weight, square - weight * weight, first - weight * eta,
+                   second - weight * eta * eta, groups - 1)  # fmt: skip
+    variance = (groups - 1) / groups * np.sum((left_out - left_out.mean()) ** 2)
+    if full <= 0.0:
+        return 0.0
+    return max(full - float(variance) / full, 0.0)
 
 
 def between_group_variance(estimate: Any, information: Any) -> np.ndarray:
