@@ -420,22 +420,40 @@ def shrunk_between_group_variance(estimate: Any, information: Any) -> float:
     groups = estimate.shape[0]
     if groups < 3:
         return 0.0
-    total = weight.sum(axis=0)
-    # Centred at the weighted mean, so that Q below is not a difference of large numbers.
-    eta = estimate - np.sum(weight * estimate, axis=0) / total
-    first, second = np.sum(weight * eta, axis=0), np.sum(weight * eta * eta, axis=0)
-    square = np.sum(weight * weight, axis=0)
-
-    def raw(s1, s2, a, b, count):  # (Q − (G − 1)) / (S₁ − S₂/S₁), not truncated at 0
-        return np.mean((b - a * a / s1 - (count - 1)) / (s1 - s2 / s1), axis=-1)
-
-    full = float(raw(total, square, first, second, groups))
-    left_out = raw(total - weight, square - weight * weight, first - weight * eta,
-                   second - weight * eta * eta, groups - 1)  # fmt: skip
+    total, square, first, second, eta = _weighted_sums(estimate, weight)
+    full = float(np.mean(_dersimonian_laird(total, square, first, second, groups)))
+    left_out = np.mean(
+        _dersimonian_laird(total - weight, square - weight * weight, first - weight * eta,
+                           second - weight * eta * eta, groups - 1),
+        axis=-1,
+    )  # fmt: skip
     variance = (groups - 1) / groups * np.sum((left_out - left_out.mean()) ** 2)
     if full <= 0.0:
         return 0.0
     return max(full - float(variance) / full, 0.0)
+
+
+def _weighted_sums(estimate: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, ...]:
+    """S₁ = Σ I_g, S₂ = Σ I_g², Σ I_g η_g, Σ I_g η_g² and η_g, η centred at its I-weighted mean.
+
+    Centred so that Q = Σ I_g η_g² − (Σ I_g η_g)²/S₁ is not a difference of large numbers.
+    """
+    total = weight.sum(axis=0)
+    eta = estimate - np.sum(weight * estimate, axis=0) / total
+    return (
+        total,
+        np.sum(weight * weight, axis=0),
+        np.sum(weight * eta, axis=0),
+        np.sum(weight * eta * eta, axis=0),
+        eta,
+    )
+
+
+def _dersimonian_laird(
+    total: np.ndarray, square: np.ndarray, first: np.ndarray, second: np.ndarray, groups: int
+) -> np.ndarray:
+    """(Q − (G − 1)) / (S₁ − S₂/S₁) from :func:`_weighted_sums`' sums, not truncated at 0."""
+    return (second - first * first / total - (groups - 1)) / (total - square / total)
 
 
 def between_group_variance(estimate: Any, information: Any) -> np.ndarray:
@@ -467,11 +485,8 @@ def between_group_variance(estimate: Any, information: Any) -> np.ndarray:
     """
     estimate = np.asarray(estimate, dtype=np.float64)
     weight = np.asarray(information, dtype=np.float64)
-    total = weight.sum(axis=0)
-    centre = np.sum(weight * estimate, axis=0) / total
-    q = np.sum(weight * (estimate - centre) ** 2, axis=0)
-    scale = total - np.sum(weight * weight, axis=0) / total
-    return np.maximum((q - (estimate.shape[0] - 1)) / scale, 0.0)
+    total, square, first, second, _ = _weighted_sums(estimate, weight)
+    return np.maximum(_dersimonian_laird(total, square, first, second, estimate.shape[0]), 0.0)
 
 
 def _zero_sum_basis(k: int) -> np.ndarray:
