@@ -20,7 +20,7 @@ Three samplers on releases of the same data, in one process:
   instead of d (same Ψ), the untested candidate for the Σ_x off-diagonal's slow mixing;
 * **default_no_symmetry** (only with ``--samplers``): the default without the moves along the
   model's symmetries (``SYMMETRY_MIN_D`` raised above d), the default sampler before they were
-  added (issue 34), for the ratio of today's default to it at d ≥ 3;
+  added (issue 34), for the ratio of today's default to it at d ≥ 2;
 * **mcmc_ind** (only with ``--samplers``): the hand-written model a PyMC user would write, the
   paper's MCMC-Ind (every record's x and y latent, the release observed through its Laplace
   noise; :func:`pymc_dp.regression.sample_mcmc_ind`), with the same priors as the README's

@@ -7,7 +7,9 @@ y = θ₀ + xᵀθ_x + N(0, σ²), the whole data set redrawn when a record fall
 y ∈ [−3, 3], x ∈ [−2, 2]^d ([0, 1]^d for binary). That conditions on an event of the data alone,
 so the posterior, and its calibration, are unchanged. ``--d`` covariates (default 1), each drawn
 independently from the design; d > 1 with the normal model's methods only (``default_normal``,
-``default_no_symmetry``). Design ``normal-drawn``: x ~ N(μ_x, Σ_x) with (μ_x, Σ_x) drawn from the
+``default_no_symmetry``, ``default_symmetry``). Design ``mixed`` (d ≥ 2): x₁ ~ Bernoulli(0.3)
+on its box [0, 1] (a treated/untreated indicator) beside normal covariates as the ``normal``
+design's. Design ``normal-drawn``: x ~ N(μ_x, Σ_x) with (μ_x, Σ_x) drawn from the
 default's own prior of x (:func:`~pymc_dp.regression.default_x_prior` of the box), so that the
 truth is a draw of the whole model's prior and the coverage of μ_x and diag Σ_x is reported too
 (the designs above fix x's law, which the default does not know). Every method samples the same
@@ -22,6 +24,7 @@ releases, batched:
   ``x_model="auto"``, does; identical to ``default`` without moments);
 * ``default_no_symmetry``: ``default_normal`` without the moves along the model's symmetries
   (``scale_steps=()``; they are on by default from d = 3);
+* ``default_symmetry``: ``default_normal`` with those moves at every d (steps ``--scale-steps``);
 * ``shape``: Gibbs-SS with the shape model of x (:mod:`pymc_dp.regression.kernels.x_models`,
   (γ, κ) with a prior covering uniform to exponential; the released moments when present);
 * ``binary``: Gibbs-SS with the binary model of x (binary design only);
@@ -59,14 +62,15 @@ from pymc_dp.regression.engine.gibbs_ss import sample_gibbs_ss
 from pymc_dp.regression.engine.x_model_gibbs import sample_x_model
 from pymc_dp.regression.kernels.conjugate import NIG, draw_nig
 from pymc_dp.regression.kernels.data_model import draw_niw
+from pymc_dp.regression.kernels.scale_move import SCALE_STEPS
 from pymc_dp.regression.kernels.x_models import ShapePrior
 
 DESIGNS = ("normal", "uniform", "exponential", "binary")
-METHODS = ("default", "default_normal", "default_no_symmetry", "shape", "binary", "gibbs_noisy",
-           "gibbs_update")  # fmt: skip
-NORMAL_METHODS = ("default_normal", "default_no_symmetry")
+METHODS = ("default", "default_normal", "default_no_symmetry", "default_symmetry", "shape",
+           "binary", "gibbs_noisy", "gibbs_update")  # fmt: skip
+NORMAL_METHODS = ("default_normal", "default_no_symmetry", "default_symmetry")
 """The methods that take d > 1 (the normal model of x, no released moments)."""
-EXTRA_DESIGNS = ("normal-narrow", "uniform-wide", "normal-drawn")
+EXTRA_DESIGNS = ("normal-narrow", "uniform-wide", "normal-drawn", "mixed")
 Y_BOUND = 3.0
 
 
@@ -79,13 +83,15 @@ PRIOR = nig_prior(1)
 
 
 def x_box(design: str, d: int = 1) -> list[tuple[float, float]]:
-    """The public box of x: [0, 1]^d for binary covariates, else [−2, 2]^d."""
+    """The public box of x: [0, 1] for a binary covariate, else [−2, 2], per covariate."""
+    if design == "mixed":
+        return [(0.0, 1.0)] + [(-2.0, 2.0)] * (d - 1)
     return [(0.0, 1.0) if design == "binary" else (-2.0, 2.0)] * d
 
 
 def draw_x(rng: np.random.Generator, design: str, n: int, d: int = 1, law=None) -> np.ndarray:
     """Covariates of one trial, ``(n, d)``, each column drawn independently from the design
-    (``law`` = (μ_x, Σ_x) for ``normal-drawn``)."""
+    (``law`` = (μ_x, Σ_x) for ``normal-drawn``; ``mixed``: the first binary, the rest normal)."""
     if design == "normal":
         return rng.normal(0.3, 0.5, (n, d))
     if design == "normal-drawn":
@@ -100,6 +106,10 @@ def draw_x(rng: np.random.Generator, design: str, n: int, d: int = 1, law=None) 
         return rng.uniform(-np.sqrt(3.0), np.sqrt(3.0), (n, d))
     if design == "binary":
         return (rng.uniform(size=(n, d)) < 0.3).astype(float)
+    if design == "mixed":  # a treated/untreated indicator beside normal covariates
+        x = draw_x(rng, "normal", n, d)
+        x[:, 0] = rng.uniform(size=n) < 0.3
+        return x
     raise ValueError(f"design must be one of {DESIGNS + EXTRA_DESIGNS} (got {design!r})")
 
 
@@ -115,7 +125,7 @@ def simulate(rng, design, n, eps, trials, moments, d=1):
         law = draw_niw(rng, x_prior) if design == "normal-drawn" else None
         x = draw_x(rng, design, n, d, law)
         y = theta[0] + x @ theta[1:] + np.sqrt(sigma2) * rng.standard_normal(n)
-        low, high = x_bounds[0]
+        low, high = np.array(x_bounds).T
         if np.any(np.abs(y) > Y_BOUND) or np.any((x < low) | (x > high)):
             continue  # data conditioned on the public box, as the synthetic study
         rel = release_regression(
@@ -222,8 +232,10 @@ def run_cell(design, n, eps, moments, trials, args, seed):
     if moments:
         extra["shape_prior"] = ShapePrior(skew=args.skew, skew_scale=args.skew_scale)
     no_symmetry = {"scale_steps": ()}
+    symmetry = {"scale_steps": tuple(args.scale_steps)}
     for name, given in (("default", extra), ("default_normal", {}),
-                        ("default_no_symmetry", no_symmetry)):  # fmt: skip
+                        ("default_no_symmetry", no_symmetry),
+                        ("default_symmetry", symmetry)):  # fmt: skip
         timed(
             name,
             lambda given=given: sample_regression(
@@ -317,6 +329,13 @@ def main(argv=None):
         default=ShapePrior().skew_scale,
         help="Cauchy scale of the default's skewness prior ('none': uniform)",
     )
+    parser.add_argument(
+        "--scale-steps",
+        nargs="+",
+        type=float,
+        default=list(SCALE_STEPS),
+        help="steps of default_symmetry's moves along the symmetries (the package's by default)",
+    )
     parser.add_argument("--per-release", default=None, help="append per-release JSON rows here")
     parser.add_argument("--output", default=None, help="append JSON rows here")
     args = parser.parse_args(argv)
@@ -324,10 +343,10 @@ def main(argv=None):
         args.trials, args.draws, args.tune = 40, 300, 150
     if args.d < 1:
         parser.error(f"--d must be >= 1 (got {args.d})")
-    if args.d > 1 and (set(args.methods) - set(NORMAL_METHODS) or "yes" in args.moments
-                       or set(args.designs) & {"binary", "exponential"}):  # fmt: skip
-        parser.error(f"--d > 1 takes --methods from {NORMAL_METHODS}, --moments no and "
-                     "designs normal, normal-drawn, uniform (and their variants)")  # fmt: skip
+    if args.d > 1 and (set(args.methods) - set(NORMAL_METHODS) or "yes" in args.moments):
+        parser.error(f"--d > 1 takes --methods from {NORMAL_METHODS} and --moments no")
+    if args.d < 2 and "mixed" in args.designs:
+        parser.error("design mixed (a binary covariate beside normal ones) needs --d >= 2")
     lo, hi = band(args.trials)
     print(f"trials {args.trials}; 99% band of 90% coverage [{lo:.3f}, {hi:.3f}]", flush=True)
     for k, (design, n, eps, mom) in enumerate(
