@@ -23,7 +23,7 @@ releases, batched:
 * ``default_normal``: the same sampler ignoring released moments (what the package's default,
   ``x_model="auto"``, does; identical to ``default`` without moments);
 * ``default_no_symmetry``: ``default_normal`` without the moves along the model's symmetries
-  (``scale_steps=()``; they are on by default from d = 3);
+  (``scale_steps=()``; they are on by default from d = 2);
 * ``default_symmetry``: ``default_normal`` with those moves at every d (steps ``--scale-steps``);
 * ``shape``: Gibbs-SS with the shape model of x (:mod:`pymc_dp.regression.kernels.x_models`,
   (γ, κ) with a prior covering uniform to exponential; the released moments when present);
