@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pymc_dp.curator.regression.statistics import unpack_statistic
+from pymc_dp.curator.regression.statistics import pack_statistic, unpack_statistic
 from pymc_dp.regression import NIG, NIW, draw_nig, draw_niw
 from pymc_dp.regression.kernels.collapsed import (
     collapsed_target,
@@ -44,6 +44,7 @@ from pymc_dp.regression.kernels.scale_move import (
     scale_moves,
     shift_precision,
     shift_responses,
+    symmetry_state,
     transform_covariates,
     translate_covariates,
 )
@@ -187,15 +188,16 @@ def test_posterior_shift_proposal_reads_only_what_the_shift_keeps(laplace):
     u_new, s_new, _ = shift_responses(u, s, delta, target=tgt, laplace_scale=b)
     np.testing.assert_allclose(shift_precision(u_new, s_new, target=tgt, laplace_scale=b),
                                precision, rtol=1e-10)  # fmt: skip
-    state = move_state(u, s, tgt)
+    state = symmetry_state(move_state(u, s, tgt), target=tgt, laplace_scale=b)
     moved, took = posterior_shift_move(np.random.default_rng(5), state, target=tgt, step=0.2,
                                        laplace_scale=b)  # fmt: skip
     xi = np.random.default_rng(5).standard_normal((4, D + 1, 1))
     step = 0.2 * np.linalg.solve(np.linalg.cholesky(precision).swapaxes(-1, -2), xi)[..., 0]
-    expected = shift_responses(u, s, step, target=tgt, laplace_scale=b)[0]
+    expected = unpack_parameters(shift_responses(u, s, step, target=tgt, laplace_scale=b)[0], D,
+                                 nodes).theta  # fmt: skip
     assert took.any() and not took.all()
-    np.testing.assert_allclose(moved.params[took], expected[took], rtol=1e-12)
-    np.testing.assert_allclose(moved.params[~took], u[~took])
+    np.testing.assert_allclose(moved.theta[took], expected[took], rtol=1e-12)
+    np.testing.assert_allclose(moved.theta[~took], state.theta[~took])
 
 
 GEWEKE_MOVES = (*SAMPLER_MOVES, (principal_scale_move, 1.0))
@@ -250,11 +252,48 @@ def test_moves_keep_the_joint_law(laplace):
     _two_sample(_summaries(state.params, state.suffstat, n), _summaries(ref_u, fresh[4], n))
 
 
+@pytest.mark.parametrize("laplace", [False, True])
+def test_carried_terms_equal_a_fresh_evaluation(laplace):
+    """Through 14 moves of a batch of 6 two-node states (each taken by some members and not
+    others) the members that took a move, and only they, moved, and the log-target terms a
+    :class:`SymmetryState` carries equal those evaluated afresh at its final coordinates;
+    and ``scale_moves(refresh=False)`` returns the same φ and s as the default, with the
+    start's surrogate and correction."""
+    rng = np.random.default_rng(3535)
+    n = np.array([12.0, 20.0])
+    theta, sigma2, loc, cov, s, z = _draw_model(rng, 6, 2, n, 5.0, laplace)
+    tgt = _target(z, 5.0, n, 6, 2)
+    b = 5.0 / np.sqrt(2.0) if laplace else None
+    start = move_state(pack_parameters(theta, sigma2, loc, cov), s, tgt)
+    state = symmetry_state(start, target=tgt, laplace_scale=b)
+    partial = 0
+    for step in (0.3, 0.1):
+        for move, factor in GEWEKE_MOVES:
+            before = state
+            state, took = move(rng, state, target=tgt, step=factor * step, laplace_scale=b)
+            partial += bool(took.any() and not took.all())
+            np.testing.assert_array_equal(state.matrix[~took], before.matrix[~took])
+            assert np.all(np.any(state.matrix[took] != before.matrix[took], axis=(-3, -2, -1)))
+    assert partial >= 3
+    u = pack_parameters(state.theta, state.sigma2, state.x_loc, state.x_cov)
+    fresh = symmetry_state(start._replace(params=u, suffstat=pack_statistic(state.matrix)),
+                           target=tgt, laplace_scale=b)  # fmt: skip
+    for name in ("log_nig", "log_niw", "log_likelihood"):
+        np.testing.assert_allclose(getattr(state, name), getattr(fresh, name), rtol=1e-9)
+    kept, _ = scale_moves(np.random.default_rng(1), start, target=tgt, laplace_scale=b)
+    stale, _ = scale_moves(np.random.default_rng(1), start, target=tgt, laplace_scale=b,
+                           refresh=False)  # fmt: skip
+    np.testing.assert_array_equal(stale.params, kept.params)
+    np.testing.assert_array_equal(stale.suffstat, kept.suffstat)
+    np.testing.assert_array_equal(stale.surrogate, start.surrogate)
+    np.testing.assert_array_equal(stale.correction, start.correction)
+
+
 def test_scale_move_refuses_the_shape_family():
     rng = np.random.default_rng(0)
     theta, sigma2, loc, cov, s, z = _draw_model(rng, 1, 1, [15.0], 3.0, False)
     tgt = _target(z, 3.0, [15.0], 1, 1)
-    state = move_state(pack_parameters(theta, sigma2, loc, cov), s, tgt)
+    state = symmetry_state(move_state(pack_parameters(theta, sigma2, loc, cov), s, tgt), target=tgt)
     with pytest.raises(ValueError, match="x_shape=None"):
         scale_move(rng, state, target=tgt._replace(x_shape=object()), step=0.1)
 

@@ -281,6 +281,10 @@ def collapsed_sweep(
     :func:`~pymc_dp.regression.kernels.moment_move.fitted_proposal`, and no random-walk moves. Such
     a sweep leaves w stale: the caller must redraw w | s, z before w is next used. While tuning,
     the adaptation then also tracks η, which that proposal is fitted to.
+
+    The returned state's φ and s are the chain's; its surrogate and correction are stale where
+    the symmetry moves moved (the engine and the PyMC step start the next sweep from φ and s
+    alone).
     """
     u = np.asarray(u, dtype=np.float64)
     s = np.asarray(suffstat, dtype=np.float64)
@@ -322,7 +326,7 @@ def collapsed_sweep(
         # Along the ridges where s and φ hold each other (docs/regression.md, "Moves along the
         # symmetries"). With b, w integrated out: the caller redraws w anyway.
         state, _ = scale_moves(rng, state, target=target, steps=scale_steps,
-                               laplace_scale=laplace_scale)  # fmt: skip
+                               laplace_scale=laplace_scale, refresh=False)  # fmt: skip
     if tune:
         eta = None
         if laplace_scale is not None and fit is not None:

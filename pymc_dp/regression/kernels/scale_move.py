@@ -54,12 +54,16 @@ a numerical Jacobian, and the moves' invariance on exact draws of the joint.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from pymc_dp.curator.regression.statistics import pack_statistic, unpack_statistic
+from pymc_dp.curator.regression.statistics import (
+    pack_statistic,
+    released_pairs,
+    unpack_statistic,
+)
 from pymc_dp.regression.kernels.collapsed import (
     CollapsedTarget,
     MoveState,
@@ -75,6 +79,7 @@ __all__ = [
     "POSTERIOR_SHIFT_FACTOR",
     "SCALE_STEPS",
     "SHIFT_FACTOR",
+    "SymmetryState",
     "posterior_shift_move",
     "principal_scale_move",
     "rescale_principal_axes",
@@ -87,6 +92,7 @@ __all__ = [
     "shift_move",
     "shift_precision",
     "shift_responses",
+    "symmetry_state",
     "transform_covariates",
     "translate_covariates",
     "translate_move",
@@ -107,6 +113,34 @@ POSTERIOR_SHIFT_FACTOR = 3.0
 benchmark's release)."""
 
 Proposal = tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]
+Mapped = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]
+"""A map's image (θ', σ²', μ_x', Σ_x', B') and log #J_φ; a coordinate it keeps is the same array."""
+
+
+class SymmetryState(NamedTuple):
+    """(φ, s) in natural coordinates, with the terms of the log target that the moves change.
+
+    :func:`scale_moves` builds it once per sweep (:func:`symmetry_state`), so that the moves
+    neither unpack nor pack φ and s, and evaluate each term at their proposal only, and only
+    where the map changes its coordinates: the current state's terms are carried.
+    """
+
+    theta: npt.NDArray[np.float64]
+    """``(..., p)``."""
+    sigma2: npt.NDArray[np.float64]
+    """``(...)``."""
+    x_loc: npt.NDArray[np.float64]
+    """``(..., J, d)``."""
+    x_cov: npt.NDArray[np.float64]
+    """``(..., J, d, d)``."""
+    matrix: npt.NDArray[np.float64]
+    """B of s per node, ``(..., J, d + 2, d + 2)``."""
+    log_nig: npt.NDArray[np.float64]
+    """log NIG(θ, σ²) up to constants, ``(...)``."""
+    log_niw: npt.NDArray[np.float64]
+    """Σ_j log NIW(μ_x, Σ_x) up to constants, ``(...)``."""
+    log_likelihood: npt.NDArray[np.float64]
+    """log L(z; s) up to constants, ``(...)``: given w, or Laplace with w integrated out."""
 
 
 def _quad(vec: np.ndarray, mat: np.ndarray) -> np.ndarray:
@@ -135,34 +169,170 @@ def _log_nig(theta: np.ndarray, sigma2: np.ndarray, target: CollapsedTarget) -> 
     return -(0.5 * p + prior.shape + 1.0) * np.log(sigma2) - (0.5 * quad + prior.scale) / sigma2
 
 
-def _log_likelihood(s: np.ndarray, target: CollapsedTarget, laplace_scale) -> np.ndarray:
+def _log_likelihood(matrix: np.ndarray, target: CollapsedTarget, laplace_scale) -> np.ndarray:
     """The log L(z; s) up to constants: given w, or Laplace with w integrated out."""
-    resid = target.released - s
+    resid = target.released - pack_statistic(matrix)
     if laplace_scale is None:
         return -0.5 * np.sum(resid**2 / target.noise_variance, axis=(-2, -1))
     return -np.sum(np.abs(resid) / laplace_scale, axis=(-2, -1))
 
 
-def _ratio(par, new, s, s_new, log_jacobian, target, laplace_scale) -> np.ndarray:
-    """The log π(φ') L(z; s') #J_φ / [π(φ) L(z; s)], ``new`` = (θ', σ²', μ_x', Σ_x')."""
-    theta, sigma2, loc, cov = new
+def _evaluate(
+    mapped: Mapped, target: CollapsedTarget, laplace_scale, current: SymmetryState | None = None
+) -> SymmetryState:
+    """The state at ``mapped``'s image, its terms taken from ``current`` where the map kept them."""
+    theta, sigma2, loc, cov, matrix, _ = mapped
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        return (
-            _log_nig(theta, sigma2, target)
-            - _log_nig(par.theta, par.sigma2, target)
-            + _log_niw(loc, cov, target)
-            - _log_niw(par.x_loc, par.x_cov, target)
-            + log_jacobian
-            + _log_likelihood(s_new, target, laplace_scale)
-            - _log_likelihood(s, target, laplace_scale)
-        )
+        if current is not None and theta is current.theta and sigma2 is current.sigma2:
+            nig = current.log_nig
+        else:
+            nig = _log_nig(theta, sigma2, target)
+        if current is not None and loc is current.x_loc and cov is current.x_cov:
+            niw = current.log_niw
+        else:
+            niw = _log_niw(loc, cov, target)
+        likelihood = _log_likelihood(matrix, target, laplace_scale)
+    return SymmetryState(theta, sigma2, loc, cov, matrix, nig, niw, likelihood)
 
 
-def _unpack(u, s, target):
-    u = np.asarray(u, dtype=np.float64)
-    s = np.asarray(s, dtype=np.float64)
-    d = target.x_prior.loc.shape[-1]
-    return u, s, d, unpack_parameters(u, d, s.shape[-2])
+def _from_vectors(
+    u: npt.ArrayLike, suffstat: npt.ArrayLike, target: CollapsedTarget, laplace_scale
+) -> SymmetryState:
+    s = np.asarray(suffstat, dtype=np.float64)
+    par = unpack_parameters(u, target.x_prior.loc.shape[-1], s.shape[-2])
+    matrix = unpack_statistic(s, target.n)
+    return _evaluate((par.theta, par.sigma2, par.x_loc, par.x_cov, matrix, 0.0), target,
+                     laplace_scale)  # fmt: skip
+
+
+def symmetry_state(
+    state: MoveState, *, target: CollapsedTarget, laplace_scale: npt.ArrayLike | None = None
+) -> SymmetryState:
+    """The :class:`SymmetryState` of a collapsed chain's state.
+
+    ``laplace_scale`` as :func:`transform_covariates`; the moves must be given the same.
+    """
+    return _from_vectors(state.params, state.suffstat, target, laplace_scale)
+
+
+def _propose(
+    state: SymmetryState, mapped: Mapped, target: CollapsedTarget, laplace_scale
+) -> tuple[SymmetryState, npt.NDArray[np.float64]]:
+    """The image and the log π(φ') L(z; s') #J_φ / [π(φ) L(z; s)]."""
+    new = _evaluate(mapped, target, laplace_scale, state)
+    with np.errstate(invalid="ignore"):
+        ratio = (new.log_nig - state.log_nig + new.log_niw - state.log_niw + mapped[-1]
+                 + new.log_likelihood - state.log_likelihood)  # fmt: skip
+    return new, ratio
+
+
+def _proposal(
+    mapper: Callable[[SymmetryState, np.ndarray], Mapped],
+    u: npt.ArrayLike,
+    suffstat: npt.ArrayLike,
+    element: npt.ArrayLike,
+    target: CollapsedTarget,
+    laplace_scale,
+) -> Proposal:
+    """A public map's (u', s', log ratio) at (u, s)."""
+    state = _from_vectors(u, suffstat, target, laplace_scale)
+    new, ratio = _propose(state, mapper(state, np.asarray(element, dtype=np.float64)), target,
+                          laplace_scale)  # fmt: skip
+    u_new = pack_parameters(new.theta, new.sigma2, new.x_loc, new.x_cov)
+    return u_new, pack_statistic(new.matrix), ratio
+
+
+def _symmetric(matrix: np.ndarray) -> np.ndarray:
+    """The released entries of a map's B mirrored, as a packed and unpacked s would be."""
+    rows, cols = released_pairs(matrix.shape[-1] - 2)
+    matrix[..., cols, rows] = matrix[..., rows, cols]
+    return matrix
+
+
+def _map_covariates(state: SymmetryState, generator: np.ndarray) -> Mapped:
+    h = 0.5 * generator
+    d = h.shape[-1]
+    eye = np.eye(d)
+    a = np.linalg.solve(eye - h, eye + h)
+    theta = state.theta.copy()
+    theta[..., 1:] = (np.linalg.inv(a).swapaxes(-1, -2) @ theta[..., 1:, None])[..., 0]
+    node_a = a[..., None, :, :]
+    loc = (node_a @ state.x_loc[..., None])[..., 0]
+    cov = node_a @ state.x_cov @ node_a.swapaxes(-1, -2)
+    cov = 0.5 * (cov + cov.swapaxes(-1, -2))
+    e = np.zeros((*h.shape[:-2], 1, d + 2, d + 2))
+    e[..., 0, 0] = e[..., d + 1, d + 1] = 1.0
+    e[..., 1 : d + 1, 1 : d + 1] = node_a
+    matrix = _symmetric(e @ state.matrix @ e.swapaxes(-1, -2))
+    nodes = matrix.shape[-3]
+    sign, log_det = np.linalg.slogdet(a)
+    log_jac = np.where(sign > 0, ((d + 2.0) * nodes - 1.0) * log_det, -np.inf)
+    return theta, state.sigma2, loc, cov, matrix, log_jac
+
+
+def _map_principal_axes(state: SymmetryState, log_g: np.ndarray) -> Mapped:
+    d = log_g.shape[-1]
+    lam, vec = np.linalg.eigh(state.x_cov[..., 0, :, :])
+    # The Cayley generator whose map is V diag(g) Vᵀ: (g − 1) / (g + 1) = tanh(log g / 2).
+    h = (vec * 2.0 * np.tanh(0.5 * log_g)[..., None, :]) @ vec.swapaxes(-1, -2)
+    *image, log_jac = _map_covariates(state, h)
+    lam_new = lam * np.exp(2.0 * log_g)
+    i, k = np.triu_indices(d, 1)
+    with np.errstate(divide="ignore"):
+        spread = np.sum(np.log(np.abs(lam_new[..., i] - lam_new[..., k]))
+                        - np.log(np.abs(lam[..., i] - lam[..., k])), axis=-1)  # fmt: skip
+    return (*image, log_jac - (d - 1.0) * np.sum(log_g, axis=-1) + spread)
+
+
+def _map_translation(state: SymmetryState, c: np.ndarray) -> Mapped:
+    d = c.shape[-1]
+    theta = state.theta.copy()
+    theta[..., 0] = theta[..., 0] - np.sum(c * theta[..., 1:], axis=-1)
+    loc = state.x_loc + c[..., None, :]
+    shear = np.broadcast_to(np.eye(d + 2), (*c.shape[:-1], 1, d + 2, d + 2)).copy()
+    shear[..., 1 : d + 1, 0] = c[..., None, :]
+    matrix = _symmetric(shear @ state.matrix @ shear.swapaxes(-1, -2))
+    return theta, state.sigma2, loc, state.x_cov, matrix, 0.0
+
+
+def _map_shift(state: SymmetryState, delta: np.ndarray) -> Mapped:
+    p = delta.shape[-1]
+    b_mat = state.matrix
+    gram, xty = b_mat[..., :p, :p], b_mat[..., :p, p]
+    node_delta = delta[..., None, :]
+    g_delta = (gram @ node_delta[..., None])[..., 0]
+    new = b_mat.copy()
+    new[..., :p, p] = new[..., p, :p] = xty + g_delta
+    new[..., p, p] = (
+        b_mat[..., p, p] + 2.0 * np.sum(node_delta * xty, -1) + np.sum(node_delta * g_delta, -1)
+    )
+    return state.theta + delta, state.sigma2, state.x_loc, state.x_cov, new, 0.0
+
+
+def _map_response_scale(state: SymmetryState, log_c: np.ndarray) -> Mapped:
+    p = state.theta.shape[-1]
+    c = np.exp(log_c)
+    e = np.ones((*log_c.shape, 1, p + 1))
+    e[..., p] = c[..., None]
+    matrix = state.matrix * e[..., :, None] * e[..., None, :]
+    return (state.theta * c[..., None], state.sigma2 * c**2, state.x_loc, state.x_cov, matrix,
+            (p + 2.0) * log_c)  # fmt: skip
+
+
+def _map_residual_scale(state: SymmetryState, log_g: np.ndarray) -> Mapped:
+    p = state.theta.shape[-1]
+    g = np.exp(log_g)[..., None]  # per node
+    b_mat = state.matrix
+    gram, xty = b_mat[..., :p, :p], b_mat[..., :p, p]
+    node_theta = state.theta[..., None, :]
+    g_theta = (gram @ node_theta[..., None])[..., 0]
+    new = b_mat.copy()
+    new[..., :p, p] = new[..., p, :p] = (1.0 - g)[..., None] * g_theta + g[..., None] * xty
+    new[..., p, p] = ((1.0 - g) ** 2 * np.sum(node_theta * g_theta, -1)
+                      + 2.0 * g * (1.0 - g) * np.sum(node_theta * xty, -1)
+                      + g**2 * b_mat[..., p, p])  # fmt: skip
+    sigma2 = state.sigma2 * np.exp(2.0 * log_g)
+    return state.theta, sigma2, state.x_loc, state.x_cov, new, 2.0 * log_g
 
 
 def transform_covariates(
@@ -197,26 +367,7 @@ def transform_covariates(
     -------
     u_new, suffstat_new, log_ratio : numpy.ndarray
     """
-    u, s, d, par = _unpack(u, suffstat, target)
-    h = 0.5 * np.asarray(generator, dtype=np.float64)
-    eye = np.eye(d)
-    a = np.linalg.solve(eye - h, eye + h)
-    theta = par.theta.copy()
-    theta[..., 1:] = (np.linalg.inv(a).swapaxes(-1, -2) @ theta[..., 1:, None])[..., 0]
-    node_a = a[..., None, :, :]
-    loc = (node_a @ par.x_loc[..., None])[..., 0]
-    cov = node_a @ par.x_cov @ node_a.swapaxes(-1, -2)
-    cov = 0.5 * (cov + cov.swapaxes(-1, -2))
-    e = np.zeros((*h.shape[:-2], 1, d + 2, d + 2))
-    e[..., 0, 0] = e[..., d + 1, d + 1] = 1.0
-    e[..., 1 : d + 1, 1 : d + 1] = node_a
-    b_mat = unpack_statistic(s, target.n)
-    s_new = pack_statistic(e @ b_mat @ e.swapaxes(-1, -2))
-    nodes = s.shape[-2]
-    sign, log_det = np.linalg.slogdet(a)
-    log_jac = np.where(sign > 0, ((d + 2.0) * nodes - 1.0) * log_det, -np.inf)
-    ratio = _ratio(par, (theta, par.sigma2, loc, cov), s, s_new, log_jac, target, laplace_scale)
-    return pack_parameters(theta, par.sigma2, loc, cov), s_new, ratio
+    return _proposal(_map_covariates, u, suffstat, generator, target, laplace_scale)
 
 
 def rescale_principal_axes(
@@ -237,18 +388,7 @@ def rescale_principal_axes(
     :func:`transform_covariates`), so the whole Jacobian is their product. A keeps V, so −log g
     maps back. Arguments and returns as :func:`transform_covariates`.
     """
-    u, s, d, par = _unpack(u, suffstat, target)
-    log_g = np.asarray(log_g, dtype=np.float64)
-    lam, vec = np.linalg.eigh(par.x_cov[..., 0, :, :])
-    # The Cayley generator whose map is V diag(g) Vᵀ: (g − 1) / (g + 1) = tanh(log g / 2).
-    h = (vec * 2.0 * np.tanh(0.5 * log_g)[..., None, :]) @ vec.swapaxes(-1, -2)
-    u_new, s_new, ratio = transform_covariates(u, s, h, target=target, laplace_scale=laplace_scale)
-    lam_new = lam * np.exp(2.0 * log_g)
-    i, k = np.triu_indices(d, 1)
-    with np.errstate(divide="ignore"):
-        spread = np.sum(np.log(np.abs(lam_new[..., i] - lam_new[..., k]))
-                        - np.log(np.abs(lam[..., i] - lam[..., k])), axis=-1)  # fmt: skip
-    return u_new, s_new, ratio - (d - 1.0) * np.sum(log_g, axis=-1) + spread
+    return _proposal(_map_principal_axes, u, suffstat, log_g, target, laplace_scale)
 
 
 def translate_covariates(
@@ -265,18 +405,7 @@ def translate_covariates(
     unit Jacobians; the scatter of x is kept, so a proposal of c that reads it only is
     symmetric. Arguments and returns as :func:`transform_covariates`.
     """
-    u, s, d, par = _unpack(u, suffstat, target)
-    c = np.asarray(offset, dtype=np.float64)
-    theta = par.theta.copy()
-    theta[..., 0] = theta[..., 0] - np.sum(c * theta[..., 1:], axis=-1)
-    loc = par.x_loc + c[..., None, :]
-    shear = np.broadcast_to(np.eye(d + 2), (*c.shape[:-1], 1, d + 2, d + 2)).copy()
-    shear[..., 1 : d + 1, 0] = c[..., None, :]
-    b_mat = unpack_statistic(s, target.n)
-    s_new = pack_statistic(shear @ b_mat @ shear.swapaxes(-1, -2))
-    ratio = _ratio(par, (theta, par.sigma2, loc, par.x_cov), s, s_new, 0.0, target,
-                   laplace_scale)  # fmt: skip
-    return pack_parameters(theta, par.sigma2, loc, par.x_cov), s_new, ratio
+    return _proposal(_map_translation, u, suffstat, offset, target, laplace_scale)
 
 
 def shift_responses(
@@ -292,23 +421,7 @@ def shift_responses(
     The map of s is a shear (unit Jacobian) that keeps G = X̃ᵀX̃; a proposal of δ that depends on
     G only is therefore symmetric. Arguments and returns as :func:`transform_covariates`.
     """
-    u, s, d, par = _unpack(u, suffstat, target)
-    p = d + 1
-    delta = np.asarray(delta, dtype=np.float64)
-    b_mat = unpack_statistic(s, target.n)
-    gram, xty = b_mat[..., :p, :p], b_mat[..., :p, p]
-    node_delta = delta[..., None, :]
-    g_delta = (gram @ node_delta[..., None])[..., 0]
-    new = b_mat.copy()
-    new[..., :p, p] = new[..., p, :p] = xty + g_delta
-    new[..., p, p] = (
-        b_mat[..., p, p] + 2.0 * np.sum(node_delta * xty, -1) + np.sum(node_delta * g_delta, -1)
-    )
-    s_new = pack_statistic(new)
-    theta = par.theta + delta
-    ratio = _ratio(par, (theta, par.sigma2, par.x_loc, par.x_cov), s, s_new, 0.0, target,
-                   laplace_scale)  # fmt: skip
-    return pack_parameters(theta, par.sigma2, par.x_loc, par.x_cov), s_new, ratio
+    return _proposal(_map_shift, u, suffstat, delta, target, laplace_scale)
 
 
 def rescale_responses(
@@ -323,18 +436,7 @@ def rescale_responses(
 
     Arguments and returns as :func:`transform_covariates`.
     """
-    u, s, d, par = _unpack(u, suffstat, target)
-    p = d + 1
-    h = np.asarray(log_c, dtype=np.float64)
-    c = np.exp(h)
-    theta, sigma2 = par.theta * c[..., None], par.sigma2 * c**2
-    e = np.ones((*h.shape, 1, p + 1))
-    e[..., p] = c[..., None]
-    b_mat = unpack_statistic(s, target.n)
-    s_new = pack_statistic(b_mat * e[..., :, None] * e[..., None, :])
-    ratio = _ratio(par, (theta, sigma2, par.x_loc, par.x_cov), s, s_new, (p + 2.0) * h, target,
-                   laplace_scale)  # fmt: skip
-    return pack_parameters(theta, sigma2, par.x_loc, par.x_cov), s_new, ratio
+    return _proposal(_map_response_scale, u, suffstat, log_c, target, laplace_scale)
 
 
 def rescale_residuals(
@@ -351,24 +453,7 @@ def rescale_residuals(
     yᵀy ↦ (1 − g)² θᵀGθ + 2g(1 − g) θᵀX̃ᵀy + g² yᵀy, so the residual sum of squares at θ
     scales by g². Arguments and returns as :func:`transform_covariates`.
     """
-    u, s, d, par = _unpack(u, suffstat, target)
-    p = d + 1
-    h = np.asarray(log_g, dtype=np.float64)
-    g = np.exp(h)[..., None]  # per node
-    b_mat = unpack_statistic(s, target.n)
-    gram, xty = b_mat[..., :p, :p], b_mat[..., :p, p]
-    node_theta = par.theta[..., None, :]
-    g_theta = (gram @ node_theta[..., None])[..., 0]
-    new = b_mat.copy()
-    new[..., :p, p] = new[..., p, :p] = (1.0 - g)[..., None] * g_theta + g[..., None] * xty
-    new[..., p, p] = ((1.0 - g) ** 2 * np.sum(node_theta * g_theta, -1)
-                      + 2.0 * g * (1.0 - g) * np.sum(node_theta * xty, -1)
-                      + g**2 * b_mat[..., p, p])  # fmt: skip
-    s_new = pack_statistic(new)
-    sigma2 = par.sigma2 * np.exp(2.0 * h)
-    ratio = _ratio(par, (par.theta, sigma2, par.x_loc, par.x_cov), s, s_new, 2.0 * h, target,
-                   laplace_scale)  # fmt: skip
-    return pack_parameters(par.theta, sigma2, par.x_loc, par.x_cov), s_new, ratio
+    return _proposal(_map_residual_scale, u, suffstat, log_g, target, laplace_scale)
 
 
 def _noise_variance(
@@ -384,28 +469,37 @@ def _noise_variance(
     return np.broadcast_to(2.0 * np.asarray(laplace_scale, float) ** 2, target.released.shape)
 
 
-def _accept(
-    rng: np.random.Generator, state: MoveState, proposal: Proposal
-) -> tuple[MoveState, npt.NDArray[np.bool_]]:
-    """Accept ``proposal`` by its ratio; surrogate and correction left stale where taken."""
-    u_new, s_new, ratio = proposal
+def _step(
+    rng: np.random.Generator,
+    state: SymmetryState,
+    mapped: Mapped,
+    target: CollapsedTarget,
+    laplace_scale,
+) -> tuple[SymmetryState, npt.NDArray[np.bool_]]:
+    """Propose ``mapped`` and accept it by its ratio."""
+    new, ratio = _propose(state, mapped, target, laplace_scale)
     with np.errstate(invalid="ignore"):
         took = np.log(rng.uniform(size=ratio.shape)) < ratio
     took &= np.isfinite(ratio)
-    return MoveState(np.where(took[..., None], u_new, state.params),
-                     np.where(took[..., None, None], s_new, state.suffstat), state.surrogate,
-                     state.correction), took  # fmt: skip
+    if took.all():
+        return new, took
+    if not took.any():
+        return state, took
+    return SymmetryState(*(
+        np.where(took.reshape(took.shape + (1,) * (np.ndim(a) - took.ndim)), a, b)
+        for a, b in zip(new, state, strict=True)
+    )), took  # fmt: skip
 
 
 def scale_move(
     rng: np.random.Generator,
-    state: MoveState,
+    state: SymmetryState,
     *,
     target: CollapsedTarget,
     step: float,
     laplace_scale: npt.ArrayLike | None = None,
     mixing: float | None = None,
-) -> tuple[MoveState, npt.NDArray[np.bool_]]:
+) -> tuple[SymmetryState, npt.NDArray[np.bool_]]:
     """One Metropolis–Hastings linear map of the covariates, x ↦ A x, A the Cayley map of H.
 
     H_jj ~ N(0, step²) rescale the covariates; H_jk ~ N(0, (mixing · step)² / d), j ≠ k, mix
@@ -416,23 +510,20 @@ def scale_move(
     rng
         Source of randomness.
     state
-        Current (φ, s), s ``(..., J, m)``.
+        Current (φ, s), s ``(..., J, m)``, from :func:`symmetry_state`.
     target
         As :func:`transform_covariates`. Not with the shape family of x (its held raw moments
         are not mapped).
     step
         Standard deviation τ of each H_jj (about log g_j).
     laplace_scale
-        As :func:`transform_covariates`.
+        As :func:`transform_covariates`; the same as ``state`` was built with.
     mixing
         Scale of the off-diagonal entries of H; 0 rescales only; default :data:`MIXING`.
 
     Returns
     -------
-    state : MoveState
-        Its surrogate and correction are stale where the move was taken: re-evaluate them
-        (:func:`~pymc_dp.regression.kernels.collapsed.move_state`) before they are used, as
-        :func:`scale_moves` does.
+    state : SymmetryState
     moved : numpy.ndarray
         Which batch members moved.
     """
@@ -442,20 +533,18 @@ def scale_move(
     mixing = MIXING if mixing is None else mixing
     sd = np.full((d, d), mixing * step / np.sqrt(d))
     np.fill_diagonal(sd, step)
-    h = sd * rng.standard_normal((*np.shape(state.params)[:-1], d, d))
-    proposal = transform_covariates(state.params, state.suffstat, h, target=target,
-                                    laplace_scale=laplace_scale)  # fmt: skip
-    return _accept(rng, state, proposal)
+    h = sd * rng.standard_normal((*np.shape(state.sigma2), d, d))
+    return _step(rng, state, _map_covariates(state, h), target, laplace_scale)
 
 
 def principal_scale_move(
     rng: np.random.Generator,
-    state: MoveState,
+    state: SymmetryState,
     *,
     target: CollapsedTarget,
     step: float,
     laplace_scale: npt.ArrayLike | None = None,
-) -> tuple[MoveState, npt.NDArray[np.bool_]]:
+) -> tuple[SymmetryState, npt.NDArray[np.bool_]]:
     """One Metropolis–Hastings rescaling of the covariates along the principal axes of Σ_x.
 
     :func:`rescale_principal_axes` with log g_k ~ N(0, step²) independent: the image has the
@@ -472,20 +561,18 @@ def principal_scale_move(
             "principal_scale_move does not rescale the shape family's moments; x_shape=None"
         )
     d = target.x_prior.loc.shape[-1]
-    log_g = step * rng.standard_normal((*np.shape(state.params)[:-1], d))
-    proposal = rescale_principal_axes(state.params, state.suffstat, log_g, target=target,
-                                      laplace_scale=laplace_scale)  # fmt: skip
-    return _accept(rng, state, proposal)
+    log_g = step * rng.standard_normal((*np.shape(state.sigma2), d))
+    return _step(rng, state, _map_principal_axes(state, log_g), target, laplace_scale)
 
 
 def shift_move(
     rng: np.random.Generator,
-    state: MoveState,
+    state: SymmetryState,
     *,
     target: CollapsedTarget,
     step: float,
     laplace_scale: npt.ArrayLike | None = None,
-) -> tuple[MoveState, npt.NDArray[np.bool_]]:
+) -> tuple[SymmetryState, npt.NDArray[np.bool_]]:
     """One Metropolis–Hastings shift of y by x̃ᵀδ, δ ~ N(0, step² c² G⁻²).
 
     G is X̃ᵀX̃ summed over the nodes, c the noise's root-mean-square sd: δ then has the spread of
@@ -494,19 +581,28 @@ def shift_move(
     ``laplace_scale`` c is √2 b, not from w: that move's target has w integrated out, and a
     proposal that read w would not keep it. Arguments and returns as :func:`scale_move`.
     """
-    u = np.asarray(state.params, dtype=np.float64)
-    d = target.x_prior.loc.shape[-1]
-    p = d + 1
-    b_mat = unpack_statistic(state.suffstat, target.n)
-    gram = np.sum(b_mat[..., :p, :p], axis=-3)
+    p = state.theta.shape[-1]
+    gram = np.sum(state.matrix[..., :p, :p], axis=-3)
     variance = _noise_variance(target, laplace_scale)
     noise = np.sqrt(np.mean(variance, axis=(-2, -1)))
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        xi = rng.standard_normal((*u.shape[:-1], p, 1))
+        xi = rng.standard_normal((*np.shape(state.sigma2), p, 1))
         delta = step * noise[..., None] * np.linalg.solve(gram, xi)[..., 0]
-    proposal = shift_responses(u, state.suffstat, delta, target=target,
-                               laplace_scale=laplace_scale)  # fmt: skip
-    return _accept(rng, state, proposal)
+    return _step(rng, state, _map_shift(state, delta), target, laplace_scale)
+
+
+def _shift_precision(
+    state: SymmetryState, target: CollapsedTarget, laplace_scale
+) -> npt.NDArray[np.float64]:
+    p = state.theta.shape[-1]
+    gram = state.matrix[..., :p, :p]
+    variance = _noise_variance(target, laplace_scale)
+    noise = np.mean(variance, axis=-1)[..., None, None] * np.eye(p)
+    sigma2 = state.sigma2[..., None, None]
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        release = gram @ np.linalg.solve(sigma2[..., None] * gram + noise, gram)
+        precision = np.sum(release, axis=-3) + target.prior.precision / sigma2
+    return 0.5 * (precision + precision.swapaxes(-1, -2))
 
 
 def shift_precision(
@@ -524,26 +620,18 @@ def shift_precision(
     kept by y ↦ y + x̃ᵀδ, so a proposal of δ from P is symmetric. With ``laplace_scale``
     c_j² = 2b² (not w: as :func:`shift_move`). Arguments as :func:`transform_covariates`.
     """
-    u, s, d, par = _unpack(u, suffstat, target)
-    p = d + 1
-    gram = unpack_statistic(s, target.n)[..., :p, :p]
-    variance = _noise_variance(target, laplace_scale)
-    noise = np.mean(variance, axis=-1)[..., None, None] * np.eye(p)
-    sigma2 = par.sigma2[..., None, None]
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        release = gram @ np.linalg.solve(sigma2[..., None] * gram + noise, gram)
-        precision = np.sum(release, axis=-3) + target.prior.precision / sigma2
-    return 0.5 * (precision + precision.swapaxes(-1, -2))
+    state = _from_vectors(u, suffstat, target, laplace_scale)
+    return _shift_precision(state, target, laplace_scale)
 
 
 def posterior_shift_move(
     rng: np.random.Generator,
-    state: MoveState,
+    state: SymmetryState,
     *,
     target: CollapsedTarget,
     step: float,
     laplace_scale: npt.ArrayLike | None = None,
-) -> tuple[MoveState, npt.NDArray[np.bool_]]:
+) -> tuple[SymmetryState, npt.NDArray[np.bool_]]:
     """One Metropolis–Hastings shift of y by x̃ᵀδ, δ ~ N(0, step² P⁻¹), P of :func:`shift_precision`.
 
     Unlike :func:`shift_move`'s c² G⁻², P⁻¹ stays bounded where G is nearly singular (at d = 5
@@ -551,64 +639,57 @@ def posterior_shift_move(
     G⁻¹ proposed θ steps hundreds of prior sds long) and includes the prior, so ``step`` is in
     units of θ's spread along the ridge. Arguments and returns as :func:`scale_move`.
     """
-    u = np.asarray(state.params, dtype=np.float64)
-    precision = shift_precision(u, state.suffstat, target=target, laplace_scale=laplace_scale)
+    precision = _shift_precision(state, target, laplace_scale)
     xi = rng.standard_normal((*precision.shape[:-1], 1))
     # P is positive definite wherever σ² > 0: Λ is, and the release's part is semi-definite.
     chol = np.linalg.cholesky(precision)
     delta = step * np.linalg.solve(chol.swapaxes(-1, -2), xi)[..., 0]
-    proposal = shift_responses(u, state.suffstat, delta, target=target,
-                               laplace_scale=laplace_scale)  # fmt: skip
-    return _accept(rng, state, proposal)
+    return _step(rng, state, _map_shift(state, delta), target, laplace_scale)
 
 
 def translate_move(
     rng: np.random.Generator,
-    state: MoveState,
+    state: SymmetryState,
     *,
     target: CollapsedTarget,
     step: float,
     laplace_scale: npt.ArrayLike | None = None,
-) -> tuple[MoveState, npt.NDArray[np.bool_]]:
+) -> tuple[SymmetryState, npt.NDArray[np.bool_]]:
     """One Metropolis–Hastings translation of the covariates, c ~ N(0, step² S / n).
 
     S is the scatter of x (Σxxᵀ − n x̄x̄ᵀ) and n the records, both summed over the nodes: the
     translation keeps them. Arguments and returns as :func:`scale_move`.
     """
     d = target.x_prior.loc.shape[-1]
-    b_mat = unpack_statistic(state.suffstat, target.n)
+    b_mat = state.matrix
     sums = b_mat[..., 0, 1 : d + 1]
     scatter = b_mat[..., 1 : d + 1, 1 : d + 1] - (
         sums[..., :, None] * sums[..., None, :] / target.n[:, None, None]
     )
     # Positive definite in a valid state (p(s | φ) > 0 needs it).
     chol = np.linalg.cholesky(np.sum(scatter, axis=-3) / np.sum(target.n))
-    xi = rng.standard_normal((*np.shape(state.params)[:-1], d, 1))
+    xi = rng.standard_normal((*np.shape(state.sigma2), d, 1))
     offset = step * (chol @ xi)[..., 0]
-    proposal = translate_covariates(state.params, state.suffstat, offset, target=target,
-                                    laplace_scale=laplace_scale)  # fmt: skip
-    return _accept(rng, state, proposal)
+    return _step(rng, state, _map_translation(state, offset), target, laplace_scale)
 
 
-Move = Callable[..., tuple[MoveState, npt.NDArray[np.bool_]]]
+Move = Callable[..., tuple[SymmetryState, npt.NDArray[np.bool_]]]
 
 
-def _log_scale_move(rescale: Callable[..., Any], name: str, what: str) -> Move:
-    """The move that proposes ``rescale`` with log factor ~ N(0, step²) in every chain."""
+def _log_scale_move(mapper: Callable[[SymmetryState, np.ndarray], Mapped], name: str,
+                    what: str) -> Move:  # fmt: skip
+    """The move that proposes ``mapper``'s map with log factor ~ N(0, step²) in every chain."""
 
     def move(
         rng: np.random.Generator,
-        state: MoveState,
+        state: SymmetryState,
         *,
         target: CollapsedTarget,
         step: float,
         laplace_scale: npt.ArrayLike | None = None,
-    ) -> tuple[MoveState, npt.NDArray[np.bool_]]:
-        h = step * rng.standard_normal(np.shape(state.params)[:-1])
-        proposal = rescale(
-            state.params, state.suffstat, h, target=target, laplace_scale=laplace_scale
-        )
-        return _accept(rng, state, proposal)
+    ) -> tuple[SymmetryState, npt.NDArray[np.bool_]]:
+        h = step * rng.standard_normal(np.shape(state.sigma2))
+        return _step(rng, state, mapper(state, h), target, laplace_scale)
 
     move.__name__ = move.__qualname__ = name
     move.__doc__ = (
@@ -618,9 +699,9 @@ def _log_scale_move(rescale: Callable[..., Any], name: str, what: str) -> Move:
     return move
 
 
-response_scale_move = _log_scale_move(rescale_responses, "response_scale_move", "y")
+response_scale_move = _log_scale_move(_map_response_scale, "response_scale_move", "y")
 residual_scale_move = _log_scale_move(
-    rescale_residuals, "residual_scale_move", "the residuals about x̃ᵀθ"
+    _map_residual_scale, "residual_scale_move", "the residuals about x̃ᵀθ"
 )
 
 
@@ -643,12 +724,20 @@ def scale_moves(
     steps: tuple[float, ...] = SCALE_STEPS,
     laplace_scale: npt.ArrayLike | None = None,
     moves: tuple[tuple[Move, float], ...] = MOVES,
+    refresh: bool = True,
 ) -> tuple[MoveState, npt.NDArray[np.float64]]:
     """Per entry τ of ``steps``, each move of ``moves`` with step τ times its factor, in order.
 
     :data:`MOVES`: x ↦ A x, x ↦ x + c, y ↦ y + x̃ᵀδ (:func:`posterior_shift_move`, factor
-    :data:`POSTERIOR_SHIFT_FACTOR`), y ↦ c y, y ↦ x̃ᵀθ + g (y − x̃ᵀθ). One re-evaluation of the
-    surrogate and correction at the end, where anything moved. Arguments as :func:`scale_move`.
+    :data:`POSTERIOR_SHIFT_FACTOR`), y ↦ c y, y ↦ x̃ᵀθ + g (y − x̃ᵀθ). The moves run on the
+    :class:`SymmetryState`, built once. Arguments as :func:`scale_move`, and
+
+    Parameters
+    ----------
+    refresh
+        Re-evaluate the surrogate and correction where anything moved (a quarter of the
+        sweep's cost for one chain); ``False`` leaves them stale there, for a caller that
+        reads φ and s only.
 
     Returns
     -------
@@ -656,14 +745,20 @@ def scale_moves(
     taken : numpy.ndarray
         Fraction of the moves taken per batch member.
     """
-    start = state
-    taken = np.zeros(np.shape(state.params)[:-1])
+    count = len(moves) * len(steps)
+    if count == 0:
+        return state, np.zeros(np.shape(state.params)[:-1])
+    current = symmetry_state(state, target=target, laplace_scale=laplace_scale)
+    taken = np.zeros(np.shape(current.sigma2))
     for step in steps:
         for move, factor in moves:
-            state, took = move(rng, state, target=target, step=factor * step,
-                               laplace_scale=laplace_scale)  # fmt: skip
+            current, took = move(rng, current, target=target, step=factor * step,
+                                 laplace_scale=laplace_scale)  # fmt: skip
             taken += took
     moved = taken > 0
     if np.any(moved):
-        state = replace_where(moved, move_state(state.params, state.suffstat, target), start)
-    return state, taken / max(len(moves) * len(steps), 1)
+        u = pack_parameters(current.theta, current.sigma2, current.x_loc, current.x_cov)
+        s = pack_statistic(current.matrix)
+        new = move_state(u, s, target) if refresh else MoveState(u, s, *state[2:])
+        state = replace_where(moved, new, state)
+    return state, taken / count
