@@ -21,6 +21,9 @@ from pymc_dp.regression import (
 from pymc_dp.regression.engine.collapsed import collapsed_sweep, initial_step_sd
 from pymc_dp.regression.kernels.adaptation import RandomWalkAdaptation
 from pymc_dp.regression.kernels.collapsed import (
+    _PIVOT_PASS_MAX,
+    _cholesky,
+    _positive_pivots,
     collapsed_target,
     evaluate,
     pack_parameters,
@@ -355,3 +358,34 @@ def test_sampler_rejects_bad_arguments():
         sample_regression(0, scale=-1.0, **kw)
     with pytest.raises(ValueError, match=r"prior\.mean must have 2"):
         sample_regression(0, scale=1.0, **{**kw, "prior": NIG(np.zeros(3), np.eye(3), 2.0, 1.0)})
+
+
+@pytest.mark.parametrize("k", [3, 9, 20])
+def test_batched_cholesky_marks_the_members_without_a_factor(k):
+    """``_cholesky`` on a batch (11, 40) of k × k matrices where some are indefinite, one holds a
+    NaN, one is singular and five fail at the last pivot only: the members with a factor, and
+    their factors, are those of NumPy called on each member alone; the others get the
+    identity. k = 3 and 9 take the vectorised pass that finds the failed members (checked
+    alone too: a wrong pass would only be slower, the loop behind it mends its answer), k = 20
+    the loop over the members."""
+    rng = np.random.default_rng(k)
+    x = rng.standard_normal((11, 40, k, k + 2))
+    a = x @ x.swapaxes(-1, -2)
+    a[rng.uniform(size=(11, 40)) < 0.1] -= 3.0 * (k + 2) * np.eye(k)
+    a[0, 0, 0, 0] = np.nan
+    a[1, 1] = np.outer(np.arange(k), np.arange(k))
+    # Positive definite but for the last pivot, which a pass must test too.
+    a[2, :5] = x[2, :5] @ x[2, :5].swapaxes(-1, -2)
+    a[2, :5, -1, -1] -= 2.0 * np.linalg.cholesky(a[2, :5])[..., -1, -1] ** 2
+    chol, ok = _cholesky(a)
+    for index in np.ndindex(a.shape[:2]):
+        try:
+            ref = np.linalg.cholesky(a[index])
+            has = bool(np.all(np.isfinite(ref)))
+        except np.linalg.LinAlgError:
+            ref, has = np.eye(k), False
+        assert ok[index] == has, index
+        np.testing.assert_array_equal(chol[index], ref if has else np.eye(k))
+    assert 10 < np.sum(~ok) < 100
+    if k <= _PIVOT_PASS_MAX:
+        np.testing.assert_array_equal(_positive_pivots(a), ok)
