@@ -208,8 +208,9 @@ them the chains did not mix on weak releases: over 200 releases per cell (n = 10
 normal one) the largest R-hat of (θ, σ²) was above 1.05 in 10–100 % of the releases (the
 median release's up to 1.51) and θ under-covered at n = 1000, ε = 0.1 (down to 0.755); with
 them in 0–13.5 % (at most 0.5 % in 14 of the 16 cells), every coverage at or above the
-band's lower edge, at 1.0–1.8× the CPU time of the batched engine and 2.5× that of
-``pm.sample`` on the README's release (docs/regression.md, "The symmetry moves from d = 2").
+band's lower edge, at 1.0–1.8× the CPU time of the batched engine and 1.2–1.8× the time of
+``pm.sample`` on the README's release (2.5× before the moves ran on natural coordinates;
+docs/regression.md, "The symmetry moves from d = 2").
 At d = 1 the moment move mixes alone (above 1.05 in 0–4 % of the releases of the same study;
 the moves cost 2.8× the CPU time for the same ESS on ``benchmarks/regression_x_prior_trap.py``)."""
 
