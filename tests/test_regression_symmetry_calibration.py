@@ -52,6 +52,15 @@ FAMILY_ALPHA = 0.01
 """Family-wise false-alarm rate over the 3d + 2 = 11 parameters (Bonferroni)."""
 
 
+def _assert_covers(cover: np.ndarray, trials: int, names: list) -> tuple[float, float]:
+    """Every coverage inside the two-sided binomial band around 0.90 at level
+    :data:`FAMILY_ALPHA` / (number of parameters) each; returns the band."""
+    per = FAMILY_ALPHA / cover.size
+    lo, hi = stats.binom.ppf([per / 2, 1 - per / 2], trials, 0.9) / trials
+    assert np.all((cover >= lo) & (cover <= hi)), dict(zip(names, cover.round(3), strict=True))
+    return lo, hi
+
+
 @pytest.mark.slow
 def test_default_sweep_with_symmetry_moves_is_calibrated_at_d3(bench):
     """80 releases at d = 3, n = 1000, ε = 1 (where the moment move alone stalls, docs'
@@ -66,12 +75,8 @@ def test_default_sweep_with_symmetry_moves_is_calibrated_at_d3(bench):
                            x_prior=default_x_prior(rels[0].x_bounds), scale=rels[0].scale,
                            tries=8, draws=500, tune=500, chains=2)  # fmt: skip
     inside, _ = bench.covered(tr.theta, tr.sigma2, truth, x_loc=tr.x_loc, x_cov=tr.x_cov)
-    cover = inside.mean(axis=0)
-    per = FAMILY_ALPHA / cover.size
-    lo, hi = stats.binom.ppf([per / 2, 1 - per / 2], TRIALS, 0.9) / TRIALS
-    assert (lo, hi) == (0.775, 0.9875)
-    names = bench.parameter_names(D, drawn=True)
-    assert np.all((cover >= lo) & (cover <= hi)), dict(zip(names, cover.round(3), strict=True))
+    band = _assert_covers(inside.mean(axis=0), TRIALS, bench.parameter_names(D, drawn=True))
+    assert band == (0.775, 0.9875)
 
 
 def test_symmetry_moves_are_on_by_default_from_d2(bench):
@@ -109,7 +114,4 @@ def test_default_sweep_mixes_and_is_calibrated_at_d2_with_a_binary_covariate(ben
     rhat = bench.rhat_max(tr.theta, tr.sigma2)
     assert np.mean(rhat > 1.05) <= 0.05, np.quantile(rhat, [0.5, 0.9, 1.0]).round(3)
     cover = bench.covered(tr.theta, tr.sigma2, truth)[0].mean(axis=0)
-    per = FAMILY_ALPHA / cover.size
-    lo, hi = stats.binom.ppf([per / 2, 1 - per / 2], D2_TRIALS, 0.9) / D2_TRIALS
-    names = bench.parameter_names(2, drawn=False)
-    assert np.all((cover >= lo) & (cover <= hi)), dict(zip(names, cover.round(3), strict=True))
+    _assert_covers(cover, D2_TRIALS, bench.parameter_names(2, drawn=False))
