@@ -372,6 +372,42 @@ def test_bad_likelihood_arguments_are_refused():
     assert release_attrs(model)["pymc_dp_likelihood_y"] == "exact"
 
 
+def test_one_large_categorical_release_sums_over_the_noise_window():
+    """n = 5000, K = 3, a category of about ten records at ε = 1: 'auto' takes the exact sum
+    (over the counts within the noise's reach of y), with no warning, and the node's log density
+    and gradient are the full convolution's within 2-4 posterior sds of y / n."""
+    rng = np.random.default_rng(21)
+    rel = pmdp.release(
+        rng.choice(3, size=5000, p=[0.002, 0.4, 0.598]), pm.Categorical, epsilon=1.0,
+        categories=3, rng=22,
+    )  # fmt: skip
+    with pm.Model() as model, warnings.catch_warnings():
+        warnings.simplefilter("error", CltWarning)
+        p = pm.Dirichlet("p", np.ones(3))
+        pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p), release=rel)
+    assert release_attrs(model)["pymc_dp_likelihood_y"] == "exact"
+    law = NoiseLaw("laplace", float(rel.scale))
+    y = np.asarray(rel.value, dtype=np.float64)
+    theta = pt.dvector("theta")
+    mine = pytensor.clone_replace(pm.logp(model["y"], y), {p: theta})
+    node = pytensor.function([theta], [mine, pt.grad(mine, theta)])
+    share = np.clip(y, 0.5, None) / np.sum(np.clip(y, 0.5, None))
+    sd = np.sqrt(share * (1 - share) / 5000)
+    for step in (0.0, 2.0, -2.0, 4.0):  # -4 sds would be below 0 for the rare category
+        point = share + step * sd * np.array([1.0, -1.0, 0.0])
+        point /= point.sum()
+        got, grad = node(point)
+        # The full convolution, in log space (the kernel the engine uses).
+        assert got == pytest.approx(multinomial_log_likelihood(y, point, 5000, law), rel=1e-10)
+        h = 1e-7 * point
+        fd = [
+            (multinomial_log_likelihood(y, point + e, 5000, law)
+             - multinomial_log_likelihood(y, point - e, 5000, law)) / (2 * e[j])
+            for j, e in enumerate(np.diag(h))
+        ]  # fmt: skip
+        np.testing.assert_allclose(grad, fd, rtol=1e-5)
+
+
 def test_auto_takes_the_exact_sum_only_where_the_clt_is_untrusted_and_warns_where_it_is_dear():
     fam = Bernoulli()
     # Trusted (m = 300, r = 0.14): the CLT, the cheaper; untrusted (m = 3) and affordable: exact.
@@ -380,13 +416,26 @@ def test_auto_takes_the_exact_sum_only_where_the_clt_is_untrusted_and_warns_wher
     assert choose_likelihood(fam, 10**6, 3e5, 20.0).likelihood == "clt"
     few = np.array([1.0, 500.0, 546.0])  # one category with about one expected count
     assert choose_likelihood(Categorical(categories=3), 1047, few, 2.0).likelihood == "exact"
+    # Beyond n = 1047 the full convolution is too dear, but the counts within the noise's reach
+    # of y are few whatever n (161² at b = 2): exact, where the CLT and a warning were before.
+    assert choose_likelihood(Categorical(categories=3), 1048, few, 2.0).likelihood == "exact"
+    many = np.array([10.0, 50_000.0, 49_990.0])
+    assert choose_likelihood(Categorical(categories=3), 100_000, many, 2.0).likelihood == "exact"
+    # K = 4: that box of three counts (161³) is too large for the table, so n ≤ 741 only.
+    few4 = np.array([1.0, 300.0, 300.0, 399.0])
+    assert choose_likelihood(Categorical(categories=4), 741, few4, 2.0).likelihood == "exact"
     with pytest.warns(CltWarning, match="more than 100000"):
-        assert choose_likelihood(Categorical(categories=3), 1048, few, 2.0).likelihood == "clt"
+        assert choose_likelihood(Categorical(categories=4), 1000, few4, 2.0).likelihood == "clt"
     # K counts: the CLT keeps s latent (no cheaper), so the exact sum wherever affordable.
     assert choose_likelihood(Categorical(categories=3), 1047, np.ones(3), 2.0).likelihood == "exact"
     big = np.array([300.0, 400.0, 347.0])
     assert choose_likelihood(Categorical(categories=3), 1047, big, 2.0).likelihood == "exact"
-    assert choose_likelihood(Categorical(categories=3), 1048, big, 2.0).likelihood == "clt"
+    assert choose_likelihood(Categorical(categories=3), 1048, big, 2.0).likelihood == "exact"
+    # Wide noise (b = 10: a box of 801², over the table's budget) on many records: the CLT.
+    assert choose_likelihood(Categorical(categories=3), 1048, big, 10.0).likelihood == "clt"
+    assert exact_cost(Categorical(categories=3), 1048, scale=10.0) == exact_cost(
+        Categorical(categories=3), 1048
+    )
     # A rare event among 10⁶ records: the exact sum runs over the 82 counts within the noise's
     # reach of y (40 scales each side), not over 10⁶ + 1 (the CLT and a warning until 2026-12-01).
     assert exact_cost(fam, 10**6) == 10**6 + 1

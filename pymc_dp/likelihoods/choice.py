@@ -47,6 +47,7 @@ from pymc_dp.families import (
 )
 from pymc_dp.families.record_laws import continuous_window
 from pymc_dp.kernels.exact_counts import NoiseLaw
+from pymc_dp.likelihoods.multinomial_window import WINDOW_MAX_TERMS
 from pymc_dp.likelihoods.window_trust import continuous_exact_cost, window_clt_trust
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "EXACT_FAMILIES",
     "EXACT_MAX_TERMS",
     "LIKELIHOODS",
+    "TABLE_TERM_COST",
     "CltWarning",
     "LikelihoodChoice",
     "choose_likelihood",
@@ -78,13 +80,21 @@ untrusted, in log-space
 terms (:func:`exact_cost`): N + 1 for a Binomial count, or the 2⌊40 b⌋ + 2 within the noise's
 reach of y where fewer, n·b + 1 for a window sum of counts over
 [a, b], and for K categories (K - 2)(n + 1)² products of a linear convolution at
-:data:`CONVOLUTION_PRODUCT_COST` each, plus n + 1 (n ≤ 1047 for K = 3)."""
+:data:`CONVOLUTION_PRODUCT_COST` each, plus n + 1 (n ≤ 1047 for K = 3), or, where fewer, the
+count vectors within the noise's reach of y at :data:`TABLE_TERM_COST` each
+(min(n + 1, 2⌊40 b⌋ + 1)^(K - 1): any n for K = 3 at b ≤ 7.9, as at ε ≥ 0.26 with Δ = 2)."""
 
 CONVOLUTION_PRODUCT_COST = 0.09
 """Cost of one product of the Multinomial recursion's linear convolution, in log-space terms:
 log density and gradient took 2.8 ms for K = 3, n = 1000 (10⁶ products) against 3.1 ms for a
 Bernoulli sum of 10⁵ terms (``python benchmarks/exact_cost.py``, in one process). A batch of
 releases (the engine) runs the recursion in log space, at one term per product."""
+
+TABLE_TERM_COST = 0.25
+"""Cost of one count vector of the noise's window (the box of K - 1 counts within 40 scales of
+y, :mod:`pymc_dp.likelihoods.multinomial_window`), in log-space terms: log density and gradient
+of one release, K = 3, took 0.14-0.33 Bernoulli terms per kept vector at n = 300-5000, ε = 0.5-2,
+and the box holds 2-9 times the kept vectors, so this overstates the cost."""
 
 CLT_TRUST_LEVEL = 50.0
 """The CLT is trusted where m · (1 + r)² ≥ this (m: smallest expected count, r = b / sd(s))."""
@@ -151,8 +161,10 @@ def exact_cost(
     Gaussian noise of σ = b too). A window sum of counts needs the release's ``bounds``: its
     sum runs over 0, …, n·b.
     Categorical counts of one release are convolved linearly (each product costs
-    :data:`CONVOLUTION_PRODUCT_COST`); ``batched=True`` gives the cost per release of a batch,
-    whose recursion runs in log space. Continuous records need ``bounds`` and the noise
+    :data:`CONVOLUTION_PRODUCT_COST`), or, given the noise ``scale``, summed over the count
+    vectors within the noise's reach of y where those are fewer and fit the node's table
+    (:data:`TABLE_TERM_COST` each); ``batched=True`` gives the cost per release of a batch,
+    whose recursion runs in log space over every s. Continuous records need ``bounds`` and the noise
     ``scale`` too: n × lattice points, or n records for (Σz, Σz²)
     (:func:`pymc_dp.likelihoods.window_trust.continuous_exact_cost`, whose budgets differ).
     """
@@ -165,7 +177,16 @@ def exact_cost(
         return continuous_exact_cost(family, n, bounds, scale)[0]
     if isinstance(family, Categorical):
         products = (family.categories - 2) * (n + 1) ** 2
-        return int(products * (1.0 if batched else CONVOLUTION_PRODUCT_COST)) + n + 1
+        cost = int(products * (1.0 if batched else CONVOLUTION_PRODUCT_COST)) + n + 1
+        if scale is None or batched:
+            return cost
+        # The node sums over the s within the noise's reach of y where that box of K - 1 free
+        # counts fits its table (multinomial_window), whatever n.
+        side = min(n + 1, 2 * math.floor(NoiseLaw("laplace", float(scale)).half_width) + 1)
+        box = side ** (family.categories - 1)
+        if box > WINDOW_MAX_TERMS:
+            return cost
+        return min(cost, math.ceil(box * TABLE_TERM_COST))
     if windowed_counts(family):
         if bounds is None:
             raise ValueError("the cost of a windowed release depends on its bounds: pass bounds")

@@ -409,10 +409,14 @@ class BinomialCounts(StatisticLaw):
 class MultinomialCounts(StatisticLaw):
     """s ~ Multinomial(n, p): K released counts of n records (``sizes``).
 
-    Grouped, with the ``released`` counts ``(G, K)`` known, the log density is one PyTensor
-    graph over the s within the noise's reach of each y_g
-    (:func:`~pymc_dp.likelihoods.multinomial_window.window_logp`, on every backend) while that
-    table is small enough, and :class:`GroupedMultinomialLogLikelihood` otherwise.
+    With the ``released`` counts known (``(K,)``, or ``(G, K)`` grouped), the log density sums
+    over the s within the noise's reach of y only
+    (:func:`~pymc_dp.likelihoods.multinomial_window.window_logp`: one compiled operation, a
+    graph on JAX) while that table is small enough; otherwise the linear convolution over every
+    s (:class:`MultinomialLogLikelihood`, :class:`GroupedMultinomialLogLikelihood`). The
+    window's terms are about (2 · 40 b)^(K−1) at noise scale b whatever n, the convolution's
+    (K − 2)(n + 1)², so narrow noise on many records (where the CLT is least accurate for a
+    rare category) takes the window.
     """
 
     signature = "(k)->(k)"
@@ -431,13 +435,18 @@ class MultinomialCounts(StatisticLaw):
         return multinomial_exact_logp(value, theta, size, noise, self.categories)
 
     def logp(self, value, theta, noise):  # noqa: D102
-        if not self.grouped:
-            return super().logp(value, theta, noise)
         table = None
         if self.released is not None:
-            table = window_table(self.released, self.sizes, noise)
-        if table is not None:
+            # One release is a table of one group.
+            released = self.released if self.grouped else self.released.reshape(1, -1)
+            sizes = self.sizes if self.grouped else [self.sizes]
+            table = window_table(released, sizes, noise)
+        if table is not None and self.grouped:
             return window_logp(value, theta, table, noise)
+        if table is not None:
+            return window_logp(value[None], theta[None], table, noise)[0]
+        if not self.grouped:
+            return super().logp(value, theta, noise)
         return GroupedMultinomialLogLikelihood(self.sizes, noise)(value, theta)
 
     def draw(self, rng, theta, size):  # noqa: D102
@@ -511,7 +520,12 @@ def ExactReleasedCounts(
     categories
         K.
     name, theta, noise, **kwargs
-        As for :func:`released_statistic`; θ is the K category probabilities.
+        As for :func:`released_statistic`; θ is the K category probabilities. An ``observed``
+        array of counts lets the sum run over the s within the noise's reach of it
+        (:class:`MultinomialCounts`).
     """
-    law = MultinomialCounts(n, categories)
+    observed = kwargs.get("observed")
+    known = isinstance(observed, (np.ndarray, list, tuple))
+    released = np.asarray(observed, dtype=np.float64) if known else None
+    law = MultinomialCounts(n, categories, released=released)
     return released_statistic(name, theta, law=law, noise=noise, **kwargs)

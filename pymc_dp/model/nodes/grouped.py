@@ -40,6 +40,7 @@ from pymc_dp.likelihoods.count_trust import counts_clt_trust
 from pymc_dp.likelihoods.exact import BinomialCounts, released_statistic
 from pymc_dp.likelihoods.exact_windows import WindowCounts
 from pymc_dp.likelihoods.grouped import CltLaw, MixedLaw
+from pymc_dp.likelihoods.multinomial_window import window_table
 from pymc_dp.likelihoods.window_trust import WINDOW_KS_LEVEL
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.model.nodes.collapsed import collapsed_y, mark_theta
@@ -87,10 +88,11 @@ def grouped_likelihood(
             choices = [
                 "exact"
                 if not _vector_trusted(family, int(n_g), value, rel)
-                and exact_cost(family, int(n_g), bounds) <= EXACT_MAX_TERMS
+                and exact_cost(family, int(n_g), bounds, scale=rel.scale) <= EXACT_MAX_TERMS
                 else "clt"
                 for _, n_g, value in rows
             ]
+            choices = _fit_window(family, release, choices)
         else:
             choices = ["clt"] * len(rows)
         why = "the exact likelihood is too large for them; pass likelihood='exact' to use it"
@@ -146,6 +148,27 @@ def _vector_trusted(family: ExponentialFamily, n: int, value: object, rel: Relea
     """
     gaussian = rel.mechanism == DISCRETE_GAUSSIAN
     return counts_clt_trust(n, value, rel.scale, gaussian=gaussian)[0]
+
+
+def _fit_window(family: ExponentialFamily, release: ReleaseSet, choices: list[str]) -> list[str]:
+    """``choices`` with the CLT for the exact groups that need a window table that is too large.
+
+    A group of many records is affordable only through the sum over the counts within the
+    noise's reach of its y (:func:`~pymc_dp.likelihoods.choice.exact_cost`), and the exact
+    groups share one padded table (:func:`~pymc_dp.likelihoods.multinomial_window.window_table`);
+    without it the node would convolve every group's counts in full. So where the table of the
+    exact groups does not fit, the groups that only the window made affordable take the CLT.
+    """
+    exact = [g for g, c in enumerate(choices) if c == "exact"]
+    sizes, rel = release.n, release.first
+    full = [g for g in exact if exact_cost(family, int(sizes[g])) > EXACT_MAX_TERMS]
+    if not full:
+        return choices
+    noise = noise_law(rel.mechanism, rel.scale, rel.quantum)
+    released = np.asarray(release.value, dtype=np.float64)[exact]
+    if window_table(released, sizes[exact], noise) is not None:
+        return choices
+    return ["clt" if g in full else c for g, c in enumerate(choices)]
 
 
 _LISTED_GROUPS = 8
