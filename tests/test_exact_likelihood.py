@@ -11,6 +11,7 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from pytensor.graph.replace import clone_replace
 from scipy import stats
 
 import pymc_dp as pmdp
@@ -389,7 +390,7 @@ def test_one_large_categorical_release_sums_over_the_noise_window():
     law = NoiseLaw("laplace", float(rel.scale))
     y = np.asarray(rel.value, dtype=np.float64)
     theta = pt.dvector("theta")
-    mine = pytensor.clone_replace(pm.logp(model["y"], y), {p: theta})
+    mine = clone_replace(pm.logp(model["y"], y), {p: theta})
     node = pytensor.function([theta], [mine, pt.grad(mine, theta)])
     share = np.clip(y, 0.5, None) / np.sum(np.clip(y, 0.5, None))
     sd = np.sqrt(share * (1 - share) / 5000)
