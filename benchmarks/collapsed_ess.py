@@ -43,9 +43,17 @@ import pymc as pm
 import pymc_dp as pmdp
 from pymc_dp._compat import posterior_dataset
 
-FAMILIES = ("binomial", "categorical", "categorical_rare", "exponential", "normal", "poisson")
-"""``categorical_rare``: three categories, one of them 0.2 % of the records (10 of 5000), where
-the CLT is untrusted and the exact sum runs over the counts within the noise's reach of y."""
+SHARES = {
+    "categorical": (0.2, 0.5, 0.3),
+    "categorical_rare": (0.002, 0.4, 0.598),
+    "categorical4": (0.2, 0.3, 0.2, 0.3),
+    "categorical4_rare": (0.002, 0.3, 0.3, 0.398),
+}
+"""The Categorical families' shares. ``categorical_rare``: three categories, one of them 0.2 % of
+the records (10 of 5000), where the CLT is untrusted and the exact sum runs over the counts
+within the noise's reach of y; ``categorical4`` and ``categorical4_rare`` four categories."""
+
+FAMILIES = ("binomial", *SHARES, "exponential", "normal", "poisson")
 
 
 def make_release(
@@ -58,9 +66,9 @@ def make_release(
     if family == "binomial":
         return pmdp.release(rng.binomial(5, 0.3, n), pm.Binomial, trials=5, **noise)
     if family.startswith("categorical"):
-        shares = [0.002, 0.4, 0.598] if family == "categorical_rare" else [0.2, 0.5, 0.3]
-        x = rng.choice(3, p=shares, size=n)
-        return pmdp.release(x, pm.Categorical, categories=3, **noise)
+        shares = SHARES[family]
+        x = rng.choice(len(shares), p=shares, size=n)
+        return pmdp.release(x, pm.Categorical, categories=len(shares), **noise)
     if family == "exponential":
         x = rng.exponential(0.4, n)
         return pmdp.release(x, pm.Exponential, bounds=(0.0, 1.5), **noise)
@@ -76,7 +84,8 @@ def prior(family: str) -> tuple[list[str], Callable[[], tuple]]:
     if family == "binomial":
         return ["p"], lambda: (pm.Binomial.dist(n=5, p=pm.Beta("p", 3, 5)),)
     if family.startswith("categorical"):
-        return ["p"], lambda: (pm.Categorical.dist(p=pm.Dirichlet("p", np.full(3, 2.0))),)
+        k = len(SHARES[family])
+        return ["p"], lambda: (pm.Categorical.dist(p=pm.Dirichlet("p", np.full(k, 2.0))),)
     if family == "exponential":
         return ["lam"], lambda: (pm.Exponential.dist(lam=pm.Gamma("lam", 2.0, 1.0)),)
     if family == "poisson":

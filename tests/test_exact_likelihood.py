@@ -422,21 +422,39 @@ def test_auto_takes_the_exact_sum_only_where_the_clt_is_untrusted_and_warns_wher
     assert choose_likelihood(Categorical(categories=3), 1048, few, 2.0).likelihood == "exact"
     many = np.array([10.0, 50_000.0, 49_990.0])
     assert choose_likelihood(Categorical(categories=3), 100_000, many, 2.0).likelihood == "exact"
-    # K = 4: that box of three counts (161³) is too large for the table, so n ≤ 741 only.
+    # K = 4: the count vectors within the noise's reach of y form a ball of about 2.3·10⁵ at
+    # b = 2 (the box of three counts around y held 161³ = 4.2·10⁶), so any n; at b = 3 the ball
+    # is over the table's budget, so the CLT, with a warning where it is untrusted.
+    rare4 = np.array([3.0, 30_000.0, 30_000.0, 39_997.0])
     few4 = np.array([1.0, 300.0, 300.0, 399.0])
-    assert choose_likelihood(Categorical(categories=4), 741, few4, 2.0).likelihood == "exact"
+    assert choose_likelihood(Categorical(categories=4), 1000, few4, 2.0).likelihood == "exact"
+    choice = choose_likelihood(Categorical(categories=4), 100_000, rare4, 2.0)
+    assert choice.likelihood == "exact" and "CLT untrusted" in choice.reason
     with pytest.warns(CltWarning, match="more than 100000"):
-        assert choose_likelihood(Categorical(categories=4), 1000, few4, 2.0).likelihood == "clt"
+        assert choose_likelihood(Categorical(categories=4), 100_000, rare4, 3.0).likelihood == "clt"
     # K counts: the CLT keeps s latent (no cheaper), so the exact sum wherever affordable.
     assert choose_likelihood(Categorical(categories=3), 1047, np.ones(3), 2.0).likelihood == "exact"
     big = np.array([300.0, 400.0, 347.0])
     assert choose_likelihood(Categorical(categories=3), 1047, big, 2.0).likelihood == "exact"
     assert choose_likelihood(Categorical(categories=3), 1048, big, 2.0).likelihood == "exact"
-    # Wide noise (b = 10: a box of 801², over the table's budget) on many records: the CLT.
-    assert choose_likelihood(Categorical(categories=3), 1048, big, 10.0).likelihood == "clt"
-    assert exact_cost(Categorical(categories=3), 1048, scale=10.0) == exact_cost(
+    # Where the CLT is trusted the sum over the count vectors within the noise's reach buys speed
+    # only, which it does up to TRUSTED_TABLE_MAX_TERMS: K = 3 at b = 8 (6.5·10⁴ vectors), not at
+    # b = 13.3 (1.8·10⁵), nor K = 4 at b = 2 (2.3·10⁵), where the untrusted release above is exact.
+    common3 = np.array([200_000.0, 500_000.0, 300_000.0])
+    assert choose_likelihood(Categorical(categories=3), 10**6, common3, 8.0).likelihood == "exact"
+    assert choose_likelihood(Categorical(categories=3), 10**6, common3, 13.3).likelihood == "clt"
+    common4 = np.array([20_000.0, 30_000.0, 20_000.0, 30_000.0])
+    assert choose_likelihood(Categorical(categories=4), 100_000, common4, 2.0).likelihood == "clt"
+    # Wide noise (b = 20: the ball covers most of the simplex's 5.5·10⁵ vectors, over the
+    # table's budget) on many records: the CLT, at the full convolution's cost.
+    assert choose_likelihood(Categorical(categories=3), 1048, big, 20.0).likelihood == "clt"
+    assert exact_cost(Categorical(categories=3), 1048, scale=20.0, released=big) == exact_cost(
         Categorical(categories=3), 1048
     )
+    # b = 10 on the same release: 1.2·10⁵ vectors within reach, 30 290 terms (with y unknown,
+    # the full convolution's 100 085): affordable, but over the trusted CLT's budget.
+    assert exact_cost(Categorical(categories=3), 1048, scale=10.0, released=big) == 30_290
+    assert choose_likelihood(Categorical(categories=3), 1048, big, 10.0).likelihood == "clt"
     # A rare event among 10⁶ records: the exact sum runs over the 82 counts within the noise's
     # reach of y (40 scales each side), not over 10⁶ + 1 (the CLT and a warning until 2026-12-01).
     assert exact_cost(fam, 10**6) == 10**6 + 1

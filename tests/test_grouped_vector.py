@@ -330,25 +330,25 @@ def test_bad_vector_inputs_are_refused_with_the_rule():
 
 
 def test_large_categorical_groups_under_auto_take_the_clt_with_a_warning():
-    """Group by group, K = 4 at ε = 2: the small group 'a' (CLT untrusted, sum cheap) takes the
+    """Group by group, K = 5 at ε = 2: the small group 'a' (CLT untrusted, sum cheap) takes the
     exact sum, the large group 'b' with a rare category (CLT untrusted; the full convolution too
-    dear, and the counts within the noise's reach, a box of 81³, too many for the table) the
-    CLT, and the warning names 'b'."""
+    dear, and the count vectors within the noise's reach, about 6·10⁵, too many for the table)
+    the CLT, and the warning names 'b'."""
     rng = np.random.default_rng(9)
     x = np.concatenate(
         [
-            rng.choice(4, size=50, p=[0.04, 0.32, 0.32, 0.32]),
-            rng.choice(4, size=1100, p=[0.005, 0.3, 0.3, 0.395]),
+            rng.choice(5, size=50, p=[0.04, 0.24, 0.24, 0.24, 0.24]),
+            rng.choice(5, size=1100, p=[0.005, 0.25, 0.25, 0.25, 0.245]),
         ]
     )
     by = np.repeat(["a", "b"], [50, 1100])
     rs = pmdp.release_grouped(
-        x, pm.Categorical, categories=4, epsilon=2.0, by=by,
+        x, pm.Categorical, categories=5, epsilon=2.0, by=by,
         groups=["a", "b"], sizes="public", rng=10,
     )  # fmt: skip
     with pm.Model() as model:
         with pytest.warns(CltWarning, match=r"groups \['b'\]"):
-            pmdp.NoisySuffStat("y", pm.Categorical.dist(p=np.full(4, 1 / 4)), release=rs)
+            pmdp.NoisySuffStat("y", pm.Categorical.dist(p=np.full(5, 1 / 5)), release=rs)
     chosen = release_attrs(model)["pymc_dp_likelihood_y"]
     assert chosen.startswith("mixed: exact in 1 of 2 groups (a)")
     assert model.named_vars_to_dims["y_s_std"] == ("y_s_group", "y_s_count")
@@ -362,6 +362,7 @@ def test_large_groups_with_a_rare_category_take_the_sum_over_the_noise_window():
     convolution's wherever θ has posterior mass (within 4 posterior sds of y / n), and a lower
     bound on it beyond (12 sds, where L(θ) is e⁻⁵⁰ of its largest)."""
     from pymc_dp.families import Categorical
+    from pymc_dp.kernels.count_window import kept_counts
     from pymc_dp.kernels.exact_counts import multinomial_log_likelihood
     from pymc_dp.likelihoods.choice import noise_law
     from pymc_dp.likelihoods.multinomial_window import WINDOW_MAX_TERMS
@@ -393,30 +394,32 @@ def test_large_groups_with_a_rare_category_take_the_sum_over_the_noise_window():
             np.testing.assert_allclose(got, want, rtol=1e-10)
         else:
             assert np.all(got <= want + 1e-10) and np.all(got > want - 1e-6)
-    # A shared table too large for the window (20 such groups of 60 000 records at b = 8: a box
-    # of 641² each) leaves the groups that only the window made affordable to the CLT.
+    # A shared table too large for the window (20 such groups of 60 000 records at b = 8: about
+    # 7·10⁴ count vectors within the noise's reach each) leaves the groups that only the window
+    # made affordable to the CLT.
     many = pmdp.release_grouped(
         rng.choice(3, size=20 * 60_000, p=shares), pm.Categorical, categories=3, epsilon=0.25,
         by=np.repeat(np.arange(20), 60_000), groups=list(range(20)), sizes="public", rng=14,
     )  # fmt: skip
-    assert 641**2 > WINDOW_MAX_TERMS
+    law = noise_law(many.first.mechanism, many.first.scale, many.first.quantum)
+    assert 20 * len(kept_counts(many.value[0], 60_000, law, np.inf)) > WINDOW_MAX_TERMS
     assert _fit_window(Categorical(categories=3), many, ["exact"] * 20) == ["clt"] * 20
     assert _fit_window(Categorical(categories=3), rs, ["exact"] * 3) == ["exact"] * 3
 
 
 def test_the_clt_warning_counts_the_groups_beyond_the_first_eight():
-    """Twelve K = 4 groups with a rare category (CLT untrusted, sum too dear): the warning names
+    """Twelve K = 5 groups with a rare category (CLT untrusted, sum too dear): the warning names
     the first eight, counts the other four, and says of how many groups."""
     rng = np.random.default_rng(9)
     keys = [f"g{i:02d}" for i in range(12)]
-    x = rng.choice(4, size=12 * 1100, p=[0.005, 0.3, 0.3, 0.395])
+    x = rng.choice(5, size=12 * 1100, p=[0.005, 0.25, 0.25, 0.25, 0.245])
     rs = pmdp.release_grouped(
-        x, pm.Categorical, categories=4, epsilon=2.0, by=np.repeat(keys, 1100),
+        x, pm.Categorical, categories=5, epsilon=2.0, by=np.repeat(keys, 1100),
         groups=keys, sizes="public", rng=10,
     )  # fmt: skip
     with pm.Model(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CltWarning)
-        pmdp.NoisySuffStat("y", pm.Categorical.dist(p=np.full(4, 1 / 4)), release=rs)
+        pmdp.NoisySuffStat("y", pm.Categorical.dist(p=np.full(5, 1 / 5)), release=rs)
     (message,) = [str(w.message) for w in caught if w.category is CltWarning]
     assert f"for 12 of 12 groups {keys[:8]!r} and 4 more (" in message
     assert "g08" not in message

@@ -100,10 +100,15 @@ class NoiseLaw(NamedTuple):
     @property
     def half_width(self) -> float:
         """W with k(d) ≤ k(0) · e^{-NOISE_TAIL} wherever abs(d) > W: the negligible tails."""
+        return float(self.reach(NOISE_TAIL))
+
+    def reach(self, nats: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """The largest abs(d) with log k(0) − log k(d) ≤ ``nats`` (0 where ``nats`` ≤ 0)."""
+        nats = np.maximum(np.asarray(nats, dtype=np.float64), 0.0)
         b = float(self.scale)
         if self.kind == "discrete-gaussian":
-            return b * math.sqrt(2.0 * NOISE_TAIL)
-        return b * NOISE_TAIL
+            return b * np.sqrt(2.0 * nats)
+        return b * nats
 
     def logpdf(self, d: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Log density (or probability, for the integer laws) of the noise at ``d``."""

@@ -46,6 +46,7 @@ from pymc_dp.families import (
     TruncatedFamily,
 )
 from pymc_dp.families.record_laws import continuous_window
+from pymc_dp.kernels.count_window import kept_counts
 from pymc_dp.kernels.exact_counts import NoiseLaw
 from pymc_dp.likelihoods.multinomial_window import WINDOW_MAX_TERMS
 from pymc_dp.likelihoods.window_trust import continuous_exact_cost, window_clt_trust
@@ -60,6 +61,7 @@ __all__ = [
     "EXACT_MAX_TERMS",
     "LIKELIHOODS",
     "TABLE_TERM_COST",
+    "TRUSTED_TABLE_MAX_TERMS",
     "CltWarning",
     "LikelihoodChoice",
     "choose_likelihood",
@@ -81,8 +83,9 @@ terms (:func:`exact_cost`): N + 1 for a Binomial count, or the 2⌊40 b⌋ + 2 w
 reach of y where fewer, n·b + 1 for a window sum of counts over
 [a, b], and for K categories (K - 2)(n + 1)² products of a linear convolution at
 :data:`CONVOLUTION_PRODUCT_COST` each, plus n + 1 (n ≤ 1047 for K = 3), or, where fewer, the
-count vectors within the noise's reach of y at :data:`TABLE_TERM_COST` each
-(min(n + 1, 2⌊40 b⌋ + 1)^(K - 1): any n for K = 3 at b ≤ 7.9, as at ε ≥ 0.26 with Δ = 2)."""
+count vectors within the noise's reach of y at :data:`TABLE_TERM_COST` each (about (40 b)^(K - 1)
+/ (K - 2) of them: any n for K = 3 at b ≤ 7.9 and K = 4 at b ≤ 2.2, as at ε ≥ 0.26 and 0.9 with
+Δ = 2)."""
 
 CONVOLUTION_PRODUCT_COST = 0.09
 """Cost of one product of the Multinomial recursion's linear convolution, in log-space terms:
@@ -91,10 +94,21 @@ Bernoulli sum of 10⁵ terms (``python benchmarks/exact_cost.py``, in one proces
 releases (the engine) runs the recursion in log space, at one term per product."""
 
 TABLE_TERM_COST = 0.25
-"""Cost of one count vector of the noise's window (the box of K - 1 counts within 40 scales of
-y, :mod:`pymc_dp.likelihoods.multinomial_window`), in log-space terms: log density and gradient
-of one release, K = 3, took 0.14-0.33 Bernoulli terms per kept vector at n = 300-5000, ε = 0.5-2,
-and the box holds 2-9 times the kept vectors, so this overstates the cost."""
+"""Cost of one count vector of the noise's window (those within 40 scales of y,
+:mod:`pymc_dp.likelihoods.multinomial_window`), in log-space terms: log density and gradient of
+one release took 0.09-0.26 Bernoulli terms per vector for tables of 2·10⁴-2.5·10⁵ vectors (K = 3
+and 4, n = 5000-10⁵, ε = 0.5-2, at θ uniform and at the shares that made the data), and up to
+0.48 on a table of 2900, where the call's fixed cost dominates."""
+
+TRUSTED_TABLE_MAX_TERMS = 25_000
+"""Largest cost of the sum over the count vectors within the noise's reach of y that ``"auto"``
+takes for one Categorical release whose CLT is trusted, where the exact sum buys speed only.
+Measured ESS/s of the whole ``pm.sample`` call, that sum with ``IndependenceStep`` against the
+CLT with its counts latent (``python benchmarks/collapsed_ess.py``, n = 10⁶, one process each):
+2.1× at 6.5·10⁴ vectors (16 000 terms; K = 3, ε = 0.25), 0.81× at 1.8·10⁵ (K = 3, ε = 0.15) and
+0.67-0.84× at 2.3·10⁵ (K = 4, ε = 1); the sum's evaluations (one kernel pass over every vector,
+about 16 ns each at ``IndependenceStep``'s proposals) and the compiles of its table are the
+cost. The CLT untrusted, ``"auto"`` takes the sum up to :data:`EXACT_MAX_TERMS`."""
 
 CLT_TRUST_LEVEL = 50.0
 """The CLT is trusted where m · (1 + r)² ≥ this (m: smallest expected count, r = b / sd(s))."""
@@ -152,6 +166,7 @@ def exact_cost(
     *,
     batched: bool = False,
     scale: float | None = None,
+    released: npt.ArrayLike | None = None,
 ) -> int:
     """Cost of one evaluation of the exact likelihood of ``n`` records, in log-space terms.
 
@@ -161,11 +176,12 @@ def exact_cost(
     Gaussian noise of σ = b too). A window sum of counts needs the release's ``bounds``: its
     sum runs over 0, …, n·b.
     Categorical counts of one release are convolved linearly (each product costs
-    :data:`CONVOLUTION_PRODUCT_COST`), or, given the noise ``scale``, summed over the count
-    vectors within the noise's reach of y where those are fewer and fit the node's table
-    (:data:`TABLE_TERM_COST` each); ``batched=True`` gives the cost per release of a batch,
-    whose recursion runs in log space over every s. Continuous records need ``bounds`` and the noise
-    ``scale`` too: n × lattice points, or n records for (Σz, Σz²)
+    :data:`CONVOLUTION_PRODUCT_COST`), or, given the noise ``scale`` and the ``released`` y,
+    summed over the count vectors within the noise's reach of y
+    (:func:`~pymc_dp.kernels.count_window.kept_counts`) where that is cheaper and they fit the
+    node's table (:data:`TABLE_TERM_COST` each); ``batched=True`` gives the cost per release of
+    a batch, whose recursion runs in log space over every s. Continuous records need ``bounds``
+    and the noise ``scale`` too: n × lattice points, or n records for (Σz, Σz²)
     (:func:`pymc_dp.likelihoods.window_trust.continuous_exact_cost`, whose budgets differ).
     """
     if continuous_window(family):
@@ -178,15 +194,15 @@ def exact_cost(
     if isinstance(family, Categorical):
         products = (family.categories - 2) * (n + 1) ** 2
         cost = int(products * (1.0 if batched else CONVOLUTION_PRODUCT_COST)) + n + 1
-        if scale is None or batched:
+        if scale is None or released is None or batched:
             return cost
-        # The node sums over the s within the noise's reach of y where that box of K - 1 free
-        # counts fits its table (multinomial_window), whatever n.
-        side = min(n + 1, 2 * math.floor(NoiseLaw("laplace", float(scale)).half_width) + 1)
-        box = side ** (family.categories - 1)
-        if box > WINDOW_MAX_TERMS:
+        # The node sums over the s within the noise's reach of y where they fit its table
+        # (multinomial_window), whatever n. The Laplace set holds the Gaussian's of σ = b.
+        y = np.asarray(released, dtype=np.float64)
+        kept = kept_counts(y, n, NoiseLaw("laplace", float(scale)), WINDOW_MAX_TERMS)
+        if kept is None:
             return cost
-        return min(cost, math.ceil(box * TABLE_TERM_COST))
+        return min(cost, math.ceil(len(kept) * TABLE_TERM_COST))
     if windowed_counts(family):
         if bounds is None:
             raise ValueError("the cost of a windowed release depends on its bounds: pass bounds")
@@ -352,8 +368,17 @@ def choose_likelihood(
     if continuous_window(family):
         return _choose_continuous(family, n, released, scale, bounds, warn)
     trusted, reason = clt_trust(family, n, released, scale, bounds=bounds)
-    cost = exact_cost(family, n, bounds, scale=scale) if exact_supported(family) else None
-    if trusted and _vector_statistic(family) and cost is not None and cost <= EXACT_MAX_TERMS:
+    cost = (
+        exact_cost(family, n, bounds, scale=scale, released=released)
+        if exact_supported(family)
+        else None
+    )
+    if (
+        trusted
+        and _vector_statistic(family)
+        and cost is not None
+        and _cheaper_than_clt(family, n, cost)
+    ):
         # K counts: the CLT keeps s as a latent vector (no closed form to collapse it), so
         # there the exact sum, drawn by IndependenceStep, is the cheaper as well as exact.
         return LikelihoodChoice("exact", f"affordable ({cost} terms per evaluation)")
@@ -376,6 +401,13 @@ def choose_likelihood(
             stacklevel=3,
         )
     return LikelihoodChoice("clt", f"CLT outside its safe region: {reason}")
+
+
+def _cheaper_than_clt(family: ExponentialFamily, n: int, cost: int) -> bool:
+    """Whether the exact sum of K trusted counts is cheaper (:data:`TRUSTED_TABLE_MAX_TERMS`)."""
+    if cost < exact_cost(family, n):  # the sum over the count vectors within the noise's reach
+        return cost <= TRUSTED_TABLE_MAX_TERMS
+    return cost <= EXACT_MAX_TERMS
 
 
 def _vector_statistic(family: ExponentialFamily) -> bool:

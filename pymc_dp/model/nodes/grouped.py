@@ -88,7 +88,8 @@ def grouped_likelihood(
             choices = [
                 "exact"
                 if not _vector_trusted(family, int(n_g), value, rel)
-                and exact_cost(family, int(n_g), bounds, scale=rel.scale) <= EXACT_MAX_TERMS
+                and exact_cost(family, int(n_g), bounds, scale=rel.scale, released=value)
+                <= EXACT_MAX_TERMS
                 else "clt"
                 for _, n_g, value in rows
             ]
