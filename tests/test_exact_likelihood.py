@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import warnings
 
 import numpy as np
@@ -407,6 +408,43 @@ def test_one_large_categorical_release_sums_over_the_noise_window():
             for j, e in enumerate(np.diag(h))
         ]  # fmt: skip
         np.testing.assert_allclose(grad, fd, rtol=1e-5)
+
+
+def test_a_gaussian_mechanism_release_is_priced_by_the_gaussian_reach():
+    """The discrete Gaussian's reach (σ√80) is far narrower than the Laplace law's (40 b): K = 4,
+    n = 10⁵, σ = 3 and a category of about ten records is the exact sum over about 3·10⁴ count
+    vectors (priced by the Laplace law's ball, over the table's budget, it cost the full
+    convolution's 1.8·10⁹ terms: the CLT with a warning), and the node's log density equals the
+    sum over the Laplace law's ball of the same σ, a superset, to 1e-10. (OpenDP's releases are
+    not seeded: the assertions hold for any noise.)"""
+    from scipy.special import gammaln, logsumexp
+
+    from pymc_dp.kernels.count_window import kept_counts
+
+    rng = np.random.default_rng(41)
+    x = rng.choice(4, size=100_000, p=[0.0001, 0.3, 0.3, 0.3999])
+    rel = pmdp.release(x, pm.Categorical, categories=4, mechanism="discrete-gaussian", rho=1 / 9)
+    sigma, y = float(rel.scale), np.asarray(rel.value, dtype=np.float64)
+    assert sigma == pytest.approx(3.0)
+    law = NoiseLaw("discrete-gaussian", sigma)
+    narrow = len(kept_counts(y, 100_000, law, np.inf))
+    fam = Categorical(categories=4)
+    cost = exact_cost(fam, 100_000, scale=sigma, released=y, mechanism="discrete-gaussian")
+    assert cost == math.ceil(0.25 * narrow) < 15_000
+    assert exact_cost(fam, 100_000, scale=sigma, released=y) > 10**9
+    with pm.Model() as model, warnings.catch_warnings():
+        warnings.simplefilter("error", CltWarning)
+        p = pm.Dirichlet("p", np.ones(4))
+        pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p), release=rel)
+    assert release_attrs(model)["pymc_dp_likelihood_y"] == "exact"
+    wide = kept_counts(y, 100_000, NoiseLaw("laplace", sigma), np.inf)
+    assert len(wide) > 10 * narrow
+    fixed = gammaln(100_001.0) - gammaln(wide + 1.0).sum(axis=1) + law.logpdf(y - wide).sum(axis=1)
+    theta = pt.dvector("theta")
+    node = pytensor.function([theta], clone_replace(pm.logp(model["y"], y), {p: theta}))
+    for point in ([1e-4, 0.3, 0.3, 0.3999], [5e-5, 0.31, 0.29, 0.39995], [2e-4, 0.3, 0.3, 0.3998]):
+        want = logsumexp(fixed + wide @ np.log(point))
+        assert node(np.asarray(point)) == pytest.approx(want, rel=1e-10)
 
 
 def test_auto_takes_the_exact_sum_only_where_the_clt_is_untrusted_and_warns_where_it_is_dear():

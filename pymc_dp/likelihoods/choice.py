@@ -167,6 +167,7 @@ def exact_cost(
     batched: bool = False,
     scale: float | None = None,
     released: npt.ArrayLike | None = None,
+    mechanism: str | None = None,
 ) -> int:
     """Cost of one evaluation of the exact likelihood of ``n`` records, in log-space terms.
 
@@ -183,6 +184,8 @@ def exact_cost(
     a batch, whose recursion runs in log space over every s. Continuous records need ``bounds``
     and the noise ``scale`` too: n × lattice points, or n records for (Σz, Σz²)
     (:func:`pymc_dp.likelihoods.window_trust.continuous_exact_cost`, whose budgets differ).
+    The noise's reach is the Laplace law's of scale b unless ``mechanism`` is
+    ``"discrete-gaussian"`` (σ = b), whose reach is narrower.
     """
     if continuous_window(family):
         if bounds is None or scale is None:
@@ -197,9 +200,9 @@ def exact_cost(
         if scale is None or released is None or batched:
             return cost
         # The node sums over the s within the noise's reach of y where they fit its table
-        # (multinomial_window), whatever n. The Laplace set holds the Gaussian's of σ = b.
+        # (multinomial_window), whatever n.
         y = np.asarray(released, dtype=np.float64)
-        kept = kept_counts(y, n, NoiseLaw("laplace", float(scale)), WINDOW_MAX_TERMS)
+        kept = kept_counts(y, n, _reach_law(mechanism, scale), WINDOW_MAX_TERMS)
         if kept is None:
             return cost
         return min(cost, math.ceil(len(kept) * TABLE_TERM_COST))
@@ -210,7 +213,13 @@ def exact_cost(
     total = n * family.trials + 1
     if scale is None or batched:
         return total
-    return min(total, 2 * math.floor(NoiseLaw("laplace", float(scale)).half_width) + 2)
+    return min(total, 2 * math.floor(_reach_law(mechanism, scale).half_width) + 2)
+
+
+def _reach_law(mechanism: str | None, scale: float) -> NoiseLaw:
+    """The noise law whose reach :func:`exact_cost` counts (the discrete Laplace's is Laplace's)."""
+    kind = "discrete-gaussian" if mechanism == "discrete-gaussian" else "laplace"
+    return NoiseLaw(kind, float(scale))
 
 
 def noise_law(
@@ -333,6 +342,7 @@ def choose_likelihood(
     *,
     bounds: tuple[float, float] | None = None,
     warn: bool = True,
+    mechanism: str | None = None,
 ) -> LikelihoodChoice:
     """Resolve ``likelihood`` (``"auto"``, ``"clt"``, ``"exact"``) for one release.
 
@@ -344,6 +354,9 @@ def choose_likelihood(
         What the user asked for.
     warn
         Warn (:class:`CltWarning`) when ``"auto"`` falls back to a CLT outside its safe region.
+    mechanism
+        The release's mechanism (``"discrete-gaussian"`` narrows the noise's reach that the
+        exact sum runs over); None for Laplace noise.
 
     Returns
     -------
@@ -369,7 +382,7 @@ def choose_likelihood(
         return _choose_continuous(family, n, released, scale, bounds, warn)
     trusted, reason = clt_trust(family, n, released, scale, bounds=bounds)
     cost = (
-        exact_cost(family, n, bounds, scale=scale, released=released)
+        exact_cost(family, n, bounds, scale=scale, released=released, mechanism=mechanism)
         if exact_supported(family)
         else None
     )

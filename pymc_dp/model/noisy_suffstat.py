@@ -311,7 +311,15 @@ class NoisySuffStat:
         if gaussian:
             scale = release.scale
         choice = (
-            choose_likelihood(family, n, value, scale, likelihood, bounds=bounds).likelihood
+            choose_likelihood(
+                family,
+                n,
+                value,
+                scale,
+                likelihood,
+                bounds=bounds,
+                mechanism=None if release is None else release.mechanism,
+            ).likelihood
             if method != "augmented"
             else "clt"
         )

@@ -88,7 +88,14 @@ def grouped_likelihood(
             choices = [
                 "exact"
                 if not _vector_trusted(family, int(n_g), value, rel)
-                and exact_cost(family, int(n_g), bounds, scale=rel.scale, released=value)
+                and exact_cost(
+                    family,
+                    int(n_g),
+                    bounds,
+                    scale=rel.scale,
+                    released=value,
+                    mechanism=rel.mechanism,
+                )
                 <= EXACT_MAX_TERMS
                 else "clt"
                 for _, n_g, value in rows
@@ -100,7 +107,14 @@ def grouped_likelihood(
     else:
         resolved = [
             choose_likelihood(
-                family, int(n_g), value, rel.scale, likelihood, bounds=bounds, warn=False
+                family,
+                int(n_g),
+                value,
+                rel.scale,
+                likelihood,
+                bounds=bounds,
+                warn=False,
+                mechanism=rel.mechanism,
             )
             for _, n_g, value in rows
         ]
