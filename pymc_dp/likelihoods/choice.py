@@ -106,9 +106,9 @@ takes for one Categorical release whose CLT is trusted, where the exact sum buys
 Measured ESS/s of the whole ``pm.sample`` call, that sum with ``IndependenceStep`` against the
 CLT with its counts latent (``python benchmarks/collapsed_ess.py``, n = 10⁶, one process each):
 2.1× at 6.5·10⁴ vectors (16 000 terms; K = 3, ε = 0.25), 0.81× at 1.8·10⁵ (K = 3, ε = 0.15) and
-0.67-0.84× at 2.3·10⁵ (K = 4, ε = 1); the sum's evaluations (one kernel pass over every vector,
-about 16 ns each at ``IndependenceStep``'s proposals) and the compiles of its table are the
-cost. The CLT untrusted, ``"auto"`` takes the sum up to :data:`EXACT_MAX_TERMS`."""
+0.67-0.84× at 2.3·10⁵ (K = 4, ε = 1); the sum's evaluations are the cost (one kernel pass over
+every vector, about 16 ns each at ``IndependenceStep``'s proposals). The CLT untrusted,
+``"auto"`` takes the sum up to :data:`EXACT_MAX_TERMS`."""
 
 CLT_TRUST_LEVEL = 50.0
 """The CLT is trusted where m · (1 + r)² ≥ this (m: smallest expected count, r = b / sd(s))."""
