@@ -84,7 +84,7 @@ reach of y where fewer, n·b + 1 for a window sum of counts over
 [a, b], and for K categories (K - 2)(n + 1)² products of a linear convolution at
 :data:`CONVOLUTION_PRODUCT_COST` each, plus n + 1 (n ≤ 1047 for K = 3), or, where fewer, the
 count vectors within the noise's reach of y at :data:`TABLE_TERM_COST` each (about (40 b)^(K - 1)
-/ (K - 2) of them: any n for K = 3 at b ≤ 7.9 and K = 4 at b ≤ 2.2, as at ε ≥ 0.26 and 0.9 with
+/ (K - 2) of them: any n for K = 3 at b ≤ 15 and K = 4 at b ≤ 2.2, as at ε ≥ 0.14 and 0.9 with
 Δ = 2)."""
 
 CONVOLUTION_PRODUCT_COST = 0.09
@@ -173,9 +173,9 @@ def exact_cost(
 
     A Binomial count of N = n · trials sums N + 1 terms, or, given the noise ``scale`` b, only
     the counts within the noise's reach of y: at most 2⌊40 b⌋ + 2
-    (:func:`pymc_dp.likelihoods.exact.binomial_exact_logp`; 40 b bounds the reach of the
-    Gaussian noise of σ = b too). A window sum of counts needs the release's ``bounds``: its
-    sum runs over 0, …, n·b.
+    (:func:`pymc_dp.likelihoods.exact.binomial_exact_logp`; 2⌊σ√80⌋ + 2 for the discrete
+    Gaussian of σ = b, see ``mechanism``). A window sum of counts needs the release's
+    ``bounds``: its sum runs over 0, …, n·b.
     Categorical counts of one release are convolved linearly (each product costs
     :data:`CONVOLUTION_PRODUCT_COST`), or, given the noise ``scale`` and the ``released`` y,
     summed over the count vectors within the noise's reach of y

@@ -21,9 +21,9 @@ out the terms 40 nats below each group's largest, within a stated bound) on the 
 used while the table holds at most :data:`WINDOW_MAX_TERMS` entries (padding included): a group
 of n records and K = 3 has at most (n + 1)(n + 2)/2 of them (5151 at n = 100), fewer where the
 noise is narrow (at most about (40 b)² at Laplace scale b, whatever n; (40 b)³/2 for K = 4, so
-K = 4 fits at ε ≥ 1 with Δ = 2). The kept vectors are enumerated directly
+K = 4 fits at ε ≥ 0.9 with Δ = 2). The kept vectors are enumerated directly
 (:func:`~pymc_dp.kernels.count_window.kept_counts`), not filtered from the box of K − 1 counts
-within the noise's reach of y, which holds 5 (K = 3) to 19 (K = 4) times as many.
+within the noise's reach of y, which holds 5 (K = 3) and 14-19 (K = 4) times as many.
 """
 
 from __future__ import annotations
