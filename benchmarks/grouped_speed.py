@@ -505,7 +505,7 @@ def gradient_cost(setting: Setting, rs: Any, side: str, args: argparse.Namespace
             progress["phase"] = f"compiling logp and dlogp (build {built:.0f} s)"
             evaluations = 1  # per timed call
             if args.gradient_call == "nuts":  # the one function of both that NUTS calls
-                func = model.logp_dlogp_function(ravel_inputs=True)
+                func = model.logp_dlogp_function(ravel_inputs=True, mode=args.gradient_mode)
                 func.set_extra_values({})
                 x = np.concatenate([np.ravel(v) for v in model.initial_point().values()])
                 call = functools.partial(func, x)
@@ -841,6 +841,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="time PyMC's separately compiled logp and dlogp (pair), or the one function of "
         "both that NUTS calls (nuts: model.logp_dlogp_function, without the pair's Python "
         "overhead of about 80 µs)",
+    )
+    parser.add_argument(
+        "--gradient-mode",
+        choices=("FAST_RUN", "NUMBA"),
+        default=None,
+        help="with --gradient-call nuts: the PyTensor mode of the compiled function (FAST_RUN: "
+        "the C backend; NUMBA: nutpie's; default: PyMC's)",
     )
     parser.add_argument(
         "--gradient-point",
