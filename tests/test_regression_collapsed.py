@@ -22,8 +22,8 @@ from pymc_dp.regression.engine.collapsed import collapsed_sweep, initial_step_sd
 from pymc_dp.regression.kernels.adaptation import RandomWalkAdaptation
 from pymc_dp.regression.kernels.collapsed import (
     _PIVOT_PASS_MAX,
-    _cholesky,
     _positive_pivots,
+    batched_cholesky,
     collapsed_target,
     evaluate,
     pack_parameters,
@@ -347,6 +347,25 @@ def test_huge_epsilon_posterior_is_the_exact_one(d, n, draws, tune):
         assert abs(ours.std() / ref.std() - 1) < 0.15
 
 
+def test_a_start_far_outside_the_posterior_keeps_the_sweep_going():
+    """An inverse-Wishart prior of x with ν = 1.5 at d = 2 is proper, and its start draw for
+    seed 0 has Σ_x of order 10¹⁰ on a box of width 4. The moment move's proposal at that anchor
+    was indefinite in floating point and its Cholesky factor raised ``LinAlgError`` before any
+    sweep; now its eigenvalues are floored there. The chain then returns to the box: after
+    tuning every draw of diag Σ_x is under the box's largest variance h² = 4 and θ is finite."""
+    rng = np.random.default_rng(11)
+    x = rng.normal(0.3, 0.5, size=(1000, 2))
+    y = np.clip(0.1 + x @ np.array([0.4, -0.2]) + 0.3 * rng.standard_normal(1000), -3, 3)
+    rel = release_regression(np.clip(x, -2, 2), y, x_bounds=[(-2, 2)] * 2, y_bounds=(-3, 3),
+                             epsilon=1.0, rng=rng)  # fmt: skip
+    x_prior = default_x_prior(rel.x_bounds)._replace(dof=np.array(1.5))
+    prior = NIG(np.zeros(3), 0.5 * np.eye(3), np.array(20.0), np.array(1.9))
+    tr = sample_regression(0, released=rel.value[None], n=1000, scale=rel.scale, prior=prior,
+                           x_prior=x_prior, draws=100, tune=200, chains=1)  # fmt: skip
+    assert np.all(np.isfinite(tr.theta))
+    assert np.all(np.diagonal(tr.x_cov, axis1=-2, axis2=-1) < 4.0)
+
+
 def test_sampler_rejects_bad_arguments():
     z = np.ones((1, 5))
     kw = dict(released=z, n=20, prior=PRIOR, x_prior=X_PRIOR, draws=5)
@@ -362,10 +381,10 @@ def test_sampler_rejects_bad_arguments():
 
 @pytest.mark.parametrize("k", [3, 9, 20])
 def test_batched_cholesky_marks_the_members_without_a_factor(k):
-    """``_cholesky`` on a batch (11, 40) of k × k matrices where some are indefinite, one holds a
-    NaN, one is singular and five fail at the last pivot only: the members with a factor, and
-    their factors, are those of NumPy called on each member alone; the others get the
-    identity. k = 3 and 9 take the vectorised pass that finds the failed members (checked
+    """``batched_cholesky`` on a batch (11, 40) of k × k matrices where some are indefinite, one
+    holds a NaN, one is singular and five fail at the last pivot only: the members with a
+    factor, and their factors, are those of NumPy called on each member alone; the others get
+    the identity. k = 3 and 9 take the vectorised pass that finds the failed members (checked
     alone too: a wrong pass would only be slower, the loop behind it mends its answer), k = 20
     the loop over the members."""
     rng = np.random.default_rng(k)
@@ -377,7 +396,7 @@ def test_batched_cholesky_marks_the_members_without_a_factor(k):
     # Positive definite but for the last pivot, which a pass must test too.
     a[2, :5] = x[2, :5] @ x[2, :5].swapaxes(-1, -2)
     a[2, :5, -1, -1] -= 2.0 * np.linalg.cholesky(a[2, :5])[..., -1, -1] ** 2
-    chol, ok = _cholesky(a)
+    chol, ok = batched_cholesky(a)
     for index in np.ndindex(a.shape[:2]):
         try:
             ref = np.linalg.cholesky(a[index])

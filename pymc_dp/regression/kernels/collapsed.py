@@ -47,13 +47,17 @@ from pymc_dp.regression.kernels.normal_model import draw_statistic, record_momen
 from pymc_dp.regression.kernels.shape_law import XShape, shape_term, standardised
 
 __all__ = [
+    "EIGEN_FLOOR",
     "CollapsedTarget",
     "Evaluation",
     "MoveState",
     "Parameters",
+    "batched_cholesky",
     "collapsed_move",
     "collapsed_target",
     "evaluate",
+    "floor_eigenvalues",
+    "floored_cholesky",
     "move_state",
     "n_parameters",
     "pack_parameters",
@@ -293,7 +297,7 @@ class Evaluation(NamedTuple):
 
 
 _PIVOT_PASS_MAX = 16
-"""Largest k of k × k matrices whose failed members :func:`_cholesky` finds in one vectorised
+"""Largest k of k × k matrices whose failed members :func:`batched_cholesky` finds in one vectorised
 pass; above it the pass's k steps cost more than a LAPACK call per member (77 × 77, 440
 members: 147 against 21 ms; 9 × 9: 1.7 against 4.1 ms; 3 × 3: 0.4 against 4.2 ms)."""
 
@@ -319,7 +323,7 @@ def _positive_pivots(a: np.ndarray) -> np.ndarray:
     return ok
 
 
-def _cholesky(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def batched_cholesky(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Cholesky factors of a batch, and which members have one (the others get the identity).
 
     NumPy's batched call raises if any member fails. Then the members without a factor are
@@ -354,6 +358,37 @@ def _cholesky(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if ok[i]:
             out[i] = factor
     return out.reshape(a.shape), ok.reshape(a.shape[:-2])
+
+
+EIGEN_FLOOR = 1e-9
+"""Where a covariance of the proposal is not positive definite, its eigenvalues are floored at
+this share of the largest (:func:`floor_eigenvalues`)."""
+
+
+def floor_eigenvalues(a: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """``a``, with each member not ``ok`` replaced by its symmetric part, eigenvalues floored.
+
+    For the proposals' covariances and precisions, which are positive definite in exact
+    arithmetic but not always in floating point far outside the posterior: a start drawn from
+    an inverse-Wishart prior of x with ν < d can have Σ_x ≈ 10¹⁰ on a box of width 4, where the
+    record statistic's CLT covariance is indefinite or singular. A move whose proposal is built
+    from a floored matrix stays exact when the matrix is a function of what the move keeps fixed
+    (the anchor, or the invariants of a symmetric move). Members that are ``ok`` are returned
+    unchanged, so chains that never meet such a state are the same to the bit.
+    """
+    if np.all(ok):
+        return a
+    sym = 0.5 * (a + np.swapaxes(a, -1, -2))
+    value, vector = np.linalg.eigh(np.where(ok[..., None, None], np.eye(a.shape[-1]), sym))
+    value = np.maximum(value, EIGEN_FLOOR * np.max(np.abs(value), axis=-1, keepdims=True))
+    floored = (vector * value[..., None, :]) @ np.swapaxes(vector, -1, -2)
+    return np.where(ok[..., None, None], a, 0.5 * (floored + np.swapaxes(floored, -1, -2)))
+
+
+def floored_cholesky(a: np.ndarray) -> np.ndarray:
+    """Cholesky factors of a batch, eigenvalues floored (:func:`floor_eigenvalues`) where needed."""
+    chol, ok = batched_cholesky(a)
+    return chol if np.all(ok) else np.linalg.cholesky(floor_eigenvalues(a, ok))
 
 
 def _log_diag_sum(chol: np.ndarray) -> np.ndarray:
@@ -407,8 +442,8 @@ def evaluate(u: npt.ArrayLike, target: CollapsedTarget) -> Evaluation:
         # that of the proposal actually drawn.
         jitter = _JITTER * np.max(np.abs(cov), axis=(-2, -1))
         cov = cov + jitter[..., None, None] * np.eye(m)
-        clt_chol, ok1 = _cholesky(cov)
-        marg_chol, ok2 = _cholesky(cov + target.noise_variance[..., :, None] * np.eye(m))
+        clt_chol, ok1 = batched_cholesky(cov)
+        marg_chol, ok2 = batched_cholesky(cov + target.noise_variance[..., :, None] * np.eye(m))
         marg_inv = np.linalg.inv(marg_chol)
         resid = (marg_inv @ (target.released - mean)[..., None])[..., 0]
         marginal = -0.5 * m * _LOG_2PI - _log_diag_sum(marg_chol) - 0.5 * np.sum(resid**2, -1)
@@ -470,7 +505,7 @@ def statistic_correction(s: npt.ArrayLike, ev: Evaluation, target: CollapsedTarg
     sigma2 = par.sigma2[..., None]
     log_sigma2 = par.log_sigma2[..., None]
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        gram_chol, ok = _cholesky(gram)
+        gram_chol, ok = batched_cholesky(gram)
         gram_inv_half = np.linalg.inv(gram_chol)
         half_b = (gram_inv_half @ xty[..., None])[..., 0]
         rss = b_mat[..., p, p] - np.sum(half_b**2, axis=-1)

@@ -32,11 +32,14 @@ from scipy.special import gammaln, log_ndtr, ndtr, ndtri
 
 from pymc_dp.curator.regression.statistics import unpack_statistic
 from pymc_dp.regression.kernels.collapsed import (
+    EIGEN_FLOOR,
     CollapsedTarget,
     Evaluation,
     MoveState,
     Parameters,
+    batched_cholesky,
     evaluate,
+    floor_eigenvalues,
     pack_parameters,
     parameter_log_jacobian,
     propose_statistic,
@@ -181,7 +184,20 @@ def _proposal(anchor: np.ndarray, target: CollapsedTarget, fit: MomentPrior) -> 
     n = target.n[0]
     clt_cov = _record_cov(anchor.tobytes(), anchor.shape, target.x_prior.loc.shape[-1])
     w = target.noise_variance[..., 0, :]
-    s_inv = np.linalg.inv(n * clt_cov + w[..., :, None] * np.eye(w.shape[-1]))
+    eye = np.eye(w.shape[-1])
+    noisy = n * clt_cov + w[..., :, None] * eye
+    # Inverted as a correlation matrix: the statistic's variances span 10⁸ to 10²¹ at an anchor
+    # far outside the posterior, where the plain inverse is singular in floating point. An
+    # anchor whose moments overflow carries no information about η: its precision is 0.
+    finite = np.all(np.isfinite(noisy), axis=(-2, -1))
+    root = 1.0 / np.sqrt(np.where(finite[..., None], np.diagonal(noisy, 0, -2, -1), 1.0))
+    corr = np.where(finite[..., None, None], noisy, eye) * root[..., :, None] * root[..., None, :]
+    chol, ok = batched_cholesky(corr)
+    # A unit diagonal's pivots bound the smallest eigenvalue: floor where one is at rounding.
+    ok &= np.min(np.diagonal(chol, 0, -2, -1), axis=-1) ** 2 > EIGEN_FLOOR
+    corr_inv = np.linalg.inv(floor_eigenvalues(corr, ok))
+    s_inv = root[..., :, None] * corr_inv * root[..., None, :]
+    s_inv = np.where(finite[..., None, None], s_inv, 0.0)
     cov = np.linalg.inv(fit.precision + n * n * s_inv)
     cov = 0.5 * (cov + np.swapaxes(cov, -1, -2))
     rhs = (fit.precision @ fit.mean[..., None])[..., 0] + n * (
@@ -191,8 +207,15 @@ def _proposal(anchor: np.ndarray, target: CollapsedTarget, fit: MomentPrior) -> 
 
 
 def _normal_proposal(mean: np.ndarray, cov: np.ndarray) -> _Proposal:
-    """N(mean, cov) for η as a :class:`_Proposal`: the other entries' factor, then E y² on them."""
-    rest_chol = np.linalg.cholesky(cov[..., :-1, :-1])
+    """N(mean, cov) for η as a :class:`_Proposal`: the other entries' factor, then E y² on them.
+
+    A member whose covariance has no Cholesky factor gets it with its eigenvalues floored
+    (:func:`_floor_eigenvalues`).
+    """
+    rest_chol, ok = batched_cholesky(cov[..., :-1, :-1])
+    if not np.all(ok):
+        cov = floor_eigenvalues(cov, ok)
+        rest_chol = np.linalg.cholesky(cov[..., :-1, :-1])
     gain = np.linalg.solve(rest_chol, cov[..., :-1, -1:])[..., 0]
     last_var = cov[..., -1, -1] - np.sum(gain**2, axis=-1)
     return _Proposal(mean, rest_chol, gain, np.sqrt(np.maximum(last_var, 1e-300)))

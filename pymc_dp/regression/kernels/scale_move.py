@@ -67,6 +67,7 @@ from pymc_dp.curator.regression.statistics import (
 from pymc_dp.regression.kernels.collapsed import (
     CollapsedTarget,
     MoveState,
+    floored_cholesky,
     move_state,
     pack_parameters,
     replace_where,
@@ -642,7 +643,9 @@ def posterior_shift_move(
     precision = _shift_precision(state, target, laplace_scale)
     xi = rng.standard_normal((*precision.shape[:-1], 1))
     # P is positive definite wherever σ² > 0: Λ is, and the release's part is semi-definite.
-    chol = np.linalg.cholesky(precision)
+    # Far outside the posterior rounding can break that; P is kept by the shift, so its floored
+    # form is too, and the proposal stays symmetric.
+    chol = floored_cholesky(precision)
     delta = step * np.linalg.solve(chol.swapaxes(-1, -2), xi)[..., 0]
     return _step(rng, state, _map_shift(state, delta), target, laplace_scale)
 
