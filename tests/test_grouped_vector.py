@@ -518,6 +518,27 @@ def test_mixed_categorical_node_is_each_groups_own_likelihood(mechanism):
     assert draws.shape == (2, 3, 3)
 
 
+def test_mixed_gaussian_categorical_node_compiles_without_blockwise_loops():
+    """The CLT groups of a mixed discrete-Gaussian node take the all-CLT node's normal density
+    (``small_mvnormal_logp``, elementwise), not ``MvNormal``'s batched Cholesky factor and
+    triangular solves. Those are ``Blockwise`` operations, a Python loop over the groups: with
+    them, logp and gradient at 50 groups took 11 ms against 0.26 ms."""
+    rng = np.random.default_rng(33)
+    keys, sizes = ["a", "b", "c", "d"], (60, 3000, 50, 3000)
+    by = np.repeat(keys, sizes)
+    x = rng.choice(3, size=by.size, p=[0.05, 0.35, 0.6])
+    rs = pmdp.release_grouped(x, pm.Categorical, categories=3, by=by, groups=keys,
+                              sizes="public", mechanism="discrete-gaussian", rho=2.0)  # fmt: skip
+    with pm.Model() as model:
+        p = pm.Dirichlet("p", np.ones(3), shape=(4, 3))
+        pmdp.NoisySuffStat("y", pm.Categorical.dist(p=p), release=rs)
+    # Two CLT groups: a batch of one would not be a Blockwise.
+    assert release_attrs(model)["pymc_dp_likelihood_y"].startswith("mixed: exact in 2 of 4")
+    fn = model.logp_dlogp_function(ravel_inputs=True)._pytensor_function
+    names = {type(node.op).__name__ for node in fn.maker.fgraph.apply_nodes}
+    assert "Blockwise" not in names, names
+
+
 # ---- the ready-made hierarchical models -----------------------------------------------------
 def test_default_hyperparameters_come_from_the_window():
     rs, _, _ = _normal(11)
