@@ -361,8 +361,8 @@ def batched_cholesky(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 EIGEN_FLOOR = 1e-9
-"""Where a covariance of the proposal is not positive definite, its eigenvalues are floored at
-this share of the largest (:func:`floor_eigenvalues`)."""
+"""Where a proposal's covariance or precision is not positive definite, its eigenvalues are
+floored at this share of the largest (:func:`floor_eigenvalues`)."""
 
 
 def floor_eigenvalues(a: np.ndarray, ok: np.ndarray) -> np.ndarray:

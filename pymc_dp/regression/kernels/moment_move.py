@@ -210,7 +210,7 @@ def _normal_proposal(mean: np.ndarray, cov: np.ndarray) -> _Proposal:
     """N(mean, cov) for η as a :class:`_Proposal`: the other entries' factor, then E y² on them.
 
     A member whose covariance has no Cholesky factor gets it with its eigenvalues floored
-    (:func:`_floor_eigenvalues`).
+    (:func:`~pymc_dp.regression.kernels.collapsed.floor_eigenvalues`).
     """
     rest_chol, ok = batched_cholesky(cov[..., :-1, :-1])
     if not np.all(ok):
