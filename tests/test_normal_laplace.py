@@ -96,7 +96,9 @@ def test_linear_path_far_from_the_mean_matches_the_log_space_path(c_function, mo
     of the groups took the log-space path); there it agrees with the log-space path of the
     Python mirror to 1e-12, and its variance partial is the closed form 1/(2b²) (the density
     depends on v through r²/2 alone once y is that far out), where the log-space path's sum of
-    terms |z|/r times larger loses up to 1e-16·|z|/r of it."""
+    terms |z|/r times larger loses up to 1e-16·|z|/r of it. Since 2026-12-03 these inputs take
+    the linear path's shortcut without special functions (the smaller piece dropped, below
+    3e-19 of the larger), so this is also that shortcut's test."""
     args, ratio = _far_under_wide_noise(1000, seed=5)
     c = np.array(c_function(*args))
     monkeypatch.setattr(normal_laplace_module, "_plain", lambda *a: False)
@@ -111,6 +113,28 @@ def test_linear_path_far_from_the_mean_matches_the_log_space_path(c_function, mo
     np.testing.assert_allclose(c[3][linear], 1.0 / (2.0 * scale[linear] ** 2), rtol=1e-13)
     rel = np.abs(c[3] - log_space[3]) / np.abs(log_space[3])
     assert np.all(rel <= 1e-15 * (1.0 + ratio))
+
+
+def test_shortcut_is_continuous_where_it_starts(c_function):
+    """At |z| - r = 9, where the linear path drops its smaller piece, the value and every
+    partial are the same on both sides to rounding: the value moves by its y partial times the
+    step, each partial by its own derivative times the step (under 1e-6 relative here); the
+    dropped piece is below 3e-19 of the sum."""
+    r = np.array([1e-3, 0.02, 0.3, 1.0, 4.0])
+    scale = np.array([7.0, 400.0, 0.5, 30.0, 2.0])
+    sd = r * scale
+    rows = []
+    for sign in (-1.0, 1.0):
+        for u in (9.0 - 1e-7, 9.0 + 1e-7):
+            y = sign * (u + r) * sd
+            rows.append(
+                np.array(c_function(y, np.zeros(5), sd**2, -2000.0 * sd, 2000.0 * sd, scale))
+            )
+    for inside, outside, sign in ((rows[0], rows[1], -1.0), (rows[2], rows[3], 1.0)):
+        step = sign * 2e-7 * sd
+        np.testing.assert_allclose(outside[0] - inside[0], inside[1] * step, rtol=1e-6, atol=1e-15)
+        for k in range(1, 7):
+            np.testing.assert_allclose(outside[k], inside[k], rtol=1e-6, atol=1e-300)
 
 
 @pytest.mark.parametrize("k", [1, 2, 5])  # mean, var, scale

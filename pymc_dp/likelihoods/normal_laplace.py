@@ -29,6 +29,7 @@ Python ``impl`` runs.
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -118,27 +119,41 @@ static int pmdp_nl_plain(double y, double lo, double hi, double z, double a, dou
     return a * a - z2 > room && b * b - z2 > room;
 }
 /* The same density and partials in that case, in linear space: two erfc, two exp, one log
-   (log(2 s_b) aside), where the general path takes logs of each piece. */
+   (log(2 s_b) aside), where the general path takes logs of each piece. Where |z| - r > 9 (about
+   half the groups of a window at eps = 0.1) the smaller piece is dropped: with u = |z| - r,
+   S = e^{r^2/2 - r|z|}(1 + d) with |d| <= 2 phi(u)/u < 3e-19, so log S, the tilt (-sign z, off
+   by d) and the Mills term (phi(u)/(1 + d) < 1.1e-18) are exact to rounding without special
+   functions. */
 static double pmdp_normal_laplace_plain(double z, double r, double sd, double sb, double *g) {
-    double e = exp(r * z);
-    double A = 0.5 * erfc((r - z) * 0.70710678118654752440) / e;
-    double B = 0.5 * erfc((z + r) * 0.70710678118654752440) * e;
-    double S = A + B, value = 0.5 * r * r + log(S) - log(2.0 * sb);
-    if (g) {
+    double az = fabs(z), value, fz, fr, dsd;
+    if (az - r > 9.0) {
+        value = r * (0.5 * r - az) - log(2.0 * sb);
+        if (!g) return value;
+        fz = z > 0.0 ? -r : r;
+        fr = r - az;
+        dsd = r / sb;
+    } else {
+        double e = exp(r * z);
+        double A = 0.5 * erfc((r - z) * 0.70710678118654752440) / e;
+        double B = 0.5 * erfc((z + r) * 0.70710678118654752440) * e;
+        double S = A + B;
+        value = 0.5 * r * r + log(S) - log(2.0 * sb);
+        if (!g) return value;
         double inv_s = 1.0 / S, tilt = (B - A) * inv_s; /* w_R - w_L */
         /* phi(z) e^{-r^2/2} / S: each piece's Mills term times its share */
         double mills = 0.39894228040143267794 * exp(-0.5 * (z * z + r * r)) * inv_s;
-        double fz = r * tilt, fr = r + z * tilt - 2.0 * mills;
+        fz = r * tilt;
+        fr = r + z * tilt - 2.0 * mills;
         /* -z fz / sd + fr / sb with r / sd = 1 / sb: the z tilt terms cancel analytically
            (each is |z| / r times the sum where y is far from m under wide noise). */
-        double dsd = (r - 2.0 * mills) / sb;
-        g[0] = fz / sd;
-        g[1] = -fz / sd;
-        g[2] = dsd / (2.0 * sd);
-        g[3] = 0.0;
-        g[4] = 0.0;
-        g[5] = -1.0 / sb - fr * sd / (sb * sb) + dsd * 1e-12 * sb / sd;
+        dsd = (r - 2.0 * mills) / sb;
     }
+    g[0] = fz / sd;
+    g[1] = -fz / sd;
+    g[2] = dsd / (2.0 * sd);
+    g[3] = 0.0;
+    g[4] = 0.0;
+    g[5] = -1.0 / sb - fr * sd / (sb * sb) + dsd * 1e-12 * sb / sd;
     return value;
 }
 /* log p(y) of y = s + Laplace(0, s_b), s ~ N(m, v) truncated to [lo, hi]; g (6, or NULL) gets
@@ -221,6 +236,8 @@ static double pmdp_normal_laplace(double y, double m, double v, double lo, doubl
 #endif
 """
 NORMAL_LAPLACE_C = _C_SUPPORT
+_C_VERSION = (14, int(hashlib.sha256(_C_SUPPORT.encode()).hexdigest()[:12], 16))
+"""PyTensor's cache key: changes with the C (as the kernels that include it key theirs)."""
 """The C of ``pmdp_normal_laplace``, for operations that call it inside a larger kernel."""
 
 
@@ -281,18 +298,26 @@ def _plain(y: float, lo: float, hi: float, z: float, a: float, b: float, r: floa
 def _normal_laplace_plain(
     z: float, r: float, sd: float, sb: float, grad: bool
 ) -> tuple[float, float, float, float, float, float, float]:
-    e = math.exp(r * z)
-    big_a = 0.5 * math.erfc((r - z) / math.sqrt(2.0)) / e
-    big_b = 0.5 * math.erfc((z + r) / math.sqrt(2.0)) * e
-    total = big_a + big_b
-    value = 0.5 * r * r + math.log(total) - math.log(2.0 * sb)
-    if not grad:
-        return (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, value)
-    tilt = (big_b - big_a) / total
-    mills = math.exp(-0.5 * (z * z + r * r)) / math.sqrt(2 * math.pi) / total
-    fz = r * tilt
-    fr = r + z * tilt - 2.0 * mills
-    dsd = (r - 2.0 * mills) / sb  # -z fz / sd + fr / sb, the z tilt terms cancelled (C)
+    az = abs(z)
+    if az - r > 9.0:  # the smaller piece below 3e-19 of the larger (the C's comment)
+        value = r * (0.5 * r - az) - math.log(2.0 * sb)
+        if not grad:
+            return (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, value)
+        fz = -r if z > 0.0 else r
+        fr, dsd = r - az, r / sb
+    else:
+        e = math.exp(r * z)
+        big_a = 0.5 * math.erfc((r - z) / math.sqrt(2.0)) / e
+        big_b = 0.5 * math.erfc((z + r) / math.sqrt(2.0)) * e
+        total = big_a + big_b
+        value = 0.5 * r * r + math.log(total) - math.log(2.0 * sb)
+        if not grad:
+            return (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, value)
+        tilt = (big_b - big_a) / total
+        mills = math.exp(-0.5 * (z * z + r * r)) / math.sqrt(2 * math.pi) / total
+        fz = r * tilt
+        fr = r + z * tilt - 2.0 * mills
+        dsd = (r - 2.0 * mills) / sb  # -z fz / sd + fr / sb, the z tilt terms cancelled (C)
     return (
         fz / sd,
         -fz / sd,
@@ -402,7 +427,7 @@ class _NormalLaplaceBase(ScalarOp):
         return _C_SUPPORT
 
     def c_code_cache_version(self) -> tuple:
-        return (13,)
+        return _C_VERSION
 
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other)
