@@ -236,9 +236,9 @@ static double pmdp_normal_laplace(double y, double m, double v, double lo, doubl
 #endif
 """
 NORMAL_LAPLACE_C = _C_SUPPORT
+"""The C of ``pmdp_normal_laplace``, for operations that call it inside a larger kernel."""
 _C_VERSION = (14, int(hashlib.sha256(_C_SUPPORT.encode()).hexdigest()[:12], 16))
 """PyTensor's cache key: changes with the C (as the kernels that include it key theirs)."""
-"""The C of ``pmdp_normal_laplace``, for operations that call it inside a larger kernel."""
 
 
 # ---- the same algorithm in Python (no C compiler; the reference for the C in tests) -----------
