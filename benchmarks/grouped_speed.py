@@ -63,6 +63,9 @@ Two measurements:
    shared with other jobs one side's wall time can grow by half while its CPU time does not.
    ``--nuts-sampler nutpie`` (or numpyro, blackjax) runs both sides through
    ``pm.sample(nuts_sampler=...)``; a side that fails records its one-line error in the table.
+   With ``--split`` (nutpie only) each side calls ``nutpie.compile_pymc_model`` and
+   ``nutpie.sample`` itself, and the table adds their seconds and the leapfrog steps per draw:
+   at small G the compile is most of the call.
 
 ``--time-limit`` caps each measurement (one model's build, compile and timing, or one
 ``pm.sample`` call): a run that exceeds it becomes a row naming the phase it reached (with the
@@ -581,6 +584,10 @@ class SampleRow:
     ess_bulk: float = math.nan  # min over the monitored variables
     rhat: float = math.nan  # max over the monitored variables
     divergences: int | None = None
+    # With --split (nutpie): the call's parts, and leapfrog steps per draw after tuning.
+    compile_seconds: float = math.nan
+    sampling_seconds: float = math.nan
+    steps_per_draw: float = math.nan
     vs_hand: float = math.nan
     cpu_vs_hand: float = math.nan
     error: str = ""
@@ -624,18 +631,22 @@ def sample_side(setting: Setting, rs: Any, side: str, args: argparse.Namespace) 
                 # As `pymc-dp fit` samples: NUTS, then group jumps where the family has a window.
                 seed = np.random.default_rng(args.seed).integers(2**30, size=args.chains).tolist()
                 extra.update(jumping_nuts(args, model, seed))
-            with model:
-                idata = pm.sample(
-                    draws=args.draws,
-                    tune=args.tune,
-                    chains=args.chains,
-                    cores=args.cores,
-                    random_seed=seed,
-                    nuts_sampler=args.nuts_sampler,
-                    progressbar=False,
-                    compute_convergence_checks=False,
-                    **extra,
-                )
+            parts: dict[str, float] = {}
+            if args.split:
+                idata = nutpie_split(model, args, seed, parts)
+            else:
+                with model:
+                    idata = pm.sample(
+                        draws=args.draws,
+                        tune=args.tune,
+                        chains=args.chains,
+                        cores=args.cores,
+                        random_seed=seed,
+                        nuts_sampler=args.nuts_sampler,
+                        progressbar=False,
+                        compute_convergence_checks=False,
+                        **extra,
+                    )
             seconds = time.perf_counter() - start
             cpu_seconds = time.process_time() - cpu_start
             if args.save_traces is not None:  # for a look at the chains afterwards
@@ -660,7 +671,35 @@ def sample_side(setting: Setting, rs: Any, side: str, args: argparse.Namespace) 
         ess_bulk=min(float(np.min(ess[v].values)) for v in ess.data_vars),
         rhat=max(float(np.max(rhat[v].values)) for v in rhat.data_vars),
         divergences=None if diverging is None else int(np.asarray(diverging).sum()),
+        **parts,
     )
+
+
+def nutpie_split(
+    model: pm.Model, args: argparse.Namespace, seed: Any, parts: dict[str, float]
+) -> Any:
+    """``--split``: nutpie's compile and sampling timed apart; fills ``parts``; the trace.
+
+    What ``pm.sample(nuts_sampler="nutpie")`` does in one call, as two: where a side's wall
+    time goes (at small G the compile is most of it).
+    """
+    import nutpie
+
+    start = time.perf_counter()
+    compiled = nutpie.compile_pymc_model(model)
+    parts["compile_seconds"] = time.perf_counter() - start
+    start = time.perf_counter()
+    idata = nutpie.sample(
+        compiled,
+        draws=args.draws,
+        tune=args.tune,
+        chains=args.chains,
+        seed=int(np.ravel(seed)[0]),
+        progress_bar=False,
+    )
+    parts["sampling_seconds"] = time.perf_counter() - start
+    parts["steps_per_draw"] = float(np.mean(idata.sample_stats["n_steps"].values))
+    return idata
 
 
 # ---- tables ------------------------------------------------------------------------------
@@ -689,6 +728,9 @@ SAMPLE_COLUMNS = {
     "ess_per_s": "ESS/s",
     "rhat": "max R-hat",
     "divergences": "div.",
+    "compile_seconds": "compile s",
+    "sampling_seconds": "sampling s",
+    "steps_per_draw": "steps/draw",
     "vs_hand": "ESS/s vs hand",
     "cpu_seconds": "CPU s",
     "cpu_vs_hand": "ESS/CPU s vs hand",
@@ -865,6 +907,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "the whole pm.sample call); a run that exceeds it is a row with the phase it reached "
         "(default: none; 300 with --quick)",
     )
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="with --nuts-sampler nutpie: call nutpie.compile_pymc_model and nutpie.sample "
+        "instead of pm.sample, and report their seconds apart, with leapfrog steps per draw",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=Path, help="also write the tables (.md or .csv)")
     parser.add_argument(
@@ -874,6 +922,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--quick", action="store_true", help="G = 50 only and short chains: a smoke run"
     )
     args = parser.parse_args(argv)
+    if args.split and args.nuts_sampler != "nutpie":
+        parser.error("--split times nutpie's compile and sampling: give --nuts-sampler nutpie")
     if args.quick:
         args.draws, args.tune = QUICK_DRAWS, QUICK_TUNE
         args.time_limit = args.time_limit or QUICK_TIME_LIMIT

@@ -85,3 +85,12 @@ def test_hand_written_twin_of_fit_has_fits_population_priors(bench, family) -> N
             logp[key] = float(fn(point))
         assert np.isclose(logp["fit"], logp["hand"], rtol=1e-10)
         assert not np.isclose(logp["readme"], logp["hand"])
+
+
+def test_split_is_for_nutpie_and_adds_its_columns(bench) -> None:
+    assert bench.parse_args(["--nuts-sampler", "nutpie", "--split"]).split
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--split"])  # PyMC's sampler has no separate compile call
+    assert {"compile_seconds", "sampling_seconds", "steps_per_draw"} <= set(bench.SAMPLE_COLUMNS)
+    row = bench.SampleRow("poisson", 50, 0.1, "default", "nutpie", seconds=2.0, ess_bulk=10.0)
+    assert "| - | - | - |" in bench.markdown([row], bench.SAMPLE_COLUMNS)  # not split: no parts
