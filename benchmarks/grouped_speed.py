@@ -633,7 +633,7 @@ def sample_side(setting: Setting, rs: Any, side: str, args: argparse.Namespace) 
                 extra.update(jumping_nuts(args, model, seed))
             parts: dict[str, float] = {}
             if args.split:
-                idata = nutpie_split(model, args, seed, parts)
+                idata, parts = nutpie_split(model, args)
             else:
                 with model:
                     idata = pm.sample(
@@ -675,10 +675,8 @@ def sample_side(setting: Setting, rs: Any, side: str, args: argparse.Namespace) 
     )
 
 
-def nutpie_split(
-    model: pm.Model, args: argparse.Namespace, seed: Any, parts: dict[str, float]
-) -> Any:
-    """``--split``: nutpie's compile and sampling timed apart; fills ``parts``; the trace.
+def nutpie_split(model: pm.Model, args: argparse.Namespace) -> tuple[Any, dict[str, float]]:
+    """``--split``: the trace, and nutpie's compile and sampling seconds and steps per draw.
 
     What ``pm.sample(nuts_sampler="nutpie")`` does in one call, as two: where a side's wall
     time goes (at small G the compile is most of it).
@@ -687,19 +685,21 @@ def nutpie_split(
 
     start = time.perf_counter()
     compiled = nutpie.compile_pymc_model(model)
-    parts["compile_seconds"] = time.perf_counter() - start
+    compile_seconds = time.perf_counter() - start
     start = time.perf_counter()
     idata = nutpie.sample(
         compiled,
         draws=args.draws,
         tune=args.tune,
         chains=args.chains,
-        seed=int(np.ravel(seed)[0]),
+        seed=args.seed,
         progress_bar=False,
     )
-    parts["sampling_seconds"] = time.perf_counter() - start
-    parts["steps_per_draw"] = float(np.mean(idata.sample_stats["n_steps"].values))
-    return idata
+    return idata, {
+        "compile_seconds": compile_seconds,
+        "sampling_seconds": time.perf_counter() - start,
+        "steps_per_draw": float(np.mean(idata.sample_stats["n_steps"].values)),
+    }
 
 
 # ---- tables ------------------------------------------------------------------------------
