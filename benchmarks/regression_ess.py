@@ -21,6 +21,9 @@ Three samplers on releases of the same data, in one process:
 * **default_no_symmetry** (only with ``--samplers``): the default without the moves along the
   model's symmetries (``SYMMETRY_MIN_D`` raised above d), the default sampler before they were
   added (issue 34), for the ratio of today's default to it at d ≥ 2;
+* **default_binary** (only with ``--samplers``, ``--x-design mixed``): the node told that the
+  first covariate is 0 or 1 (``binary=0``: the mixed model of x,
+  ``RegressionMixedStep``), against the default, which models it as normal;
 * **mcmc_ind** (only with ``--samplers``): the hand-written model a PyMC user would write, the
   paper's MCMC-Ind (every record's x and y latent, the release observed through its Laplace
   noise; :func:`pymc_dp.regression.sample_mcmc_ind`), with the same priors as the README's
@@ -50,6 +53,8 @@ box prior given as ``x_prior`` and the moments ignored, its seeded chains are bi
 those of commit e851465 (the last before issue 34) at d = 1 (with released moments), 2 and 10.
 ``--releases`` runs that many releases (data and noise from seeds seed, seed + 1, ...);
 ``--x-design normal`` draws x from N(0, 0.4²) clipped to the box instead of uniform on it;
+``--x-design mixed`` makes the first covariate Bernoulli(0.3) on the box [0, 1] and the others
+normal as that design;
 ``--moments`` gives every sampler's release ``moments_share=0.2`` (the statistic gets 0.8 ε;
 the default, ``x_model="auto"``, ignores the moments).
 
@@ -100,6 +105,7 @@ SAMPLERS = (
     "default_moments_normal",
     "default_nu_d1",
     "default_no_symmetry",
+    "default_binary",
     "mcmc_ind",
 )
 
@@ -107,10 +113,13 @@ SAMPLERS = (
 def make_data(
     rng: np.random.Generator, n: int, d: int, design: str = "uniform"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """x uniform on [−1, 1]^d or N(0, 0.4²) clipped to it; y = 0.2 + x·θ + N(0, 0.2²) in [−2, 2]."""
+    """x uniform on [−1, 1]^d or N(0, 0.4²) clipped to it (``mixed``: the first x Bernoulli(0.3));
+    y = 0.2 + x·θ + N(0, 0.2²) in [−2, 2]."""
     theta = np.array([0.5, -0.3, 0.2, 0.4, -0.1, 0.3, -0.2, 0.1, 0.25, -0.15])[:d]
-    if design == "normal":
+    if design in ("normal", "mixed"):
         x = np.clip(0.4 * rng.standard_normal((n, d)), -1.0, 1.0)
+        if design == "mixed":  # a treated/untreated indicator first
+            x[:, 0] = rng.uniform(size=n) < 0.3
     else:
         x = rng.uniform(-1.0, 1.0, size=(n, d))
     y = np.clip(0.2 + x @ theta + 0.2 * rng.standard_normal(n), -2.0, 2.0)
@@ -143,6 +152,8 @@ def run(
 ) -> dict:
     d = x.shape[1]
     bounds = {"x_bounds": [(-1.0, 1.0)] * d, "y_bounds": (-2.0, 2.0)}
+    if np.all((x[:, 0] == 0.0) | (x[:, 0] == 1.0)):  # --x-design mixed: a binary first covariate
+        bounds["x_bounds"][0] = (0.0, 1.0)
     with_moments = ("gibbs_ss_noisy", "default_moments", "default_moments_normal")
     share = 0.2 if moments or kind in with_moments else None
     rel = release_regression(x, y, epsilon=epsilon, moments_share=share, rng=seed, **bounds)
@@ -162,6 +173,8 @@ def run(
         kwargs["x_prior"] = NIW(np.zeros(d), np.array(1.0), np.array(d + 3.0), 0.5 * np.eye(d))
     if kind == "default_no_symmetry":
         collapsed_engine.SYMMETRY_MIN_D = d + 1
+    if kind == "default_binary":
+        kwargs["binary"] = 0
     start = time.perf_counter()
     try:
         if kind == "mcmc_ind":  # the README model's priors: θ | σ² ~ N(0, 10σ²I), σ² ~ IG(3, 0.1)
@@ -209,8 +222,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="samplers to run; the first is the ratios' numerator")  # fmt: skip
     parser.add_argument("--releases", type=int, default=1,
                         help="releases (data and noise), seeds seed, seed + 1, ...")  # fmt: skip
-    parser.add_argument("--x-design", choices=("uniform", "normal"), default="uniform",
-                        help="x uniform on the box or N(0, 0.4^2) clipped to it")  # fmt: skip
+    parser.add_argument("--x-design", choices=("uniform", "normal", "mixed"), default="uniform",
+                        help="x uniform on the box or N(0, 0.4^2) clipped to it (mixed: the "
+                             "first covariate Bernoulli(0.3))")  # fmt: skip
     parser.add_argument("--moments", action="store_true",
                         help="every sampler's release carries moments_share=0.2")  # fmt: skip
     parser.add_argument("--output", default=None, help="write the rows as JSON here")

@@ -28,6 +28,9 @@ releases, batched:
 * ``shape``: Gibbs-SS with the shape model of x (:mod:`pymc_dp.regression.kernels.x_models`,
   (γ, κ) with a prior covering uniform to exponential; the released moments when present);
 * ``binary``: Gibbs-SS with the binary model of x (binary design only);
+* ``mixed``: the mixed model of x, the first covariate binary and the others normal with a
+  mean per group (``sample_mixed_regression``, :mod:`pymc_dp.regression.kernels.mixed_model`;
+  designs ``binary`` and ``mixed`` only);
 * ``gibbs_noisy``: Gibbs-SS with the release's noisy moments plugged in (with moments only);
 * ``gibbs_update``: Gibbs-SS-Update (normal model of x, NIW prior from the box).
 
@@ -59,17 +62,19 @@ from scipy import stats
 from pymc_dp.regression import default_x_prior, release_regression, x_moments_from_release
 from pymc_dp.regression.engine.collapsed import sample_regression
 from pymc_dp.regression.engine.gibbs_ss import sample_gibbs_ss
+from pymc_dp.regression.engine.mixed import sample_mixed_regression
 from pymc_dp.regression.engine.x_model_gibbs import sample_x_model
 from pymc_dp.regression.kernels.conjugate import NIG, draw_nig
 from pymc_dp.regression.kernels.data_model import draw_niw
 from pymc_dp.regression.kernels.scale_move import SCALE_STEPS
 from pymc_dp.regression.kernels.x_models import ShapePrior
+from pymc_dp.regression.model.default_prior import default_mixed_x_prior
 
 DESIGNS = ("normal", "uniform", "exponential", "binary")
 METHODS = ("default", "default_normal", "default_no_symmetry", "default_symmetry", "shape",
-           "binary", "gibbs_noisy", "gibbs_update")  # fmt: skip
+           "binary", "mixed", "gibbs_noisy", "gibbs_update")  # fmt: skip
 NORMAL_METHODS = ("default_normal", "default_no_symmetry", "default_symmetry")
-"""The methods that take d > 1 (the normal model of x, no released moments)."""
+"""The methods that take d > 1 (the normal model of x, no released moments); and ``mixed``."""
 EXTRA_DESIGNS = ("normal-narrow", "uniform-wide", "normal-drawn", "mixed")
 Y_BOUND = 3.0
 
@@ -152,6 +157,14 @@ def covered(theta, sigma2, truth, level=0.9, x_loc=None, x_cov=None):
     return (truth >= lo) & (truth <= hi), np.mean(draws < truth, axis=0)
 
 
+def interval_width(theta, sigma2, level=0.9):
+    """Mean over releases of each parameter's central-interval width (θ, then σ²)."""
+    draws = np.concatenate([theta, sigma2[..., None]], axis=-1)
+    draws = draws.reshape(-1, *draws.shape[2:])
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return np.mean(hi - lo, axis=0)
+
+
 def coverage(theta, sigma2, truth, level=0.9):
     """Coverage per parameter of central intervals; draws (chain, draw, trial, ...)."""
     return np.mean(covered(theta, sigma2, truth, level)[0], axis=0)
@@ -210,6 +223,7 @@ def run_cell(design, n, eps, moments, trials, args, seed):
         inside, rank = covered(tr.theta, tr.sigma2, truth, **x_draws)
         rhat = rhat_max(tr.theta, tr.sigma2)
         out[name] = {"coverage": np.mean(inside, axis=0), "seconds": wall, "cpu": cpu,
+                     "width": interval_width(tr.theta, tr.sigma2),
                      "rhat_over_1.01": float(np.mean(rhat > 1.01)),
                      "rhat_over_1.05": float(np.mean(rhat > 1.05)),
                      "rhat_median": float(np.median(rhat)),
@@ -241,6 +255,14 @@ def run_cell(design, n, eps, moments, trials, args, seed):
             lambda given=given: sample_regression(
                 seed, released=z, n=n, prior=prior, x_prior=x_prior, scale=scale,
                 tries=args.tries, **given, **kw,
+            ),
+        )  # fmt: skip
+    if design in ("binary", "mixed"):
+        timed(
+            "mixed",
+            lambda: sample_mixed_regression(
+                seed, released=z, n=n, prior=prior, scale=scale,
+                x_prior=default_mixed_x_prior(rels[0].x_bounds, 0), **kw,
             ),
         )  # fmt: skip
     if design == "binary":
@@ -343,8 +365,8 @@ def main(argv=None):
         args.trials, args.draws, args.tune = 40, 300, 150
     if args.d < 1:
         parser.error(f"--d must be >= 1 (got {args.d})")
-    if args.d > 1 and (set(args.methods) - set(NORMAL_METHODS) or "yes" in args.moments):
-        parser.error(f"--d > 1 takes --methods from {NORMAL_METHODS} and --moments no")
+    if args.d > 1 and (set(args.methods) - {*NORMAL_METHODS, "mixed"} or "yes" in args.moments):
+        parser.error(f"--d > 1 takes --methods from {NORMAL_METHODS} or mixed, and --moments no")
     if args.d < 2 and "mixed" in args.designs:
         parser.error("design mixed (a binary covariate beside normal ones) needs --d >= 2")
     lo, hi = band(args.trials)

@@ -32,12 +32,12 @@ from pymc_dp.regression.kernels.collapsed import (
     unpack_parameters,
 )
 from pymc_dp.regression.kernels.moment_move import (
-    _t_draw,
-    _t_log_density,
     moment_move,
     moment_prior,
     moment_proposal,
     parameters_from_moments,
+    t_draw,
+    t_log_density,
 )
 from pymc_dp.regression.kernels.normal_model import draw_statistic, record_moments, statistic_logpdf
 
@@ -276,8 +276,8 @@ def test_t_component_of_the_moment_move_is_a_normalised_multivariate_t():
     centre, chol = np.array([0.3, -1.0, 2.0]), np.array([[1.0, 0, 0], [0.5, 0.7, 0], [0, 0.2, 2]])
     u = rng.normal(size=(5, 3))
     ref = stats.multivariate_t(centre, chol @ chol.T, df=5).logpdf(u)
-    np.testing.assert_allclose(_t_log_density(u, centre, chol), ref, rtol=1e-12)
-    draws = _t_draw(rng, centre[None], chol[None], 4000)[:, 0]
+    np.testing.assert_allclose(t_log_density(u, centre, chol), ref, rtol=1e-12)
+    draws = t_draw(rng, centre[None], chol[None], 4000)[:, 0]
     for j in range(3):
         ref_j = stats.t(5, loc=centre[j], scale=np.sqrt((chol @ chol.T)[j, j]))
         assert stats.kstest(draws[:, j], ref_j.cdf).pvalue > 1e-3

@@ -23,6 +23,7 @@ from pymc_dp.curator.regression.statistics import (
 )
 from pymc_dp.regression.engine.collapsed import CollapsedTrace, sample_regression
 from pymc_dp.regression.engine.gibbs_ss import RegressionTrace, sample_gibbs_ss
+from pymc_dp.regression.engine.mixed import MixedTrace, sample_mixed_regression
 from pymc_dp.regression.engine.x_model_gibbs import XModelTrace, sample_x_model
 from pymc_dp.regression.evaluation.baselines import (
     naive_regression_posterior,
@@ -52,8 +53,9 @@ from pymc_dp.regression.kernels.psd import project_psd
 from pymc_dp.regression.kernels.suffstat import draw_regression_suffstat, is_valid_statistic
 from pymc_dp.regression.kernels.x_models import ShapePrior, binary_x_moments, shape_x_moments
 from pymc_dp.regression.model.collapsed_step import RegressionCollapsedStep
-from pymc_dp.regression.model.default_prior import default_x_prior
+from pymc_dp.regression.model.default_prior import default_mixed_x_prior, default_x_prior
 from pymc_dp.regression.model.mcmc_ind import mcmc_ind_model, sample_mcmc_ind
+from pymc_dp.regression.model.mixed_step import RegressionMixedStep
 from pymc_dp.regression.model.noisy_regression import (
     NoisyRegressionInfo,
     NoisyRegressionStat,
@@ -75,11 +77,13 @@ __all__ = [
     "BinaryCovariateStep",
     "CollapsedTrace",
     "CovariateModelStep",
+    "MixedTrace",
     "MomentRelease",
     "NoisyRegressionInfo",
     "NoisyRegressionStat",
     "RegressionCollapsedStep",
     "RegressionConjugateStep",
+    "RegressionMixedStep",
     "RegressionNoiseVarianceStep",
     "RegressionRelease",
     "RegressionSuffStatStep",
@@ -90,6 +94,7 @@ __all__ = [
     "binary_x_moments",
     "check_nig",
     "check_niw",
+    "default_mixed_x_prior",
     "default_x_prior",
     "draw_nig",
     "draw_niw",
@@ -115,6 +120,7 @@ __all__ = [
     "released_pairs",
     "sample_gibbs_ss",
     "sample_mcmc_ind",
+    "sample_mixed_regression",
     "sample_regression",
     "sample_x_model",
     "shape_x_moments",

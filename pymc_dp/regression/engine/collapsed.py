@@ -46,6 +46,7 @@ from pymc_dp.curator.regression.statistics import (
     unpack_statistic,
 )
 from pymc_dp.kernels import draw_noise_variance
+from pymc_dp.regression.engine.noise_input import noise_spread
 from pymc_dp.regression.kernels.adaptation import RandomWalkAdaptation
 from pymc_dp.regression.kernels.collapsed import (
     CollapsedTarget,
@@ -492,17 +493,8 @@ def sample_regression(
             raise ValueError(
                 f"scale_steps must be finite and > 0, or () for none (got {scale_steps})"
             )
-    if (scale is None) == (noise_sd is None):
-        raise TypeError("give exactly one of scale (Laplace noise) and noise_sd (Gaussian noise)")
-    laplace = scale is not None
     releases, m = z.shape
-    spread = np.asarray(scale if laplace else noise_sd, dtype=np.float64)
-    try:
-        spread = np.broadcast_to(spread, (releases,))
-    except ValueError:
-        raise ValueError(f"scale/noise_sd must be scalar or ({releases},)") from None
-    if not np.all(np.isfinite(spread)) or np.any(spread <= 0):
-        raise ValueError("scale/noise_sd must be finite and > 0")
+    laplace, spread = noise_spread(scale, noise_sd, releases)
     prior = check_nig(prior)
     x_prior = check_niw(x_prior)
     if prior.mean.shape[-1] != p:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["RandomWalkAdaptation"]
+__all__ = ["FIRST_WINDOW", "RandomWalkAdaptation"]
 
-_FIRST_WINDOW = 25
+FIRST_WINDOW = 25
+"""Tuning iterations before the first window closes (the walk's covariance first set)."""
 _SHRINK = 5.0  # pseudo-states of the identity mixed into each window's covariance (Stan's 5)
 _SHRINK_TO = 1e-3
 
@@ -66,7 +67,7 @@ class RandomWalkAdaptation:
         """Their covariance over that window (``None`` until one closes with moments)."""
         self.iteration = 0
         self._steps = 0  # Robbins–Monro steps since the covariance last changed
-        self._window = _FIRST_WINDOW
+        self._window = FIRST_WINDOW
         self._reset()
 
     def _reset(self) -> None:
@@ -107,18 +108,30 @@ class RandomWalkAdaptation:
         if moments is not None:
             self._track("moments", np.asarray(moments, dtype=np.float64))
         if self._count >= self._window:
-            mean, m2 = self._sums["state"]
-            self.center = mean.copy()
-            sample = m2 / (self._count - 1)
-            if "moments" in self._sums:
-                mean, m2 = self._sums["moments"]
-                self.moment_mean, self.moment_cov = mean, m2 / (self._count - 1)
-            weight = self._count / (self._count + _SHRINK)
-            self.cov = weight * sample + (1.0 - weight) * _SHRINK_TO * np.eye(self.k)
-            self.cov = 0.5 * (self.cov + np.swapaxes(self.cov, -1, -2))
-            self._chol = None
-            # The scale was tuned to the old covariance: start it again from 2.38²/k.
-            self.log_scale = np.full(self.batch, np.log(2.38**2 / self.k))
-            self._steps = 0
-            self._window *= 2
-            self._reset()
+            self._close()
+
+    def close_window(self, minimum: int = FIRST_WINDOW) -> None:
+        """Close the current window early if it holds at least ``minimum`` states.
+
+        For the end of tuning, whose last window is usually cut short: its states are the
+        latest, so the centre and covariance they give fit the posterior best.
+        """
+        if self._count >= max(int(minimum), 2):
+            self._close()
+
+    def _close(self) -> None:
+        mean, m2 = self._sums["state"]
+        self.center = mean.copy()
+        sample = m2 / (self._count - 1)
+        if "moments" in self._sums:
+            mean, m2 = self._sums["moments"]
+            self.moment_mean, self.moment_cov = mean, m2 / (self._count - 1)
+        weight = self._count / (self._count + _SHRINK)
+        self.cov = weight * sample + (1.0 - weight) * _SHRINK_TO * np.eye(self.k)
+        self.cov = 0.5 * (self.cov + np.swapaxes(self.cov, -1, -2))
+        self._chol = None
+        # The scale was tuned to the old covariance: start it again from 2.38²/k.
+        self.log_scale = np.full(self.batch, np.log(2.38**2 / self.k))
+        self._steps = 0
+        self._window *= 2
+        self._reset()

@@ -52,6 +52,7 @@ from pymc_dp.regression.kernels.data_model import NIW, draw_niw
 from pymc_dp.regression.kernels.normal_model import draw_statistic, record_mean, record_moments
 
 __all__ = [
+    "T_INFLATE",
     "MomentPrior",
     "MomentProposal",
     "fitted_proposal",
@@ -59,6 +60,8 @@ __all__ = [
     "moment_prior",
     "moment_proposal",
     "parameters_from_moments",
+    "t_draw",
+    "t_log_density",
 ]
 
 
@@ -269,7 +272,7 @@ def _log_proposal(eta: np.ndarray, par: Parameters, prop: _Proposal) -> np.ndarr
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 _T_DOF = 5.0  # degrees of freedom of the u-space component: tails heavier than the posterior's
-_T_INFLATE = 1.2**2  # its covariance over the tuned one: an independence proposal a bit wider
+T_INFLATE = 1.2**2  # its covariance over the tuned one: an independence proposal a bit wider
 FIT_INFLATE = 2.0
 """Covariance of :func:`fitted_proposal`'s normal over the tuning states' covariance of η: wider
 than the posterior, as an independence proposal must be, since the window's states can miss its
@@ -278,7 +281,7 @@ with 1.5, one chain of six seeds' explored θ₁'s tail slowly, ESS 283 of 2000 
 the other chain; with 2 that seed gave 1580 for both chains together)."""
 
 
-def _t_draw(
+def t_draw(
     rng: np.random.Generator, centre: np.ndarray, chol: np.ndarray, tries: int
 ) -> np.ndarray:
     """``tries`` draws of a multivariate t (leading axis) with location ``centre``, scale L Lᵀ."""
@@ -287,8 +290,8 @@ def _t_draw(
     return centre + mix[..., None] * (chol @ white[..., None])[..., 0]
 
 
-def _t_log_density(u: np.ndarray, centre: np.ndarray, chol: np.ndarray) -> np.ndarray:
-    """Normalised log density of :func:`_t_draw`'s t at ``u``."""
+def t_log_density(u: np.ndarray, centre: np.ndarray, chol: np.ndarray) -> np.ndarray:
+    """Normalised log density of :func:`t_draw`'s t at ``u``."""
     k = centre.shape[-1]
     white = np.linalg.solve(chol, (u - centre)[..., None])[..., 0]
     diag = chol.reshape(*chol.shape[:-2], k * k)[..., :: k + 1]
@@ -340,7 +343,7 @@ def moment_proposal(
     eta = _proposal(anchor, target, fit)
     if spread is None:
         return MomentProposal(eta, None, None)
-    chol = np.linalg.cholesky(np.asarray(spread, dtype=np.float64) * _T_INFLATE)
+    chol = np.linalg.cholesky(np.asarray(spread, dtype=np.float64) * T_INFLATE)
     return MomentProposal(eta, anchor, chol)
 
 
@@ -373,7 +376,7 @@ def fitted_proposal(
     jitter = 1e-9 * np.max(np.abs(eta_cov), axis=(-2, -1)) + 1e-300
     eta_cov = eta_cov + jitter[..., None, None] * np.eye(eta_cov.shape[-1])
     eta = _normal_proposal(np.asarray(eta_mean, dtype=np.float64), eta_cov)
-    chol = np.linalg.cholesky(np.asarray(spread, dtype=np.float64) * _T_INFLATE)
+    chol = np.linalg.cholesky(np.asarray(spread, dtype=np.float64) * T_INFLATE)
     return MomentProposal(eta, np.asarray(anchor, dtype=np.float64), chol)
 
 
@@ -384,7 +387,7 @@ def _log_q(par: Parameters, u: np.ndarray, eta: np.ndarray, proposal: MomentProp
         return in_eta
     # The mixture needs both densities normalised: _log_density omits (2π)^(−m/2).
     in_eta = in_eta - 0.5 * eta.shape[-1] * _LOG_2PI
-    return np.logaddexp(in_eta, _t_log_density(u, proposal.centre, proposal.chol))
+    return np.logaddexp(in_eta, t_log_density(u, proposal.centre, proposal.chol))
 
 
 def _candidates(
@@ -394,7 +397,7 @@ def _candidates(
     candidates, valid = _draw(rng, proposal.eta, d, tries)
     if proposal.centre is not None:
         from_t = rng.uniform(size=valid.shape) < 0.5
-        drawn_t = _t_draw(rng, proposal.centre, proposal.chol, tries)
+        drawn_t = t_draw(rng, proposal.centre, proposal.chol, tries)
         candidates = np.where(from_t[..., None], drawn_t, candidates)
         valid |= from_t
     return candidates, valid

@@ -35,7 +35,9 @@ __all__ = [
     "draw_statistic",
     "record_mean",
     "record_moments",
+    "response_logpdf",
     "split_statistic",
+    "statistic_from_gram",
     "statistic_logpdf",
 ]
 
@@ -145,7 +147,6 @@ def statistic_logpdf(
     x_cov = np.asarray(x_cov, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     d = x_loc.shape[-1]
-    p = d + 1
     parts = split_statistic(s, n)
 
     cov_chol = np.linalg.cholesky(x_cov)
@@ -168,6 +169,23 @@ def statistic_logpdf(
         - multigammaln(0.5 * dof, d)
     )
 
+    out = out + response_logpdf(parts, theta=theta, sigma2=sigma2, n=n)
+    valid = (sign_c > 0) & np.isfinite(out)
+    return np.where(valid, out, -np.inf)
+
+
+def response_logpdf(
+    parts: StatisticParts, *, theta: np.ndarray, sigma2: np.ndarray, n: np.ndarray
+) -> npt.NDArray[np.float64]:
+    """``log N(b; Aθ, σ²A) + log Gamma(R; (n − p)/2, scale 2σ²)`` given ``A`` (−∞ if invalid).
+
+    −∞ where ``A`` is not positive definite or ``R ≤ 0``. This part of the statistic's law does
+    not depend on the model of x: given ``A = X̃ᵀX̃``, ``b = X̃ᵀy ~ N(Aθ, σ²A)`` and,
+    independently, ``R ~ σ²χ²(n − p)``, whatever the law of the covariates
+    (:func:`statistic_logpdf`, and the mixed model of
+    :mod:`~pymc_dp.regression.kernels.mixed_model`).
+    """
+    p = theta.shape[-1]
     sign_a, logdet_a = np.linalg.slogdet(parts.gram)
     fitted = (parts.gram @ theta[..., None])[..., 0]
     resid = parts.xty - fitted
@@ -176,7 +194,7 @@ def statistic_logpdf(
             quad = np.sum(resid * np.linalg.solve(parts.gram, resid[..., None])[..., 0], axis=-1)
         except np.linalg.LinAlgError:
             quad = np.full(np.shape(logdet_a), np.inf)
-        out = out - 0.5 * p * (_LOG_2PI + np.log(sigma2)) - 0.5 * logdet_a - 0.5 * quad / sigma2
+        out = -0.5 * p * (_LOG_2PI + np.log(sigma2)) - 0.5 * logdet_a - 0.5 * quad / sigma2
         half = 0.5 * (n - p)
         rss = parts.residual
         out = out + (
@@ -185,8 +203,7 @@ def statistic_logpdf(
             - half * np.log(2.0 * sigma2)
             - gammaln(half)
         )
-    valid = (sign_c > 0) & (sign_a > 0) & (rss > 0) & np.isfinite(out)
-    return np.where(valid, out, -np.inf)
+    return np.where((sign_a > 0) & (rss > 0), out, -np.inf)
 
 
 def record_moments(
@@ -376,6 +393,23 @@ def draw_statistic(
     gram[..., 0, 0] = n
     gram[..., 0, 1:] = gram[..., 1:, 0] = n[..., None] * mean
     gram[..., 1:, 1:] = scatter + n[..., None, None] * mean[..., :, None] * mean[..., None, :]
+    return statistic_from_gram(rng, gram, theta=theta, sigma2=sigma2, n=n)
+
+
+def statistic_from_gram(
+    rng: np.random.Generator,
+    gram: np.ndarray,
+    *,
+    theta: np.ndarray,
+    sigma2: npt.ArrayLike,
+    n: np.ndarray,
+) -> npt.NDArray[np.float64]:
+    """The statistic given ``A = X̃ᵀX̃`` ``(*batch, p, p)``: draws of ``b | A`` and ``R``.
+
+    The responses' part of :func:`draw_statistic` (:func:`response_logpdf` is its law), for
+    any model of the covariates; ``n`` has the batch's shape.
+    """
+    batch, p = gram.shape[:-2], gram.shape[-1]
     gram_chol = np.linalg.cholesky(gram)
     sd = np.sqrt(np.broadcast_to(sigma2, batch))[..., None]
     xty = (gram @ np.broadcast_to(theta, (*batch, p))[..., None])[..., 0]

@@ -126,9 +126,11 @@ class RegressionCollapsedStep(DPGibbsStep):
     def owns(cls, rv: Any) -> bool:  # noqa: D102
         info = cls.links(rv)
         if isinstance(info, tuple):  # θ or σ²
-            return len(info) > 0 and all(i.method == "collapsed" for i in info)
-        if info is None or info.method != "collapsed":
-            return False
+            return len(info) > 0 and all(
+                i.method == "collapsed" and i.x_model != "mixed" for i in info
+            )
+        if info is None or info.method != "collapsed" or info.x_model == "mixed":
+            return False  # the mixed model of x has its own step (RegressionMixedStep)
         op = getattr(getattr(rv, "owner", None), "op", None)
         return isinstance(op, NormalModelSuffStatRV) or rv.name in (
             info.x_loc, info.x_cov, info.x_skew, info.x_excess

@@ -41,8 +41,9 @@ import numpy.typing as npt
 
 from pymc_dp.curator.regression.sensitivity import check_box
 from pymc_dp.regression.kernels.data_model import NIW
+from pymc_dp.regression.kernels.mixed_model import covariate_order
 
-__all__ = ["default_x_prior"]
+__all__ = ["default_mixed_x_prior", "default_x_prior"]
 
 _SCALE_SHARE = 1.0 / 40.0
 """Ψ_jj as a share of the squared half-width h_j²."""
@@ -72,3 +73,29 @@ def default_x_prior(x_bounds: npt.ArrayLike) -> NIW:
     centre = box.mean(axis=1)
     half = 0.5 * (box[:, 1] - box[:, 0])
     return NIW(centre, np.array(1.0), np.array(float(d)), np.diag(_SCALE_SHARE * half**2))
+
+
+def default_mixed_x_prior(x_bounds: npt.ArrayLike, binary: int) -> NIW:
+    """The box prior of the normal covariates (all but ``binary``), as the normal model's.
+
+    :func:`~pymc_dp.regression.model.default_prior.default_x_prior` of their box: each group's
+    mean is centred on the box's centre, Σ has ν = d₂ and Ψ = diag(h²)/40. The binary
+    covariate's interval must hold 0 and 1.
+
+    Examples
+    --------
+    >>> prior = default_mixed_x_prior([(0.0, 1.0), (-2.0, 2.0)], binary=0)
+    >>> prior.loc.tolist(), float(prior.dof), prior.scale.tolist()
+    ([0.0], 1.0, [[0.1]])
+    """
+    box = check_box(x_bounds, "x_bounds")
+    d = box.shape[0]
+    covariate_order(d, int(binary))
+    if not (box[binary, 0] <= 0.0 and box[binary, 1] >= 1.0):
+        raise ValueError(
+            f"x_bounds[{binary}] must hold 0 and 1 for a binary covariate (got {box[binary]})"
+        )
+    rest = np.delete(box, binary, axis=0)
+    if rest.shape[0] == 0:
+        return NIW(np.zeros(0), np.array(1.0), np.array(1.0), np.zeros((0, 0)))
+    return default_x_prior(rest)

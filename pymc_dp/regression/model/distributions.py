@@ -20,6 +20,7 @@ import pytensor
 import pytensor.tensor as pt
 from pymc.distributions.dist_math import check_parameters, multigammaln
 from pymc.distributions.distribution import Continuous
+from pytensor.tensor.exceptions import NotScalarConstantError
 from pytensor.tensor.random.op import RandomVariable
 
 from pymc_dp.curator.regression.statistics import (
@@ -30,6 +31,12 @@ from pymc_dp.curator.regression.statistics import (
 )
 from pymc_dp.model.distributions.suffstat import rv_size_is_none
 from pymc_dp.regression.kernels.data_model import NIW, draw_niw
+from pymc_dp.regression.kernels.mixed_model import (
+    MixedParameters,
+    binary_first,
+    covariate_order,
+    draw_mixed_statistic,
+)
 from pymc_dp.regression.kernels.moments import XMoments, suffstat_moments
 from pymc_dp.regression.kernels.normal_model import draw_statistic
 from pymc_dp.regression.kernels.psd import project_psd
@@ -39,6 +46,8 @@ from pymc_dp.regression.kernels.x_models import binary_cell_tensor
 __all__ = [
     "InverseWishart",
     "InverseWishartRV",
+    "MixedModelSuffStat",
+    "MixedModelSuffStatRV",
     "NormalModelSuffStat",
     "NormalModelSuffStatRV",
     "RegressionSuffStat",
@@ -303,16 +312,12 @@ class NormalModelSuffStat(Continuous):
     def logp(value, theta, sigma2, x_loc, x_cov, n):  # noqa: D102
         d = _d_of(theta)
         p = d + 1
-        diag_p, diag_d = np.arange(p), np.arange(d)
+        diag_d = np.arange(d)
         b = _unpack_pt(value, n, d)
         gram = b[:p, :p]
-        xty = b[:p, p]
         mean = gram[0, 1:] / n
         scatter = gram[1:, 1:] - n * pt.outer(mean, mean)
-        gram_chol = pt.linalg.cholesky(gram)
-        half_b = pt.linalg.solve_triangular(gram_chol, xty, lower=True)
-        rss = b[p, p] - pt.sum(pt.sqr(half_b))
-        resid = pt.linalg.solve_triangular(gram_chol, xty - gram @ theta, lower=True)
+        response, response_ok = _response_logp(b, theta, sigma2, n)
         cov_chol = pt.linalg.cholesky(x_cov)
         logdet_cov = 2.0 * pt.sum(pt.log(cov_chol[diag_d, diag_d]))
         centred = pt.linalg.solve_triangular(cov_chol, mean - x_loc, lower=True)
@@ -321,7 +326,6 @@ class NormalModelSuffStat(Continuous):
         trace = pt.sum(whitened[diag_d, diag_d])
         scatter_chol = pt.linalg.cholesky(scatter)
         logdet_scatter = 2.0 * pt.sum(pt.log(scatter_chol[diag_d, diag_d]))
-        half = 0.5 * (n - p)
         logp = (
             -0.5 * d * (np.log(2.0 * np.pi) + pt.log(n))
             - 0.5 * logdet_cov
@@ -331,16 +335,179 @@ class NormalModelSuffStat(Continuous):
             - 0.5 * (n - 1) * d * np.log(2.0)
             - 0.5 * (n - 1) * logdet_cov
             - multigammaln(0.5 * (n - 1), d)
-            - 0.5 * p * pt.log(2.0 * np.pi * sigma2)
-            - pt.sum(pt.log(gram_chol[diag_p, diag_p]))
-            - 0.5 * pt.sum(pt.sqr(resid)) / sigma2
-            + (half - 1.0) * pt.log(rss)
-            - rss / (2.0 * sigma2)
-            - half * pt.log(2.0 * sigma2)
-            - pt.gammaln(half)
+            + response
         )
-        valid = ~pt.any(pt.isnan(scatter_chol)) & ~pt.any(pt.isnan(gram_chol)) & (rss > 0)
+        valid = ~pt.any(pt.isnan(scatter_chol)) & response_ok
         return pt.switch(valid, logp, -np.inf)
+
+
+def _response_logp(b, theta, sigma2, n):
+    """The responses' log density log N(b; Aθ, σ²A) + log Gamma(R; (n − p)/2, 2σ²), and validity.
+
+    :func:`~pymc_dp.regression.kernels.normal_model.response_logpdf` in PyTensor; the same
+    whatever the model of x (the normal and the mixed models use it).
+    """
+    p = theta.type.shape[-1]
+    diag_p = np.arange(p)
+    gram = b[:p, :p]
+    xty = b[:p, p]
+    gram_chol = pt.linalg.cholesky(gram)
+    half_b = pt.linalg.solve_triangular(gram_chol, xty, lower=True)
+    rss = b[p, p] - pt.sum(pt.sqr(half_b))
+    resid = pt.linalg.solve_triangular(gram_chol, xty - gram @ theta, lower=True)
+    half = 0.5 * (n - p)
+    logp = (
+        -0.5 * p * pt.log(2.0 * np.pi * sigma2)
+        - pt.sum(pt.log(gram_chol[diag_p, diag_p]))
+        - 0.5 * pt.sum(pt.sqr(resid)) / sigma2
+        + (half - 1.0) * pt.log(rss)
+        - rss / (2.0 * sigma2)
+        - half * pt.log(2.0 * sigma2)
+        - pt.gammaln(half)
+    )
+    return logp, ~pt.any(pt.isnan(gram_chol)) & (rss > 0)
+
+
+def _static_index(binary: pt.TensorVariable, d: int) -> int:
+    """The binary covariate's index, which must be a constant of the graph."""
+    try:
+        j = int(pt.get_underlying_scalar_constant_value(binary))
+    except NotScalarConstantError:
+        raise ValueError("the binary covariate's index must be a constant") from None
+    covariate_order(d, j)  # raises unless 0 <= j < d
+    return j
+
+
+class MixedModelSuffStatRV(RandomVariable):
+    """s with its exact law given θ, σ², π, the group means, Σ and n (one binary covariate)."""
+
+    name = "mixed_model_suffstat"
+    signature = "(p),(),(),(g,e),(e,e),(),()->(m)"
+    dtype = "floatX"
+    _print_name = ("MixedModelSuffStat", "\\operatorname{MixedModelSuffStat}")
+
+    _supp_shape_from_params = _statistic_shape
+
+    @classmethod
+    def rng_fn(cls, rng, theta, sigma2, prob, group_loc, x_cov, n, binary, size):  # noqa: D102
+        d = theta.shape[-1] - 1
+        coef = covariate_order(d, int(binary))[: d + 1]
+        par = MixedParameters(theta[..., coef], sigma2, prob, group_loc, x_cov)
+        s = draw_mixed_statistic(rng, par, int(n), size=() if size is None else tuple(size))
+        return binary_first(s, int(binary), inverse=True)
+
+
+mixed_model_suffstat = MixedModelSuffStatRV()
+
+
+class MixedModelSuffStat(Continuous):
+    """Latent statistic s of n records with one binary covariate beside normal ones.
+
+    Parameters
+    ----------
+    theta, sigma2
+        Coefficients (intercept first, static length d + 1) and noise variance.
+    prob
+        π = P(x_b = 1).
+    group_loc, x_cov
+        The other covariates' means where x_b = 0 and where x_b = 1, ``(2, d − 1)``, and
+        their covariance within a group, ``(d − 1, d − 1)``.
+    n
+        Number of records.
+    binary
+        Index of the binary covariate (a constant).
+
+    Notes
+    -----
+    The log density is :func:`~pymc_dp.regression.kernels.mixed_model.mixed_statistic_logpdf`
+    in PyTensor: k = Σ x_b from Binomial(n, π) restricted to [1, n − 1], the group sums of the
+    other covariates normal, their pooled scatter Wishart(n − 2, Σ), and the responses as in
+    :class:`NormalModelSuffStat`; −∞ where ``Σ x_b² ≠ Σ x_b``, k is not a whole number in
+    [1, n − 1] or the statistic is not valid. The density is with respect to counting measure
+    on k and Lebesgue measure on the other entries.
+    """
+
+    rv_op = mixed_model_suffstat
+
+    @classmethod
+    def dist(cls, theta, sigma2, prob, group_loc, x_cov, n, binary=0, **kwargs):  # noqa: D102
+        return super().dist([theta, sigma2, prob, group_loc, x_cov, n, binary], **kwargs)
+
+    def support_point(rv, size, theta, sigma2, prob, group_loc, x_cov, n, binary):  # noqa: D102
+        # A statistic of the model: k = nπ rounded into [1, n − 1], the group sums at their
+        # means, W = (n − 2)Σ, b = Aθ and R = (n − p)σ².
+        d = _d_of(theta)
+        p = d + 1
+        order = covariate_order(d, _static_index(binary, d))
+        back = np.argsort(order)
+        inner = theta[order[:p]]
+        k = pt.clip(pt.round(n * prob), 1.0, n - 1.0)
+        b = pt.zeros((p + 1, p + 1))
+        b = pt.set_subtensor(b[0, 0], n)
+        b = pt.set_subtensor(b[0, 1], k)
+        b = pt.set_subtensor(b[1, 0], k)
+        b = pt.set_subtensor(b[1, 1], k)
+        if d > 1:
+            sums0, sums1 = (n - k) * group_loc[0], k * group_loc[1]
+            second = (n - 2.0) * x_cov + pt.outer(sums0, sums0) / (n - k)
+            second = second + pt.outer(sums1, sums1) / k
+            b = pt.set_subtensor(b[0, 2:p], sums0 + sums1)
+            b = pt.set_subtensor(b[2:p, 0], sums0 + sums1)
+            b = pt.set_subtensor(b[1, 2:p], sums1)
+            b = pt.set_subtensor(b[2:p, 1], sums1)
+            b = pt.set_subtensor(b[2:p, 2:p], second)
+        xty = b[:p, :p] @ inner
+        b = pt.set_subtensor(b[:p, p], xty)
+        b = pt.set_subtensor(b[p, :p], xty)
+        b = pt.set_subtensor(b[p, p], pt.dot(xty, inner) + (n - p) * sigma2)
+        rows, cols = released_pairs(d)
+        point = b[back][:, back][rows, cols]
+        if not rv_size_is_none(size):
+            point = pt.full((*size, n_released(d)), point)
+        return point
+
+    def logp(value, theta, sigma2, prob, group_loc, x_cov, n, binary):  # noqa: D102
+        d = _d_of(theta)
+        p, d2 = d + 1, d - 1
+        n = pt.cast(n, "float64")  # a Python float n would be float32: gammaln at 1e-6
+        order = covariate_order(d, _static_index(binary, d))
+        b_user = _unpack_pt(value, n, d)
+        b = b_user[order][:, order]
+        k, tie = b[0, 1], b[1, 1]
+        log_z = pt.log(-pt.expm1(pt.logaddexp(n * pt.log(prob), n * pt.log1p(-prob))))
+        logp = (
+            pt.gammaln(n + 1.0) - pt.gammaln(k + 1.0) - pt.gammaln(n - k + 1.0)
+            + k * pt.log(prob) + (n - k) * pt.log1p(-prob) - log_z
+        )  # fmt: skip
+        valid = pt.eq(tie, k) & pt.eq(k, pt.round(k)) & (k >= 1) & (k <= n - 1)
+        if d2:
+            diag = np.arange(d2)
+            cov_chol = pt.linalg.cholesky(x_cov)
+            logdet_cov = 2.0 * pt.sum(pt.log(cov_chol[diag, diag]))
+            sums1 = b[1, 2:p]
+            sums0 = b[0, 2:p] - sums1
+            scatter = b[2:p, 2:p]
+            for g, (size, sums) in enumerate(((n - k, sums0), (k, sums1))):
+                centred = pt.linalg.solve_triangular(cov_chol, sums / size - group_loc[g],
+                                                     lower=True)  # fmt: skip
+                logp = logp - 0.5 * d2 * (np.log(2.0 * np.pi) + pt.log(size))
+                logp = logp - 0.5 * logdet_cov - 0.5 * size * pt.sum(pt.sqr(centred))
+                scatter = scatter - pt.outer(sums, sums) / size
+            scatter_chol = pt.linalg.cholesky(scatter)
+            logdet_w = 2.0 * pt.sum(pt.log(scatter_chol[diag, diag]))
+            half_w = pt.linalg.solve_triangular(cov_chol, scatter, lower=True)
+            whitened = pt.linalg.solve_triangular(cov_chol, half_w.T, lower=True)
+            dof = n - 2.0
+            logp = logp + (
+                0.5 * (dof - d2 - 1) * logdet_w
+                - 0.5 * pt.sum(whitened[diag, diag])
+                - 0.5 * dof * d2 * np.log(2.0)
+                - 0.5 * dof * logdet_cov
+                - multigammaln(0.5 * dof, d2)
+            )
+            valid = valid & ~pt.any(pt.isnan(scatter_chol))
+        response, response_ok = _response_logp(b_user, theta, sigma2, n)
+        return pt.switch(valid & response_ok, logp + response, -np.inf)
 
 
 def _record_mean_pt(theta, sigma2, x_loc, x_cov, d):

@@ -44,9 +44,10 @@ from pymc_dp.regression.kernels.data_model import NIW, check_niw
 from pymc_dp.regression.kernels.moments import XMoments, check_x_moments, x_moments_from_release
 from pymc_dp.regression.kernels.shape_law import check_shape_moments
 from pymc_dp.regression.kernels.x_models import ShapePrior, binary_cells
-from pymc_dp.regression.model.default_prior import default_x_prior
+from pymc_dp.regression.model.default_prior import default_mixed_x_prior, default_x_prior
 from pymc_dp.regression.model.distributions import (
     InverseWishart,
+    MixedModelSuffStat,
     NormalModelSuffStat,
     RegressionSuffStat,
     binary_x_moments_pt,
@@ -99,7 +100,8 @@ class NoisyRegressionInfo:
     laplace_scale: float | None = None
     """Scale b of Laplace noise; ``None`` for Gaussian noise."""
     x_model: str = "normal"
-    """Model of the covariates: ``"normal"``, ``"binary"`` or ``"moments"`` (fixed moments)."""
+    """Model of the covariates: ``"normal"``, ``"shape"``, ``"binary"``, ``"mixed"`` or
+    ``"moments"`` (fixed moments)."""
     x_probs: str | None = None
     """Binary model: name of the cell probabilities π over ``{0, 1}^d``."""
     x_probs_prior: tuple[float, ...] | None = None
@@ -111,6 +113,12 @@ class NoisyRegressionInfo:
     x_shape_moments: tuple | None = None
     """Shape model: (released sums of x^k, their degrees k, their Laplace scale, the
     :class:`~pymc_dp.regression.kernels.x_models.ShapePrior`)."""
+    x_prob: str | None = None
+    """Mixed model: name of π = P(x_b = 1); ``x_loc`` then names the other covariates' group
+    means ``(2, d − 1)`` and ``x_cov`` their covariance within a group (both ``None`` at
+    d = 1), and ``x_prior`` is their NIW prior."""
+    binary: int | None = None
+    """Mixed model: index of the binary covariate."""
 
 
 def coefficient_labels(covariates: Sequence[str]) -> list[str]:
@@ -281,6 +289,19 @@ class NoisyRegressionStat:
         (Gibbs-SS, ``method="gibbs-ss"``; π | s is Dirichlet,
         :class:`~pymc_dp.regression.model.steps.BinaryCovariateStep`). A box of [0, 1] per
         covariate keeps the sensitivity smallest.
+        ``"mixed"`` (what ``"auto"`` picks when ``binary`` is given): the covariate ``binary``
+        is Bernoulli(``{name}_x_prob``) and the others, given it, normal with a mean per group
+        (``{name}_x_loc``, dims ``({name}_group, {name}_covariate)``) and one covariance
+        ``{name}_x_cov``; the exact law of s under that model
+        (:mod:`~pymc_dp.regression.kernels.mixed_model`: ``Σ x_b² = Σ x_b`` is one whole
+        number, read twice by the release), sampled by
+        :class:`~pymc_dp.regression.RegressionMixedStep`. π's prior is uniform given both
+        groups non-empty (a ``pm.Potential`` ``{name}_x_prob_prior``), the other covariates'
+        the box prior. θ must feed this node alone.
+    binary
+        Index or name of a covariate that is 0 or 1 (a treated/untreated indicator): with
+        ``x_model="auto"`` or ``"mixed"`` the node uses the mixed model above. Its box must
+        hold 0 and 1 ([0, 1] keeps the sensitivity smallest).
     n, epsilon, sensitivity, observed
         The release given explicitly: number of records, ε, L1 sensitivity Δ (noise scale
         Δ/ε), released vector of length (d + 2)(d + 3)/2 − 1.
@@ -357,6 +378,7 @@ class NoisyRegressionStat:
         x_moments: XMoments | None = None,
         method: str = "auto",
         x_model: str = "auto",
+        binary: int | str | None = None,
         n: int | None = None,
         epsilon: float | None = None,
         sensitivity: float | None = None,
@@ -386,16 +408,28 @@ class NoisyRegressionStat:
                 f"covariates: theta needs d + 1 = {p} (intercept first)"
             )
         covariates = _covariate_names(covariates, d)
-        binary = _binary_model(x_model, x_moments, x_prior, method, d)
-        method = "gibbs-ss" if binary else _method(method, x_moments)
-        shape = None if binary else _shape_moments(x_model, method, rel, d)
-        if binary:
-            x_prior = None
-        elif method == "collapsed":
-            x_prior = _default_x_prior(x_prior, rel, bounds, d)
+        mixed = _mixed_index(binary, x_model, x_moments, method, covariates)
+        binary = mixed is None and _binary_model(x_model, x_moments, x_prior, method, d)
+        shape = None
+        if mixed is not None:
+            _alone(theta, name)
+            method = "collapsed"
+            x_prior = _mixed_x_prior(x_prior, rel, bounds, d, mixed)
+        elif binary:
+            method, x_prior = "gibbs-ss", None
         else:
-            x_prior = _x_model(x_moments, x_prior, rel, d)
+            method = _method(method, x_moments)
+            shape = _shape_moments(x_model, method, rel, d)
+            if method == "collapsed":
+                x_prior = _default_x_prior(x_prior, rel, bounds, d)
+            else:
+                x_prior = _x_model(x_moments, x_prior, rel, d)
         for other in getattr(theta.tag, TAG, ()):
+            if other.x_model == "mixed":
+                raise ValueError(
+                    f"theta already feeds node {other.name!r}, whose binary covariate "
+                    "(x_model='mixed') needs theta to itself: give this node its own theta"
+                )
             if other.method != method:
                 raise ValueError(
                     f"theta already feeds node {other.name!r} with method={other.method!r}; all "
@@ -415,7 +449,10 @@ class NoisyRegressionStat:
         # regression steps draw the parameters from their prior at a chain's first step. No
         # initval: PyMC's model transforms (pm.do, pm.observe, ...) refuse non-default ones.
         with model:
-            if binary:
+            if mixed is not None:
+                prob, x_loc, x_cov, names = _mixed_variables(model, name, covariates, mixed,
+                                                             x_prior, n)  # fmt: skip
+            elif binary:
                 cell_dim = f"{name}_cell"
                 _add_coord(model, cell_dim, _cell_labels(covariates))
                 alpha = np.ones(2**d)
@@ -456,7 +493,10 @@ class NoisyRegressionStat:
             else:
                 second = pt.constant(np.asarray(x_prior.second, dtype=np.float64))
                 phi = pt.constant(np.asarray(x_prior.fourth_cov, dtype=np.float64))
-            if method == "collapsed":
+            if mixed is not None:
+                s = MixedModelSuffStat(s_name, theta, sigma2, prob, x_loc, x_cov, n, mixed,
+                                       dims=stat_dim)  # fmt: skip
+            elif method == "collapsed":
                 s = NormalModelSuffStat(s_name, theta, sigma2, x_loc, x_cov, n, dims=stat_dim)
                 if shape is not None:
                     pm.Potential(f"{name}_x_shape", shape_potential(
@@ -492,7 +532,9 @@ class NoisyRegressionStat:
             method=method,
             noise_sd=scale if gaussian else None,
             laplace_scale=None if gaussian else scale,
-            x_model="binary"
+            x_model="mixed"
+            if mixed is not None
+            else "binary"
             if binary
             else "shape"
             if shape is not None
@@ -505,7 +547,7 @@ class NoisyRegressionStat:
         linked = (
             model[v]
             for k, v in names.items()
-            if k in ("x_loc", "x_cov", "x_probs", "x_skew", "x_excess")
+            if k in ("x_loc", "x_cov", "x_probs", "x_skew", "x_excess", "x_prob") and v
         )
         for rv in (*own, *linked):
             setattr(rv.tag, TAG, info)
@@ -514,7 +556,97 @@ class NoisyRegressionStat:
         return z
 
 
-X_MODELS = ("auto", "normal", "shape", "binary")
+def _mixed_index(
+    binary: Any, x_model: Any, x_moments: Any, method: Any, covariates: Sequence[str]
+) -> int | None:
+    """The binary covariate's index under the mixed model of x, else ``None`` (checked)."""
+    if x_model not in X_MODELS:
+        raise ValueError(f"x_model must be one of {X_MODELS} (got {x_model!r})")
+    d = len(covariates)
+    if binary is None:
+        if x_model != "mixed":
+            return None
+        if d > 1:
+            raise TypeError(
+                f"x_model='mixed' needs binary=: the index or name of the covariate that is 0 "
+                f"or 1 (one of {covariates})"
+            )
+        binary = 0
+    elif x_model not in ("auto", "mixed"):
+        raise TypeError(
+            f"binary= names a 0/1 covariate for x_model='mixed' (or 'auto'), not x_model="
+            f"{x_model!r}"
+        )
+    if isinstance(binary, str):
+        if binary not in covariates:
+            raise ValueError(f"binary={binary!r} is not one of the covariates {covariates}")
+        binary = covariates.index(binary)
+    elif isinstance(binary, bool) or not isinstance(binary, (int, np.integer)):
+        raise TypeError(f"binary must be a covariate's index or name (got {binary!r})")
+    elif not 0 <= binary < d:
+        raise ValueError(f"binary must be a covariate index in [0, {d - 1}] (got {binary})")
+    if x_moments is not None:
+        raise TypeError("the mixed model of x (binary=) models x itself: give no x_moments=")
+    if method == "gibbs-ss":
+        raise ValueError(
+            "binary= (the mixed model of x) is sampled by its own collapsed moves: give "
+            "method='auto' or 'collapsed'"
+        )
+    return int(binary)
+
+
+def _alone(theta: pt.TensorVariable, name: str) -> None:
+    """Refuse a mixed node on a θ that already feeds another node."""
+    others = getattr(theta.tag, TAG, ())
+    if others:
+        raise ValueError(
+            f"theta already feeds node {others[0].name!r}; a node with a binary covariate "
+            f"({name!r}, x_model='mixed') needs theta to itself: give it its own theta"
+        )
+
+
+def _mixed_x_prior(x_prior: Any, rel: RegressionRelease | None, bounds: Any, d: int,
+                   binary: int) -> NIW:  # fmt: skip
+    """The NIW prior of the other covariates' group means and covariance (d − 1 of them)."""
+    if x_prior is not None:
+        if d == 1:
+            raise TypeError("with d = 1 the binary covariate is the only one: give no x_prior=")
+        return _x_model(None, x_prior, rel, d - 1)
+    if rel is not None:
+        return default_mixed_x_prior(rel.x_bounds, binary)
+    if bounds is None:
+        raise TypeError(
+            "the mixed model of x needs a prior of the other covariates: give x_prior=NIW(...), "
+            "or the release's bounds=(x_bounds, y_bounds) for the default prior from the box"
+        )
+    return default_mixed_x_prior(bounds[0], binary)
+
+
+def _mixed_variables(
+    model: pm.Model, name: str, covariates: Sequence[str], binary: int, x_prior: NIW, n: int
+) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """π (with its prior's factor), and the other covariates' group means and covariance."""
+    prob = pm.Uniform(f"{name}_x_prob", 0.0, 1.0)
+    # π is uniform given both groups non-empty: density ∝ 1 − πⁿ − (1 − π)ⁿ.
+    nf = float(n)
+    log_z = pt.log(-pt.expm1(pt.logaddexp(nf * pt.log(prob), nf * pt.log1p(-prob))))
+    pm.Potential(f"{name}_x_prob_prior", log_z - np.log1p(-2.0 / (nf + 1.0)))
+    names: dict[str, Any] = {"x_prob": prob.name, "x_prior": x_prior, "binary": binary}
+    others = [c for j, c in enumerate(covariates) if j != binary]
+    if not others:
+        return prob, pt.zeros((2, 0)), pt.zeros((0, 0)), names
+    x_dim, group_dim = f"{name}_covariate", f"{name}_group"
+    _add_coord(model, x_dim, others)
+    _add_coord(model, f"{x_dim}_bis", others)
+    _add_coord(model, group_dim, [f"{covariates[binary]}=0", f"{covariates[binary]}=1"])
+    x_cov = InverseWishart(f"{name}_x_cov", dof=x_prior.dof, scale=x_prior.scale,
+                           dims=(x_dim, f"{x_dim}_bis"))  # fmt: skip
+    x_loc = pm.MvNormal(f"{name}_x_loc", mu=np.tile(x_prior.loc, (2, 1)),
+                        cov=x_cov / x_prior.kappa, dims=(group_dim, x_dim))  # fmt: skip
+    return prob, x_loc, x_cov, names | {"x_loc": x_loc.name, "x_cov": x_cov.name}
+
+
+X_MODELS = ("auto", "normal", "shape", "binary", "mixed")
 
 
 def _shape_moments(

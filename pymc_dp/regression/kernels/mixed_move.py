@@ -1,0 +1,422 @@
+"""Moves of the mixed model's sampler: s alone, and (φ, s) jointly with s re-proposed.
+
+The target is the posterior of φ = (θ, σ², π, m₀, m₁, Σ) and the statistic s given the release z
+and the mixing variances w (:mod:`~pymc_dp.regression.kernels.mixed_model`; binary covariate
+first): ``p(φ) p(s | φ) N(z; s, diag w)``. Both moves propose s from the same normal, the CLT law
+of s, ``N(n μ_t, n Σ_t)``, times the noise ``N(z; s, diag w)``, on the coordinates the model leaves
+free. ``Σ x_b²`` is not one of them: it is ``Σ x_b = k``, whose two readings in z combine into one
+(precisions add). k's marginal under that normal is rounded to the whole numbers of
+``[1, n − 1]`` (a normal variable rounded to the nearest integer, so each k has the mass of its
+unit interval), and the other free coordinates are drawn from their normal conditional given k.
+Every ratio uses the exact law of s, so the CLT only shapes the proposal.
+
+* :func:`statistic_move`: an independence proposal of s at the current φ.
+* :func:`independence_move`: u from a t fitted to the tuning states, s re-proposed.
+* :func:`joint_move`: a random walk of φ's unconstrained vector u (:func:`pack_mixed`), with s
+  drawn from the proposal at the new φ. If that proposal were s's exact conditional, the ratio
+  would be the ratio of φ's marginal posteriors: a collapsed move, which is what carries the
+  mixing where the release pins s loosely.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+from scipy import special
+
+from pymc_dp.curator.regression.statistics import d_from_released
+from pymc_dp.regression.kernels.collapsed import floored_cholesky
+from pymc_dp.regression.kernels.conjugate import NIG
+from pymc_dp.regression.kernels.data_model import NIW
+from pymc_dp.regression.kernels.mixed_model import (
+    MixedParameters,
+    log_prob_prior,
+    mixed_record_moments,
+    mixed_statistic_logpdf,
+    tied_positions,
+)
+from pymc_dp.regression.kernels.moment_move import t_draw, t_log_density
+
+__all__ = [
+    "MixedState",
+    "MixedTarget",
+    "independence_move",
+    "joint_move",
+    "log_prior",
+    "mixed_state",
+    "n_mixed_parameters",
+    "pack_mixed",
+    "statistic_move",
+    "unpack_mixed",
+]
+
+
+class MixedTarget(NamedTuple):
+    """What the moves condition on, batch first (binary covariate first in every array)."""
+
+    released: npt.NDArray[np.float64]
+    """z, ``(..., m)``."""
+    noise_variance: npt.NDArray[np.float64]
+    """w, ``(..., m)``."""
+    n: float
+    prior: NIG
+    """Of (θ, σ²)."""
+    x_prior: NIW
+    """Of (m_g, Σ) (module docstring of :mod:`~pymc_dp.regression.kernels.mixed_model`)."""
+
+
+@functools.cache
+def _lower(d2: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rows, cols = np.tril_indices(d2)
+    return rows, cols, np.arange(d2)
+
+
+def n_mixed_parameters(d: int) -> int:
+    """Length of u: θ (d + 1), log σ², logit π, m₀ and m₁ (d − 1 each), Σ's log-Cholesky.
+
+    Examples
+    --------
+    >>> n_mixed_parameters(1), n_mixed_parameters(2)
+    (4, 8)
+    """
+    d2 = d - 1
+    return d + 3 + 2 * d2 + d2 * (d2 + 1) // 2
+
+
+def pack_mixed(par: MixedParameters) -> npt.NDArray[np.float64]:
+    """Unconstrained vector ``(θ, log σ², logit π, m₀, m₁, log-Cholesky of Σ)``.
+
+    Examples
+    --------
+    >>> par = MixedParameters(np.array([0.0, 1.0, 0.5]), np.array(2.0), np.array(0.5),
+    ...                       np.array([[0.0], [1.0]]), np.array([[4.0]]))
+    >>> np.round(pack_mixed(par), 4).tolist()
+    [0.0, 1.0, 0.5, 0.6931, 0.0, 0.0, 1.0, 0.6931]
+    """
+    theta = np.asarray(par.theta, dtype=np.float64)
+    loc = np.asarray(par.group_loc, dtype=np.float64)
+    d2 = loc.shape[-1]
+    chol = np.linalg.cholesky(np.asarray(par.x_cov, dtype=np.float64))
+    rows, cols, diag = _lower(d2)
+    chol[..., diag, diag] = np.log(chol[..., diag, diag])
+    batch = np.broadcast_shapes(theta.shape[:-1], np.shape(par.sigma2), np.shape(par.prob),
+                                loc.shape[:-2], chol.shape[:-2])  # fmt: skip
+    pieces = [
+        theta,
+        np.log(par.sigma2)[..., None],
+        special.logit(par.prob)[..., None],
+        loc.reshape(*loc.shape[:-2], 2 * d2),
+        chol[..., rows, cols],
+    ]
+    return np.concatenate([np.broadcast_to(a, (*batch, a.shape[-1])) for a in pieces], axis=-1)
+
+
+def unpack_mixed(u: npt.ArrayLike, d: int) -> tuple[MixedParameters, npt.NDArray[np.float64]]:
+    """φ from :func:`pack_mixed`'s vector, and ``log |∂φ/∂u|`` ``(...)``.
+
+    The Jacobian: σ² = e^v gives σ²; π = logistic(l) gives π(1 − π); Σ = L Lᵀ with free
+    log L_ii gives 2^d₂ Π_i L_ii^(d₂ − i + 2).
+
+    Examples
+    --------
+    >>> par = MixedParameters(np.array([0.0, 1.0, 0.5]), np.array(2.0), np.array(0.5),
+    ...                       np.array([[0.0], [1.0]]), np.array([[4.0]]))
+    >>> back, log_jac = unpack_mixed(pack_mixed(par), 2)
+    >>> float(back.sigma2), float(back.prob), back.x_cov.tolist()
+    (2.0, 0.5, [[4.0]])
+    >>> bool(np.isclose(log_jac, np.log(2.0) + np.log(0.25) + np.log(2.0 * 4.0)))
+    True
+    """
+    u = np.asarray(u, dtype=np.float64)
+    p, d2 = d + 1, d - 1
+    batch = u.shape[:-1]
+    loc = u[..., p + 2 : p + 2 + 2 * d2].reshape(*batch, 2, d2)
+    rows, cols, diag = _lower(d2)
+    chol = np.zeros((*batch, d2, d2))
+    chol[..., rows, cols] = u[..., p + 2 + 2 * d2 :]
+    log_diag = chol[..., diag, diag].copy()
+    with np.errstate(over="ignore"):
+        chol[..., diag, diag] = np.exp(log_diag)
+        sigma2 = np.exp(u[..., p])
+    prob = special.expit(u[..., p + 1])
+    log_jac = (
+        u[..., p]
+        + special.log_expit(u[..., p + 1])
+        + special.log_expit(-u[..., p + 1])
+        + d2 * np.log(2.0)
+        + log_diag @ (d2 + 2.0 - np.arange(1, d2 + 1))
+    )
+    par = MixedParameters(u[..., :p], sigma2, prob, loc, chol @ np.swapaxes(chol, -1, -2))
+    return par, log_jac
+
+
+def _quad(vec: np.ndarray, mat: np.ndarray) -> np.ndarray:
+    return np.einsum("...i,...ij,...j->...", vec, mat, vec)
+
+
+def log_prior(par: MixedParameters, target: MixedTarget) -> npt.NDArray[np.float64]:
+    """The log prior of φ up to a constant, ``(...)``.
+
+    NIG(θ, σ²), π's prior, InverseWishart(Σ) and N(m_g; c, Σ/κ) for both groups.
+    """
+    prior, x_prior = target.prior, target.x_prior
+    p = par.theta.shape[-1]
+    quad = _quad(par.theta - prior.mean, prior.precision)
+    out = (
+        -(0.5 * p + prior.shape + 1.0) * np.log(par.sigma2)
+        - (0.5 * quad + prior.scale) / par.sigma2
+    )
+    out = out + log_prob_prior(par.prob, target.n)
+    d2 = par.group_loc.shape[-1]
+    if d2:
+        sign, logdet = np.linalg.slogdet(par.x_cov)
+        inv = np.linalg.inv(par.x_cov)
+        diff = par.group_loc - np.asarray(x_prior.loc)[..., None, :]
+        out = out + np.where(
+            sign > 0,
+            -0.5 * (x_prior.dof + d2 + 3.0) * logdet
+            - 0.5 * x_prior.kappa * np.sum(_quad(diff, inv[..., None, :, :]), axis=-1)
+            - 0.5 * np.einsum("...ij,...ji->...", x_prior.scale, inv),
+            -np.inf,
+        )
+    return out
+
+
+class _Proposal(NamedTuple):
+    """The normal proposal of s at one φ (module docstring), reduced to the free coordinates."""
+
+    k_mean: np.ndarray
+    k_sd: np.ndarray
+    rest_mean: np.ndarray
+    """Conditional mean of the other free coordinates at k = 0, ``(..., m − 2)``."""
+    rest_slope: np.ndarray
+    """Its change per unit of k, ``(..., m − 2)``."""
+    rest_chol: np.ndarray
+    """Cholesky factor of their conditional covariance."""
+
+
+@functools.cache
+def _free(d: int) -> tuple[int, int, np.ndarray]:
+    """(position of k, of Σ x_b², the other free positions) in the released layout."""
+    pos_k, pos_kk = tied_positions(d)
+    m = (d + 2) * (d + 3) // 2 - 1
+    rest = np.array([j for j in range(m) if j not in (pos_k, pos_kk)])
+    return pos_k, pos_kk, rest
+
+
+def _proposal(par: MixedParameters, target: MixedTarget) -> _Proposal:
+    d = par.theta.shape[-1] - 1
+    pos_k, pos_kk, rest = _free(d)
+    keep = np.concatenate([[pos_k], rest])
+    mean, cov = mixed_record_moments(par)
+    n = target.n
+    clt_mean = n * mean[..., keep]
+    clt_cov = n * cov[..., keep[:, None], keep[None, :]]
+    w, z = target.noise_variance, target.released
+    # The two readings of k: precisions add.
+    prec_k = 1.0 / w[..., pos_k] + 1.0 / w[..., pos_kk]
+    z_k = (z[..., pos_k] / w[..., pos_k] + z[..., pos_kk] / w[..., pos_kk]) / prec_k
+    w_r = np.concatenate([(1.0 / prec_k)[..., None], w[..., rest]], axis=-1)
+    z_r = np.concatenate([z_k[..., None], z[..., rest]], axis=-1)
+    # N(clt) × N(z_r; r, diag w_r) = N(r; a + G (z − a), S − G S), G = S (S + diag w)⁻¹.
+    total = clt_cov + w_r[..., :, None] * np.eye(w_r.shape[-1])
+    chol = floored_cholesky(total)
+    half = np.linalg.solve(chol, clt_cov)
+    gain = np.swapaxes(half, -1, -2)
+    post_mean = clt_mean + (gain @ np.linalg.solve(chol, (z_r - clt_mean)[..., None]))[..., 0]
+    post_cov = clt_cov - gain @ half
+    post_cov = 0.5 * (post_cov + np.swapaxes(post_cov, -1, -2))
+    k_var = np.maximum(post_cov[..., 0, 0], 1e-12)
+    slope = post_cov[..., 1:, 0] / k_var[..., None]
+    cond = post_cov[..., 1:, 1:] - slope[..., :, None] * post_cov[..., None, 0, 1:]
+    return _Proposal(
+        post_mean[..., 0],
+        np.sqrt(k_var),
+        post_mean[..., 1:] - slope * post_mean[..., 0, None],
+        slope,
+        floored_cholesky(0.5 * (cond + np.swapaxes(cond, -1, -2))),
+    )
+
+
+def _log_interval(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """log(Φ(hi) − Φ(lo)) for lo < hi, in the tail where both lie (no cancellation)."""
+    flip = lo > 0
+    a, b = np.where(flip, -hi, lo), np.where(flip, -lo, hi)
+    log_b = special.log_ndtr(b)
+    with np.errstate(divide="ignore"):
+        return log_b + np.log(-np.expm1(special.log_ndtr(a) - log_b))
+
+
+def _truncated_normal(rng: np.random.Generator, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Standard normal draws restricted to [lo, hi], by inversion in log space.
+
+    Mirrored so that the lower end is below 0, where log Φ is accurate; F = (1 − U)Φ(a) +
+    UΦ(b) is formed as a log-sum, so neither tail underflows.
+    """
+    flip = lo > 0
+    a, b = np.where(flip, -hi, lo), np.where(flip, -lo, hi)
+    u = rng.uniform(size=a.shape)
+    with np.errstate(divide="ignore"):
+        log_f = np.logaddexp(np.log1p(-u) + special.log_ndtr(a), np.log(u) + special.log_ndtr(b))
+    x = np.clip(special.ndtri_exp(np.minimum(log_f, 0.0)), a, b)
+    return np.where(flip, -x, x)
+
+
+def _draw(rng: np.random.Generator, prop: _Proposal, n: float, d: int) -> np.ndarray:
+    pos_k, pos_kk, rest = _free(d)
+    lo = (0.5 - prop.k_mean) / prop.k_sd
+    hi = (n - 0.5 - prop.k_mean) / prop.k_sd
+    x = prop.k_mean + prop.k_sd * _truncated_normal(rng, lo, hi)
+    k = np.clip(np.round(x), 1.0, n - 1.0)
+    noise = rng.standard_normal((*k.shape, rest.size, 1))
+    other = prop.rest_mean + prop.rest_slope * k[..., None] + (prop.rest_chol @ noise)[..., 0]
+    s = np.empty((*k.shape, rest.size + 2))
+    s[..., pos_k] = s[..., pos_kk] = k
+    s[..., rest] = other
+    return s
+
+
+def _log_q(s: np.ndarray, prop: _Proposal, n: float, d: int) -> np.ndarray:
+    pos_k, _, rest = _free(d)
+    k = s[..., pos_k]
+    sd = prop.k_sd
+    log_k = _log_interval((k - 0.5 - prop.k_mean) / sd, (k + 0.5 - prop.k_mean) / sd)
+    log_k = log_k - _log_interval((0.5 - prop.k_mean) / sd, (n - 0.5 - prop.k_mean) / sd)
+    resid = s[..., rest] - prop.rest_mean - prop.rest_slope * k[..., None]
+    white = np.linalg.solve(prop.rest_chol, resid[..., None])[..., 0]
+    diag = np.arange(rest.size)
+    log_det = np.sum(np.log(prop.rest_chol[..., diag, diag]), axis=-1)
+    return log_k - 0.5 * np.sum(white**2, axis=-1) - log_det - 0.5 * rest.size * np.log(2 * np.pi)
+
+
+class MixedState(NamedTuple):
+    """A chain's state and what the moves reuse at it."""
+
+    params: npt.NDArray[np.float64]
+    """u, ``(..., k)``."""
+    suffstat: npt.NDArray[np.float64]
+    """s, ``(..., m)``."""
+    log_target: npt.NDArray[np.float64]
+    """``log p(φ) + log |∂φ/∂u| + log p(s | φ) + log N(z; s, w)``, ``(...)``."""
+    log_q: npt.NDArray[np.float64]
+    """log density of s under the proposal at φ, ``(...)``."""
+
+
+def _params(u: np.ndarray, target: MixedTarget) -> tuple[MixedParameters, int]:
+    d = d_from_released(target.released.shape[-1])
+    return unpack_mixed(u, d)[0], d
+
+
+def _terms(
+    u: np.ndarray, s: np.ndarray, target: MixedTarget
+) -> tuple[np.ndarray, MixedParameters, int]:
+    """The log target (−∞ where undefined), φ and d at (u, s)."""
+    d = d_from_released(target.released.shape[-1])
+    par, log_jac = unpack_mixed(u, d)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        noise = -0.5 * np.sum((target.released - s) ** 2 / target.noise_variance, axis=-1)
+        log_t = log_prior(par, target) + log_jac + mixed_statistic_logpdf(s, par, target.n) + noise
+    return np.where(np.isfinite(log_t), log_t, -np.inf), par, d
+
+
+def mixed_state(u: npt.ArrayLike, s: npt.ArrayLike, target: MixedTarget) -> MixedState:
+    """The state at (u, s) under ``target`` (after w or φ changed outside the moves)."""
+    u = np.asarray(u, dtype=np.float64)
+    s = np.asarray(s, dtype=np.float64)
+    log_t, par, d = _terms(u, s, target)
+    return MixedState(u, s, log_t, _log_q(s, _proposal(par, target), target.n, d))
+
+
+def _accept(rng, new: MixedState, old: MixedState, log_ratio: np.ndarray):
+    with np.errstate(invalid="ignore"):
+        ok = np.log(rng.uniform(size=log_ratio.shape)) < log_ratio
+    ok &= np.isfinite(log_ratio)
+    pick = ok[..., None]
+    return (
+        MixedState(
+            np.where(pick, new.params, old.params),
+            np.where(pick, new.suffstat, old.suffstat),
+            np.where(ok, new.log_target, old.log_target),
+            np.where(ok, new.log_q, old.log_q),
+        ),
+        ok,
+    )
+
+
+def statistic_move(
+    rng: np.random.Generator, state: MixedState, target: MixedTarget
+) -> tuple[MixedState, npt.NDArray[np.bool_]]:
+    """A new s from the normal proposal at the current φ (independence Metropolis–Hastings)."""
+    par, d = _params(state.params, target)
+    prop = _proposal(par, target)
+    s_new = _draw(rng, prop, target.n, d)
+    log_t, _, _ = _terms(state.params, s_new, target)
+    new = MixedState(state.params, s_new, log_t, _log_q(s_new, prop, target.n, d))
+    ratio = new.log_target - state.log_target + state.log_q - new.log_q
+    return _accept(rng, new, state, ratio)
+
+
+def joint_move(
+    rng: np.random.Generator, state: MixedState, target: MixedTarget, factor: np.ndarray
+) -> tuple[MixedState, npt.NDArray[np.bool_]]:
+    """Move to u + L ξ (``factor`` L ``(..., k, k)``) with s from the proposal at the new φ.
+
+    ``state.log_q`` must be the proposal's density of the current s at the current φ
+    (:func:`mixed_state` after anything but these moves changed the state).
+    """
+    u = state.params
+    u_new = u + (factor @ rng.standard_normal((*u.shape, 1)))[..., 0]
+    par, d = _params(u_new, target)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        prop = _proposal(par, target)
+        s_new = _draw(rng, prop, target.n, d)
+        log_t, _, _ = _terms(u_new, s_new, target)
+        new = MixedState(u_new, s_new, log_t, _log_q(s_new, prop, target.n, d))
+    ratio = new.log_target - state.log_target + state.log_q - new.log_q
+    return _accept(rng, new, state, ratio)
+
+
+def independence_move(
+    rng: np.random.Generator,
+    state: MixedState,
+    target: MixedTarget,
+    centre: np.ndarray,
+    chol: np.ndarray,
+    tries: int = 1,
+) -> tuple[MixedState, npt.NDArray[np.bool_]]:
+    """Move to one of ``tries`` candidates u from a multivariate t, each with s re-proposed.
+
+    The t (location ``centre``, scale L Lᵀ, 5 degrees of freedom:
+    :func:`~pymc_dp.regression.kernels.moment_move.t_draw`) is fitted to the tuning states;
+    each candidate's s comes from the normal proposal at its φ. This is the multiple-try
+    Metropolis of Liu, Liang & Wong (2000) for independence proposals: with weights
+    ω = π(u, s) / (t(u) q(s | u)), a candidate is picked with probability ∝ ω and accepted
+    with probability min(1, Σ_candidates ω / (Σ_others ω + ω_current)). All candidates are
+    evaluated in one batched pass.
+    """
+    u_new = t_draw(rng, centre, chol, tries)
+    par, d = _params(u_new, target)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        prop = _proposal(par, target)
+        s_new = _draw(rng, prop, target.n, d)
+        log_t, _, _ = _terms(u_new, s_new, target)
+        log_q = _log_q(s_new, prop, target.n, d)
+        log_w = log_t - log_q - t_log_density(u_new, centre, chol)
+        log_w = np.where(np.isfinite(log_w), log_w, -np.inf)
+        log_w_now = state.log_target - state.log_q - t_log_density(state.params, centre, chol)
+        total = special.logsumexp(log_w, axis=0)
+        gumbel = log_w - np.log(-np.log(rng.uniform(size=log_w.shape)))
+        pick = np.argmax(gumbel, axis=0)
+        chosen = np.take_along_axis(log_w, pick[None], axis=0)[0]
+        others = np.logaddexp(np.log(-np.expm1(chosen - total)) + total, log_w_now)
+        ratio = total - others
+    new = MixedState(
+        np.take_along_axis(u_new, pick[None, ..., None], axis=0)[0],
+        np.take_along_axis(s_new, pick[None, ..., None], axis=0)[0],
+        np.take_along_axis(log_t, pick[None], axis=0)[0],
+        np.take_along_axis(log_q, pick[None], axis=0)[0],
+    )
+    return _accept(rng, new, state, np.where(np.isfinite(total), ratio, -np.inf))

@@ -1,0 +1,142 @@
+"""NoisyRegressionStat with a binary covariate (x_model="mixed") under pm.sample."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pymc as pm
+import pytest
+
+import pymc_dp as pmdp
+from pymc_dp.regression import (
+    NIG,
+    RegressionCollapsedStep,
+    RegressionMixedStep,
+    draw_nig,
+    nig_update,
+    regression_attrs,
+    release_regression,
+)
+from pymc_dp.regression.kernels.mixed_model import (
+    MixedParameters,
+    binary_first,
+    covariate_order,
+    draw_mixed_statistic,
+    mixed_statistic_logpdf,
+)
+from pymc_dp.regression.model.distributions import MixedModelSuffStat
+
+BOX = [(-2.0, 2.0), (0.0, 1.0)]
+
+
+def _release(epsilon=1.0, n=300, seed=3):
+    rng = np.random.default_rng(seed)
+    x = np.column_stack([rng.normal(0.3, 0.5, n), rng.uniform(size=n) < 0.3])
+    y = 0.4 + 0.6 * x[:, 0] - 0.5 * x[:, 1] + 0.3 * rng.normal(size=n)
+    return release_regression(np.clip(x, -2, 2), np.clip(y, -3, 3), x_bounds=BOX,
+                              y_bounds=(-3, 3), epsilon=epsilon, rng=seed + 1)  # fmt: skip
+
+
+def _model(rel, **kwargs):
+    with pm.Model() as model:
+        sigma2 = pm.InverseGamma("sigma2", 20.0, 1.9)
+        theta = pm.MvNormal("theta", np.zeros(rel.d + 1), cov=2 * sigma2 * np.eye(rel.d + 1))
+        pmdp.NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel, **kwargs)
+    return model
+
+
+@pytest.mark.parametrize(("d", "binary"), [(3, 1), (2, 0), (1, 0)])
+def test_logp_in_pytensor_is_the_kernels(d, binary):
+    rng = np.random.default_rng(d)
+    d2 = d - 1
+    theta = rng.normal(size=d + 1)
+    cov = np.eye(d2) + 0.3 * np.ones((d2, d2))
+    loc = rng.normal(size=(2, d2))
+    coef = covariate_order(d, binary)[: d + 1]
+    par = MixedParameters(theta[coef], np.float64(0.4), np.float64(0.3), loc, cov)
+    inner = draw_mixed_statistic(rng, par, 50, size=(3,))
+    dist = MixedModelSuffStat.dist(theta, np.float64(0.4), np.float64(0.3), loc, cov, 50, binary)
+    got = [pm.logp(dist, v).eval() for v in binary_first(inner, binary, inverse=True)]
+    np.testing.assert_allclose(got, mixed_statistic_logpdf(inner, par, 50), rtol=1e-10)
+    start = pm.distributions.distribution.support_point(dist).eval()
+    assert np.isfinite(pm.logp(dist, start).eval())
+    assert all(np.isfinite(pm.logp(dist, v).eval()) for v in pm.draw(dist, 3, random_seed=1))
+
+
+def test_the_node_names_its_variables_and_the_trace_says_mixed():
+    model = _model(_release(), binary="x2", covariates=None)
+    names = [v.name for v in model.free_RVs]
+    assert names == ["sigma2", "theta", "z_x_prob", "z_x_cov", "z_x_loc", "z_s", "z_sigma2"]
+    assert model.coords["z_group"] == ("x2=0", "x2=1")
+    assert model.coords["z_covariate"] == ("x1",)
+    assert regression_attrs(model) == {"pymc_dp_x_model_z": "mixed",
+                                       "pymc_dp_method_z": "collapsed"}  # fmt: skip
+    with model:
+        step = pm.sample(draws=5, tune=5, chains=1, progressbar=False, random_seed=1,
+                         return_inferencedata=False)  # fmt: skip
+    assert "z_x_prob" in step.varnames
+    assert RegressionMixedStep.owns(model["z_s"]) and RegressionMixedStep.owns(model["theta"])
+    assert not RegressionCollapsedStep.owns(model["z_s"])
+    assert not RegressionCollapsedStep.owns(model["theta"])
+
+
+def test_one_binary_covariate_alone():
+    rng = np.random.default_rng(0)
+    x = (rng.uniform(size=(200, 1)) < 0.4).astype(float)
+    y = np.clip(0.2 + 0.5 * x[:, 0] + 0.3 * rng.normal(size=200), -2, 2)
+    rel = release_regression(x, y, x_bounds=[(0.0, 1.0)], y_bounds=(-2, 2), epsilon=1.0, rng=1)
+    model = _model(rel, x_model="mixed")
+    assert [v.name for v in model.free_RVs] == ["sigma2", "theta", "z_x_prob", "z_s", "z_sigma2"]
+
+
+def test_huge_epsilon_gives_the_exact_posterior():
+    """At ε = 10⁵ the posterior of (θ, σ²) is the NIG posterior of the records' statistic."""
+    rel = _release(epsilon=1e5, n=200)
+    model = _model(rel, binary=1)
+    with model, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = pm.sample(draws=500, tune=300, chains=2, progressbar=False, random_seed=2)
+    prior = NIG(np.zeros(3), 0.5 * np.eye(3), np.array(20.0), np.array(1.9))
+    rng = np.random.default_rng(3)
+    s = rel.value  # Laplace noise of scale 10⁻⁴ on the records' statistic
+    ref_theta, ref_sigma2 = draw_nig(rng, nig_update(prior, statistic=s, n=rel.n), size=(20000,))
+    theta = idata.posterior["theta"].values.reshape(-1, 3)
+    sd = ref_theta.std(axis=0)
+    np.testing.assert_allclose(theta.mean(axis=0), ref_theta.mean(axis=0), atol=float(sd.max()) / 4)
+    np.testing.assert_allclose(theta.std(axis=0), sd, rtol=0.2)
+    assert idata.posterior["sigma2"].values.mean() == pytest.approx(ref_sigma2.mean(), rel=0.05)
+
+
+def test_mixed_model_refusals():
+    rel = _release()
+    with pytest.raises(TypeError, match="x_model='mixed' needs binary="):
+        _model(rel, x_model="mixed")
+    with pytest.raises(TypeError, match="not x_model='normal'"):
+        _model(rel, x_model="normal", binary=1)
+    with pytest.raises(ValueError, match="is not one of the covariates"):
+        _model(rel, binary="dose")
+    with pytest.raises(ValueError, match=r"binary must be a covariate index in \[0, 1\]"):
+        _model(rel, binary=2)
+    with pytest.raises(ValueError, match="method='auto' or 'collapsed'"):
+        _model(rel, binary=1, method="gibbs-ss")
+    rng = np.random.default_rng(0)
+    x = np.column_stack([rng.uniform(0.5, 2.0, 100), rng.uniform(size=100) < 0.5])
+    shifted = release_regression(x, rng.uniform(-1, 1, 100), x_bounds=[(0.5, 2.0), (0.0, 1.0)],
+                                 y_bounds=(-1, 1), epsilon=1.0, rng=1)  # fmt: skip
+    with pytest.raises(ValueError, match=r"x_bounds\[0\] must hold 0 and 1"):
+        _model(shifted, binary=0)
+    with pm.Model():
+        sigma2 = pm.InverseGamma("sigma2", 20.0, 1.9)
+        theta = pm.MvNormal("theta", np.zeros(3), cov=2 * sigma2 * np.eye(3))
+        pmdp.NoisyRegressionStat("a", theta=theta, sigma2=sigma2, release=rel)
+        with pytest.raises(ValueError, match="needs theta to itself"):
+            pmdp.NoisyRegressionStat("b", theta=theta, sigma2=sigma2, release=rel, binary=1)
+
+
+def test_step_arguments_are_checked():
+    model = _model(_release(), binary=1)
+    with model, pytest.raises(ValueError, match="tries must be >= 1"):
+        RegressionMixedStep(tries=0)
+    with model, pytest.raises(ValueError, match="RegressionMixedStep moves"):
+        RegressionMixedStep([model["theta"]])
