@@ -46,7 +46,7 @@ from pymc_dp.curator.regression.statistics import (
     unpack_statistic,
 )
 from pymc_dp.kernels import draw_noise_variance
-from pymc_dp.regression.engine.noise_input import noise_spread
+from pymc_dp.regression.engine.batch_inputs import by_chain, chain_rows, noise_spread
 from pymc_dp.regression.kernels.adaptation import RandomWalkAdaptation
 from pymc_dp.regression.kernels.collapsed import (
     CollapsedTarget,
@@ -522,9 +522,7 @@ def sample_regression(
                        np.tile(m_scale, chains)[:, None], shape_prior)  # fmt: skip
 
     def tile(a: npt.ArrayLike, core: int) -> np.ndarray:
-        a = np.asarray(a, dtype=np.float64)
-        a = np.broadcast_to(a, (releases, *(a.shape[a.ndim - core :] if core else ())))
-        return np.tile(a, (chains, *(1,) * core))
+        return chain_rows(a, chains, releases=releases, core=core)
 
     prior = NIG(tile(prior.mean, 1), tile(prior.precision, 2), tile(prior.shape, 0),
                 tile(prior.scale, 0))  # fmt: skip
@@ -601,10 +599,7 @@ def sample_regression(
                 g, k = standardised(shape, par.x_loc[..., 0], par.x_cov[..., 0, 0])
                 keep["x_skew"][i], keep["x_kurt"][i] = g[:, 0], k[:, 0]
 
-    def by_chain(a: np.ndarray) -> np.ndarray:
-        return np.moveaxis(a.reshape(draws, chains, releases, *a.shape[2:]), 0, 1)
-
-    out_arrays = {key: by_chain(a) for key, a in keep.items()}
+    out_arrays = {key: by_chain(a, chains, releases) for key, a in keep.items()}
     return CollapsedTrace(
         theta=out_arrays["theta"],
         sigma2=out_arrays["sigma2"],

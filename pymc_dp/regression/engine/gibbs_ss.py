@@ -22,6 +22,7 @@ from pymc_dp.curator.regression.statistics import (
     unpack_statistic,
 )
 from pymc_dp.kernels import draw_noise_variance
+from pymc_dp.regression.engine.batch_inputs import by_chain, chain_rows
 from pymc_dp.regression.kernels.conjugate import NIG, check_nig, draw_nig, nig_update
 from pymc_dp.regression.kernels.data_model import (
     NIW,
@@ -185,7 +186,7 @@ def sample_gibbs_ss(
 
     # Chains are extra batch rows, chain-major, so that the output reshapes to (chain, ...).
     def tile(a: np.ndarray) -> np.ndarray:
-        return np.tile(a, (chains, *(1,) * (a.ndim - 1)))
+        return chain_rows(a, chains)
 
     z, scale = tile(z), tile(scale)
     if x_prior is None:
@@ -248,10 +249,7 @@ def sample_gibbs_ss(
             for key, value in zip(keep, state, strict=True):
                 keep[key][it - tune] = value
 
-    def by_chain(a: np.ndarray) -> np.ndarray:
-        return np.moveaxis(a.reshape(draws, chains, releases, *a.shape[2:]), 0, 1)
-
-    out = {key: by_chain(a) for key, a in keep.items()}
+    out = {key: by_chain(a, chains, releases) for key, a in keep.items()}
     if not laplace:
         out["noise_variance"] = None
     return RegressionTrace(**out, n_fallback=n_fallback)

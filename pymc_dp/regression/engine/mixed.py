@@ -27,7 +27,7 @@ import numpy.typing as npt
 from pymc_dp._validation import check_int, check_rng
 from pymc_dp.curator.regression.statistics import check_released_batch
 from pymc_dp.kernels import draw_noise_variance
-from pymc_dp.regression.engine.noise_input import noise_spread
+from pymc_dp.regression.engine.batch_inputs import by_chain, chain_rows, noise_spread
 from pymc_dp.regression.kernels.adaptation import FIRST_WINDOW, RandomWalkAdaptation
 from pymc_dp.regression.kernels.conjugate import NIG, check_nig, draw_nig, nig_update
 from pymc_dp.regression.kernels.data_model import NIW, check_niw
@@ -45,14 +45,15 @@ from pymc_dp.regression.kernels.mixed_move import (
     independence_move,
     joint_move,
     mixed_state,
+    moved_state,
     n_mixed_parameters,
     pack_mixed,
-    statistic_move,
     unpack_mixed,
 )
 from pymc_dp.regression.kernels.moment_move import T_INFLATE
 
 __all__ = [
+    "INITIAL_SD",
     "JOINT_MOVES",
     "TRIES",
     "TUNE_MOVES",
@@ -73,7 +74,7 @@ coordinates had medians over releases 258–304 of 2000 (smallest 56–148) and 
 1.01 in 6 of 10; with 12, medians 391–583 (smallest 208–326) and 1 in 10, in 1.1× the time."""
 TRIES = 16
 """Candidates of the multiple-try move from the t fitted to the tuning states (after tuning)."""
-_INITIAL_SD = 0.05
+INITIAL_SD = 0.05
 """Proposal sd of every coordinate of u before the first tuning window closes."""
 
 
@@ -101,8 +102,8 @@ def mixed_sweep(
     n = target.n
     theta, sigma2 = draw_nig(rng, nig_update(target.prior, statistic=s, n=n))
     prob, loc, cov = draw_mixed_x(rng, target.x_prior, s, n)
-    state = mixed_state(pack_mixed(MixedParameters(theta, sigma2, prob, loc, cov)), s, target)
-    state, _ = statistic_move(rng, state, target)
+    state, _ = moved_state(rng, pack_mixed(MixedParameters(theta, sigma2, prob, loc, cov)), s,
+                           target)  # fmt: skip
     if t_chol is not None and not tune:
         state, _ = independence_move(rng, state, target, adaptation.center, t_chol, tries)
     factor = adaptation.factor()
@@ -143,7 +144,7 @@ def start_parameters(rng: np.random.Generator, target: MixedTarget) -> MixedPara
     niw, d2 = target.x_prior, d - 1
     loc = np.broadcast_to(niw.loc[..., None, :], (*prob.shape, 2, d2)).copy()
     dof = np.asarray(niw.dof, dtype=np.float64)
-    cov = niw.scale / np.maximum(dof - d2 + 1.0, 0.5)[..., None, None] if d2 else niw.scale
+    cov = niw.scale / np.maximum(dof - d2 + 1.0, 0.5)[..., None, None]
     return MixedParameters(theta, sigma2, prob, loc, np.broadcast_to(cov, (*prob.shape, d2, d2)))
 
 
@@ -255,9 +256,7 @@ def sample_mixed_regression(
     rows = chains * releases  # chain-major, so that the output reshapes to (chain, ...)
 
     def tile(a: npt.ArrayLike, core: int) -> np.ndarray:
-        a = np.asarray(a, dtype=np.float64)
-        a = np.broadcast_to(a, (releases, *(a.shape[a.ndim - core :] if core else ())))
-        return np.tile(a, (chains, *(1,) * core))
+        return chain_rows(a, chains, releases=releases, core=core)
 
     nig = NIG(tile(prior.mean[..., coef], 1), tile(prior.precision[..., coef[:, None], coef], 2),
               tile(prior.shape, 0), tile(prior.scale, 0))  # fmt: skip
@@ -272,7 +271,7 @@ def sample_mixed_regression(
     s = draw_mixed_statistic(rng, par, n)
     state = mixed_state(pack_mixed(par), s, target)
     adapt = RandomWalkAdaptation(
-        state.params, initial_sd=np.full(n_mixed_parameters(d), _INITIAL_SD)
+        state.params, initial_sd=np.full(n_mixed_parameters(d), INITIAL_SD)
     )
 
     d2 = d - 1
@@ -303,16 +302,16 @@ def sample_mixed_regression(
             keep["group_loc"][i], keep["x_cov"][i] = par.group_loc, par.x_cov
             keep["suffstat"][i] = state.suffstat
 
-    def by_chain(a: np.ndarray) -> np.ndarray:
-        return np.moveaxis(a.reshape(draws, chains, releases, *a.shape[2:]), 0, 1)
+    def chain_major(a: np.ndarray) -> np.ndarray:
+        return by_chain(a, chains, releases)
 
     back = np.argsort(coef)
     return MixedTrace(
-        theta=by_chain(keep["theta"])[..., back],
-        sigma2=by_chain(keep["sigma2"]),
-        prob=by_chain(keep["prob"]),
-        group_loc=by_chain(keep["group_loc"]),
-        x_cov=by_chain(keep["x_cov"]),
-        suffstat=binary_first(by_chain(keep["suffstat"]), binary, inverse=True),
+        theta=chain_major(keep["theta"])[..., back],
+        sigma2=chain_major(keep["sigma2"]),
+        prob=chain_major(keep["prob"]),
+        group_loc=chain_major(keep["group_loc"]),
+        x_cov=chain_major(keep["x_cov"]),
+        suffstat=binary_first(chain_major(keep["suffstat"]), binary, inverse=True),
         acceptance=(accepted / draws).reshape(chains, releases),
     )

@@ -30,6 +30,7 @@ from pymc_dp.curator.regression.statistics import (
     unpack_statistic,
 )
 from pymc_dp.kernels import draw_noise_variance
+from pymc_dp.regression.engine.batch_inputs import by_chain, chain_rows
 from pymc_dp.regression.kernels.conjugate import NIG, check_nig, draw_nig, nig_update
 from pymc_dp.regression.kernels.data_model import NIW, check_niw, draw_niw, niw_update
 from pymc_dp.regression.kernels.moments import XMoments, suffstat_moments
@@ -155,8 +156,7 @@ def sample_x_model(
         raise ValueError(f"prior must be unbatched with {p} coefficients")
 
     def tile(a: npt.ArrayLike) -> np.ndarray:
-        a = np.asarray(a, dtype=np.float64)
-        return np.tile(a, (chains, *(1,) * (a.ndim - 1)))
+        return chain_rows(a, chains)
 
     total = chains * releases
     z, scale = tile(z), tile(scale)
@@ -248,11 +248,7 @@ def sample_x_model(
             for k, v in (("theta", theta), ("sigma2", sigma2), ("suffstat", s), *state.items()):
                 keep[k].append(np.array(v))
 
-    def by_chain(a: list) -> np.ndarray:
-        arr = np.stack(a)
-        return np.moveaxis(arr.reshape(draws, chains, releases, *arr.shape[2:]), 0, 1)
-
-    out = {k: by_chain(v) for k, v in keep.items()}
+    out = {k: by_chain(np.stack(v), chains, releases) for k, v in keep.items()}
     x_params = {k: out.pop(k) for k in list(state)}
     rate = accepted / tried if tried else float("nan")
     return XModelTrace(out["theta"], out["sigma2"], out["suffstat"], x_params, rate)

@@ -47,6 +47,7 @@ __all__ = [
     "joint_move",
     "log_prior",
     "mixed_state",
+    "moved_state",
     "n_mixed_parameters",
     "pack_mixed",
     "statistic_move",
@@ -305,29 +306,30 @@ class MixedState(NamedTuple):
     """log density of s under the proposal at φ, ``(...)``."""
 
 
-def _params(u: np.ndarray, target: MixedTarget) -> tuple[MixedParameters, int]:
-    d = d_from_released(target.released.shape[-1])
-    return unpack_mixed(u, d)[0], d
-
-
-def _terms(
-    u: np.ndarray, s: np.ndarray, target: MixedTarget
-) -> tuple[np.ndarray, MixedParameters, int]:
-    """The log target (−∞ where undefined), φ and d at (u, s)."""
+def _unpacked(u: np.ndarray, target: MixedTarget) -> tuple[MixedParameters, np.ndarray, int]:
+    """φ, the log Jacobian of u ↦ φ and d at u."""
     d = d_from_released(target.released.shape[-1])
     par, log_jac = unpack_mixed(u, d)
+    return par, log_jac, d
+
+
+def _log_target(
+    par: MixedParameters, log_jac: np.ndarray, s: np.ndarray, target: MixedTarget
+) -> np.ndarray:
+    """The log target at (φ, s) (−∞ where undefined)."""
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         noise = -0.5 * np.sum((target.released - s) ** 2 / target.noise_variance, axis=-1)
         log_t = log_prior(par, target) + log_jac + mixed_statistic_logpdf(s, par, target.n) + noise
-    return np.where(np.isfinite(log_t), log_t, -np.inf), par, d
+    return np.where(np.isfinite(log_t), log_t, -np.inf)
 
 
 def mixed_state(u: npt.ArrayLike, s: npt.ArrayLike, target: MixedTarget) -> MixedState:
     """The state at (u, s) under ``target`` (after w or φ changed outside the moves)."""
     u = np.asarray(u, dtype=np.float64)
     s = np.asarray(s, dtype=np.float64)
-    log_t, par, d = _terms(u, s, target)
-    return MixedState(u, s, log_t, _log_q(s, _proposal(par, target), target.n, d))
+    par, log_jac, d = _unpacked(u, target)
+    return MixedState(u, s, _log_target(par, log_jac, s, target),
+                      _log_q(s, _proposal(par, target), target.n, d))  # fmt: skip
 
 
 def _accept(rng, new: MixedState, old: MixedState, log_ratio: np.ndarray):
@@ -346,17 +348,33 @@ def _accept(rng, new: MixedState, old: MixedState, log_ratio: np.ndarray):
     )
 
 
+def _move_statistic(rng, state, target, par, log_jac, d, prop):
+    """:func:`statistic_move` given φ, its log Jacobian, d and the proposal at state's u."""
+    s_new = _draw(rng, prop, target.n, d)
+    new = MixedState(state.params, s_new, _log_target(par, log_jac, s_new, target),
+                     _log_q(s_new, prop, target.n, d))  # fmt: skip
+    ratio = new.log_target - state.log_target + state.log_q - new.log_q
+    return _accept(rng, new, state, ratio)
+
+
 def statistic_move(
     rng: np.random.Generator, state: MixedState, target: MixedTarget
 ) -> tuple[MixedState, npt.NDArray[np.bool_]]:
     """A new s from the normal proposal at the current φ (independence Metropolis–Hastings)."""
-    par, d = _params(state.params, target)
+    par, log_jac, d = _unpacked(state.params, target)
+    return _move_statistic(rng, state, target, par, log_jac, d, _proposal(par, target))
+
+
+def moved_state(
+    rng: np.random.Generator, u: npt.ArrayLike, s: npt.ArrayLike, target: MixedTarget
+) -> tuple[MixedState, npt.NDArray[np.bool_]]:
+    """:func:`mixed_state` at (u, s) followed by :func:`statistic_move`, φ's proposal built once."""
+    u = np.asarray(u, dtype=np.float64)
+    s = np.asarray(s, dtype=np.float64)
+    par, log_jac, d = _unpacked(u, target)
     prop = _proposal(par, target)
-    s_new = _draw(rng, prop, target.n, d)
-    log_t, _, _ = _terms(state.params, s_new, target)
-    new = MixedState(state.params, s_new, log_t, _log_q(s_new, prop, target.n, d))
-    ratio = new.log_target - state.log_target + state.log_q - new.log_q
-    return _accept(rng, new, state, ratio)
+    state = MixedState(u, s, _log_target(par, log_jac, s, target), _log_q(s, prop, target.n, d))
+    return _move_statistic(rng, state, target, par, log_jac, d, prop)
 
 
 def joint_move(
@@ -369,11 +387,11 @@ def joint_move(
     """
     u = state.params
     u_new = u + (factor @ rng.standard_normal((*u.shape, 1)))[..., 0]
-    par, d = _params(u_new, target)
+    par, log_jac, d = _unpacked(u_new, target)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         prop = _proposal(par, target)
         s_new = _draw(rng, prop, target.n, d)
-        log_t, _, _ = _terms(u_new, s_new, target)
+        log_t = _log_target(par, log_jac, s_new, target)
         new = MixedState(u_new, s_new, log_t, _log_q(s_new, prop, target.n, d))
     ratio = new.log_target - state.log_target + state.log_q - new.log_q
     return _accept(rng, new, state, ratio)
@@ -398,11 +416,11 @@ def independence_move(
     evaluated in one batched pass.
     """
     u_new = t_draw(rng, centre, chol, tries)
-    par, d = _params(u_new, target)
+    par, log_jac, d = _unpacked(u_new, target)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         prop = _proposal(par, target)
         s_new = _draw(rng, prop, target.n, d)
-        log_t, _, _ = _terms(u_new, s_new, target)
+        log_t = _log_target(par, log_jac, s_new, target)
         log_q = _log_q(s_new, prop, target.n, d)
         log_w = log_t - log_q - t_log_density(u_new, centre, chol)
         log_w = np.where(np.isfinite(log_w), log_w, -np.inf)

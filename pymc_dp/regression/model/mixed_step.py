@@ -23,7 +23,12 @@ from pymc.step_methods.state import dataclass_state
 from pymc_dp._compat import register_step_methods
 from pymc_dp.model.model_access import PointReader, ValueWriter
 from pymc_dp.model.step_methods.base import DPGibbsStep, require_block
-from pymc_dp.regression.engine.mixed import finish_tuning, mixed_sweep, start_parameters
+from pymc_dp.regression.engine.mixed import (
+    INITIAL_SD,
+    finish_tuning,
+    mixed_sweep,
+    start_parameters,
+)
 from pymc_dp.regression.kernels.adaptation import RandomWalkAdaptation
 from pymc_dp.regression.kernels.conjugate import NIG
 from pymc_dp.regression.kernels.data_model import NIW
@@ -185,7 +190,7 @@ class RegressionMixedStep(DPGibbsStep):
             s = draw_mixed_statistic(self.rng, start_parameters(self.rng, target), info.n)
         if self.adaptation is None:
             start = np.zeros((1, n_mixed_parameters(info.d)))
-            self.adaptation = RandomWalkAdaptation(start, initial_sd=0.05)
+            self.adaptation = RandomWalkAdaptation(start, initial_sd=INITIAL_SD)
         if not self.tune and self._t_chol is None:
             self._t_chol = finish_tuning(self.adaptation)
             if self._t_chol is None:  # too few tuning steps: no multiple-try move
