@@ -14,6 +14,7 @@ from pymc_dp.regression import (
     draw_nig,
     draw_niw,
     nig_update,
+    release_regression,
     sample_mixed_regression,
 )
 from pymc_dp.regression.kernels.mixed_model import (
@@ -299,3 +300,35 @@ def test_every_move_keeps_the_joint_prior():
     resid = (z - state.suffstat) / np.sqrt(w)
     for j in range(s.shape[1]):
         assert stats.kstest(resid[:, j], "norm").pvalue > 1e-3, ("s", j)
+
+
+def test_chains_started_far_from_the_readings_do_not_stick(monkeypatch):
+    """A release in raw units (BMI in [15, 45], a response in [0, 400]: the noise swamps the
+    binary covariate's count) under Gaussian noise, chains started from the prior: without the
+    proposals of s from its law alone, the readings ask for an s the exact law rules out at the
+    chains' φ and 3 of 4 chains keep one k for all 500 iterations; with them every chain moves.
+    """
+    from pymc_dp.cli.regression import default_nig_prior
+    from pymc_dp.regression.kernels import mixed_move
+
+    rng = np.random.default_rng(0)
+    n = 300
+    sex = (rng.uniform(size=n) < 0.45).astype(float)
+    bmi = np.clip(rng.normal(27, 4, n), 15, 45)
+    y = np.clip(-100 + 10 * bmi + 5 * sex + rng.normal(0, 60, n), 0, 400)
+    box = [(15.0, 45.0), (0.0, 1.0)]
+    rel = release_regression(np.column_stack([bmi, sex]), y, x_bounds=box, y_bounds=(0, 400),
+                             epsilon=1.0, rng=1)  # fmt: skip
+    mu, cov, alpha, beta = default_nig_prior(box, (0, 400))
+    prior = NIG(mu, np.linalg.inv(cov), np.array(alpha), np.array(beta))
+
+    def distinct_k() -> list[int]:
+        tr = sample_mixed_regression(2, released=rel.value[None], n=n, prior=prior,
+                                     noise_sd=rel.scale * np.sqrt(2), binary=1,
+                                     x_prior=default_mixed_x_prior(box, 1), draws=300,
+                                     tune=200, chains=4)  # fmt: skip
+        return [len(np.unique(chain)) for chain in tr.suffstat[:, :, 0, 1]]
+
+    assert min(distinct_k()) > 20
+    monkeypatch.setattr(mixed_move, "DEFENSIVE_SHARE", 1e-300)
+    assert sum(k == 1 for k in distinct_k()) >= 2  # the test's power: stuck without them
