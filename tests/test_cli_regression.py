@@ -283,3 +283,121 @@ def test_a_bare_regression_release_reads_as_one_unnamed_entry(tmp_path):
     path.write_text(rel.to_json())
     rf = read_release(path, allow_columns=True)
     assert rf.columns == ("y",) and rf["y"].covariates is None and rf.epsilon == 1.0
+
+
+@pytest.fixture(scope="module")
+def binary_csv(tmp_path_factory):
+    """age (decades), treated (0/1) and spend = 1 + 0.5 age − 0.4 treated + N(0, 0.3²)."""
+    rng = np.random.default_rng(9)
+    age = np.round(rng.uniform(2, 8, size=N), 2)
+    treated = (rng.uniform(size=N) < 0.4).astype(int)
+    spend = np.clip(1.0 + 0.5 * age - 0.4 * treated + rng.normal(0, 0.3, N), -2, 6)
+    rows = ["age,treated,spend"] + [
+        f"{a},{t},{s:.3f}" for a, t, s in zip(age, treated, spend, strict=True)
+    ]
+    path = tmp_path_factory.mktemp("binary") / "treated.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+BINARY = [
+    "--family", "regression", "--x", "age,treated", "--y", "spend",
+    "--x-bounds", "0", "10", "0", "1", "--y-bounds", "-2", "6", "--binary", "treated",
+]  # fmt: skip
+
+
+def test_release_records_the_binary_covariate_and_fit_takes_the_mixed_model(
+    binary_csv, tmp_path, capsys, monkeypatch
+):
+    """``--binary treated`` is checked, recorded, printed; ``pymc-dp fit`` then samples the
+    mixed model of x with ``RegressionMixedStep`` (``pm.sample`` stubbed as above)."""
+    import pymc as pm
+
+    from pymc_dp.regression import RegressionMixedStep
+
+    out = tmp_path / "reg.json"
+    assert _release(binary_csv, out, *BINARY, "--epsilon", "2", "--seed", "1") == 0
+    assert "binary: treated" in capsys.readouterr().out
+    rel = read_release(out, allow_columns=True)["spend"].release
+    assert rel.binary == (1,)
+    seen = {}
+
+    def stub(*args, step=None, **kwargs):
+        seen["step"] = step
+        raise RuntimeError("stub: no sampling")
+
+    monkeypatch.setattr(pm, "sample", stub)
+    with pytest.raises(RuntimeError, match="stub"):
+        main(["fit", str(out), "--output-dir", str(tmp_path / "f"), "--no-progress"])
+    (step,) = seen["step"]
+    assert isinstance(step, RegressionMixedStep)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"--binary": "age"}, "with a value other than 0 and 1 in the covariate(s) declared "
+         "binary (--binary age); the release was stopped"),
+        ({"--binary": "spend"}, "--binary names covariates among --x (age, treated); spend is not"),
+        ({"--x-bounds": ["0", "10", "0.5", "1"]},
+         "--binary treated: its --x-bounds [0.5, 1] must hold 0 and 1"),
+    ],
+)  # fmt: skip
+def test_release_binary_refusals_name_the_flag(binary_csv, tmp_path, capsys, change, message):
+    args = [*BINARY, "--epsilon", "1", "--seed", "1"]
+    for flag, values in change.items():
+        i = args.index(flag)
+        if flag == "--x-bounds":
+            args[i + 1 : i + 5] = values
+        else:
+            args[i + 1] = values
+    out = tmp_path / "bad.json"
+    assert _release(binary_csv, out, *args) == 2
+    err = capsys.readouterr().err
+    assert message in err and not out.exists(), err
+
+
+def test_binary_needs_the_regression_family(csv_path, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        _release(csv_path, tmp_path / "a.json", "--column", "age", "--family", "normal",
+                 "--binary", "age", "--epsilon", "1")  # fmt: skip
+    assert "--binary apply only with --family regression" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_fit_of_a_binary_release_end_to_end(binary_csv, tmp_path):
+    """``python -m pymc_dp`` release ``--binary`` then fit (ε = 20, 2 chains × 300 draws): the
+    mixed model's variables in the posterior file, the plots written, the truth covered."""
+    import arviz as az
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    run = [sys.executable, "-m", "pymc_dp"]
+    out = tmp_path / "reg.json"
+    proc = subprocess.run(
+        [*run, "release", str(binary_csv), *BINARY, "--epsilon", "20", "--seed", "2",
+         "--output", str(out)],
+        capture_output=True, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    fit_dir = tmp_path / "fit"
+    proc = subprocess.run(
+        [*run, "fit", str(out), "--draws", "300", "--tune", "300", "--chains", "2",
+         "--seed", "4", "--no-progress", "--output-dir", str(fit_dir)],
+        capture_output=True, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "RegressionMixedStep" in proc.stdout + proc.stderr
+    assert sorted(p.name for p in fit_dir.iterdir()) == [
+        "posterior.nc", "predictive.png", "summary.csv", "trace.png",
+    ]  # fmt: skip
+    idata = az.from_netcdf(fit_dir / "posterior.nc")
+    assert idata.attrs["pymc_dp_x_model_z"] == "mixed"
+    post = idata.posterior
+    prob = float(post["z_x_prob"].mean())
+    assert abs(prob - 0.4) < 0.1, prob
+    theta = post["theta"].mean(("chain", "draw")).values
+    sd = post["theta"].std(("chain", "draw")).values
+    assert np.all(np.abs(theta - np.array([1.0, 0.5, -0.4])) < 4 * sd + 0.05), (theta, sd)

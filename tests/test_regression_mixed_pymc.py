@@ -140,3 +140,52 @@ def test_step_arguments_are_checked():
         RegressionMixedStep(tries=0)
     with model, pytest.raises(ValueError, match="RegressionMixedStep moves"):
         RegressionMixedStep([model["theta"]])
+
+
+def _declared(binary, seed=3):
+    """The release of :func:`_release`'s data with ``binary`` declared by the curator."""
+    rng = np.random.default_rng(seed)
+    n = 300
+    x = np.column_stack([rng.normal(0.3, 0.5, n), rng.uniform(size=n) < 0.3])
+    y = 0.4 + 0.6 * x[:, 0] - 0.5 * x[:, 1] + 0.3 * rng.normal(size=n)
+    return release_regression(np.clip(x, -2, 2), np.clip(y, -3, 3), x_bounds=BOX,
+                              y_bounds=(-3, 3), epsilon=1.0, rng=seed + 1,
+                              binary=binary)  # fmt: skip
+
+
+def test_a_declared_binary_covariate_gives_the_mixed_model_by_default():
+    """The same release as :func:`_release`, with covariate 1 declared binary: the default
+    node is the one ``binary=1`` builds (same variables and log density), and it records it."""
+    rel = _declared([1])
+    assert rel.binary == (1,) and np.array_equal(rel.value, _release().value)
+    auto, given = _model(rel), _model(_release(), binary=1)
+    assert regression_attrs(auto)["pymc_dp_x_model_z"] == "mixed"
+    assert [v.name for v in auto.free_RVs] == [v.name for v in given.free_RVs]
+    point = given.initial_point(random_seed=1)
+    assert np.isclose(auto.compile_logp()(point), given.compile_logp()(point))
+    # What the user asks for wins.
+    assert regression_attrs(_model(rel, x_model="normal"))["pymc_dp_x_model_z"] == "normal"
+
+
+def test_two_declared_binary_covariates_warn_and_keep_the_normal_model():
+    box = [(0.0, 1.0), (0.0, 1.0)]
+    rng = np.random.default_rng(0)
+    x = (rng.uniform(size=(200, 2)) < 0.5).astype(float)
+    y = np.clip(x @ [0.3, -0.2] + 0.2 * rng.normal(size=200), -1, 1)
+    rel = release_regression(x, y, x_bounds=box, y_bounds=(-1, 1), epsilon=1.0, rng=1,
+                             binary=[0, 1])  # fmt: skip
+    with pytest.warns(UserWarning, match=r"declares 2 binary covariates \(x1, x2\)"):
+        model = _model(rel)
+    assert regression_attrs(model)["pymc_dp_x_model_z"] == "normal"
+
+
+def test_a_declared_binary_covariate_on_a_shared_theta_keeps_the_normal_model():
+    """θ feeding two releases: the mixed model needs θ to itself, so neither takes it."""
+    rel = _declared([1])
+    with pm.Model() as model:
+        sigma2 = pm.InverseGamma("sigma2", 20.0, 1.9)
+        theta = pm.MvNormal("theta", np.zeros(3), cov=2 * sigma2 * np.eye(3))
+        pmdp.NoisyRegressionStat("a", theta=theta, sigma2=sigma2, release=_release())
+        pmdp.NoisyRegressionStat("b", theta=theta, sigma2=sigma2, release=rel)
+    attrs = regression_attrs(model)
+    assert attrs["pymc_dp_x_model_a"] == attrs["pymc_dp_x_model_b"] == "normal"

@@ -240,11 +240,18 @@ def regression_settings(args: argparse.Namespace) -> dict[str, Any]:
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
             flag = "--y-bounds" if name == args.y else "--x-bounds"
             raise InputError(f"{flag} of {name!r} must be finite with LO < HI (got {lo:g} {hi:g})")
+    binary = [] if args.binary is None else _split(args.binary, "--binary")
+    unknown = [b for b in binary if b not in x]
+    if unknown:
+        raise InputError(
+            f"--binary names covariates among --x ({', '.join(x)}); {', '.join(unknown)} is not"
+        )
     return {
         "covariates": x,
         "response": args.y.strip(),
         "x_bounds": x_bounds,
         "y_bounds": tuple(args.y_bounds),
+        "binary": [x.index(b) for b in binary],
     }
 
 
@@ -336,7 +343,7 @@ def check_release_args(parser: argparse.ArgumentParser, args: argparse.Namespace
         return
     regression = _given(
         [("--x", args.x), ("--y", args.y), ("--x-bounds", args.x_bounds),
-         ("--y-bounds", args.y_bounds)]
+         ("--y-bounds", args.y_bounds), ("--binary", args.binary)]
     )  # fmt: skip
     if regression:
         parser.error(f"{', '.join(regression)} apply only with --family regression")

@@ -46,6 +46,13 @@ def _regression_message(text: str, settings: dict[str, Any]) -> str:
     text = re.sub(
         r"the first at index (\d+)", lambda m: f"the first at data row {int(m[1]) + 1}", text
     )
+    binary = [settings["covariates"][j] for j in settings.get("binary", [])]
+    text = re.sub(r"\(indices \[[\d, ]*\]\)", f"(--binary {','.join(binary)})", text)
+    text = re.sub(
+        r"^binary: covariate (\d+)'s box",
+        lambda m: f"--binary {settings['covariates'][int(m[1])]}: its --x-bounds",
+        text,
+    )
     text = text.replace("The bounds must", "The box must").replace("clamp=True", "--clamp")
     return re.sub(r"^epsilon\b", "--epsilon", text)
 
@@ -79,6 +86,7 @@ def _release_command(
         options = dict(
             x_bounds=settings["x_bounds"],
             y_bounds=settings["y_bounds"],
+            binary=settings["binary"],
             epsilon=args.epsilon,
             rho=args.rho,
             clamp=args.clamp,
@@ -121,6 +129,7 @@ def _release_command(
         f"({rel.sensitivity_bound}), {rel.mechanism} scale = {rel.scale:.6g}"
         + (f", quantum = {rel.quantum:g}" if rel.quantum is not None else "")
         + (", records clamped to the box" if rel.clamped else "")
+        + (f", binary: {', '.join(covariates[j] for j in rel.binary)}" if rel.binary else "")
         + (
             f"; budget: {rel.budget['spent']:g} of {rel.budget['total']:g} spent"
             if rel.budget is not None
@@ -268,11 +277,14 @@ def fit_regression(args: argparse.Namespace, entry: Any, out: Path, names: list[
     from pymc_dp.cli.outputs import save_posterior
     from pymc_dp.cli.sampling import format_summary, mixing_note, run_sampler
     from pymc_dp.curator.atomic import StagedOutputs
-    from pymc_dp.regression import RegressionCollapsedStep
+    from pymc_dp.regression import RegressionCollapsedStep, RegressionMixedStep
     from pymc_dp.regression.model.noisy_regression import regression_attrs
 
     rel = entry.release
-    idata = run_sampler(args, model, lambda: [RegressionCollapsedStep(tries=CLI_TRIES)])
+    if regression_attrs(model)["pymc_dp_x_model_z"] == "mixed":  # a declared binary covariate
+        idata = run_sampler(args, model, lambda: [RegressionMixedStep()])
+    else:
+        idata = run_sampler(args, model, lambda: [RegressionCollapsedStep(tries=CLI_TRIES)])
     mu, cov, alpha, beta = default_nig_prior(rel.x_bounds, rel.y_bounds)
     idata.attrs["pymc_dp_release_z"] = json.dumps(entry.to_dict())
     idata.attrs.update(regression_attrs(model))
@@ -304,12 +316,13 @@ def fit_regression(args: argparse.Namespace, entry: Any, out: Path, names: list[
 
 
 def save_regression_figures(
-    idata: Any, entry: Any, out_dir: Path, *, covariate: int = 0, seed: int | None = None
+    idata: Any, entry: Any, out_dir: Path, *, covariate: int | None = None, seed: int | None = None
 ) -> tuple[Path, Path]:
     """Write ``predictive.png`` and ``trace.png`` of a regression fit.
 
-    ``predictive.png`` shows, against one covariate over its public range (the others at the
-    posterior mean of their normal model, or the centre of their box), the posterior mean of the
+    ``predictive.png`` shows, against one covariate over its public range (by default the
+    first one the release does not declare binary; the others at their posterior mean under
+    the model of x, or the centre of their box), the posterior mean of the
     regression line with its 90 % credible band and the 90 % posterior predictive band of a new
     response. ``trace.png`` is the trace plot of θ and σ².
     """
@@ -323,8 +336,15 @@ def save_regression_figures(
     names = list(entry.covariates or [f"x{j + 1}" for j in range(rel.d)])
     post = posterior_dataset(idata)
     box = np.asarray(rel.x_bounds, dtype=np.float64)
+    if covariate is None:
+        covariate = next((j for j in range(rel.d) if j not in rel.binary), 0)
     centre = box.mean(axis=1)
-    if "z_x_loc" in post:  # the covariates' mean under the model's normal model of x
+    if "z_x_prob" in post:  # the mixed model: E x_b = π, the others' mean mixes the groups'
+        prob = post["z_x_prob"].values.reshape(-1)
+        loc = post["z_x_loc"].values.reshape(prob.size, 2, -1)
+        others = ((1.0 - prob)[:, None] * loc[:, 0] + prob[:, None] * loc[:, 1]).mean(axis=0)
+        centre = np.insert(others, rel.binary[0], prob.mean())
+    elif "z_x_loc" in post:  # the covariates' mean under the model's normal model of x
         centre = post["z_x_loc"].mean(("chain", "draw")).values.reshape(-1)
     grid = np.linspace(box[covariate, 0], box[covariate, 1], 60)
     x_new = np.tile(centre, (grid.size, 1))

@@ -31,13 +31,36 @@ from pymc_dp.curator.exact_sums import (
 from pymc_dp.curator.fixed_point import quantise
 from pymc_dp.curator.regression.statistics import covariate_powers, statistic_powers
 
-__all__ = ["RegressionPlan"]
+__all__ = ["RegressionPlan", "binary_message", "binary_outside"]
 
 _ADVICE = (
     "the release was stopped. The bounds must come from public knowledge, not from the "
     "data: fix those records, or pass clamp=True to clamp every record to the bounds "
     "(recorded in the release; the sensitivity is unchanged)"
 )
+
+
+def binary_outside(x: npt.NDArray, binary: tuple[int, ...]) -> npt.NDArray[np.bool_]:
+    """Which records ``(rows, d)`` hold a value other than 0 and 1 in a ``binary`` covariate.
+
+    Examples
+    --------
+    >>> binary_outside(np.array([[0.0, 2.5], [1.0, 0.3], [0.5, 1.0]]), (0,)).tolist()
+    [False, False, True]
+    """
+    if not binary:
+        return np.zeros(x.shape[0], dtype=bool)
+    cols = x[:, list(binary)]
+    return np.any((cols != 0.0) & (cols != 1.0), axis=1)
+
+
+def binary_message(x_name: str, binary: tuple[int, ...]) -> str:
+    """The message of a release stopped by :func:`binary_outside` (``{records}`` left to fill)."""
+    return (
+        f"{x_name} has {{records}} with a value other than 0 and 1 in the covariate(s) declared "
+        f"binary (indices {list(binary)}); the release was stopped. Code them 0/1 (clamping "
+        "does not), or do not declare them binary"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,12 +77,16 @@ class RegressionPlan:
         Whether records are clamped to the bounds instead of stopping the release.
     names
         How messages name the covariates and the response.
+    binary
+        Indices of the covariates declared binary: every record's value must be 0 or 1
+        (:func:`binary_outside`); clamping does not make a value binary.
     """
 
     bounds: tuple[tuple[float, float], ...]
     moments: bool = False
     clamp: bool = False
     names: tuple[str, str] = ("x", "y")
+    binary: tuple[int, ...] = ()
 
     @property
     def d(self) -> int:
@@ -129,6 +156,10 @@ class RegressionPlan:
             return problem
         if not np.all(np.isfinite(arr)):
             return Problem("ValueError", f"{x_name} and {y_name} must be finite", None, None)
+        other = binary_outside(arr[:, :-1], self.binary)
+        if other.any():
+            return Problem("ValueError", binary_message(x_name, self.binary), int(other.sum()),
+                           int(np.argmax(other)))  # fmt: skip
         if self.clamp:
             return None
         box = np.asarray(self.bounds)

@@ -7,7 +7,9 @@ about individual records. :func:`~pymc_dp.curator.regression.release.release_reg
 
 File formats
 ------------
-4 (written today)
+5 (written today)
+    Adds ``binary`` (the covariates the curator declared 0/1) to 4.
+4
     Adds ``rho`` and ``delta`` (Gaussian-mechanism releases, ``"discrete-gaussian"``; ``null``
     and 0 otherwise) to 3.
 3
@@ -60,6 +62,7 @@ __all__ = [
     "SECOND_DEGREES",
     "MomentRelease",
     "RegressionRelease",
+    "check_binary",
 ]
 
 SECOND_DEGREES = (1, 2)
@@ -70,8 +73,8 @@ FOURTH_DEGREES = (3, 4)
 in the statistic these give every raw moment up to order 4 that the CLT of the statistic
 needs)."""
 
-FORMAT_VERSION = 4
-"""Version written by :meth:`RegressionRelease.to_dict`; versions 1 to 3 are read (see above)."""
+FORMAT_VERSION = 5
+"""Version written by :meth:`RegressionRelease.to_dict`; versions 1 to 4 are read (see above)."""
 _KIND = "regression"
 
 
@@ -210,6 +213,11 @@ class RegressionRelease:
         ``None``.
     delta : float
         δ of the (ε, δ) guarantee of a ``"discrete-gaussian"`` release; 0 otherwise.
+    binary : tuple of int
+        Indices of the covariates the curator declared binary: every record's value was checked
+        to be 0 or 1, and their box holds both. The default model of x treats one such
+        covariate as Bernoulli (``NoisyRegressionStat``'s mixed model). Empty (the default, and
+        in files written before this field existed) declares nothing.
 
     Examples
     --------
@@ -239,6 +247,7 @@ class RegressionRelease:
     sensitivity_bound: str | None = None
     rho: float | None = None
     delta: float = 0.0
+    binary: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         try:
@@ -277,6 +286,7 @@ class RegressionRelease:
             )
         object.__setattr__(self, "x_bounds", tuple(tuple(map(float, r)) for r in xb))
         object.__setattr__(self, "y_bounds", (float(yb[0, 0]), float(yb[0, 1])))
+        object.__setattr__(self, "binary", check_binary(self.binary, xb))
         mechanism = check_mechanism(self.mechanism, None)
         gaussian = mechanism == DISCRETE_GAUSSIAN
         if gaussian:
@@ -391,6 +401,7 @@ class RegressionRelease:
             "sensitivity_bound": self.sensitivity_bound,
             "rho": self.rho,
             "delta": self.delta,
+            "binary": list(self.binary),
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -413,7 +424,7 @@ class RegressionRelease:
             raise TypeError(f"a regression release must be a mapping (got {type(data).__name__})")
         data = dict(data)
         version = data.pop("format_version", FORMAT_VERSION)
-        if isinstance(version, bool) or not isinstance(version, int) or version not in (1, 2, 3, 4):
+        if isinstance(version, bool) or not isinstance(version, int) or version not in range(1, 6):
             raise ValueError(
                 f"unsupported regression release format_version {version!r}: this version of "
                 f"pymc_dp reads formats 1 to {FORMAT_VERSION}"
@@ -435,6 +446,8 @@ class RegressionRelease:
             data["record_quantum"] = data.pop("quantum")
         if data.get("record_quantum") is not None:
             _check_fields(data, lists=("record_quantum",), scalars=())
+        if "binary" in data and not isinstance(data["binary"], list | tuple):
+            raise TypeError(f"binary must be a list of covariate indices (got {data['binary']!r})")
         if "mechanism" in data and not isinstance(data["mechanism"], str):
             raise TypeError(f"mechanism must be a string (got {data['mechanism']!r})")
         for key in ("quantum", "rho", "delta"):
@@ -449,6 +462,54 @@ class RegressionRelease:
     def from_json(cls, text: str) -> RegressionRelease:
         """Rebuild a release from :meth:`to_json` output."""
         return cls.from_dict(json.loads(text))
+
+
+def check_binary(binary: Any, x_bounds: npt.ArrayLike) -> tuple[int, ...]:
+    """Covariate indices declared binary, checked: distinct, in range, each box holding 0 and 1.
+
+    Parameters
+    ----------
+    binary
+        Indices into the covariates (``None`` or empty: none).
+    x_bounds
+        The covariates' box, ``(d, 2)``.
+
+    Returns
+    -------
+    tuple of int
+        The indices, sorted.
+
+    Examples
+    --------
+    >>> check_binary([1], [(-2.0, 2.0), (0.0, 1.0)])
+    (1,)
+    >>> check_binary([0], [(0.5, 2.0)])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: binary: covariate 0's box [0.5, 2] must hold 0 and 1 ...
+    """
+    if binary is None:
+        return ()
+    if isinstance(binary, str | bytes) or not isinstance(binary, list | tuple | np.ndarray):
+        raise TypeError(f"binary must be a sequence of covariate indices (got {binary!r})")
+    box = np.asarray(x_bounds, dtype=np.float64).reshape(-1, 2)
+    d = box.shape[0]
+    out = []
+    for j in binary:
+        if isinstance(j, bool) or not isinstance(j, int | np.integer):
+            raise TypeError(f"binary must hold covariate indices (got {j!r})")
+        if not 0 <= j < d:
+            raise ValueError(f"binary: {j} is not a covariate index in [0, {d - 1}]")
+        lo, hi = box[j]
+        if lo > 0.0 or hi < 1.0:
+            raise ValueError(
+                f"binary: covariate {int(j)}'s box [{lo:g}, {hi:g}] must hold 0 and 1 ([0, 1] "
+                "keeps the sensitivity smallest)"
+            )
+        out.append(int(j))
+    if len(set(out)) != len(out):
+        raise ValueError(f"binary must name each covariate once (got {list(binary)})")
+    return tuple(sorted(out))
 
 
 def _check_fields(

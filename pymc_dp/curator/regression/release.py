@@ -15,16 +15,26 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from pymc_dp._validation import check_bool, check_finite_array, check_positive
+from pymc_dp._validation import (
+    check_bool,
+    check_finite_array,
+    check_positive,
+    describe_records,
+)
 from pymc_dp.curator.exact_sums import BATCH, combine_totals
 from pymc_dp.curator.frames import exact_totals, is_frame
 from pymc_dp.curator.noise import ExactTotal, vetted_gaussian_total, vetted_laplace_total
-from pymc_dp.curator.regression.exact_sums import RegressionPlan
+from pymc_dp.curator.regression.exact_sums import (
+    RegressionPlan,
+    binary_message,
+    binary_outside,
+)
 from pymc_dp.curator.regression.record import (
     FOURTH_DEGREES,
     SECOND_DEGREES,
     MomentRelease,
     RegressionRelease,
+    check_binary,
 )
 from pymc_dp.curator.regression.sensitivity import (
     check_box,
@@ -65,6 +75,7 @@ def release_regression(
     delta: float = 1e-9,
     budget: Any = None,
     label: str = "regression",
+    binary: Any = None,
 ) -> RegressionRelease:
     """Release the sufficient statistics of a linear regression under differential privacy.
 
@@ -135,6 +146,12 @@ def release_regression(
         the release records what was spent.
     label
         Name of this release in the accountant's ledger.
+    binary
+        Indices of covariates that are 0 or 1 (a treated/untreated indicator): every record's
+        value is checked to be 0 or 1 (clamping does not make it so), their box must hold
+        both, and the release records them so that the analyst's default model treats one
+        such covariate as Bernoulli (``RegressionRelease.binary``). The noise is unchanged:
+        the box [0, 1] already bounds the sensitivity.
 
     Returns
     -------
@@ -189,6 +206,7 @@ def release_regression(
     noise = _Noise(mechanism, generator, budget, label, zcdp)
     if is_frame(x):
         return _release_frame(
+            binary,
             x,
             y,
             columns=columns,
@@ -237,8 +255,12 @@ def release_regression(
             f"{'' if moments_share is None else ' and fourth powers'} of {n} records would "
             "overflow a float; choose narrower bounds (in other units if need be)"
         )
+    binary = check_binary(binary, xb)
     xs = xs.astype(np.float64)
     ys = ys.astype(np.float64)
+    other = binary_outside(xs, binary)
+    if np.any(other):
+        raise ValueError(binary_message("x", binary).format(records=describe_records(other)))
     if clamp:
         xs = np.clip(xs, xb[:, 0], xb[:, 1])
         ys = np.clip(ys, yb[0], yb[1])
@@ -264,6 +286,7 @@ def release_regression(
         tuple(map(tuple, np.vstack([xb, yb[None, :]]).tolist())),
         moments=moments_share is not None,
         clamp=clamp,
+        binary=binary,
     )
     records = np.column_stack([xs, ys])
     totals = combine_totals(
@@ -274,6 +297,7 @@ def release_regression(
 
 
 def _release_frame(
+    binary: Any,
     data: Any,
     y: Any,
     *,
@@ -308,6 +332,7 @@ def _release_frame(
         moments=moments_share is not None,
         clamp=clamp,
         names=(f"columns {columns[:-1]!r}", f"column {columns[-1]!r}"),
+        binary=check_binary(binary, xb),
     )
     n, totals = exact_totals(data, plan, columns, client=client)
     if n < d + 2:
@@ -452,6 +477,7 @@ def _noisy_release(
         sensitivity_bound=bound,
         rho=rho,
         delta=delta,
+        binary=plan.binary,
     )
 
 

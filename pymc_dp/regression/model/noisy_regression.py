@@ -22,6 +22,7 @@ by the steps of :mod:`pymc_dp.regression.model.steps`. Neither leaves anything t
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -301,7 +302,11 @@ class NoisyRegressionStat:
     binary
         Index or name of a covariate that is 0 or 1 (a treated/untreated indicator): with
         ``x_model="auto"`` or ``"mixed"`` the node uses the mixed model above. Its box must
-        hold 0 and 1 ([0, 1] keeps the sensitivity smallest).
+        hold 0 and 1 ([0, 1] keeps the sensitivity smallest). Default: the covariate the
+        release declares binary (``release_regression(..., binary=[j])``, ``pymc-dp release
+        --binary``) when it declares exactly one, ``x_model`` and ``method`` are ``"auto"``
+        and θ feeds no other node; a release that declares several gets the normal model of x
+        with a warning (the mixed model takes one binary covariate).
     n, epsilon, sensitivity, observed
         The release given explicitly: number of records, ε, L1 sensitivity Δ (noise scale
         Δ/ε), released vector of length (d + 2)(d + 3)/2 − 1.
@@ -408,6 +413,8 @@ class NoisyRegressionStat:
                 f"covariates: theta needs d + 1 = {p} (intercept first)"
             )
         covariates = _covariate_names(covariates, d)
+        if binary is None and x_model == "auto" and method == "auto" and x_moments is None:
+            binary = _declared_binary(rel, theta, covariates)
         mixed = _mixed_index(binary, x_model, x_moments, method, covariates)
         binary = mixed is None and _binary_model(x_model, x_moments, x_prior, method, d)
         shape = None
@@ -428,7 +435,8 @@ class NoisyRegressionStat:
             if other.x_model == "mixed":
                 raise ValueError(
                     f"theta already feeds node {other.name!r}, whose binary covariate "
-                    "(x_model='mixed') needs theta to itself: give this node its own theta"
+                    "(x_model='mixed') needs theta to itself: give this node its own theta, "
+                    "or build that node with x_model='normal'"
                 )
             if other.method != method:
                 raise ValueError(
@@ -593,6 +601,25 @@ def _mixed_index(
             "method='auto' or 'collapsed'"
         )
     return int(binary)
+
+
+def _declared_binary(
+    rel: RegressionRelease | None, theta: pt.TensorVariable, covariates: Sequence[str]
+) -> int | None:
+    """The covariate the release declares binary, if the mixed model can take it by default."""
+    if rel is None or not rel.binary or getattr(theta.tag, TAG, ()):
+        return None
+    if len(rel.binary) > 1:
+        names = ", ".join(covariates[j] for j in rel.binary)
+        warnings.warn(
+            f"the release declares {len(rel.binary)} binary covariates ({names}); the mixed "
+            "model of x takes one, so the default models them all as normal. Pass binary= "
+            "to model one as Bernoulli (x_model='binary' if every covariate is 0/1 and d <= 2)",
+            UserWarning,
+            stacklevel=4,
+        )
+        return None
+    return rel.binary[0]
 
 
 def _alone(theta: pt.TensorVariable, name: str) -> None:
