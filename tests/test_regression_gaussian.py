@@ -66,7 +66,7 @@ def test_release_records_the_mechanism_and_round_trips_strictly():
     assert rel.library.startswith("opendp ") and rel.quantum is not None
     assert rel.sensitivity_bound == "exact" and rel.fourth_moments is None
     doc = json.loads(rel.to_json())
-    assert doc["format_version"] == 4 and doc["rho"] == 0.3 and doc["delta"] == 1e-7
+    assert doc["format_version"] == 5 and doc["rho"] == 0.3 and doc["delta"] == 1e-7
     back = RegressionRelease.from_json(rel.to_json())
     assert back.to_json() == rel.to_json() and back.scale == rel.scale
     np.testing.assert_array_equal(back.value, rel.value)

@@ -254,8 +254,8 @@ def test_an_unknown_format_is_refused_by_name():
     from pymc_dp.curator.regression.release import RegressionRelease
 
     doc = _release_d2()[2].to_dict()
-    doc["format_version"] = 5
+    doc["format_version"] = 6
     with pytest.raises(
-        ValueError, match="format_version 5: this version of pymc_dp reads formats 1 to 4"
+        ValueError, match="format_version 6: this version of pymc_dp reads formats 1 to 5"
     ):
         RegressionRelease.from_dict(doc)
