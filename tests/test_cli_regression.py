@@ -194,17 +194,10 @@ def test_fit_refuses_a_prior_for_a_regression(csv_path, tmp_path, capsys):
     assert not (tmp_path / "f" / "posterior.nc").exists()
 
 
-def test_fit_gives_the_regression_step_the_cli_candidates(csv_path, tmp_path, monkeypatch):
-    """``pymc-dp fit`` samples with ``RegressionCollapsedStep(tries=CLI_TRIES)`` (256: issue
-    36's ``fair`` release mixed with it and not with the library's 64); ``pm.sample`` is
-    replaced by a stub that records its ``step`` and stops the fit."""
+def _fit_steps(out, tmp_path, monkeypatch):
+    """The ``step`` list ``pymc-dp fit`` passes to ``pm.sample`` (a stub that stops the fit)."""
     import pymc as pm
 
-    from pymc_dp.cli.regression import CLI_TRIES
-    from pymc_dp.regression import RegressionCollapsedStep
-
-    out = tmp_path / "reg.json"
-    assert _release(csv_path, out, *REGRESSION, "--epsilon", "2", "--seed", "1") == 0
     seen = {}
 
     def stub(*args, step=None, **kwargs):
@@ -214,16 +207,25 @@ def test_fit_gives_the_regression_step_the_cli_candidates(csv_path, tmp_path, mo
     monkeypatch.setattr(pm, "sample", stub)
     with pytest.raises(RuntimeError, match="stub"):
         main(["fit", str(out), "--output-dir", str(tmp_path / "f"), "--no-progress"])
-    (step,) = seen["step"]
+    return seen["step"]
+
+
+def test_fit_gives_the_regression_step_the_cli_candidates(csv_path, tmp_path, monkeypatch):
+    """``pymc-dp fit`` samples with ``RegressionCollapsedStep(tries=CLI_TRIES)`` (256: issue
+    36's ``fair`` release mixed with it and not with the library's 64); ``pm.sample`` is
+    replaced by a stub that records its ``step`` and stops the fit."""
+    from pymc_dp.cli.regression import CLI_TRIES
+    from pymc_dp.regression import RegressionCollapsedStep
+
+    out = tmp_path / "reg.json"
+    assert _release(csv_path, out, *REGRESSION, "--epsilon", "2", "--seed", "1") == 0
+    (step,) = _fit_steps(out, tmp_path, monkeypatch)
     assert isinstance(step, RegressionCollapsedStep)
     assert CLI_TRIES == 256 and step.tries == CLI_TRIES
 
 
-@pytest.mark.slow
-def test_fit_end_to_end_prints_the_coefficients_and_writes_the_plots(csv_path, tmp_path):
-    """``python -m pymc_dp`` release then fit (ε = 20 on n = 400; 2 chains × 300 draws)."""
-    import arviz as az
-
+def _release_and_fit(data, options, tmp_path):
+    """``python -m pymc_dp`` release (ε = 20, seed 2) then fit (2 chains × 300 draws, seed 4)."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -231,7 +233,7 @@ def test_fit_end_to_end_prints_the_coefficients_and_writes_the_plots(csv_path, t
     run = [sys.executable, "-m", "pymc_dp"]
     out = tmp_path / "reg.json"
     proc = subprocess.run(
-        [*run, "release", str(csv_path), *REGRESSION, "--epsilon", "20", "--seed", "2",
+        [*run, "release", str(data), *options, "--epsilon", "20", "--seed", "2",
          "--output", str(out)],
         capture_output=True, text=True, env=env, cwd=tmp_path,
     )  # fmt: skip
@@ -243,6 +245,15 @@ def test_fit_end_to_end_prints_the_coefficients_and_writes_the_plots(csv_path, t
         capture_output=True, text=True, env=env, cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    return fit_dir, proc
+
+
+@pytest.mark.slow
+def test_fit_end_to_end_prints_the_coefficients_and_writes_the_plots(csv_path, tmp_path):
+    """``python -m pymc_dp`` release then fit (ε = 20 on n = 400; 2 chains × 300 draws)."""
+    import arviz as az
+
+    fit_dir, proc = _release_and_fit(csv_path, REGRESSION, tmp_path)
     for name in ("theta[intercept]", "theta[age]", "theta[dose]", "sigma2", "ess_bulk", "r_hat"):
         assert name in proc.stdout
     assert "hdi_3%" in proc.stdout or "hdi94_lb" in proc.stdout  # ArviZ 0.x or 1.x
@@ -311,8 +322,6 @@ def test_release_records_the_binary_covariate_and_fit_takes_the_mixed_model(
 ):
     """``--binary treated`` is checked, recorded, printed; ``pymc-dp fit`` then samples the
     mixed model of x with ``RegressionMixedStep`` (``pm.sample`` stubbed as above)."""
-    import pymc as pm
-
     from pymc_dp.regression import RegressionMixedStep
 
     out = tmp_path / "reg.json"
@@ -320,16 +329,7 @@ def test_release_records_the_binary_covariate_and_fit_takes_the_mixed_model(
     assert "binary: treated" in capsys.readouterr().out
     rel = read_release(out, allow_columns=True)["spend"].release
     assert rel.binary == (1,)
-    seen = {}
-
-    def stub(*args, step=None, **kwargs):
-        seen["step"] = step
-        raise RuntimeError("stub: no sampling")
-
-    monkeypatch.setattr(pm, "sample", stub)
-    with pytest.raises(RuntimeError, match="stub"):
-        main(["fit", str(out), "--output-dir", str(tmp_path / "f"), "--no-progress"])
-    (step,) = seen["step"]
+    (step,) = _fit_steps(out, tmp_path, monkeypatch)
     assert isinstance(step, RegressionMixedStep)
 
 
@@ -370,25 +370,7 @@ def test_fit_of_a_binary_release_end_to_end(binary_csv, tmp_path):
     mixed model's variables in the posterior file, the plots written, the truth covered."""
     import arviz as az
 
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    run = [sys.executable, "-m", "pymc_dp"]
-    out = tmp_path / "reg.json"
-    proc = subprocess.run(
-        [*run, "release", str(binary_csv), *BINARY, "--epsilon", "20", "--seed", "2",
-         "--output", str(out)],
-        capture_output=True, text=True, env=env, cwd=tmp_path,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    fit_dir = tmp_path / "fit"
-    proc = subprocess.run(
-        [*run, "fit", str(out), "--draws", "300", "--tune", "300", "--chains", "2",
-         "--seed", "4", "--no-progress", "--output-dir", str(fit_dir)],
-        capture_output=True, text=True, env=env, cwd=tmp_path,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    fit_dir, proc = _release_and_fit(binary_csv, BINARY, tmp_path)
     assert "RegressionMixedStep" in proc.stdout + proc.stderr
     assert sorted(p.name for p in fit_dir.iterdir()) == [
         "posterior.nc", "predictive.png", "summary.csv", "trace.png",
