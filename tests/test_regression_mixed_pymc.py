@@ -189,3 +189,23 @@ def test_a_declared_binary_covariate_on_a_shared_theta_keeps_the_normal_model():
         pmdp.NoisyRegressionStat("b", theta=theta, sigma2=sigma2, release=rel)
     attrs = regression_attrs(model)
     assert attrs["pymc_dp_x_model_a"] == attrs["pymc_dp_x_model_b"] == "normal"
+
+
+def test_above_two_covariates_the_mixed_model_is_not_a_default():
+    """At d = 3 the mixed sampler mixes slowly (``MIXED_MAX_D``): a declared binary covariate
+    keeps the normal model, and ``binary=`` still builds the mixed one but warns."""
+    from pymc_dp.regression.model.noisy_regression import MIXED_MAX_D
+
+    rng = np.random.default_rng(0)
+    x = np.column_stack([rng.uniform(size=300) < 0.4, rng.normal(0, 0.5, (300, 2))])
+    y = np.clip(0.5 * x[:, 0] + 0.2 * rng.normal(size=300), -3, 3)
+    box = [(0.0, 1.0), (-2.0, 2.0), (-2.0, 2.0)]
+    rel = release_regression(np.clip(x, -2, 2), y, x_bounds=box, y_bounds=(-3, 3), epsilon=1.0,
+                             rng=1, binary=[0])  # fmt: skip
+    assert MIXED_MAX_D == 2 and rel.d == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert regression_attrs(_model(rel))["pymc_dp_x_model_z"] == "normal"
+    with pytest.warns(UserWarning, match="mixes slowly at d = 3"):
+        model = _model(rel, binary=0)
+    assert regression_attrs(model)["pymc_dp_x_model_z"] == "mixed"

@@ -281,7 +281,7 @@ def _add_release_parser(sub: Any) -> None:
         metavar="COL1,...",
         help="--x columns that are 0 or 1 (a treated/untreated indicator): every record is "
         "checked, the box of each must hold 0 and 1, and the release records them so that "
-        "pymc-dp fit models one such covariate as Bernoulli",
+        "pymc-dp fit models one such covariate as Bernoulli (with at most two covariates)",
     )
     mar = rel.add_argument_group(
         "marginal tables (--family marginals: noisy count tables of categorical columns)"

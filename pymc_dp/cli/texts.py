@@ -129,8 +129,8 @@ regression (--family regression --x COL1,COL2 --y COL --x-bounds LO HI LO HI --y
   --mechanism discrete-gaussian --rho RHO (exact L2 sensitivity; at d <= 3 it is wider than Laplace
   for one release, see docs/regression.md), --budget, --clamp and --format; the file names the
   response and the covariates for pymc-dp fit. --binary COL declares --x columns that are 0 or 1
-  (every record checked, their box must hold 0 and 1); pymc-dp fit then models one such column
-  as Bernoulli and the others as normal within its two groups.
+  (every record checked, their box must hold 0 and 1); with one such column and at most two
+  covariates, pymc-dp fit models it as Bernoulli and the others as normal within its two groups.
 
 planning a release (--dry-run):
   From public values only -- --n, --epsilon (or --rho), the family and its window -- print the

@@ -47,6 +47,7 @@ from pymc_dp.curator.regression.statistics import (
     released_pairs,
     unpack_statistic,
 )
+from pymc_dp.regression.kernels.collapsed import batched_cholesky
 from pymc_dp.regression.kernels.data_model import NIW, draw_niw
 from pymc_dp.regression.kernels.normal_model import (
     record_moments,
@@ -230,8 +231,8 @@ def mixed_statistic_logpdf(
     -------
     numpy.ndarray
         ``(...)``: the density of the module docstring; −∞ where ``Σ x_b² ≠ Σ x_b``, k is not
-        a whole number in ``[1, n − 1]``, W is not positive definite or the responses' part is
-        invalid.
+        a whole number in ``[1, n − 1]``, W or Σ is not positive definite or the responses' part
+        is invalid.
 
     Examples
     --------
@@ -255,7 +256,9 @@ def mixed_statistic_logpdf(
     out = _log_binomial(kk, prob, n)
     if d2:
         sizes = np.stack([n - kk, kk], axis=-1)
-        chol = np.linalg.cholesky(cov)
+        # A Σ from an unconstrained u far out can lose definiteness to rounding: −∞ there.
+        chol, definite = batched_cholesky(cov)
+        ok = ok & definite
         diag = np.arange(d2)
         logdet_cov = 2.0 * np.sum(np.log(chol[..., diag, diag]), axis=-1)
         with np.errstate(invalid="ignore", divide="ignore"):

@@ -37,7 +37,7 @@ import numpy.typing as npt
 from scipy import special
 
 from pymc_dp.curator.regression.statistics import d_from_released
-from pymc_dp.regression.kernels.collapsed import floored_cholesky
+from pymc_dp.regression.kernels.collapsed import batched_cholesky, floored_cholesky
 from pymc_dp.regression.kernels.conjugate import NIG
 from pymc_dp.regression.kernels.data_model import NIW
 from pymc_dp.regression.kernels.mixed_model import (
@@ -183,11 +183,14 @@ def log_prior(par: MixedParameters, target: MixedTarget) -> npt.NDArray[np.float
     out = out + log_prob_prior(par.prob, target.n)
     d2 = par.group_loc.shape[-1]
     if d2:
-        sign, logdet = np.linalg.slogdet(par.x_cov)
-        inv = np.linalg.inv(par.x_cov)
+        # Σ = L Lᵀ from u can lose definiteness to rounding far out: −∞ there, never a raise.
+        chol, definite = batched_cholesky(par.x_cov)
+        diag = np.arange(d2)
+        logdet = 2.0 * np.sum(np.log(np.abs(chol[..., diag, diag])), axis=-1)
+        inv = np.linalg.solve(np.swapaxes(chol, -1, -2), np.linalg.solve(chol, np.eye(d2)))
         diff = par.group_loc - np.asarray(x_prior.loc)[..., None, :]
         out = out + np.where(
-            sign > 0,
+            definite,
             -0.5 * (x_prior.dof + d2 + 3.0) * logdet
             - 0.5 * x_prior.kappa * np.sum(_quad(diff, inv[..., None, :, :]), axis=-1)
             - 0.5 * np.einsum("...ij,...ji->...", x_prior.scale, inv),
