@@ -163,8 +163,10 @@ def test_a_declared_binary_covariate_gives_the_mixed_model_by_default():
     assert [v.name for v in auto.free_RVs] == [v.name for v in given.free_RVs]
     point = given.initial_point(random_seed=1)
     assert np.isclose(auto.compile_logp()(point), given.compile_logp()(point))
-    # What the user asks for wins.
+    # What the user asks for wins: the normal model, or a prior of x for it.
     assert regression_attrs(_model(rel, x_model="normal"))["pymc_dp_x_model_z"] == "normal"
+    x_prior = pmdp.regression.default_x_prior(BOX)
+    assert regression_attrs(_model(rel, x_prior=x_prior))["pymc_dp_x_model_z"] == "normal"
 
 
 def test_two_declared_binary_covariates_warn_and_keep_the_normal_model():

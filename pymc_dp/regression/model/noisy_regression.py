@@ -306,8 +306,9 @@ class NoisyRegressionStat:
         release declares binary (``release_regression(..., binary=[j])``, ``pymc-dp release
         --binary``) when it declares exactly one, d ≤ 2 (:data:`MIXED_MAX_D`: above it the
         mixed sampler mixes slowly, and ``binary=`` warns), ``x_model`` and ``method`` are
-        ``"auto"`` and θ feeds no other node; a release that declares several gets the normal
-        model of x with a warning (the mixed model takes one binary covariate).
+        ``"auto"``, no ``x_prior`` or ``x_moments`` is given and θ feeds no other node; a
+        release that declares several gets the normal model of x with a warning (the mixed
+        model takes one binary covariate).
     n, epsilon, sensitivity, observed
         The release given explicitly: number of records, ε, L1 sensitivity Δ (noise scale
         Δ/ε), released vector of length (d + 2)(d + 3)/2 − 1.
@@ -414,7 +415,8 @@ class NoisyRegressionStat:
                 f"covariates: theta needs d + 1 = {p} (intercept first)"
             )
         covariates = _covariate_names(covariates, d)
-        if binary is None and x_model == "auto" and method == "auto" and x_moments is None:
+        if (binary is None and x_model == "auto" and method == "auto" and x_moments is None
+                and x_prior is None):  # fmt: skip
             binary = _declared_binary(rel, theta, covariates)
         mixed = _mixed_index(binary, x_model, x_moments, method, covariates)
         binary = mixed is None and _binary_model(x_model, x_moments, x_prior, method, d)
