@@ -31,6 +31,9 @@ releases, batched:
 * ``mixed``: the mixed model of x, the first covariate binary and the others normal with a
   mean per group (``sample_mixed_regression``, :mod:`pymc_dp.regression.kernels.mixed_model`;
   designs ``binary`` and ``mixed`` only);
+* ``cells``: the cell model of x, every covariate binary (``sample_cell_regression``,
+  :mod:`pymc_dp.regression.kernels.cell_model`; the pair of binary covariates on design
+  ``binary`` at d = 2, the levels of a factor on ``categorical`` and on ``binary`` at d = 1);
 * ``gibbs_noisy``: Gibbs-SS with the release's noisy moments plugged in (with moments only);
 * ``gibbs_update``: Gibbs-SS-Update (normal model of x, NIW prior from the box).
 
@@ -38,7 +41,8 @@ Printed: the 90 % central-interval coverage of θ₀ … θ_d and σ² (and μ_x
 ``normal-drawn``) with the two-sided 99 % binomial band around 0.90 for the number of trials,
 flagged ``*`` when outside; the share of releases whose largest R-hat of (θ, σ²) exceeds 1.01
 and 1.05 (rank-normalised split R-hat, ArviZ); the CPU time of the sampler call (process time,
-every thread) and the wall time.
+every thread), the sum over releases of the smallest bulk ESS of (θ, σ²) per CPU second, and the
+wall time.
 
 Usage::
 
@@ -60,6 +64,7 @@ import numpy as np
 from scipy import stats
 
 from pymc_dp.regression import default_x_prior, release_regression, x_moments_from_release
+from pymc_dp.regression.engine.cells import sample_cell_regression
 from pymc_dp.regression.engine.collapsed import sample_regression
 from pymc_dp.regression.engine.gibbs_ss import sample_gibbs_ss
 from pymc_dp.regression.engine.mixed import sample_mixed_regression
@@ -72,10 +77,13 @@ from pymc_dp.regression.model.default_prior import default_mixed_x_prior
 
 DESIGNS = ("normal", "uniform", "exponential", "binary")
 METHODS = ("default", "default_normal", "default_no_symmetry", "default_symmetry", "shape",
-           "binary", "mixed", "gibbs_noisy", "gibbs_update")  # fmt: skip
+           "binary", "mixed", "cells", "gibbs_noisy", "gibbs_update")  # fmt: skip
 NORMAL_METHODS = ("default_normal", "default_no_symmetry", "default_symmetry")
-"""The methods that take d > 1 (the normal model of x, no released moments); and ``mixed``."""
-EXTRA_DESIGNS = ("normal-narrow", "uniform-wide", "normal-drawn", "mixed")
+"""The methods that take d > 1 (the normal model of x, no released moments); and ``mixed``,
+``cells``."""
+EXTRA_DESIGNS = ("normal-narrow", "uniform-wide", "normal-drawn", "mixed", "categorical")
+CATEGORY_PROBS = (0.5, 0.3, 0.2)
+"""Level probabilities of design ``categorical`` (dummy-coded, reference level first), d = 2."""
 Y_BOUND = 3.0
 
 
@@ -91,7 +99,7 @@ def x_box(design: str, d: int = 1) -> list[tuple[float, float]]:
     """The public box of x: [0, 1] for a binary covariate, else [−2, 2], per covariate."""
     if design == "mixed":
         return [(0.0, 1.0)] + [(-2.0, 2.0)] * (d - 1)
-    return [(0.0, 1.0) if design == "binary" else (-2.0, 2.0)] * d
+    return [(0.0, 1.0) if design in ("binary", "categorical") else (-2.0, 2.0)] * d
 
 
 def draw_x(rng: np.random.Generator, design: str, n: int, d: int = 1, law=None) -> np.ndarray:
@@ -111,6 +119,9 @@ def draw_x(rng: np.random.Generator, design: str, n: int, d: int = 1, law=None) 
         return rng.uniform(-np.sqrt(3.0), np.sqrt(3.0), (n, d))
     if design == "binary":
         return (rng.uniform(size=(n, d)) < 0.3).astype(float)
+    if design == "categorical":  # the dummy columns of one factor of d + 1 levels
+        probs = CATEGORY_PROBS if d == 2 else np.full(d + 1, 1.0 / (d + 1))
+        return np.eye(d + 1)[rng.choice(d + 1, size=n, p=probs), 1:]
     if design == "mixed":  # a treated/untreated indicator beside normal covariates
         x = draw_x(rng, "normal", n, d)
         x[:, 0] = rng.uniform(size=n) < 0.3
@@ -183,6 +194,12 @@ def rhat_max(theta, sigma2):
     return np.maximum(rhat["theta"].values.max(axis=-1), rhat["sigma2"].values)
 
 
+def ess_min(theta, sigma2):
+    """Per release, the smallest bulk ESS of θ and σ² (chain, draw, trial)."""
+    ess = az.ess(az.convert_to_dataset({"theta": theta, "sigma2": sigma2}), method="bulk")
+    return np.minimum(ess["theta"].values.min(axis=-1), ess["sigma2"].values)
+
+
 def parameter_names(d, drawn):
     """Labels of the coverage columns, in :func:`covered`'s order."""
     names = [f"theta{j}" for j in range(d + 1)] + ["sigma2"]
@@ -227,6 +244,7 @@ def run_cell(design, n, eps, moments, trials, args, seed):
                      "rhat_over_1.01": float(np.mean(rhat > 1.01)),
                      "rhat_over_1.05": float(np.mean(rhat > 1.05)),
                      "rhat_median": float(np.median(rhat)),
+                     "ess_per_cpu": float(np.sum(ess_min(tr.theta, tr.sigma2)) / cpu),
                      "rhat_max": float(np.max(rhat))}  # fmt: skip
         if args.per_release:  # for paired comparisons of methods on the same releases
             row = {"design": design, "n": n, "epsilon": eps, "moments": moments,
@@ -265,6 +283,14 @@ def run_cell(design, n, eps, moments, trials, args, seed):
                 x_prior=default_mixed_x_prior(rels[0].x_bounds, 0), **kw,
             ),
         )  # fmt: skip
+    if design in ("binary", "categorical"):
+        kind = "pair" if design == "binary" and args.d == 2 else "categories"
+        timed(
+            "cells",
+            lambda: sample_cell_regression(
+                seed, released=z, n=n, prior=prior, scale=scale, kind=kind, **kw
+            ),
+        )
     if design == "binary":
         timed(
             "binary",
@@ -365,8 +391,12 @@ def main(argv=None):
         args.trials, args.draws, args.tune = 40, 300, 150
     if args.d < 1:
         parser.error(f"--d must be >= 1 (got {args.d})")
-    if args.d > 1 and (set(args.methods) - {*NORMAL_METHODS, "mixed"} or "yes" in args.moments):
-        parser.error(f"--d > 1 takes --methods from {NORMAL_METHODS} or mixed, and --moments no")
+    if args.d > 1 and (
+        set(args.methods) - {*NORMAL_METHODS, "mixed", "cells"} or "yes" in args.moments
+    ):
+        parser.error(
+            f"--d > 1 takes --methods from {NORMAL_METHODS}, mixed or cells, and --moments no"
+        )
     if args.d < 2 and "mixed" in args.designs:
         parser.error("design mixed (a binary covariate beside normal ones) needs --d >= 2")
     lo, hi = band(args.trials)
@@ -382,7 +412,8 @@ def main(argv=None):
             cells = " ".join(f"{c:.3f}{f}" for c, f in zip(cov, flags, strict=True))
             diag = (f"  R-hat>1.01 {r['rhat_over_1.01']:.3f} >1.05 {r['rhat_over_1.05']:.3f} "
                     f"median {r['rhat_median']:.3f} max {r['rhat_max']:.3f}  "
-                    f"CPU {r['cpu']:7.1f}s" if "cpu" in r else "")  # fmt: skip
+                    f"CPU {r['cpu']:7.1f}s ESS/CPU s {r['ess_per_cpu']:6.1f}"
+                    if "cpu" in r else "")  # fmt: skip
             print(f"{design:11s} d={args.d} n={n:<5d} eps={eps:<4g} moments={mom:3s} "
                   f"{method:13s} {names} {cells}{diag}  {r['seconds']:6.1f}s",
                   flush=True)  # fmt: skip

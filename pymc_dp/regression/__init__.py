@@ -21,6 +21,7 @@ from pymc_dp.curator.regression.statistics import (
     released_pairs,
     unpack_statistic,
 )
+from pymc_dp.regression.engine.cells import CellTrace, sample_cell_regression
 from pymc_dp.regression.engine.collapsed import CollapsedTrace, sample_regression
 from pymc_dp.regression.engine.gibbs_ss import RegressionTrace, sample_gibbs_ss
 from pymc_dp.regression.engine.mixed import MixedTrace, sample_mixed_regression
@@ -75,6 +76,7 @@ __all__ = [
     "NIG",
     "NIW",
     "BinaryCovariateStep",
+    "CellTrace",
     "CollapsedTrace",
     "CovariateModelStep",
     "MixedTrace",
@@ -118,6 +120,7 @@ __all__ = [
     "regression_statistic",
     "release_regression",
     "released_pairs",
+    "sample_cell_regression",
     "sample_gibbs_ss",
     "sample_mcmc_ind",
     "sample_mixed_regression",

@@ -19,6 +19,7 @@ covariates".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -29,6 +30,7 @@ from pymc_dp.curator.regression.statistics import check_released_batch
 from pymc_dp.kernels import draw_noise_variance
 from pymc_dp.regression.engine.batch_inputs import by_chain, chain_rows, noise_spread
 from pymc_dp.regression.kernels.adaptation import FIRST_WINDOW, RandomWalkAdaptation
+from pymc_dp.regression.kernels.cell_model import CellParameters, draw_cell_probs
 from pymc_dp.regression.kernels.conjugate import NIG, check_nig, draw_nig, nig_update
 from pymc_dp.regression.kernels.data_model import NIW, check_niw
 from pymc_dp.regression.kernels.mixed_model import (
@@ -47,6 +49,7 @@ from pymc_dp.regression.kernels.mixed_move import (
     mixed_state,
     moved_state,
     n_mixed_parameters,
+    pack_cells,
     pack_mixed,
     unpack_mixed,
 )
@@ -60,6 +63,7 @@ __all__ = [
     "MixedTrace",
     "finish_tuning",
     "mixed_sweep",
+    "run_sweeps",
     "sample_mixed_regression",
     "start_parameters",
 ]
@@ -101,9 +105,12 @@ def mixed_sweep(
     s = np.asarray(suffstat, dtype=np.float64)
     n = target.n
     theta, sigma2 = draw_nig(rng, nig_update(target.prior, statistic=s, n=n))
-    prob, loc, cov = draw_mixed_x(rng, target.x_prior, s, n)
-    state, _ = moved_state(rng, pack_mixed(MixedParameters(theta, sigma2, prob, loc, cov)), s,
-                           target)  # fmt: skip
+    if target.cells is None:
+        prob, loc, cov = draw_mixed_x(rng, target.x_prior, s, n)
+        u = pack_mixed(MixedParameters(theta, sigma2, prob, loc, cov))
+    else:
+        u = pack_cells(CellParameters(theta, sigma2, draw_cell_probs(rng, s, n, target.cells)))
+    state, _ = moved_state(rng, u, s, target)
     if t_chol is not None and not tune:
         state, _ = independence_move(rng, state, target, adaptation.center, t_chol, tries)
     factor = adaptation.factor()
@@ -128,6 +135,41 @@ def finish_tuning(adaptation: RandomWalkAdaptation) -> np.ndarray | None:
         return None
     adaptation.close_window()
     return np.linalg.cholesky(T_INFLATE * adaptation.cov + 1e-12 * np.eye(adaptation.k))
+
+
+def run_sweeps(
+    rng: np.random.Generator,
+    state: MixedState,
+    target: MixedTarget,
+    adaptation: RandomWalkAdaptation,
+    *,
+    tune: int,
+    draws: int,
+    laplace: bool,
+    spread: np.ndarray,
+    record: Callable[[int, MixedState], None],
+) -> npt.NDArray[np.float64]:
+    """The batched engines' loop: :func:`mixed_sweep`, then w | s, z for Laplace noise.
+
+    ``record(i, state)`` keeps draw i after tuning; returns the share of the random-walk moves
+    accepted after tuning, per row.
+    """
+    accepted = np.zeros(state.params.shape[:-1])
+    t_chol = None
+    z = target.released
+    for it in range(tune + draws):
+        state, ok = mixed_sweep(rng, state.suffstat, target, adaptation, tune=it < tune,
+                                t_chol=t_chol)  # fmt: skip
+        if laplace:
+            noise_var = draw_noise_variance(rng, residual=z - state.suffstat,
+                                            scale=spread[:, None])  # fmt: skip
+            target = target._replace(noise_variance=noise_var)
+        if it == tune - 1:
+            t_chol = finish_tuning(adaptation)
+        if it >= tune:
+            accepted += ok
+            record(it - tune, state)
+    return accepted / draws
 
 
 def start_parameters(rng: np.random.Generator, target: MixedTarget) -> MixedParameters:
@@ -283,24 +325,15 @@ def sample_mixed_regression(
         "x_cov": np.empty((draws, rows, d2, d2)),
         "suffstat": np.empty((draws, rows, m)),
     }
-    accepted = np.zeros(rows)
-    t_chol = None
-    for it in range(tune + draws):
-        state, ok = mixed_sweep(rng, state.suffstat, target, adapt, tune=it < tune,
-                                t_chol=t_chol)  # fmt: skip
-        if laplace:
-            noise_var = draw_noise_variance(rng, residual=zt - state.suffstat,
-                                            scale=spread[:, None])  # fmt: skip
-            target = target._replace(noise_variance=noise_var)
-        if it == tune - 1:
-            t_chol = finish_tuning(adapt)
-        if it >= tune:
-            accepted += ok
-            i = it - tune
-            par, _ = unpack_mixed(state.params, d)
-            keep["theta"][i], keep["sigma2"][i], keep["prob"][i] = par.theta, par.sigma2, par.prob
-            keep["group_loc"][i], keep["x_cov"][i] = par.group_loc, par.x_cov
-            keep["suffstat"][i] = state.suffstat
+
+    def record(i: int, state: MixedState) -> None:
+        par, _ = unpack_mixed(state.params, d)
+        keep["theta"][i], keep["sigma2"][i], keep["prob"][i] = par.theta, par.sigma2, par.prob
+        keep["group_loc"][i], keep["x_cov"][i] = par.group_loc, par.x_cov
+        keep["suffstat"][i] = state.suffstat
+
+    accepted = run_sweeps(rng, state, target, adapt, tune=tune, draws=draws, laplace=laplace,
+                          spread=spread, record=record)  # fmt: skip
 
     def chain_major(a: np.ndarray) -> np.ndarray:
         return by_chain(a, chains, releases)
@@ -313,5 +346,5 @@ def sample_mixed_regression(
         group_loc=chain_major(keep["group_loc"]),
         x_cov=chain_major(keep["x_cov"]),
         suffstat=binary_first(chain_major(keep["suffstat"]), binary, inverse=True),
-        acceptance=(accepted / draws).reshape(chains, releases),
+        acceptance=accepted.reshape(chains, releases),
     )

@@ -37,6 +37,13 @@ import numpy.typing as npt
 from scipy import special
 
 from pymc_dp.curator.regression.statistics import d_from_released
+from pymc_dp.regression.kernels.cell_model import (
+    CellLayout,
+    CellParameters,
+    cell_layout,
+    cell_record_moments,
+    cell_statistic_logpdf,
+)
 from pymc_dp.regression.kernels.collapsed import batched_cholesky, floored_cholesky
 from pymc_dp.regression.kernels.conjugate import NIG
 from pymc_dp.regression.kernels.data_model import NIW
@@ -58,9 +65,12 @@ __all__ = [
     "log_prior",
     "mixed_state",
     "moved_state",
+    "n_cell_parameters",
     "n_mixed_parameters",
+    "pack_cells",
     "pack_mixed",
     "statistic_move",
+    "unpack_cells",
     "unpack_mixed",
 ]
 
@@ -75,8 +85,11 @@ class MixedTarget(NamedTuple):
     n: float
     prior: NIG
     """Of (θ, σ²)."""
-    x_prior: NIW
+    x_prior: NIW | None
     """Of (m_g, Σ) (module docstring of :mod:`~pymc_dp.regression.kernels.mixed_model`)."""
+    cells: CellLayout | None = None
+    """The cell model's layout (:mod:`~pymc_dp.regression.kernels.cell_model`: every covariate
+    binary, no ``x_prior``), or ``None`` for the mixed model."""
 
 
 @functools.cache
@@ -168,18 +181,25 @@ def _quad(vec: np.ndarray, mat: np.ndarray) -> np.ndarray:
     return np.einsum("...i,...ij,...j->...", vec, mat, vec)
 
 
-def log_prior(par: MixedParameters, target: MixedTarget) -> npt.NDArray[np.float64]:
+def log_prior(
+    par: MixedParameters | CellParameters, target: MixedTarget
+) -> npt.NDArray[np.float64]:
     """The log prior of φ up to a constant, ``(...)``.
 
-    NIG(θ, σ²), π's prior, InverseWishart(Σ) and N(m_g; c, Σ/κ) for both groups.
+    NIG(θ, σ²); for the mixed model π's prior, InverseWishart(Σ) and N(m_g; c, Σ/κ) for both
+    groups; for the cell model the Dirichlet(1, …, 1) of π, a constant (its tilt cancels,
+    :mod:`~pymc_dp.regression.kernels.cell_model`).
     """
-    prior, x_prior = target.prior, target.x_prior
+    prior = target.prior
     p = par.theta.shape[-1]
     quad = _quad(par.theta - prior.mean, prior.precision)
     out = (
         -(0.5 * p + prior.shape + 1.0) * np.log(par.sigma2)
         - (0.5 * quad + prior.scale) / par.sigma2
     )
+    if target.cells is not None:
+        return out
+    x_prior = target.x_prior
     out = out + log_prob_prior(par.prob, target.n)
     d2 = par.group_loc.shape[-1]
     if d2:
@@ -199,6 +219,63 @@ def log_prior(par: MixedParameters, target: MixedTarget) -> npt.NDArray[np.float
     return out
 
 
+def n_cell_parameters(layout: CellLayout) -> int:
+    """Length of the cell model's u: θ (d + 1), log σ², log(π_c / π₀) for c ≥ 1.
+
+    Examples
+    --------
+    >>> from pymc_dp.regression.kernels.cell_model import cell_layout
+    >>> n_cell_parameters(cell_layout(2, "pair")), n_cell_parameters(cell_layout(3, "categories"))
+    (7, 8)
+    """
+    return layout.d + 2 + len(layout.positions)
+
+
+def pack_cells(par: CellParameters) -> npt.NDArray[np.float64]:
+    """Unconstrained vector ``(θ, log σ², log(π_c / π₀) for c ≥ 1)``.
+
+    Examples
+    --------
+    >>> par = CellParameters(np.array([0.0, 1.0]), np.array(2.0), np.array([0.5, 0.5]))
+    >>> np.round(pack_cells(par), 4).tolist()
+    [0.0, 1.0, 0.6931, 0.0]
+    """
+    theta = np.asarray(par.theta, dtype=np.float64)
+    probs = np.asarray(par.probs, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        ratios = np.log(probs[..., 1:]) - np.log(probs[..., :1])
+    batch = np.broadcast_shapes(theta.shape[:-1], np.shape(par.sigma2), probs.shape[:-1])
+    pieces = [theta, np.log(par.sigma2)[..., None], ratios]
+    return np.concatenate([np.broadcast_to(a, (*batch, a.shape[-1])) for a in pieces], axis=-1)
+
+
+def unpack_cells(
+    u: npt.ArrayLike, layout: CellLayout
+) -> tuple[CellParameters, npt.NDArray[np.float64]]:
+    """φ from :func:`pack_cells`'s vector, and ``log |∂φ/∂u|`` ``(...)``.
+
+    The Jacobian: σ² = e^v gives σ²; π = softmax(0, l) (C − 1 free ratios) gives Π_c π_c.
+
+    Examples
+    --------
+    >>> from pymc_dp.regression.kernels.cell_model import cell_layout
+    >>> par = CellParameters(np.array([0.0, 1.0]), np.array(2.0), np.array([0.25, 0.75]))
+    >>> back, log_jac = unpack_cells(pack_cells(par), cell_layout(1, "categories"))
+    >>> float(back.sigma2), np.round(back.probs, 12).tolist()
+    (2.0, [0.25, 0.75])
+    >>> bool(np.isclose(log_jac, np.log(2.0) + np.log(0.25 * 0.75)))
+    True
+    """
+    u = np.asarray(u, dtype=np.float64)
+    p = layout.d + 1
+    logits = np.concatenate([np.zeros((*u.shape[:-1], 1)), u[..., p + 1 :]], axis=-1)
+    log_probs = logits - special.logsumexp(logits, axis=-1, keepdims=True)
+    with np.errstate(over="ignore"):
+        sigma2 = np.exp(u[..., p])
+    log_jac = u[..., p] + np.sum(log_probs, axis=-1)
+    return CellParameters(u[..., :p], sigma2, np.exp(log_probs)), log_jac
+
+
 DEFENSIVE_SHARE = 0.1
 """Share of proposals of s from its CLT law at φ without the readings (module docstring)."""
 
@@ -206,42 +283,86 @@ DEFENSIVE_SHARE = 0.1
 class _Proposal(NamedTuple):
     """The normal proposal of s at one φ (module docstring), reduced to the free coordinates.
 
-    Every field has a leading axis of 2: the normal with the readings, and the law alone.
+    The integer coordinates k (``J`` of them) come first, one at a time from their normal
+    conditionals, each rounded; then the others given k. Every field has a leading axis of 2:
+    the normal with the readings, and the law alone.
     """
 
     k_mean: np.ndarray
-    k_sd: np.ndarray
+    """``(..., J)``."""
+    k_chol: np.ndarray
+    """Cholesky factor of k's covariance, ``(..., J, J)``."""
     rest_mean: np.ndarray
-    """Conditional mean of the other free coordinates at k = 0, ``(..., m − 2)``."""
+    """Mean of the other free coordinates at k's mean, ``(..., R)``."""
     rest_slope: np.ndarray
-    """Its change per unit of k, ``(..., m − 2)``."""
+    """Their change per unit of k, ``(..., R, J)``."""
     rest_chol: np.ndarray
-    """Cholesky factor of their conditional covariance."""
+    """Cholesky factor of their conditional covariance, ``(..., R, R)``."""
+
+
+class _Free(NamedTuple):
+    """The statistic's free coordinates under a model of x."""
+
+    k: np.ndarray
+    """Released positions of the integer coordinates."""
+    readers: tuple[np.ndarray, ...]
+    """Per integer coordinate, the released positions that read it."""
+    rest: np.ndarray
+    """Positions of the continuous coordinates."""
+    cells: str | None
+    """The cell layout's kind, or ``None`` for the mixed model (k ∈ [1, n − 1])."""
 
 
 @functools.cache
-def _free(d: int) -> tuple[int, int, np.ndarray]:
-    """(position of k, of Σ x_b², the other free positions) in the released layout."""
+def _mixed_free(d: int) -> _Free:
     pos_k, pos_kk = tied_positions(d)
     m = (d + 2) * (d + 3) // 2 - 1
     rest = np.array([j for j in range(m) if j not in (pos_k, pos_kk)])
-    return pos_k, pos_kk, rest
+    return _Free(np.array([pos_k]), (np.array([pos_k, pos_kk]),), rest, None)
 
 
-def _proposal(par: MixedParameters, target: MixedTarget) -> _Proposal:
-    d = par.theta.shape[-1] - 1
-    pos_k, pos_kk, rest = _free(d)
-    keep = np.concatenate([[pos_k], rest])
-    mean, cov = mixed_record_moments(par)
+@functools.cache
+def _cell_free(d: int, kind: str) -> _Free:
+    layout = cell_layout(d, kind)
+    covariate = layout.covariate_positions
+    readers = tuple(covariate[layout.reads == j] for j in range(len(layout.positions)))
+    return _Free(layout.positions, readers, layout.response_positions, layout.kind)
+
+
+def _free(target: MixedTarget) -> _Free:
+    if target.cells is None:
+        return _mixed_free(d_from_released(target.released.shape[-1]))
+    return _cell_free(target.cells.d, target.cells.kind)
+
+
+def _bounds(free: _Free, j: int, k: np.ndarray, n: float) -> tuple[np.ndarray, np.ndarray]:
+    """The whole numbers k_j can take given k₀ … k_{j−1} (``k[..., :j]``)."""
+    shape = k.shape[:-1]
+    if free.cells is None:
+        return np.full(shape, 1.0), np.full(shape, n - 1.0)
+    if free.cells == "categories":
+        return np.zeros(shape), n - np.sum(k[..., :j], axis=-1)
+    if j < 2:  # the pair: Σx₁, Σx₂, then Σx₁x₂ between the two cells' bounds
+        return np.zeros(shape), np.full(shape, n)
+    return np.maximum(0.0, k[..., 0] + k[..., 1] - n), np.minimum(k[..., 0], k[..., 1])
+
+
+def _proposal(par: MixedParameters | CellParameters, target: MixedTarget) -> _Proposal:
+    free = _free(target)
+    keep = np.concatenate([free.k, free.rest])
+    if target.cells is None:
+        mean, cov = mixed_record_moments(par)
+    else:
+        mean, cov = cell_record_moments(par, target.cells)
     n = target.n
     clt_mean = n * mean[..., keep]
     clt_cov = n * cov[..., keep[:, None], keep[None, :]]
     w, z = target.noise_variance, target.released
-    # The two readings of k: precisions add.
-    prec_k = 1.0 / w[..., pos_k] + 1.0 / w[..., pos_kk]
-    z_k = (z[..., pos_k] / w[..., pos_k] + z[..., pos_kk] / w[..., pos_kk]) / prec_k
-    w_r = np.concatenate([(1.0 / prec_k)[..., None], w[..., rest]], axis=-1)
-    z_r = np.concatenate([z_k[..., None], z[..., rest]], axis=-1)
+    # Every reading of an integer coordinate: precisions add.
+    prec_k = np.stack([np.sum(1.0 / w[..., r], axis=-1) for r in free.readers], axis=-1)
+    z_k = np.stack([np.sum(z[..., r] / w[..., r], axis=-1) for r in free.readers], axis=-1)
+    w_r = np.concatenate([1.0 / prec_k, w[..., free.rest]], axis=-1)
+    z_r = np.concatenate([z_k / prec_k, z[..., free.rest]], axis=-1)
     # N(clt) × N(z_r; r, diag w_r) = N(r; a + G (z − a), S − G S), G = S (S + diag w)⁻¹.
     total = clt_cov + w_r[..., :, None] * np.eye(w_r.shape[-1])
     chol = floored_cholesky(total)
@@ -251,13 +372,20 @@ def _proposal(par: MixedParameters, target: MixedTarget) -> _Proposal:
     post_cov = clt_cov - gain @ half
     mean = np.stack([post_mean, clt_mean])
     cov = np.stack([0.5 * (post_cov + np.swapaxes(post_cov, -1, -2)), clt_cov])
-    k_var = np.maximum(cov[..., 0, 0], 1e-12)
-    slope = cov[..., 1:, 0] / k_var[..., None]
-    cond = cov[..., 1:, 1:] - slope[..., :, None] * cov[..., None, 0, 1:]
+    j = free.k.size
+    cov_kk = cov[..., :j, :j]
+    slope = np.swapaxes(np.linalg.solve(cov_kk + 1e-12 * np.eye(j), cov[..., :j, j:]), -1, -2)
+    cond = cov[..., j:, j:] - slope @ cov[..., :j, j:]
+    # k's variance vanishes as π nears 0 or 1 and is not finite far out: floor it, and give
+    # a non-finite one unit variance (any proposal that is a function of φ keeps the move exact).
+    cov_kk = cov_kk + 1e-12 * np.eye(j)
+    cov_kk = np.where(
+        np.all(np.isfinite(cov_kk), axis=(-2, -1))[..., None, None], cov_kk, np.eye(j)
+    )
     return _Proposal(
-        mean[..., 0],
-        np.sqrt(k_var),
-        mean[..., 1:] - slope * mean[..., 0, None],
+        mean[..., :j],
+        floored_cholesky(cov_kk),
+        mean[..., j:],
         slope,
         floored_cholesky(0.5 * (cond + np.swapaxes(cond, -1, -2))),
     )
@@ -287,36 +415,72 @@ def _truncated_normal(rng: np.random.Generator, lo: np.ndarray, hi: np.ndarray) 
     return np.where(flip, -x, x)
 
 
-def _draw(rng: np.random.Generator, prop: _Proposal, n: float, d: int) -> np.ndarray:
-    pos_k, pos_kk, rest = _free(d)
-    alone = rng.uniform(size=prop.k_mean.shape[1:]) < DEFENSIVE_SHARE
-    part = _Proposal(*(np.where(alone.reshape(alone.shape + (1,) * (a.ndim - 1 - alone.ndim)),
+def _integer_steps(
+    prop: _Proposal, free: _Free, n: float, rng: np.random.Generator | None, k: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The integer coordinates, drawn (``rng``) or given (``k``), and their log q.
+
+    k_j given the earlier ones is normal (k's mean and Cholesky factor), restricted to the
+    unit intervals around the whole numbers it can take (:func:`_bounds`) and rounded: the
+    mass of k_j's interval over that of its range.
+    """
+    shape = prop.k_mean.shape
+    out = np.zeros(shape) if k is None else k
+    white = np.zeros(shape)
+    log_q = np.zeros(shape[:-1])
+    for j in range(shape[-1]):
+        sd = prop.k_chol[..., j, j]
+        centre = prop.k_mean[..., j] + np.sum(prop.k_chol[..., j, :j] * white[..., :j], axis=-1)
+        lo, hi = _bounds(free, j, out, n)
+        range_lo, range_hi = (lo - 0.5 - centre) / sd, (hi + 0.5 - centre) / sd
+        if k is None:
+            x = centre + sd * _truncated_normal(rng, range_lo, range_hi)
+            out[..., j] = np.clip(np.round(x), lo, np.maximum(lo, hi))
+        kj = out[..., j]
+        log_q = log_q + _log_interval((kj - 0.5 - centre) / sd, (kj + 0.5 - centre) / sd)
+        log_q = log_q - _log_interval(range_lo, range_hi)
+        white[..., j] = (kj - centre) / sd
+    return out, log_q
+
+
+def _pick(prop: _Proposal, alone: np.ndarray) -> _Proposal:
+    """The law alone where ``alone``, the normal with the readings elsewhere."""
+    return _Proposal(*(np.where(alone.reshape(alone.shape + (1,) * (a.ndim - 1 - alone.ndim)),
                                 a[1], a[0]) for a in prop))  # fmt: skip
-    lo = (0.5 - part.k_mean) / part.k_sd
-    hi = (n - 0.5 - part.k_mean) / part.k_sd
-    x = part.k_mean + part.k_sd * _truncated_normal(rng, lo, hi)
-    k = np.clip(np.round(x), 1.0, n - 1.0)
-    noise = rng.standard_normal((*k.shape, rest.size, 1))
-    other = part.rest_mean + part.rest_slope * k[..., None] + (part.rest_chol @ noise)[..., 0]
-    s = np.empty((*k.shape, rest.size + 2))
-    s[..., pos_k] = s[..., pos_kk] = k
-    s[..., rest] = other
+
+
+def _draw(rng: np.random.Generator, prop: _Proposal, target: MixedTarget) -> np.ndarray:
+    free = _free(target)
+    alone = rng.uniform(size=prop.k_mean.shape[1:-1]) < DEFENSIVE_SHARE
+    part = _pick(prop, alone)
+    k, _ = _integer_steps(part, free, target.n, rng, None)
+    noise = rng.standard_normal((*k.shape[:-1], free.rest.size, 1))
+    shift = (part.rest_slope @ (k - part.k_mean)[..., None])[..., 0]
+    other = part.rest_mean + shift + (part.rest_chol @ noise)[..., 0]
+    s = np.zeros((*k.shape[:-1], target.released.shape[-1]))
+    for j, readers in enumerate(free.readers):
+        s[..., readers] = k[..., j, None]
+    s[..., free.rest] = other
     return s
 
 
-def _log_q(s: np.ndarray, prop: _Proposal, n: float, d: int) -> np.ndarray:
-    pos_k, _, rest = _free(d)
-    k = s[..., pos_k]
-    sd = prop.k_sd
-    log_k = _log_interval((k - 0.5 - prop.k_mean) / sd, (k + 0.5 - prop.k_mean) / sd)
-    log_k = log_k - _log_interval((0.5 - prop.k_mean) / sd, (n - 0.5 - prop.k_mean) / sd)
-    resid = s[..., rest] - prop.rest_mean - prop.rest_slope * k[..., None]
+def _log_q(s: np.ndarray, prop: _Proposal, target: MixedTarget) -> np.ndarray:
+    free = _free(target)
+    k = np.broadcast_to(s[..., free.k], prop.k_mean.shape).copy()
+    _, log_k = _integer_steps(prop, free, target.n, None, k)
+    resid = (
+        s[..., free.rest]
+        - prop.rest_mean
+        - (prop.rest_slope @ (k - prop.k_mean)[..., None])[..., 0]
+    )
     white = np.linalg.solve(prop.rest_chol, resid[..., None])[..., 0]
-    diag = np.arange(rest.size)
+    diag = np.arange(free.rest.size)
     log_det = np.sum(np.log(prop.rest_chol[..., diag, diag]), axis=-1)
     log_c = log_k - 0.5 * np.sum(white**2, axis=-1) - log_det
-    log_c = log_c + np.log([1.0 - DEFENSIVE_SHARE, DEFENSIVE_SHARE]).reshape(2, *(1,) * k.ndim)
-    return np.logaddexp(log_c[0], log_c[1]) - 0.5 * rest.size * np.log(2 * np.pi)
+    log_c = log_c + np.log([1.0 - DEFENSIVE_SHARE, DEFENSIVE_SHARE]).reshape(
+        2, *(1,) * (log_c.ndim - 1)
+    )
+    return np.logaddexp(log_c[0], log_c[1]) - 0.5 * free.rest.size * np.log(2 * np.pi)
 
 
 class MixedState(NamedTuple):
@@ -332,20 +496,26 @@ class MixedState(NamedTuple):
     """log density of s under the proposal at φ, ``(...)``."""
 
 
-def _unpacked(u: np.ndarray, target: MixedTarget) -> tuple[MixedParameters, np.ndarray, int]:
-    """φ, the log Jacobian of u ↦ φ and d at u."""
-    d = d_from_released(target.released.shape[-1])
-    par, log_jac = unpack_mixed(u, d)
-    return par, log_jac, d
+def _unpacked(
+    u: np.ndarray, target: MixedTarget
+) -> tuple[MixedParameters | CellParameters, np.ndarray]:
+    """φ and the log Jacobian of u ↦ φ at u."""
+    if target.cells is None:
+        return unpack_mixed(u, d_from_released(target.released.shape[-1]))
+    return unpack_cells(u, target.cells)
 
 
 def _log_target(
-    par: MixedParameters, log_jac: np.ndarray, s: np.ndarray, target: MixedTarget
+    par: MixedParameters | CellParameters, log_jac: np.ndarray, s: np.ndarray, target: MixedTarget
 ) -> np.ndarray:
     """The log target at (φ, s) (−∞ where undefined)."""
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         noise = -0.5 * np.sum((target.released - s) ** 2 / target.noise_variance, axis=-1)
-        log_t = log_prior(par, target) + log_jac + mixed_statistic_logpdf(s, par, target.n) + noise
+        if target.cells is None:
+            law = mixed_statistic_logpdf(s, par, target.n)
+        else:
+            law = cell_statistic_logpdf(s, par, target.n, target.cells)
+        log_t = log_prior(par, target) + log_jac + law + noise
     return np.where(np.isfinite(log_t), log_t, -np.inf)
 
 
@@ -353,9 +523,9 @@ def mixed_state(u: npt.ArrayLike, s: npt.ArrayLike, target: MixedTarget) -> Mixe
     """The state at (u, s) under ``target`` (after w or φ changed outside the moves)."""
     u = np.asarray(u, dtype=np.float64)
     s = np.asarray(s, dtype=np.float64)
-    par, log_jac, d = _unpacked(u, target)
+    par, log_jac = _unpacked(u, target)
     return MixedState(u, s, _log_target(par, log_jac, s, target),
-                      _log_q(s, _proposal(par, target), target.n, d))  # fmt: skip
+                      _log_q(s, _proposal(par, target), target))  # fmt: skip
 
 
 def _accept(rng, new: MixedState, old: MixedState, log_ratio: np.ndarray):
@@ -374,11 +544,11 @@ def _accept(rng, new: MixedState, old: MixedState, log_ratio: np.ndarray):
     )
 
 
-def _move_statistic(rng, state, target, par, log_jac, d, prop):
-    """:func:`statistic_move` given φ, its log Jacobian, d and the proposal at state's u."""
-    s_new = _draw(rng, prop, target.n, d)
+def _move_statistic(rng, state, target, par, log_jac, prop):
+    """:func:`statistic_move` given φ, its log Jacobian and the proposal at state's u."""
+    s_new = _draw(rng, prop, target)
     new = MixedState(state.params, s_new, _log_target(par, log_jac, s_new, target),
-                     _log_q(s_new, prop, target.n, d))  # fmt: skip
+                     _log_q(s_new, prop, target))  # fmt: skip
     ratio = new.log_target - state.log_target + state.log_q - new.log_q
     return _accept(rng, new, state, ratio)
 
@@ -387,8 +557,8 @@ def statistic_move(
     rng: np.random.Generator, state: MixedState, target: MixedTarget
 ) -> tuple[MixedState, npt.NDArray[np.bool_]]:
     """A new s from the normal proposal at the current φ (independence Metropolis–Hastings)."""
-    par, log_jac, d = _unpacked(state.params, target)
-    return _move_statistic(rng, state, target, par, log_jac, d, _proposal(par, target))
+    par, log_jac = _unpacked(state.params, target)
+    return _move_statistic(rng, state, target, par, log_jac, _proposal(par, target))
 
 
 def moved_state(
@@ -397,10 +567,10 @@ def moved_state(
     """:func:`mixed_state` at (u, s) followed by :func:`statistic_move`, φ's proposal built once."""
     u = np.asarray(u, dtype=np.float64)
     s = np.asarray(s, dtype=np.float64)
-    par, log_jac, d = _unpacked(u, target)
+    par, log_jac = _unpacked(u, target)
     prop = _proposal(par, target)
-    state = MixedState(u, s, _log_target(par, log_jac, s, target), _log_q(s, prop, target.n, d))
-    return _move_statistic(rng, state, target, par, log_jac, d, prop)
+    state = MixedState(u, s, _log_target(par, log_jac, s, target), _log_q(s, prop, target))
+    return _move_statistic(rng, state, target, par, log_jac, prop)
 
 
 def joint_move(
@@ -413,12 +583,12 @@ def joint_move(
     """
     u = state.params
     u_new = u + (factor @ rng.standard_normal((*u.shape, 1)))[..., 0]
-    par, log_jac, d = _unpacked(u_new, target)
+    par, log_jac = _unpacked(u_new, target)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         prop = _proposal(par, target)
-        s_new = _draw(rng, prop, target.n, d)
+        s_new = _draw(rng, prop, target)
         log_t = _log_target(par, log_jac, s_new, target)
-        new = MixedState(u_new, s_new, log_t, _log_q(s_new, prop, target.n, d))
+        new = MixedState(u_new, s_new, log_t, _log_q(s_new, prop, target))
     ratio = new.log_target - state.log_target + state.log_q - new.log_q
     return _accept(rng, new, state, ratio)
 
@@ -442,12 +612,12 @@ def independence_move(
     evaluated in one batched pass.
     """
     u_new = t_draw(rng, centre, chol, tries)
-    par, log_jac, d = _unpacked(u_new, target)
+    par, log_jac = _unpacked(u_new, target)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         prop = _proposal(par, target)
-        s_new = _draw(rng, prop, target.n, d)
+        s_new = _draw(rng, prop, target)
         log_t = _log_target(par, log_jac, s_new, target)
-        log_q = _log_q(s_new, prop, target.n, d)
+        log_q = _log_q(s_new, prop, target)
         log_w = log_t - log_q - t_log_density(u_new, centre, chol)
         log_w = np.where(np.isfinite(log_w), log_w, -np.inf)
         log_w_now = state.log_target - state.log_q - t_log_density(state.params, centre, chol)

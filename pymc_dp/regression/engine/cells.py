@@ -1,0 +1,201 @@
+"""The regression sampler when every covariate is binary, for many releases at once.
+
+:func:`sample_cell_regression` targets the posterior of the cell model of x
+(:mod:`~pymc_dp.regression.kernels.cell_model`: the dummy columns of one factor, or two binary
+covariates) with the exact law of the statistic. Each iteration is the mixed model's
+(:func:`~pymc_dp.regression.engine.mixed.mixed_sweep`): exact draws of (θ, σ²) | s and
+π | s ~ Dirichlet(1 + counts), a move of s alone, after tuning a multiple-try move, random-walk
+moves of (φ, s) with s re-proposed (the cell counts one at a time, rounded), and for Laplace
+noise the mixing variances w | s, z.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Literal, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from pymc_dp._validation import check_int, check_rng
+from pymc_dp.curator.regression.statistics import check_released_batch
+from pymc_dp.regression.engine.batch_inputs import by_chain, chain_rows, noise_spread
+from pymc_dp.regression.engine.mixed import INITIAL_SD, run_sweeps
+from pymc_dp.regression.kernels.adaptation import RandomWalkAdaptation
+from pymc_dp.regression.kernels.cell_model import (
+    CellLayout,
+    CellParameters,
+    cell_layout,
+    draw_cell_statistic,
+)
+from pymc_dp.regression.kernels.conjugate import NIG, check_nig, draw_nig
+from pymc_dp.regression.kernels.mixed_move import (
+    MixedState,
+    MixedTarget,
+    mixed_state,
+    n_cell_parameters,
+    pack_cells,
+    unpack_cells,
+)
+
+__all__ = ["CELLS_MIX_D", "CellTrace", "cell_start", "sample_cell_regression"]
+
+CELLS_MIX_D = 3
+"""Above this many covariates the sampler mixes slowly (a warning): one release of a factor with
+equal levels, n = 1000, ε = 1, 4 chains × (500 + 1000): smallest bulk ESS of (θ, σ²) 1368 at
+d = 3 (R-hat 1.002), 301 at d = 5 (1.018), 15 at d = 10 (1.196)."""
+START_SHARE = 0.02
+"""Smallest share of the records a chain's first π gives a cell."""
+
+
+def cell_start(rng: np.random.Generator, target: MixedTarget) -> CellParameters:
+    """A chain's first φ: (θ, σ²) from their prior, π from the release's readings of the counts.
+
+    Each count coordinate is the mean of the released entries that read it; the counts they
+    imply are floored at :data:`START_SHARE` of n. The chain's first s is a draw of its law there.
+    """
+    layout = target.cells
+    theta, sigma2 = draw_nig(rng, target.prior)
+    z = target.released
+    k = np.stack(
+        [np.mean(z[..., layout.covariate_positions[layout.reads == j]], axis=-1)
+         for j in range(len(layout.positions))], axis=-1,
+    )  # fmt: skip
+    full = np.concatenate([np.full((*k.shape[:-1], 1), target.n), k], axis=-1)
+    counts = np.maximum(full @ layout.to_counts.T, START_SHARE * target.n)
+    return CellParameters(theta, sigma2, counts / np.sum(counts, axis=-1, keepdims=True))
+
+
+class CellTrace(NamedTuple):
+    """Draws after tuning, leading axes ``(chain, draw, batch)``."""
+
+    theta: npt.NDArray[np.float64]
+    sigma2: npt.NDArray[np.float64]
+    probs: npt.NDArray[np.float64]
+    """π, ``(..., C)`` in the order of :func:`~pymc_dp.regression.kernels.cell_model.cell_layout`'s
+    corners."""
+    suffstat: npt.NDArray[np.float64]
+    acceptance: npt.NDArray[np.float64]
+    """Share of the random-walk moves accepted after tuning, ``(chain, batch)``."""
+    layout: CellLayout
+
+    @property
+    def x_model(self) -> str:
+        """Which model of x drew this trace."""
+        return "cells"
+
+
+def sample_cell_regression(
+    rng: int | np.random.Generator,
+    *,
+    released: npt.ArrayLike,
+    n: int,
+    prior: NIG | tuple,
+    kind: Literal["categories", "pair"] = "categories",
+    scale: npt.ArrayLike | None = None,
+    noise_sd: npt.ArrayLike | None = None,
+    draws: int,
+    tune: int = 500,
+    chains: int = 2,
+) -> CellTrace:
+    """Sample the posterior of a batch of releases whose covariates are all binary.
+
+    Parameters
+    ----------
+    rng
+        Seed or generator.
+    released
+        Released z, ``(batch, m)``, all with the same n and d.
+    n
+        Number of records of every release.
+    prior
+        NIG prior of (θ, σ²).
+    kind
+        ``"categories"``: the d covariates are the dummy columns of one factor with d + 1 levels
+        (never two of them 1 in a record); ``"pair"``: two binary covariates (d = 2), any of the
+        four combinations. π ~ Dirichlet(1, …, 1) over the cells. Above :data:`CELLS_MIX_D`
+        covariates a ``UserWarning`` says that the chains mix slowly.
+    scale, noise_sd
+        Exactly one: the Laplace scale Δ/ε, or the sd of Gaussian noise; scalar or ``(batch,)``.
+    draws, tune, chains
+        Iterations kept, tuning iterations, chains per release.
+
+    Returns
+    -------
+    CellTrace
+
+    Examples
+    --------
+    >>> from pymc_dp.regression import release_regression
+    >>> rng = np.random.default_rng(0)
+    >>> level = rng.choice(3, size=400, p=[0.5, 0.3, 0.2])
+    >>> x = np.column_stack([level == 1, level == 2]).astype(float)
+    >>> y = np.clip(0.5 * x[:, 0] - 0.3 * x[:, 1] + 0.2 * rng.normal(size=400), -2, 2)
+    >>> rel = release_regression(x, y, x_bounds=[(0.0, 1.0)] * 2, y_bounds=(-2, 2),
+    ...                          epsilon=1.0, rng=1)
+    >>> prior = NIG(np.zeros(3), np.eye(3), np.array(3.0), np.array(0.1))
+    >>> tr = sample_cell_regression(2, released=rel.value[None], n=rel.n, scale=rel.scale,
+    ...                             prior=prior, draws=50, tune=50)
+    >>> tr.theta.shape, tr.probs.shape
+    ((2, 50, 1, 3), (2, 50, 1, 3))
+    """
+    rng = check_rng(rng)
+    z, d = check_released_batch(released)
+    p = d + 1
+    n = check_int(n, "n", minimum=d + 3)
+    draws = check_int(draws, "draws", minimum=1)
+    tune = check_int(tune, "tune", minimum=0)
+    chains = check_int(chains, "chains", minimum=1)
+    layout = cell_layout(d, kind)
+    if d > CELLS_MIX_D:
+        warnings.warn(
+            f"the cell model's sampler mixes slowly above d = {CELLS_MIX_D} covariates (at d = 10 "
+            f"a bulk ESS of 15 in 4 x 1000 draws): read R-hat and ESS, or run longer chains",
+            UserWarning,
+            stacklevel=2,
+        )
+    releases, m = z.shape
+    laplace, spread = noise_spread(scale, noise_sd, releases)
+    prior = check_nig(prior)
+    if prior.mean.shape[-1] != p:
+        raise ValueError(f"prior.mean must have {p} entries for d={d} (got {prior.mean.shape})")
+
+    rows = chains * releases  # chain-major, so that the output reshapes to (chain, ...)
+
+    def tile(a: npt.ArrayLike, core: int) -> np.ndarray:
+        return chain_rows(a, chains, releases=releases, core=core)
+
+    nig = NIG(tile(prior.mean, 1), tile(prior.precision, 2), tile(prior.shape, 0),
+              tile(prior.scale, 0))  # fmt: skip
+    zt = np.tile(z, (chains, 1))
+    spread = np.tile(spread, chains)
+    noise_var = np.broadcast_to((2.0 if laplace else 1.0) * spread[:, None] ** 2, zt.shape).copy()
+    target = MixedTarget(zt, noise_var, float(n), nig, None, layout)
+
+    par = cell_start(rng, target)
+    state = mixed_state(pack_cells(par), draw_cell_statistic(rng, par, n, layout), target)
+    adapt = RandomWalkAdaptation(
+        state.params, initial_sd=np.full(n_cell_parameters(layout), INITIAL_SD)
+    )
+    keep = {
+        "theta": np.empty((draws, rows, p)),
+        "sigma2": np.empty((draws, rows)),
+        "probs": np.empty((draws, rows, len(layout.corners))),
+        "suffstat": np.empty((draws, rows, m)),
+    }
+
+    def record(i: int, state: MixedState) -> None:
+        par, _ = unpack_cells(state.params, layout)
+        keep["theta"][i], keep["sigma2"][i], keep["probs"][i] = par
+        keep["suffstat"][i] = state.suffstat
+
+    accepted = run_sweeps(rng, state, target, adapt, tune=tune, draws=draws, laplace=laplace,
+                          spread=spread, record=record)  # fmt: skip
+    return CellTrace(
+        *(
+            by_chain(keep[key], chains, releases)
+            for key in ("theta", "sigma2", "probs", "suffstat")
+        ),
+        acceptance=accepted.reshape(chains, releases),
+        layout=layout,
+    )

@@ -1,0 +1,339 @@
+"""The exact law of the regression statistic when every covariate is binary.
+
+The model of the covariates: each record's x is one of C corners of the unit cube with
+probabilities π (the cells), and ``y = x̃ᵀθ + e`` as in
+:mod:`~pymc_dp.regression.kernels.normal_model`. Two layouts of cells (:func:`cell_layout`):
+
+* ``"categories"``: the dummy coding of one factor of K = d + 1 levels, corners 0 (the reference
+  level) and the unit vectors e₁, …, e_d (the columns are never 1 together);
+* ``"pair"``: two binary covariates (d = 2) with all four corners.
+
+In both the covariates' part of the statistic, ``A = X̃ᵀX̃``, is a one-to-one linear function of
+the cell counts (n is public): ``Σ x_j`` for every j, and for the pair ``Σ x₁x₂``, are the
+integer coordinates k; every other entry of A is a copy of one of them (``Σ x_j² = Σ x_j``) or
+0 (``Σ x_i x_j`` for two levels of a factor). So the statistic's density, with respect to
+counting measure on k times Lebesgue measure on the responses' part, is
+``Multinomial(counts; n, π) · p(b, R | A, θ, σ²)`` with the second factor
+:func:`~pymc_dp.regression.kernels.normal_model.response_logpdf`, restricted to the counts
+whose A is positive definite (for the categories every level present, for the pair three
+corners or more).
+
+Prior: π ~ Dirichlet(1, …, 1) tilted by the probability of that event, which is also the count
+law's normaliser: the two cancel in the joint density, so :func:`cell_statistic_logpdf` leaves
+both out (it is the joint's x-part up to a constant), and ``π | s ~ Dirichlet(1 + counts)``
+exactly (:func:`draw_cell_probs`).
+
+Unlike the normal model of x (which treats ``Σ x_j²`` as a second moment free of ``Σ x_j``)
+and the mixed model (one binary covariate beside normal ones,
+:mod:`~pymc_dp.regression.kernels.mixed_model`), this model knows every entry of A.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Literal, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import gammaln
+
+from pymc_dp.curator.regression.statistics import released_pairs
+from pymc_dp.regression.kernels.normal_model import (
+    record_moments,
+    response_logpdf,
+    split_statistic,
+    statistic_from_gram,
+)
+
+__all__ = [
+    "CELL_KINDS",
+    "CellLayout",
+    "CellParameters",
+    "cell_counts",
+    "cell_layout",
+    "cell_record_moments",
+    "cell_statistic_logpdf",
+    "draw_cell_probs",
+    "draw_cell_statistic",
+]
+
+CELL_KINDS = ("categories", "pair")
+"""The layouts of :func:`cell_layout`."""
+
+MAX_START_DRAWS = 100
+"""Rounds of :func:`draw_cell_statistic`'s rejection of counts whose A is singular."""
+
+
+class CellParameters(NamedTuple):
+    """φ of the cell model, batch first."""
+
+    theta: npt.NDArray[np.float64]
+    """Coefficients ``(..., d + 1)``, intercept first."""
+    sigma2: npt.NDArray[np.float64]
+    """Noise variance ``(...)``."""
+    probs: npt.NDArray[np.float64]
+    """π, the cells' probabilities ``(..., C)``, in :attr:`CellLayout.corners`' order."""
+
+
+class CellLayout(NamedTuple):
+    """Where the cell counts sit in the released layout."""
+
+    kind: str
+    corners: npt.NDArray[np.float64]
+    """``(C, d)``, the reference corner 0 first."""
+    positions: npt.NDArray[np.intp]
+    """Released positions of the integer coordinates k, ``(C − 1,)``."""
+    to_counts: npt.NDArray[np.float64]
+    """``(C, C)``: counts = to_counts @ (n, k)."""
+    reads: npt.NDArray[np.intp]
+    """For each covariate-part position (:attr:`covariate_positions`): the index into k of
+    the coordinate it equals, or −1 where it is 0."""
+    covariate_positions: npt.NDArray[np.intp]
+    """Released positions of A's entries (all but the responses')."""
+    response_positions: npt.NDArray[np.intp]
+    """Released positions of ``X̃ᵀy`` and ``yᵀy``."""
+
+    @property
+    def d(self) -> int:
+        """Number of covariates."""
+        return int(self.corners.shape[1])
+
+
+@functools.cache
+def cell_layout(d: int, kind: Literal["categories", "pair"]) -> CellLayout:
+    """The cells and the map between their counts and the released statistic.
+
+    Parameters
+    ----------
+    d
+        Number of covariates.
+    kind
+        ``"categories"`` (dummy coding of a factor with d + 1 levels, any d ≥ 1) or ``"pair"``
+        (two binary covariates, d = 2).
+
+    Examples
+    --------
+    >>> layout = cell_layout(2, "pair")
+    >>> layout.corners.tolist()
+    [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+    >>> layout.positions.tolist(), layout.reads.tolist()  # Σx₁, Σx₂, Σx₁x₂; Σx₁² reads Σx₁
+    ([0, 1, 3], [0, 1, 0, 2, 1])
+    >>> cell_layout(2, "categories").reads.tolist()  # Σx₁x₂ is 0
+    [0, 1, 0, -1, 1]
+    """
+    if kind not in CELL_KINDS:
+        raise ValueError(f"kind must be one of {CELL_KINDS} (got {kind!r})")
+    if kind == "pair" and d != 2:
+        raise ValueError(f"kind='pair' is two binary covariates: d must be 2 (got {d})")
+    if d < 1:
+        raise ValueError(f"d must be at least 1 (got {d})")
+    if kind == "categories":
+        corners = np.vstack([np.zeros(d), np.eye(d)])
+        pairs = [(0, j) for j in range(1, d + 1)]
+    else:
+        corners = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+        pairs = [(0, 1), (0, 2), (1, 2)]
+    rows, cols = released_pairs(d)
+    layout = list(zip(rows.tolist(), cols.tolist()))
+    positions = np.array([layout.index(pr) for pr in pairs])
+    record = np.hstack([np.ones((len(corners), 1)), corners])  # w̃ = (1, x) per corner
+    covariate = np.flatnonzero(cols <= d)
+    # F[e, c]: entry e of A contributed by one record in cell c.
+    entries = record[:, rows[covariate]] * record[:, cols[covariate]]
+    square = np.vstack([np.ones(len(corners)), entries[:, np.searchsorted(covariate, positions)].T])
+    to_counts = np.linalg.inv(square)
+    coef = np.round(entries.T @ to_counts, 12)  # each entry over (n, k)
+    reads = np.full(len(covariate), -1)
+    for e, row in enumerate(coef):
+        hits = np.flatnonzero(row)
+        if hits.size:
+            reads[e] = hits[0] - 1
+            if hits.size != 1 or hits[0] == 0 or row[hits[0]] != 1.0:
+                raise AssertionError("every entry of A must copy one count coordinate or be 0")
+    return CellLayout(kind, corners, positions, to_counts, reads, covariate,
+                      np.flatnonzero(cols == d + 1))  # fmt: skip
+
+
+def cell_counts(
+    s: npt.ArrayLike, n: npt.ArrayLike, layout: CellLayout
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """The cell counts a statistic implies, and whether it is one of the model's.
+
+    Returns
+    -------
+    counts : numpy.ndarray
+        ``(..., C)`` from the integer coordinates k.
+    consistent : numpy.ndarray
+        ``(...)``: k whole, every count ≥ 0, and every entry of A equal to what the counts
+        give (the copies and the zeros of the module docstring).
+
+    Examples
+    --------
+    >>> from pymc_dp.curator.regression.statistics import regression_statistic
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
+    >>> counts, ok = cell_counts(regression_statistic(x, np.ones(4)), 4,
+    ...                          cell_layout(2, "categories"))
+    >>> counts.tolist(), bool(ok)
+    ([1.0, 2.0, 1.0], True)
+    """
+    s = np.asarray(s, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    k = s[..., layout.positions]
+    full = np.concatenate([np.broadcast_to(n, k.shape[:-1])[..., None], k], axis=-1)
+    counts = np.round(full @ layout.to_counts.T, 9)
+    expected = np.where(layout.reads >= 0, k[..., np.maximum(layout.reads, 0)], 0.0)
+    consistent = (
+        np.all(k == np.round(k), axis=-1)
+        & np.all(counts >= 0, axis=-1)
+        & np.all(s[..., layout.covariate_positions] == expected, axis=-1)
+    )
+    return counts, consistent
+
+
+def cell_statistic_logpdf(
+    s: npt.ArrayLike, par: CellParameters, n: npt.ArrayLike, layout: CellLayout
+) -> npt.NDArray[np.float64]:
+    """Log density of the statistic under the cell model, the tilt left out (module docstring).
+
+    Parameters
+    ----------
+    s
+        Statistics in the released layout, ``(..., m)``.
+    par
+        φ, batch broadcastable against s's.
+    n
+        Number of records, at least ``d + 2``.
+    layout
+        :func:`cell_layout`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(...)``: ``log Multinomial(counts; n, π) + log p(b, R | A, θ, σ²)``; −∞ where s is not
+        one of the model's (:func:`cell_counts`) or A is singular.
+
+    Examples
+    --------
+    >>> layout = cell_layout(2, "pair")
+    >>> par = CellParameters(np.array([0.0, 1.0, 0.5]), np.array(0.5),
+    ...                      np.array([0.4, 0.2, 0.3, 0.1]))
+    >>> s = draw_cell_statistic(np.random.default_rng(0), par, 50, layout)
+    >>> bool(np.isfinite(cell_statistic_logpdf(s, par, 50, layout)))
+    True
+    >>> s[2] += 1.0  # Σ x₁² no longer equals Σ x₁
+    >>> float(cell_statistic_logpdf(s, par, 50, layout))
+    -inf
+    """
+    s = np.asarray(s, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    counts, ok = cell_counts(s, n, layout)
+    counts = np.where(ok[..., None], counts, 1.0)
+    # A is an integer matrix: singular, or det ≥ 1. NumPy's solve refuses a whole batch with
+    # one singular member, so those members are evaluated at the counts (1, …, 1) and dropped.
+    ok = ok & (np.linalg.det(_gram(counts, layout)) >= 0.5)
+    ones = _gram(np.ones(counts.shape[-1]), layout)
+    rows, cols = released_pairs(layout.d)
+    cov = layout.covariate_positions
+    s = s.copy()
+    s[..., cov] = np.where(ok[..., None], s[..., cov], ones[rows[cov], cols[cov]])
+    probs = np.asarray(par.probs, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(counts > 0, counts * np.log(probs), 0.0)
+        out = gammaln(n + 1.0) - np.sum(gammaln(counts + 1.0), axis=-1) + np.sum(terms, axis=-1)
+        out = out + response_logpdf(split_statistic(s, n), theta=par.theta, sigma2=par.sigma2, n=n)
+    return np.where(ok & np.isfinite(out), out, -np.inf)
+
+
+def _gram(counts: np.ndarray, layout: CellLayout) -> np.ndarray:
+    """``A = Σ_c n_c c̃ c̃ᵀ`` ``(..., d + 1, d + 1)``."""
+    record = np.hstack([np.ones((len(layout.corners), 1)), layout.corners])
+    return np.einsum("...c,ci,cj->...ij", counts, record, record)
+
+
+def draw_cell_statistic(
+    rng: np.random.Generator,
+    par: CellParameters,
+    n: int,
+    layout: CellLayout,
+    *,
+    size: tuple[int, ...] = (),
+) -> npt.NDArray[np.float64]:
+    """Exact draws of the statistic, without drawing records.
+
+    The counts are multinomial given A positive definite, then the responses' part comes from
+    :func:`~pymc_dp.regression.kernels.normal_model.statistic_from_gram`. Counts whose A is
+    singular are drawn again, at most :data:`MAX_START_DRAWS` times.
+
+    Raises
+    ------
+    ValueError
+        If some batch member's counts were singular every time (π puts almost all its mass on
+        too few cells for n records).
+
+    Examples
+    --------
+    >>> layout = cell_layout(3, "categories")
+    >>> par = CellParameters(np.zeros(4), np.array(1.0), np.full(4, 0.25))
+    >>> s = draw_cell_statistic(np.random.default_rng(1), par, 40, layout, size=(3,))
+    >>> s.shape, bool(np.all(cell_counts(s, 40, layout)[1]))
+    ((3, 14), True)
+    """
+    theta = np.asarray(par.theta, dtype=np.float64)
+    probs = np.asarray(par.probs, dtype=np.float64)
+    batch = tuple(size) + np.broadcast_shapes(
+        theta.shape[:-1], np.shape(par.sigma2), probs.shape[:-1]
+    )
+    probs = np.broadcast_to(probs, (*batch, probs.shape[-1]))
+    counts = rng.multinomial(n, probs).astype(np.float64)
+    for _ in range(MAX_START_DRAWS):
+        bad = np.linalg.det(_gram(counts, layout)) < 0.5  # an integer matrix: det 0 or ≥ 1
+        if not bad.any():
+            break
+        counts[bad] = rng.multinomial(n, probs[bad])
+    else:
+        raise ValueError(
+            f"the cell probabilities leave fewer cells than the model needs occupied in "
+            f"{MAX_START_DRAWS} draws of {n} records: give every cell a probability of order 1/n "
+            f"or more"
+        )
+    return statistic_from_gram(rng, _gram(counts, layout), theta=theta,
+                               sigma2=par.sigma2, n=np.full(batch, float(n)))  # fmt: skip
+
+
+def cell_record_moments(
+    par: CellParameters, layout: CellLayout
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Mean ``(..., m)`` and covariance ``(..., m, m)`` of one record's statistic t.
+
+    A mixture over the cells of records with x fixed at the corner
+    (:func:`~pymc_dp.regression.kernels.normal_model.record_moments` with x's covariance 0).
+
+    Examples
+    --------
+    >>> par = CellParameters(np.zeros(2), np.array(1.0), np.array([0.7, 0.3]))
+    >>> mean, cov = cell_record_moments(par, cell_layout(1, "categories"))
+    >>> round(float(mean[0]), 6), round(float(cov[0, 0]), 6)  # π₁ and π₁(1 − π₁)
+    (0.3, 0.21)
+    """
+    theta = np.asarray(par.theta, dtype=np.float64)
+    probs = np.asarray(par.probs, dtype=np.float64)
+    cells, d = layout.corners.shape
+    means, covs = record_moments(
+        theta[..., None, :],
+        np.asarray(par.sigma2)[..., None],
+        layout.corners,
+        np.zeros((cells, d, d)),
+    )
+    mean = np.sum(probs[..., None] * means, axis=-2)
+    second = covs + means[..., :, None] * means[..., None, :]
+    cov_t = np.sum(probs[..., None, None] * second, axis=-3)
+    return mean, cov_t - mean[..., :, None] * mean[..., None, :]
+
+
+def draw_cell_probs(
+    rng: np.random.Generator, s: npt.ArrayLike, n: npt.ArrayLike, layout: CellLayout
+) -> npt.NDArray[np.float64]:
+    """Exact draw of π given a statistic of the model: Dirichlet(1 + counts), ``(..., C)``."""
+    counts, _ = cell_counts(s, n, layout)
+    gamma = rng.standard_gamma(1.0 + np.maximum(counts, 0.0))
+    return gamma / np.sum(gamma, axis=-1, keepdims=True)

@@ -1,0 +1,265 @@
+"""The cell model of x (every covariate binary): exact law, moments, proposal, sampler."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from pymc_dp.curator.regression.statistics import regression_statistic, released_pairs
+from pymc_dp.regression import NIG, draw_nig, nig_update
+from pymc_dp.regression.engine.cells import sample_cell_regression
+from pymc_dp.regression.kernels import mixed_move
+from pymc_dp.regression.kernels.cell_model import (
+    CellParameters,
+    cell_counts,
+    cell_layout,
+    cell_record_moments,
+    cell_statistic_logpdf,
+    draw_cell_probs,
+    draw_cell_statistic,
+)
+from pymc_dp.regression.kernels.mixed_move import (
+    MixedTarget,
+    independence_move,
+    joint_move,
+    mixed_state,
+    pack_cells,
+    statistic_move,
+    unpack_cells,
+)
+from pymc_dp.regression.kernels.normal_model import response_logpdf, split_statistic
+
+PAIR = cell_layout(2, "pair")
+LEVELS = cell_layout(3, "categories")
+
+
+def _records(rng, par, layout, n, size):
+    """Statistics of simulated records, conditioned on A being positive definite."""
+    out = []
+    while len(out) < size:
+        cell = rng.choice(len(layout.corners), size=n, p=par.probs)
+        x = layout.corners[cell]
+        if np.linalg.matrix_rank(np.column_stack([np.ones(n), x])) < layout.d + 1:
+            continue
+        y = par.theta[0] + x @ par.theta[1:] + np.sqrt(par.sigma2) * rng.standard_normal(n)
+        out.append(regression_statistic(x, y))
+    return np.array(out)
+
+
+def _par(layout):
+    d = layout.d
+    probs = np.array([0.4, 0.2, 0.3, 0.1]) if layout.kind == "pair" else np.full(d + 1, 0.25)
+    return CellParameters(np.linspace(0.3, -0.6, d + 1), np.array(0.5), probs)
+
+
+@pytest.mark.parametrize("layout", [PAIR, LEVELS, cell_layout(1, "categories")])
+def test_counts_are_read_from_the_statistic_of_records(layout):
+    rng = np.random.default_rng(0)
+    cell = rng.choice(len(layout.corners), size=25)
+    s = regression_statistic(layout.corners[cell], rng.normal(size=25))
+    counts, ok = cell_counts(s, 25, layout)
+    assert ok
+    np.testing.assert_array_equal(counts, np.bincount(cell, minlength=len(layout.corners)))
+    for pos in layout.covariate_positions:  # every entry of A is tied to the counts
+        broken = s.copy()
+        broken[pos] += 0.5
+        assert not cell_counts(broken, 25, layout)[1], pos
+
+
+@pytest.mark.parametrize("layout", [PAIR, LEVELS])
+def test_draws_have_the_law_of_simulated_records(layout):
+    """KS per released coordinate, 3000 exact draws against 3000 simulations of n = 12 records
+    (small, so that A is sometimes singular and the conditioning matters)."""
+    rng = np.random.default_rng(1)
+    par, n = _par(layout), 12
+    exact = draw_cell_statistic(rng, par, n, layout, size=(3000,))
+    simulated = _records(rng, par, layout, n, 3000)
+    for j in range(exact.shape[-1]):
+        if np.all(exact[:, j] == 0) and np.all(simulated[:, j] == 0):
+            continue  # two levels of a factor are never 1 together
+        assert stats.ks_2samp(exact[:, j], simulated[:, j]).pvalue > 1e-3, j
+
+
+@pytest.mark.parametrize("layout", [PAIR, LEVELS])
+def test_record_moments_match_simulated_records(layout):
+    rng = np.random.default_rng(2)
+    par = _par(layout)
+    cell = rng.choice(len(layout.corners), size=200_000, p=par.probs)
+    x = layout.corners[cell]
+    y = par.theta[0] + x @ par.theta[1:] + np.sqrt(par.sigma2) * rng.standard_normal(len(x))
+    w = np.column_stack([np.ones(len(x)), x, y])
+    rows, cols = released_pairs(layout.d)
+    t = w[:, rows] * w[:, cols]
+    mean, cov = cell_record_moments(par, layout)
+    np.testing.assert_allclose(mean, t.mean(0), atol=0.02)
+    np.testing.assert_allclose(cov, np.cov(t.T), atol=0.06)
+
+
+def test_logpdf_is_the_multinomial_times_the_responses_part():
+    rng = np.random.default_rng(3)
+    par, n = _par(PAIR), 40
+    s = draw_cell_statistic(rng, par, n, PAIR, size=(5,))
+    counts, _ = cell_counts(s, n, PAIR)
+    multinomial = stats.multinomial.logpmf(counts, n, par.probs)
+    responses = response_logpdf(split_statistic(s, n), theta=par.theta, sigma2=par.sigma2, n=n)
+    np.testing.assert_allclose(cell_statistic_logpdf(s, par, n, PAIR), multinomial + responses)
+    # Off the model: a count below 0, a fraction, a singular A (two corners only).
+    off = [s[0].copy() for _ in range(3)]
+    off[0][3] = s[0][0] + 1.0  # Σx₁x₂ > Σx₁
+    off[1][[0, 2]] += 0.5
+    x = PAIR.corners[np.repeat([0, 3], 20)]
+    off[2] = regression_statistic(x, rng.normal(size=40))
+    assert np.all(cell_statistic_logpdf(np.array(off), par, n, PAIR) == -np.inf)
+
+
+def _normal_proposal(layout, n, scale, rng):
+    par = CellParameters(*(np.asarray(a)[None] for a in _par(layout)))
+    s = draw_cell_statistic(rng, par, n, layout)
+    prior = NIG(np.zeros(layout.d + 1), np.eye(layout.d + 1), np.array(3.0), np.array(1.0))
+    z = s + rng.laplace(0.0, scale, s.shape)
+    target = MixedTarget(z, np.full(s.shape, 2 * scale**2), float(n), prior, None, layout)
+    return mixed_move._proposal(par, target), target
+
+
+@pytest.mark.parametrize("layout", [PAIR, LEVELS])
+def test_the_proposal_of_the_counts_has_the_density_it_reports(layout):
+    """Draws of the integer coordinates, one at a time and rounded, against exp(log q) of each
+    value drawn: the reported masses sum to 1 over the values seen, and the frequencies fit them
+    (chi-square, p > 0.001). Readings of noise scale 0.7 spread k over a few values each."""
+    rng = np.random.default_rng(4)
+    prop, target = _normal_proposal(layout, 60, 0.7, rng)
+    free = mixed_move._free(target)
+    one = mixed_move._Proposal(*(np.broadcast_to(a[0], (20_000, *a.shape[2:])) for a in prop))
+    k, log_q = mixed_move._integer_steps(one, free, 60.0, rng, None)
+    _, first, freq = np.unique(k, axis=0, return_index=True, return_counts=True)
+    mass = np.exp(log_q[first])
+    assert mass.sum() > 0.995
+    keep = mass * len(k) >= 5
+    expected = mass[keep] / mass[keep].sum() * freq[keep].sum()
+    assert stats.chisquare(freq[keep], expected).pvalue > 1e-3
+    # log q of given k is the density the draw reported.
+    _, again = mixed_move._integer_steps(one, free, 60.0, None, k.copy())
+    np.testing.assert_allclose(again, log_q)
+
+
+def _joint_prior_draws(rng, layout, size, n, scale):
+    """(φ, s, w, z) from the joint prior: π ~ Dirichlet(1), counts multinomial, both drawn
+    again where A is singular (the tilt of the module docstring)."""
+    p = layout.d + 1
+    prior = NIG(np.zeros(p), 0.5 * np.eye(p), np.array(20.0), np.array(1.9))
+    theta, sigma2 = draw_nig(rng, prior, size=(size,))
+    probs = rng.dirichlet(np.ones(len(layout.corners)), size=size)
+    record = np.hstack([np.ones((len(layout.corners), 1)), layout.corners])
+    bad = np.ones(size, dtype=bool)
+    while bad.any():  # each chain on its own: (π, counts) again until A is regular
+        probs[bad] = rng.dirichlet(np.ones(len(layout.corners)), size=bad.sum())
+        counts = rng.multinomial(n, probs[bad])
+        gram = np.einsum("bc,ci,cj->bij", counts, record, record)
+        bad[bad] = np.linalg.matrix_rank(gram) < p
+    par = CellParameters(theta, sigma2, probs)
+    s = draw_cell_statistic(rng, par, n, layout)  # counts again: π is the draw that counts
+    w = rng.exponential(2.0 * scale**2, size=s.shape)  # Laplace = N(0, w), w ~ Exp(2b²)
+    return prior, par, s, w, s + np.sqrt(w) * rng.standard_normal(s.shape)
+
+
+@pytest.mark.parametrize("layout", [PAIR, LEVELS])
+def test_every_move_keeps_the_joint_prior(layout):
+    """Geweke's test as for the mixed model: after 20 sweeps of the three moves from the joint
+    prior, u keeps its prior law and (z − s)/√w stays standard normal (KS, 3000 chains)."""
+    rng = np.random.default_rng(5)
+    size, n, scale = 3000, 30, 3.0
+    prior, par, s, w, z = _joint_prior_draws(rng, layout, size, n, scale)
+    target = MixedTarget(z, w, float(n), prior, None, layout)
+    state = mixed_state(pack_cells(par), s, target)
+    assert np.all(np.isfinite(state.log_target))
+    k = state.params.shape[-1]
+    factor = np.broadcast_to(0.15 * np.eye(k), (size, k, k))
+    centre = np.broadcast_to(state.params.mean(axis=0), state.params.shape)
+    chol = np.broadcast_to(np.linalg.cholesky(np.cov(state.params.T)), (size, k, k))
+    for _ in range(20):
+        state, _ = statistic_move(rng, state, target)
+        state, _ = joint_move(rng, state, target, factor)
+        state, _ = independence_move(rng, state, target, centre, chol, tries=4)
+    before, after = pack_cells(par), state.params
+    assert np.mean(np.any(after != before, axis=-1)) > 0.6
+    for j in range(k):
+        assert stats.ks_2samp(before[:, j], after[:, j]).pvalue > 1e-3, ("u", j)
+    resid = (z - state.suffstat) / np.sqrt(w)
+    for j in range(s.shape[1]):
+        assert stats.kstest(resid[:, j], "norm").pvalue > 1e-3, ("s", j)
+
+
+def test_parameters_round_trip_and_the_conjugate_draw_is_dirichlet():
+    par = _par(LEVELS)
+    back, _ = unpack_cells(pack_cells(par), LEVELS)
+    np.testing.assert_allclose(back.probs, par.probs)
+    rng = np.random.default_rng(6)
+    s = draw_cell_statistic(rng, par, 50, LEVELS)
+    counts, _ = cell_counts(s, 50, LEVELS)
+    draws = draw_cell_probs(rng, np.broadcast_to(s, (20_000, s.size)), 50, LEVELS)
+    np.testing.assert_allclose(draws.mean(0), (1 + counts) / (4 + 50), atol=0.003)
+
+
+def test_huge_epsilon_posterior_is_the_exact_one():
+    """With noise of scale 10⁻⁴ the posterior of (θ, σ²) is the NIG posterior of s itself."""
+    rng = np.random.default_rng(7)
+    prior = NIG(np.zeros(3), np.eye(3), np.array(3.0), np.array(1.0))
+    s = draw_cell_statistic(rng, _par(PAIR), 80, PAIR, size=(3,))
+    z = s + rng.laplace(0.0, 1e-4, s.shape)
+    tr = sample_cell_regression(8, released=z, n=80, prior=prior, kind="pair", scale=1e-4,
+                                draws=400, tune=200)  # fmt: skip
+    ref_theta, ref_sigma2 = draw_nig(rng, nig_update(prior, statistic=s, n=80), size=(20000,))
+    for r in range(3):
+        th = tr.theta[:, :, r].reshape(-1, 3)
+        sd = ref_theta[:, r].std(0)
+        np.testing.assert_allclose(th.mean(0), ref_theta[:, r].mean(0), atol=4 * sd.max() / 14)
+        np.testing.assert_allclose(th.std(0), sd, rtol=0.2)
+        assert tr.sigma2[:, :, r].mean() == pytest.approx(ref_sigma2[:, r].mean(), rel=0.05)
+        counts, _ = cell_counts(s[r], 80, PAIR)
+        np.testing.assert_allclose(tr.probs[:, :, r].mean((0, 1)), (1 + counts) / 84, atol=0.02)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["pair", "categories"])
+def test_sampler_is_calibrated_on_releases_drawn_from_its_model(kind):
+    """Ranks of the true θ and σ² in their posteriors over 120 releases drawn from the model's
+    own prior (n = 60, Laplace scale 8, so the noise matters): uniform by KS (p > 0.001)."""
+    rng = np.random.default_rng(9)
+    layout, releases = cell_layout(2, kind), 120
+    prior, par, s, _, _ = _joint_prior_draws(rng, layout, releases, 60, 1.0)
+    z = s + rng.laplace(0.0, 8.0, s.shape)
+    tr = sample_cell_regression(10, released=z, n=60, prior=prior, kind=kind, scale=8.0,
+                                draws=400, tune=300)  # fmt: skip
+    draws_theta = tr.theta[:, ::4].reshape(-1, releases, 3)
+    for j in range(3):
+        rank = np.mean(draws_theta[..., j] < par.theta[:, j], axis=0)
+        assert stats.kstest(rank, "uniform").pvalue > 1e-3, j
+    rank = np.mean(tr.sigma2[:, ::4].reshape(-1, releases) < par.sigma2, axis=0)
+    assert stats.kstest(rank, "uniform").pvalue > 1e-3
+
+
+def test_many_levels_warn_that_the_sampler_mixes_slowly():
+    layout = cell_layout(5, "categories")
+    par = CellParameters(np.zeros(6), np.array(1.0), np.full(6, 1 / 6))
+    z = draw_cell_statistic(np.random.default_rng(0), par, 60, layout, size=(1,))
+    prior = NIG(np.zeros(6), np.eye(6), np.array(3.0), np.array(1.0))
+    with pytest.warns(UserWarning, match="mixes slowly above d = 3"):
+        tr = sample_cell_regression(0, released=z, n=60, prior=prior, scale=1.0, draws=3, tune=0)
+    assert tr.probs.shape == (2, 3, 1, 6)
+
+
+def test_bad_input_is_refused():
+    z = np.zeros((1, 9))
+    prior = NIG(np.zeros(3), np.eye(3), np.array(3.0), np.array(1.0))
+    with pytest.raises(ValueError, match="kind must be one of"):
+        sample_cell_regression(0, released=z, n=50, prior=prior, kind="levels", scale=1.0,
+                               draws=5)  # fmt: skip
+    with pytest.raises(ValueError, match="d must be 2"):
+        sample_cell_regression(0, released=np.zeros((1, 5)), n=50, kind="pair", scale=1.0,
+                               prior=NIG(np.zeros(2), np.eye(2), 3.0, 1.0), draws=5)  # fmt: skip
+    with pytest.raises(TypeError, match="exactly one of scale"):
+        sample_cell_regression(0, released=z, n=50, prior=prior, draws=5)
+    with pytest.raises(ValueError, match="fewer cells than the model needs"):
+        draw_cell_statistic(np.random.default_rng(0), CellParameters(np.zeros(3), 1.0,
+                            np.array([0.5, 0.5, 0.0, 0.0])), 30, PAIR)  # fmt: skip
