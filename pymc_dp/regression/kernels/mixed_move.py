@@ -373,18 +373,22 @@ def _proposal(par: MixedParameters | CellParameters, target: MixedTarget) -> _Pr
     mean = np.stack([post_mean, clt_mean])
     cov = np.stack([0.5 * (post_cov + np.swapaxes(post_cov, -1, -2)), clt_cov])
     j = free.k.size
-    cov_kk = cov[..., :j, :j]
-    slope = np.swapaxes(np.linalg.solve(cov_kk + 1e-12 * np.eye(j), cov[..., :j, j:]), -1, -2)
-    cond = cov[..., j:, j:] - slope @ cov[..., :j, j:]
     # k's variance vanishes as π nears 0 or 1 and is not finite far out: floor it, and give
     # a non-finite one unit variance (any proposal that is a function of φ keeps the move exact).
-    cov_kk = cov_kk + 1e-12 * np.eye(j)
+    cov_kk = cov[..., :j, :j] + 1e-12 * np.eye(j)
     cov_kk = np.where(
         np.all(np.isfinite(cov_kk), axis=(-2, -1))[..., None, None], cov_kk, np.eye(j)
     )
+    if j == 1:  # the mixed model: a division and a square root, no factorisation
+        k_chol = np.sqrt(cov_kk)
+        slope = np.swapaxes(cov[..., :1, 1:] / cov_kk, -1, -2)
+    else:
+        k_chol = floored_cholesky(cov_kk)
+        slope = np.swapaxes(np.linalg.solve(cov_kk, cov[..., :j, j:]), -1, -2)
+    cond = cov[..., j:, j:] - slope @ cov[..., :j, j:]
     return _Proposal(
         mean[..., :j],
-        floored_cholesky(cov_kk),
+        k_chol,
         mean[..., j:],
         slope,
         floored_cholesky(0.5 * (cond + np.swapaxes(cond, -1, -2))),
