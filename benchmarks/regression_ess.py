@@ -24,6 +24,10 @@ Three samplers on releases of the same data, in one process:
 * **default_binary** (only with ``--samplers``, ``--x-design mixed``): the node told that the
   first covariate is 0 or 1 (``binary=0``: the mixed model of x,
   ``RegressionMixedStep``), against the default, which models it as normal;
+* **default_cells** (only with ``--samplers``, ``--x-design categorical`` or ``pair``): the
+  node told that every covariate is binary (``x_model="factor"`` for the dummy columns of one
+  factor, ``"binary"`` for two indicators: the cell model of x, ``RegressionCellStep``),
+  against the default, which models them as normal;
 * **mcmc_ind** (only with ``--samplers``): the hand-written model a PyMC user would write, the
   paper's MCMC-Ind (every record's x and y latent, the release observed through its Laplace
   noise; :func:`pymc_dp.regression.sample_mcmc_ind`), with the same priors as the README's
@@ -54,7 +58,9 @@ those of commit e851465 (the last before issue 34) at d = 1 (with released momen
 ``--releases`` runs that many releases (data and noise from seeds seed, seed + 1, ...);
 ``--x-design normal`` draws x from N(0, 0.4²) clipped to the box instead of uniform on it;
 ``--x-design mixed`` makes the first covariate Bernoulli(0.3) on the box [0, 1] and the others
-normal as that design;
+normal as that design; ``--x-design categorical`` makes the d covariates the dummy columns of
+one factor of d + 1 levels (probabilities ∝ d + 1, d, ..., 1, the reference level first), and
+``--x-design pair`` two Bernoulli(0.3) indicators (d = 2), all on the box [0, 1];
 ``--moments`` gives every sampler's release ``moments_share=0.2`` (the statistic gets 0.8 ε;
 the default, ``x_model="auto"``, ignores the moments).
 
@@ -106,6 +112,7 @@ SAMPLERS = (
     "default_nu_d1",
     "default_no_symmetry",
     "default_binary",
+    "default_cells",
     "mcmc_ind",
 )
 
@@ -116,7 +123,13 @@ def make_data(
     """x uniform on [−1, 1]^d or N(0, 0.4²) clipped to it (``mixed``: the first x Bernoulli(0.3));
     y = 0.2 + x·θ + N(0, 0.2²) in [−2, 2]."""
     theta = np.array([0.5, -0.3, 0.2, 0.4, -0.1, 0.3, -0.2, 0.1, 0.25, -0.15])[:d]
-    if design in ("normal", "mixed"):
+    if design == "categorical":
+        weights = np.arange(d + 1, 0, -1.0)
+        level = rng.choice(d + 1, size=n, p=weights / weights.sum())
+        x = (level[:, None] == np.arange(1, d + 1)).astype(float)
+    elif design == "pair":
+        x = (rng.uniform(size=(n, d)) < 0.3).astype(float)
+    elif design in ("normal", "mixed"):
         x = np.clip(0.4 * rng.standard_normal((n, d)), -1.0, 1.0)
         if design == "mixed":  # a treated/untreated indicator first
             x[:, 0] = rng.uniform(size=n) < 0.3
@@ -152,8 +165,9 @@ def run(
 ) -> dict:
     d = x.shape[1]
     bounds = {"x_bounds": [(-1.0, 1.0)] * d, "y_bounds": (-2.0, 2.0)}
-    if np.all((x[:, 0] == 0.0) | (x[:, 0] == 1.0)):  # --x-design mixed: a binary first covariate
-        bounds["x_bounds"][0] = (0.0, 1.0)
+    for j in range(d):  # binary columns (designs mixed, categorical, pair) get the box [0, 1]
+        if np.all((x[:, j] == 0.0) | (x[:, j] == 1.0)):
+            bounds["x_bounds"][j] = (0.0, 1.0)
     with_moments = ("gibbs_ss_noisy", "default_moments", "default_moments_normal")
     share = 0.2 if moments or kind in with_moments else None
     rel = release_regression(x, y, epsilon=epsilon, moments_share=share, rng=seed, **bounds)
@@ -175,6 +189,9 @@ def run(
         collapsed_engine.SYMMETRY_MIN_D = d + 1
     if kind == "default_binary":
         kwargs["binary"] = 0
+    if kind == "default_cells":  # two indicators, or the dummy columns of one factor
+        pair = d == 2 and np.any(np.all(x == 1.0, axis=1))
+        kwargs["x_model"] = "binary" if pair else "factor"
     start = time.perf_counter()
     try:
         if kind == "mcmc_ind":  # the README model's priors: θ | σ² ~ N(0, 10σ²I), σ² ~ IG(3, 0.1)
@@ -222,9 +239,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="samplers to run; the first is the ratios' numerator")  # fmt: skip
     parser.add_argument("--releases", type=int, default=1,
                         help="releases (data and noise), seeds seed, seed + 1, ...")  # fmt: skip
-    parser.add_argument("--x-design", choices=("uniform", "normal", "mixed"), default="uniform",
+    parser.add_argument("--x-design", default="uniform",
+                        choices=("uniform", "normal", "mixed", "categorical", "pair"),
                         help="x uniform on the box or N(0, 0.4^2) clipped to it (mixed: the "
-                             "first covariate Bernoulli(0.3))")  # fmt: skip
+                             "first covariate Bernoulli(0.3); categorical: a factor's dummy "
+                             "columns; pair: two Bernoulli(0.3))")  # fmt: skip
     parser.add_argument("--moments", action="store_true",
                         help="every sampler's release carries moments_share=0.2")  # fmt: skip
     parser.add_argument("--output", default=None, help="write the rows as JSON here")

@@ -383,3 +383,155 @@ def test_fit_of_a_binary_release_end_to_end(binary_csv, tmp_path):
     theta = post["theta"].mean(("chain", "draw")).values
     sd = post["theta"].std(("chain", "draw")).values
     assert np.all(np.abs(theta - np.array([1.0, 0.5, -0.4])) < 4 * sd + 0.05), (theta, sd)
+
+
+@pytest.fixture(scope="module")
+def factor_csv(tmp_path_factory):
+    """age (decades), region as dummy columns north, south (west the reference), and spend;
+    ``broken.csv`` beside it has two ones in data row 4 and 0.5 in data row 9."""
+    rng = np.random.default_rng(10)
+    age = np.round(rng.uniform(2, 8, size=N), 2)
+    region = rng.integers(0, 3, size=N)
+    north, south = (region == 1).astype(int), (region == 2).astype(int)
+    spend = np.clip(1.0 + 0.5 * age + 0.3 * north - 0.4 * south + rng.normal(0, 0.3, N), -2, 6)
+    rows = ["age,north,south,spend"] + [
+        f"{a},{n},{s},{v:.3f}" for a, n, s, v in zip(age, north, south, spend, strict=True)
+    ]
+    folder = tmp_path_factory.mktemp("factor")
+    (folder / "regions.csv").write_text("\n".join(rows) + "\n")
+    rows[4] = f"{age[3]},1,1,{spend[3]:.3f}"
+    rows[9] = f"{age[8]},0.5,0,{spend[8]:.3f}"
+    (folder / "broken.csv").write_text("\n".join(rows) + "\n")
+    return folder / "regions.csv"
+
+
+FACTOR = [
+    "--family", "regression", "--x", "age,north,south", "--y", "spend",
+    "--x-bounds", "0", "10", "0", "1", "0", "1", "--y-bounds", "-2", "6",
+    "--factor", "north,south",
+]  # fmt: skip
+
+
+def test_release_records_the_factor_with_the_same_noise(factor_csv, tmp_path, capsys):
+    """``--factor north,south`` is checked, recorded in order and printed; Δ, the scale and
+    (seeded) the noisy values are those of the release without it."""
+    out, plain = tmp_path / "reg.json", tmp_path / "plain.json"
+    assert _release(factor_csv, out, *FACTOR, "--epsilon", "2", "--seed", "1") == 0
+    assert "factor: north, south" in capsys.readouterr().out
+    assert _release(factor_csv, plain, *FACTOR[:-2], "--epsilon", "2", "--seed", "1") == 0
+    rel = read_release(out, allow_columns=True)["spend"].release
+    without = read_release(plain, allow_columns=True)["spend"].release
+    assert rel.factor == (1, 2) and without.factor == () and rel.binary == ()
+    assert (rel.sensitivity, rel.scale) == (without.sensitivity, without.scale)
+    assert np.array_equal(rel.value, without.value)
+    args = [*FACTOR[:-1], "south,north", "--epsilon", "2", "--seed", "1"]
+    assert _release(factor_csv, tmp_path / "order.json", *args) == 0
+    reordered = read_release(tmp_path / "order.json", allow_columns=True)["spend"].release
+    assert reordered.factor == (2, 1)  # the order names the levels
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"--factor": "age,north"}, "with a value other than 0 and 1, or more than one 1, in the "
+         "dummy columns declared factor (--factor age,north); the release was stopped. Code the "
+         "factor as dummy columns of one level each, reference level all 0 (clamping does not), "
+         "or do not pass --factor"),
+        ({"--factor": "north,spend"},
+         "--factor names covariates among --x (age, north, south); spend is not"),
+        ({"--x-bounds": ["0", "10", "0.5", "1", "0", "1"]},
+         "--factor north: its --x-bounds [0.5, 1] must hold 0 and 1"),
+        ({"--binary": "south"}, "--binary and --factor both name south: declare a factor's dummy "
+         "columns in --factor only"),
+    ],
+)  # fmt: skip
+def test_release_factor_refusals_name_the_flag(factor_csv, tmp_path, capsys, change, message):
+    args = [*FACTOR, "--epsilon", "1", "--seed", "1"]
+    for flag, values in change.items():
+        if flag not in args:
+            args += [flag, values]
+        elif flag == "--x-bounds":
+            i = args.index(flag)
+            args[i + 1 : i + 7] = values
+        else:
+            args[args.index(flag) + 1] = values
+    out = tmp_path / "bad.json"
+    assert _release(factor_csv, out, *args) == 2
+    err = capsys.readouterr().err
+    assert message in err and not out.exists(), err
+
+
+@pytest.mark.parametrize("clamp", [[], ["--clamp"]])
+def test_release_of_a_broken_factor_stops_before_any_noise(factor_csv, tmp_path, capsys, clamp):
+    """Two ones in a record, 0.5 in another: stopped (with --clamp too), no file, no charge,
+    the data rows named and no value quoted."""
+    ledger = tmp_path / "ledger.json"
+    out = tmp_path / "bad.json"
+    args = [*FACTOR, "--epsilon", "1", *clamp, "--budget", str(ledger), "--budget-total", "2"]
+    assert _release(factor_csv.parent / "broken.csv", out, *args) == 2
+    err = capsys.readouterr().err
+    stopped = (
+        "has 2 record(s) (the first at data row 4) with a value other than 0 and 1, or more "
+        "than one 1, in the dummy columns declared factor (--factor north,south)"
+    )
+    assert stopped in err, err
+    assert not out.exists() and "0.5" not in err
+    assert not ledger.exists() or PrivacyBudget.load(ledger).spent == 0.0
+
+
+@pytest.fixture(scope="module")
+def regions_csv(factor_csv):
+    """The regions of :func:`factor_csv` alone: north, south (west the reference), spend."""
+    lines = factor_csv.read_text().splitlines()
+    path = factor_csv.parent / "regions_only.csv"
+    path.write_text("\n".join(line.split(",", 1)[1] for line in lines) + "\n")
+    return path
+
+
+REGIONS = [
+    "--family", "regression", "--x", "north,south", "--y", "spend",
+    "--x-bounds", "0", "1", "0", "1", "--y-bounds", "-2", "6", "--factor", "north,south",
+]  # fmt: skip
+
+
+def test_fit_of_a_factor_release_takes_the_cell_model(regions_csv, factor_csv, tmp_path,
+                                                      monkeypatch):  # fmt: skip
+    """Every covariate a declared factor's column: ``pymc-dp fit`` samples the cell model with
+    ``RegressionCellStep``; a factor beside a continuous covariate keeps the normal model."""
+    from pymc_dp.regression import RegressionCellStep, RegressionCollapsedStep
+
+    out = tmp_path / "regions.json"
+    assert _release(regions_csv, out, *REGIONS, "--epsilon", "2", "--seed", "1") == 0
+    (step,) = _fit_steps(out, tmp_path, monkeypatch)
+    assert isinstance(step, RegressionCellStep)
+    out = tmp_path / "with_age.json"
+    assert _release(factor_csv, out, *FACTOR, "--epsilon", "2", "--seed", "1") == 0
+    with pytest.warns(UserWarning, match="needs every covariate in the factor"):
+        (step,) = _fit_steps(out, tmp_path, monkeypatch)
+    assert isinstance(step, RegressionCollapsedStep)
+
+
+@pytest.mark.slow
+def test_fit_of_a_factor_release_end_to_end(regions_csv, tmp_path):
+    """``python -m pymc_dp`` release ``--factor`` then fit (ε = 20): the cell model's π in the
+    posterior file, the per-level plot written, the truth covered."""
+    import arviz as az
+
+    fit_dir, proc = _release_and_fit(regions_csv, REGIONS, tmp_path)
+    assert "RegressionCellStep" in proc.stdout + proc.stderr
+    assert (fit_dir / "predictive.png").exists()
+    idata = az.from_netcdf(fit_dir / "posterior.nc")
+    assert idata.attrs["pymc_dp_x_model_z"] == "factor"
+    probs = idata.posterior["z_x_probs"].mean(("chain", "draw")).values
+    assert np.all(np.abs(probs - 1 / 3) < 0.08), probs
+    theta = idata.posterior["theta"].mean(("chain", "draw")).values
+    sd = idata.posterior["theta"].std(("chain", "draw")).values
+    # spend = 1 + 0.5 age + ..., age ~ U(2, 8) left out: intercept 1 + 0.5 E age = 3.5
+    assert np.all(np.abs(theta - np.array([3.5, 0.3, -0.4])) < 4 * sd + 0.1), (theta, sd)
+
+
+def test_factor_needs_the_regression_family(csv_path, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        _release(csv_path, tmp_path / "a.json", "--column", "age", "--family", "normal",
+                 "--factor", "age", "--epsilon", "1")  # fmt: skip
+    assert "--factor apply only with --family regression" in capsys.readouterr().err

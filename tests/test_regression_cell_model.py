@@ -150,12 +150,11 @@ def _joint_prior_draws(rng, layout, size, n, scale):
     prior = NIG(np.zeros(p), 0.5 * np.eye(p), np.array(20.0), np.array(1.9))
     theta, sigma2 = draw_nig(rng, prior, size=(size,))
     probs = rng.dirichlet(np.ones(len(layout.corners)), size=size)
-    record = np.hstack([np.ones((len(layout.corners), 1)), layout.corners])
     bad = np.ones(size, dtype=bool)
     while bad.any():  # each chain on its own: (π, counts) again until A is regular
         probs[bad] = rng.dirichlet(np.ones(len(layout.corners)), size=bad.sum())
         counts = rng.multinomial(n, probs[bad])
-        gram = np.einsum("bc,ci,cj->bij", counts, record, record)
+        gram = np.einsum("bc,ci,cj->bij", counts, layout.records, layout.records)
         bad[bad] = np.linalg.matrix_rank(gram) < p
     par = CellParameters(theta, sigma2, probs)
     s = draw_cell_statistic(rng, par, n, layout)  # counts again: π is the draw that counts

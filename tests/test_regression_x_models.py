@@ -177,7 +177,8 @@ def test_binary_node_variables_attrs_and_errors():
                              y_bounds=(-3, 3), epsilon=1.0, rng=0)  # fmt: skip
     model, theta, sigma2 = _nig_model(3)
     with model:
-        NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel, x_model="binary")
+        NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel, x_model="binary",
+                            method="gibbs-ss")  # fmt: skip
     assert "z_x_probs" in model.named_vars and "z_x_loc" not in model.named_vars
     assert model.coords["z_cell"] == ("x1=0,x2=0", "x1=0,x2=1", "x1=1,x2=0", "x1=1,x2=1")
     assert regression_attrs(model) == {
@@ -190,9 +191,6 @@ def test_binary_node_variables_attrs_and_errors():
         assert regression_attrs(model)["pymc_dp_x_model_z"] == "normal"
         with pytest.raises(ValueError, match="x_model must be one of"):
             NoisyRegressionStat("w", theta=theta, sigma2=sigma2, release=rel, x_model="beta")
-        with pytest.raises(ValueError, match="gibbs-ss"):
-            NoisyRegressionStat("w", theta=theta, sigma2=sigma2, release=rel, x_model="binary",
-                                method="collapsed")  # fmt: skip
     rel3 = release_regression(np.eye(5)[:, :3], np.zeros(5), x_bounds=[(0, 1)] * 3,
                               y_bounds=(-3, 3), epsilon=1.0, rng=0)  # fmt: skip
     model, theta, sigma2 = _nig_model(4)
@@ -202,7 +200,8 @@ def test_binary_node_variables_attrs_and_errors():
 
 @pytest.mark.slow
 def test_binary_node_at_huge_epsilon_is_the_conjugate_posterior():
-    """pm.sample with x_model='binary', d = 2, ε = 1e5: the non-private NIG posterior (~70 s)."""
+    """pm.sample with x_model='binary' under Gibbs-SS, d = 2, ε = 1e5: the non-private NIG
+    posterior (~70 s)."""
     import pymc as pm
 
     from pymc_dp.regression import NoisyRegressionStat
@@ -214,7 +213,8 @@ def test_binary_node_at_huge_epsilon_is_the_conjugate_posterior():
     rel = release_regression(x, y, x_bounds=[(0, 1)] * 2, y_bounds=(-3, 3), epsilon=1e5, rng=7)
     model, theta, sigma2 = _nig_model(3)
     with model:
-        NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel, x_model="binary")
+        NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel, x_model="binary",
+                            method="gibbs-ss")  # fmt: skip
         idata = pm.sample(draws=1000, tune=300, chains=2, random_seed=1, progressbar=False,
                           compute_convergence_checks=False)  # fmt: skip
     exact = nig_update(NIG(np.zeros(3), 0.5 * np.eye(3), np.array(20.0), np.array(1.9)),

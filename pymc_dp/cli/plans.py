@@ -246,12 +246,25 @@ def regression_settings(args: argparse.Namespace) -> dict[str, Any]:
         raise InputError(
             f"--binary names covariates among --x ({', '.join(x)}); {', '.join(unknown)} is not"
         )
+    factor = [] if args.factor is None else _split(args.factor, "--factor")
+    unknown = [f for f in factor if f not in x]
+    if unknown:
+        raise InputError(
+            f"--factor names covariates among --x ({', '.join(x)}); {', '.join(unknown)} is not"
+        )
+    both = [f for f in factor if f in binary]
+    if both:
+        raise InputError(
+            f"--binary and --factor both name {', '.join(both)}: declare a factor's dummy "
+            "columns in --factor only"
+        )
     return {
         "covariates": x,
         "response": args.y.strip(),
         "x_bounds": x_bounds,
         "y_bounds": tuple(args.y_bounds),
         "binary": [x.index(b) for b in binary],
+        "factor": [x.index(f) for f in factor],
     }
 
 
@@ -343,7 +356,7 @@ def check_release_args(parser: argparse.ArgumentParser, args: argparse.Namespace
         return
     regression = _given(
         [("--x", args.x), ("--y", args.y), ("--x-bounds", args.x_bounds),
-         ("--y-bounds", args.y_bounds), ("--binary", args.binary)]
+         ("--y-bounds", args.y_bounds), ("--binary", args.binary), ("--factor", args.factor)]
     )  # fmt: skip
     if regression:
         parser.error(f"{', '.join(regression)} apply only with --family regression")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import re
 from pathlib import Path
@@ -45,6 +46,14 @@ def _regression_message(text: str, settings: dict[str, Any]) -> str:
     text = re.sub(r"\b([xy])_bounds\b=?", r"--\1-bounds ", text).replace("  ", " ")
     text = re.sub(
         r"the first at index (\d+)", lambda m: f"the first at data row {int(m[1]) + 1}", text
+    )
+    factor = [settings["covariates"][j] for j in settings.get("factor", [])]
+    text = re.sub(r"\(factor indices \[[\d, ]*\]\)", f"(--factor {','.join(factor)})", text)
+    text = text.replace("do not declare factor=", "do not pass --factor")
+    text = re.sub(
+        r"^factor: covariate (\d+)'s box",
+        lambda m: f"--factor {settings['covariates'][int(m[1])]}: its --x-bounds",
+        text,
     )
     binary = [settings["covariates"][j] for j in settings.get("binary", [])]
     text = re.sub(r"\(indices \[[\d, ]*\]\)", f"(--binary {','.join(binary)})", text)
@@ -87,6 +96,7 @@ def _release_command(
             x_bounds=settings["x_bounds"],
             y_bounds=settings["y_bounds"],
             binary=settings["binary"],
+            factor=settings["factor"],
             epsilon=args.epsilon,
             rho=args.rho,
             clamp=args.clamp,
@@ -130,6 +140,7 @@ def _release_command(
         + (f", quantum = {rel.quantum:g}" if rel.quantum is not None else "")
         + (", records clamped to the box" if rel.clamped else "")
         + (f", binary: {', '.join(covariates[j] for j in rel.binary)}" if rel.binary else "")
+        + (f", factor: {', '.join(covariates[j] for j in rel.factor)}" if rel.factor else "")
         + (
             f"; budget: {rel.budget['spent']:g} of {rel.budget['total']:g} spent"
             if rel.budget is not None
@@ -277,12 +288,15 @@ def fit_regression(args: argparse.Namespace, entry: Any, out: Path, names: list[
     from pymc_dp.cli.outputs import save_posterior
     from pymc_dp.cli.sampling import format_summary, mixing_note, run_sampler
     from pymc_dp.curator.atomic import StagedOutputs
-    from pymc_dp.regression import RegressionCollapsedStep, RegressionMixedStep
+    from pymc_dp.regression import RegressionCellStep, RegressionCollapsedStep, RegressionMixedStep
     from pymc_dp.regression.model.noisy_regression import regression_attrs
 
     rel = entry.release
-    if regression_attrs(model)["pymc_dp_x_model_z"] == "mixed":  # a declared binary covariate
+    x_model = regression_attrs(model)["pymc_dp_x_model_z"]
+    if x_model == "mixed":  # a declared binary covariate
         idata = run_sampler(args, model, lambda: [RegressionMixedStep()])
+    elif x_model in ("binary", "factor"):  # a declared factor, or two binary covariates
+        idata = run_sampler(args, model, lambda: [RegressionCellStep()])
     else:
         idata = run_sampler(args, model, lambda: [RegressionCollapsedStep(tries=CLI_TRIES)])
     mu, cov, alpha, beta = default_nig_prior(rel.x_bounds, rel.y_bounds)
@@ -321,58 +335,32 @@ def save_regression_figures(
     """Write ``predictive.png`` and ``trace.png`` of a regression fit.
 
     ``predictive.png`` shows, against one covariate over its public range (by default the
-    first one the release does not declare binary; the others at their posterior mean under
-    the model of x, or the centre of their box), the posterior mean of the
-    regression line with its 90 % credible band and the 90 % posterior predictive band of a new
-    response. ``trace.png`` is the trace plot of θ and σ².
+    first one the release declares neither binary nor a factor's dummy column; the others at
+    their posterior mean under the model of x, or the centre of their box), the posterior mean
+    of the regression line with its 90 % credible band and the 90 % posterior predictive band
+    of a new response. When the release declares every covariate binary or a factor's column
+    (and ``covariate`` is not given) it shows the same at each level of the factor, or each
+    combination of the binary covariates. ``trace.png`` is the trace plot of θ and σ².
     """
     import matplotlib.pyplot as plt
 
     from pymc_dp._compat import posterior_dataset
     from pymc_dp.plots import plot_trace
-    from pymc_dp.regression import posterior_predictive
 
     rel = entry.release
     names = list(entry.covariates or [f"x{j + 1}" for j in range(rel.d)])
     post = posterior_dataset(idata)
-    box = np.asarray(rel.x_bounds, dtype=np.float64)
-    if covariate is None:
-        covariate = next((j for j in range(rel.d) if j not in rel.binary), 0)
-    centre = box.mean(axis=1)
-    if "z_x_prob" in post:  # the mixed model: E x_b = π, the others' mean mixes the groups'
-        prob = post["z_x_prob"].values.reshape(-1)
-        loc = post["z_x_loc"].values.reshape(prob.size, 2, -1)
-        others = ((1.0 - prob)[:, None] * loc[:, 0] + prob[:, None] * loc[:, 1]).mean(axis=0)
-        centre = np.insert(others, rel.binary[0], prob.mean())
-    elif "z_x_loc" in post:  # the covariates' mean under the model's normal model of x
-        centre = post["z_x_loc"].mean(("chain", "draw")).values.reshape(-1)
-    grid = np.linspace(box[covariate, 0], box[covariate, 1], 60)
-    x_new = np.tile(centre, (grid.size, 1))
-    x_new[:, covariate] = grid
-    theta = post["theta"].values.reshape(-1, rel.d + 1)
-    design = np.column_stack([np.ones(grid.size), x_new])
-    lines = theta @ design.T  # (draws, grid): the regression line E[y | x]
-    y_new = posterior_predictive(idata, x_new, rng=seed).values.reshape(-1, grid.size)
+    declared = {*rel.binary, *rel.factor}  # 0/1 columns: a line over [0, 1] says little
     fig, ax = plt.subplots(figsize=(6.5, 4.2), layout="constrained")
-    lo, hi = np.quantile(y_new, [0.05, 0.95], axis=0)
-    ax.fill_between(grid, lo, hi, color="#0072B2", alpha=0.15, lw=0, label="90% predictive")
-    lo, hi = np.quantile(lines, [0.05, 0.95], axis=0)
-    ax.fill_between(grid, lo, hi, color="#0072B2", alpha=0.35, lw=0, label="90% band of mean")
-    ax.plot(grid, lines.mean(axis=0), color="#0072B2", lw=2, label="posterior mean")
+    if covariate is None and declared == set(range(rel.d)):
+        _plot_cells(ax, idata, post, entry, names, seed)
+    else:
+        if covariate is None:
+            covariate = next((j for j in range(rel.d) if j not in declared), 0)
+        _plot_line(ax, idata, post, entry, names, covariate, seed)
     for bound in rel.y_bounds:
         ax.axhline(bound, color="#555555", ls=":", lw=1)
-    ax.set_xlabel(names[covariate])
     ax.set_ylabel(entry.column)
-    ax.set_xlim(grid[0], grid[-1])
-    others = [f"{n} = {c:.3g}" for j, (n, c) in enumerate(zip(names, centre, strict=True))]
-    others = [o for j, o in enumerate(others) if j != covariate]
-    ax.legend(loc="best", framealpha=0.85, fontsize=9)
-    ax.set_title(
-        f"Private regression: n = {rel.n}, ε = {rel.epsilon:g}"
-        + (f"\nat {', '.join(others)}" if others else "")
-        + ("; dotted: the public range of " + entry.column),
-        fontsize=10,
-    )
     predictive_png = out_dir / "predictive.png"
     fig.savefig(predictive_png, dpi=110)
     plt.close(fig)
@@ -390,3 +378,83 @@ def save_regression_figures(
     fig.savefig(trace_png, dpi=100)
     plt.close(fig)
     return predictive_png, trace_png
+
+
+def _plot_line(
+    ax: Any, idata: Any, post: Any, entry: Any, names: list[str], covariate: int, seed: int | None
+) -> None:
+    """The regression line against one covariate, the others at their mean."""
+    from pymc_dp.regression import posterior_predictive
+
+    rel = entry.release
+    box = np.asarray(rel.x_bounds, dtype=np.float64)
+    centre = box.mean(axis=1)
+    if "z_x_prob" in post:  # the mixed model: E x_b = π, the others' mean mixes the groups'
+        prob = post["z_x_prob"].values.reshape(-1)
+        loc = post["z_x_loc"].values.reshape(prob.size, 2, -1)
+        others = ((1.0 - prob)[:, None] * loc[:, 0] + prob[:, None] * loc[:, 1]).mean(axis=0)
+        centre = np.insert(others, rel.binary[0], prob.mean())
+    elif "z_x_loc" in post:  # the covariates' mean under the model's normal model of x
+        centre = post["z_x_loc"].mean(("chain", "draw")).values.reshape(-1)
+    grid = np.linspace(box[covariate, 0], box[covariate, 1], 60)
+    x_new = np.tile(centre, (grid.size, 1))
+    x_new[:, covariate] = grid
+    theta = post["theta"].values.reshape(-1, rel.d + 1)
+    design = np.column_stack([np.ones(grid.size), x_new])
+    lines = theta @ design.T  # (draws, grid): the regression line E[y | x]
+    y_new = posterior_predictive(idata, x_new, rng=seed).values.reshape(-1, grid.size)
+    lo, hi = np.quantile(y_new, [0.05, 0.95], axis=0)
+    ax.fill_between(grid, lo, hi, color="#0072B2", alpha=0.15, lw=0, label="90% predictive")
+    lo, hi = np.quantile(lines, [0.05, 0.95], axis=0)
+    ax.fill_between(grid, lo, hi, color="#0072B2", alpha=0.35, lw=0, label="90% band of mean")
+    ax.plot(grid, lines.mean(axis=0), color="#0072B2", lw=2, label="posterior mean")
+    ax.set_xlabel(names[covariate])
+    ax.set_xlim(grid[0], grid[-1])
+    ax.legend(loc="best", framealpha=0.85, fontsize=9)
+    others = [f"{n} = {c:.3g}" for j, (n, c) in enumerate(zip(names, centre, strict=True))]
+    others = [o for j, o in enumerate(others) if j != covariate]
+    ax.set_title(
+        f"Private regression: n = {rel.n}, ε = {rel.epsilon:g}"
+        + (f"\nat {', '.join(others)}" if others else "")
+        + ("; dotted: the public range of " + entry.column),
+        fontsize=10,
+    )
+
+
+def _plot_cells(
+    ax: Any, idata: Any, post: Any, entry: Any, names: list[str], seed: int | None
+) -> None:
+    """E[y | x] and a new response's 90 % interval per level of a declared factor.
+
+    The reference level first; without a factor, every combination of the binary covariates.
+    """
+    from pymc_dp.regression import posterior_predictive
+
+    rel = entry.release
+    if rel.factor:
+        corners = np.vstack([np.zeros(rel.d), np.eye(rel.d)])
+        labels = ["reference", *names]
+    else:
+        corners = np.array(list(itertools.product((0.0, 1.0), repeat=rel.d)))
+        labels = [",".join(f"{n}={int(v)}" for n, v in zip(names, c, strict=True))
+                  for c in corners]  # fmt: skip
+    theta = post["theta"].values.reshape(-1, rel.d + 1)
+    means = theta @ np.column_stack([np.ones(len(corners)), corners]).T
+    y_new = posterior_predictive(idata, corners, rng=seed).values.reshape(-1, len(corners))
+    at = np.arange(len(corners))
+    for values, width, alpha, label in (
+        (y_new, 10, 0.2, "90% predictive"),
+        (means, 4, 0.6, "90% interval of mean"),
+    ):
+        lo, hi = np.quantile(values, [0.05, 0.95], axis=0)
+        ax.vlines(at, lo, hi, color="#0072B2", lw=width, alpha=alpha, label=label)
+    ax.plot(at, means.mean(axis=0), "o", color="#0072B2", label="posterior mean")
+    ax.set_xticks(at, labels, fontsize=9)
+    ax.set_xlim(-0.6, len(corners) - 0.4)
+    # Below the axes: inside, "best" still covers an interval when the levels fill the width.
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncols=3, frameon=False, fontsize=9)
+    ax.set_title(
+        f"Private regression: n = {rel.n}, ε = {rel.epsilon:g}\nthe mean of {entry.column} per "
+        f"{'level' if rel.factor else 'combination'}; dotted: its public range",
+        fontsize=10,
+    )

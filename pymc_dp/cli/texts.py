@@ -131,6 +131,8 @@ regression (--family regression --x COL1,COL2 --y COL --x-bounds LO HI LO HI --y
   response and the covariates for pymc-dp fit. --binary COL declares --x columns that are 0 or 1
   (every record checked, their box must hold 0 and 1); with one such column and at most two
   covariates, pymc-dp fit models it as Bernoulli and the others as normal within its two groups.
+  --factor COL1,COL2 declares --x columns that are the dummy columns of one factor, one per level
+  but the reference (all 0): every record must hold 0 or 1 in each with at most one 1.
 
 planning a release (--dry-run):
   From public values only -- --n, --epsilon (or --rho), the family and its window -- print the

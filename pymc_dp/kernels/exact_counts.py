@@ -32,7 +32,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import gammaln, logsumexp, xlogy
+from scipy.special import gammaln, xlogy
+
+from pymc_dp.kernels.numeric import log_sum_exp
 
 __all__ = [
     "MAX_BATCH_TERMS",
@@ -136,7 +138,7 @@ def discrete_gaussian_log_normaliser(sigma: float) -> float:
         return math.log(sigma * math.sqrt(2.0 * math.pi))
     half = math.ceil(40.0 * sigma) + 1
     k = np.arange(-half, half + 1, dtype=np.float64)
-    return float(logsumexp(-0.5 * (k / sigma) ** 2))
+    return float(log_sum_exp(-0.5 * (k / sigma) ** 2))
 
 
 def binomial_suffstat_weights(
@@ -191,7 +193,7 @@ def binomial_log_likelihood(
     >>> bool(np.isclose(binomial_log_likelihood(1.5, 0.4, 3, law), direct, rtol=1e-12))
     True
     """
-    return _binomial_batches(released, theta, total, noise, _logsumexp)
+    return _binomial_batches(released, theta, total, noise, log_sum_exp)
 
 
 def binomial_expected_count(
@@ -369,7 +371,7 @@ def _combine(
     terms = h + other
     if deep is None:
         return terms
-    if np.all(deep) or _logsumexp(terms[deep]) > _logsumexp(terms[~deep]) - _NEGLIGIBLE:
+    if np.all(deep) or log_sum_exp(terms[deep]) > log_sum_exp(terms[~deep]) - _NEGLIGIBLE:
         rows = np.flatnonzero(deep)
         terms[rows] = _log_convolve_rows(f, g, n, n - rows if reverse else rows) + other[rows]
     else:
@@ -382,15 +384,7 @@ def _log_convolve_rows(
 ) -> npt.NDArray[np.float64]:
     """Outputs ``rows`` of :func:`_log_convolve`, in log space (batched)."""
     shift, log_mask = _shift_matrix(n)
-    return _logsumexp(f[..., shift[rows]] + (g[..., None, :] + log_mask[rows]))
-
-
-def _logsumexp(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-    """Log Σ exp(x) over the last axis (-inf for an all -inf row); scipy's costs ~100 µs a call."""
-    top = np.max(x, axis=-1, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(divide="ignore"):
-        return np.log(np.sum(np.exp(x - top), axis=-1)) + top[..., 0]
+    return log_sum_exp(f[..., shift[rows]] + (g[..., None, :] + log_mask[rows]))
 
 
 def _forward(
@@ -469,7 +463,7 @@ def multinomial_log_likelihood(
     else:
         first = _forward(terms, n, k - 2)[-1]
         closing = _combine(first, terms[..., k - 2, :], n, terms[..., k - 1, ::-1])
-    return gammaln(n + 1.0) - xlogy(n, n) + _logsumexp(closing)
+    return gammaln(n + 1.0) - xlogy(n, n) + log_sum_exp(closing)
 
 
 # Each category's trimmed window leaves out at most this share of its own terms' mass on each side.

@@ -28,6 +28,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import linalg
 
+from pymc_dp.kernels.numeric import log_sum_exp
+
 __all__ = [
     "MAX_CELLS",
     "MAX_HISTOGRAMS",
@@ -210,11 +212,11 @@ class LogLinearDomain:
     def log_probs(self, theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """Log p(x | θ) of every cell, shape (..., C)."""
         logits = np.asarray(theta, dtype=float) @ self.basis.T
-        return logits - _logsumexp(logits)
+        return logits - log_sum_exp(logits, keepdims=True)
 
     def log_partition(self, theta: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """A(θ) = log Σ_x exp(θᵀ a(x))."""
-        return _logsumexp(np.asarray(theta, dtype=float) @ self.basis.T)[..., 0]
+        return log_sum_exp(np.asarray(theta, dtype=float) @ self.basis.T)
 
     def moments(
         self, theta: npt.ArrayLike, features: npt.NDArray[np.float64] | None = None
@@ -296,11 +298,6 @@ def marginal_table_map(
     return const, np.rint(matrix) if np.allclose(matrix, np.rint(matrix)) else matrix
 
 
-def _logsumexp(x: np.ndarray) -> np.ndarray:
-    top = np.max(x, axis=-1, keepdims=True)
-    return top + np.log(np.sum(np.exp(x - top), axis=-1, keepdims=True))
-
-
 # --- noise laws on the integers ---
 
 
@@ -324,7 +321,7 @@ def _gaussian_support(sigma: float) -> np.ndarray:
 def discrete_gaussian_logpmf(k: npt.ArrayLike, sigma: float) -> npt.NDArray[np.float64]:
     """Log P(noise = k) of the discrete Gaussian law, P(k) ∝ exp(-k² / (2σ²))."""
     support = _gaussian_support(sigma)
-    log_norm = float(_logsumexp(-(support**2) / (2.0 * sigma**2))[0])
+    log_norm = float(log_sum_exp(-(support**2) / (2.0 * sigma**2)))
     return -(np.asarray(k, dtype=float) ** 2) / (2.0 * sigma**2) - log_norm
 
 
@@ -444,4 +441,4 @@ def exact_marginals_logp(
 ) -> npt.NDArray[np.float64]:
     """The exact log p(y | θ) from :func:`exact_marginals_setup`'s histograms and constants."""
     terms = const + domain.log_probs(theta) @ hist.T
-    return _logsumexp(terms)[..., 0]
+    return log_sum_exp(terms)

@@ -53,6 +53,7 @@ from pymc_dp.regression.kernels.moments import (
 from pymc_dp.regression.kernels.psd import project_psd
 from pymc_dp.regression.kernels.suffstat import draw_regression_suffstat, is_valid_statistic
 from pymc_dp.regression.kernels.x_models import ShapePrior, binary_x_moments, shape_x_moments
+from pymc_dp.regression.model.cell_step import RegressionCellStep
 from pymc_dp.regression.model.collapsed_step import RegressionCollapsedStep
 from pymc_dp.regression.model.default_prior import default_mixed_x_prior, default_x_prior
 from pymc_dp.regression.model.mcmc_ind import mcmc_ind_model, sample_mcmc_ind
@@ -83,6 +84,7 @@ __all__ = [
     "MomentRelease",
     "NoisyRegressionInfo",
     "NoisyRegressionStat",
+    "RegressionCellStep",
     "RegressionCollapsedStep",
     "RegressionConjugateStep",
     "RegressionMixedStep",

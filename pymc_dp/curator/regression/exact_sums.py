@@ -31,7 +31,13 @@ from pymc_dp.curator.exact_sums import (
 from pymc_dp.curator.fixed_point import quantise
 from pymc_dp.curator.regression.statistics import covariate_powers, statistic_powers
 
-__all__ = ["RegressionPlan", "binary_message", "binary_outside"]
+__all__ = [
+    "RegressionPlan",
+    "binary_message",
+    "binary_outside",
+    "factor_message",
+    "factor_outside",
+]
 
 _ADVICE = (
     "the release was stopped. The bounds must come from public knowledge, not from the "
@@ -63,6 +69,34 @@ def binary_message(x_name: str, binary: tuple[int, ...]) -> str:
     )
 
 
+def factor_outside(x: npt.NDArray, factor: tuple[int, ...]) -> npt.NDArray[np.bool_]:
+    """Which records ``(rows, d)`` are not one level of the factor with dummy columns ``factor``.
+
+    A record is one level when each of its values in those columns is 0 or 1 and at most one
+    is 1 (the reference level is all 0).
+
+    Examples
+    --------
+    >>> x = np.array([[0.0, 0.0, 3.0], [1.0, 0.0, 3.0], [1.0, 1.0, 3.0], [0.0, 0.5, 3.0]])
+    >>> factor_outside(x, (0, 1)).tolist()
+    [False, False, True, True]
+    """
+    if not factor:
+        return np.zeros(x.shape[0], dtype=bool)
+    cols = x[:, list(factor)]
+    return np.any((cols != 0.0) & (cols != 1.0), axis=1) | (np.sum(cols == 1.0, axis=1) > 1)
+
+
+def factor_message(x_name: str, factor: tuple[int, ...]) -> str:
+    """The message of a release stopped by :func:`factor_outside` (``{records}`` left to fill)."""
+    return (
+        f"{x_name} has {{records}} with a value other than 0 and 1, or more than one 1, in the "
+        f"dummy columns declared factor (factor indices {list(factor)}); the release was "
+        "stopped. Code the factor as dummy columns of one level each, reference level all 0 "
+        "(clamping does not), or do not declare factor="
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class RegressionPlan:
     """How to sum the regression statistic (and moments of x) exactly; public values only.
@@ -80,6 +114,9 @@ class RegressionPlan:
     binary
         Indices of the covariates declared binary: every record's value must be 0 or 1
         (:func:`binary_outside`); clamping does not make a value binary.
+    factor
+        Indices of the dummy columns of one declared factor, in the order of its levels: every
+        record must hold 0 or 1 in each, with at most one 1 (:func:`factor_outside`).
     """
 
     bounds: tuple[tuple[float, float], ...]
@@ -87,6 +124,7 @@ class RegressionPlan:
     clamp: bool = False
     names: tuple[str, str] = ("x", "y")
     binary: tuple[int, ...] = ()
+    factor: tuple[int, ...] = ()
 
     @property
     def d(self) -> int:
@@ -159,6 +197,10 @@ class RegressionPlan:
         other = binary_outside(arr[:, :-1], self.binary)
         if other.any():
             return Problem("ValueError", binary_message(x_name, self.binary), int(other.sum()),
+                           int(np.argmax(other)))  # fmt: skip
+        other = factor_outside(arr[:, :-1], self.factor)
+        if other.any():
+            return Problem("ValueError", factor_message(x_name, self.factor), int(other.sum()),
                            int(np.argmax(other)))  # fmt: skip
         if self.clamp:
             return None

@@ -8,7 +8,9 @@ about individual records. :func:`~pymc_dp.curator.regression.release.release_reg
 File formats
 ------------
 5 (written today)
-    Adds ``binary`` (the covariates the curator declared 0/1) to 4.
+    Adds ``binary`` (the covariates the curator declared 0/1) and ``factor`` (the dummy
+    columns of one factor; written only when declared) to 4. A file without ``factor``
+    declares none.
 4
     Adds ``rho`` and ``delta`` (Gaussian-mechanism releases, ``"discrete-gaussian"``; ``null``
     and 0 otherwise) to 3.
@@ -63,6 +65,7 @@ __all__ = [
     "MomentRelease",
     "RegressionRelease",
     "check_binary",
+    "check_factor",
 ]
 
 SECOND_DEGREES = (1, 2)
@@ -218,6 +221,12 @@ class RegressionRelease:
         to be 0 or 1, and their box holds both. The default model of x treats one such
         covariate as Bernoulli (``NoisyRegressionStat``'s mixed model). Empty (the default, and
         in files written before this field existed) declares nothing.
+    factor : tuple of int
+        Indices of the covariates the curator declared the dummy columns of one categorical
+        factor with ``len(factor) + 1`` levels, in the order of its levels after the reference
+        level (all 0, no column): every record's value in them was checked to be 0 or 1 with
+        at most one 1, and their box holds 0 and 1. None of them is in ``binary``. Empty (the
+        default, and in files written before this field existed) declares nothing.
 
     Examples
     --------
@@ -248,6 +257,7 @@ class RegressionRelease:
     rho: float | None = None
     delta: float = 0.0
     binary: tuple[int, ...] = ()
+    factor: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         try:
@@ -287,6 +297,7 @@ class RegressionRelease:
         object.__setattr__(self, "x_bounds", tuple(tuple(map(float, r)) for r in xb))
         object.__setattr__(self, "y_bounds", (float(yb[0, 0]), float(yb[0, 1])))
         object.__setattr__(self, "binary", check_binary(self.binary, xb))
+        object.__setattr__(self, "factor", check_factor(self.factor, xb, binary=self.binary))
         mechanism = check_mechanism(self.mechanism, None)
         gaussian = mechanism == DISCRETE_GAUSSIAN
         if gaussian:
@@ -402,6 +413,9 @@ class RegressionRelease:
             "rho": self.rho,
             "delta": self.delta,
             "binary": list(self.binary),
+            # Only when declared, so that a file without a factor stays readable by builds
+            # that predate the field.
+            **({"factor": list(self.factor)} if self.factor else {}),
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -448,6 +462,8 @@ class RegressionRelease:
             _check_fields(data, lists=("record_quantum",), scalars=())
         if "binary" in data and not isinstance(data["binary"], list | tuple):
             raise TypeError(f"binary must be a list of covariate indices (got {data['binary']!r})")
+        if "factor" in data and not isinstance(data["factor"], list | tuple):
+            raise TypeError(f"factor must be a list of covariate indices (got {data['factor']!r})")
         if "mechanism" in data and not isinstance(data["mechanism"], str):
             raise TypeError(f"mechanism must be a string (got {data['mechanism']!r})")
         for key in ("quantum", "rho", "delta"):
@@ -492,24 +508,76 @@ def check_binary(binary: Any, x_bounds: npt.ArrayLike) -> tuple[int, ...]:
         return ()
     if isinstance(binary, str | bytes) or not isinstance(binary, list | tuple | np.ndarray):
         raise TypeError(f"binary must be a sequence of covariate indices (got {binary!r})")
+    return tuple(sorted(_zero_one_columns("binary", binary, x_bounds)))
+
+
+def _zero_one_columns(label: str, indices: Any, x_bounds: npt.ArrayLike) -> list[int]:
+    """``indices`` as ints, checked: distinct, in range, each box holding 0 and 1."""
     box = np.asarray(x_bounds, dtype=np.float64).reshape(-1, 2)
     d = box.shape[0]
     out = []
-    for j in binary:
+    for j in indices:
         if isinstance(j, bool) or not isinstance(j, int | np.integer):
-            raise TypeError(f"binary must hold covariate indices (got {j!r})")
+            raise TypeError(f"{label} must hold covariate indices (got {j!r})")
         if not 0 <= j < d:
-            raise ValueError(f"binary: {j} is not a covariate index in [0, {d - 1}]")
+            raise ValueError(f"{label}: {j} is not a covariate index in [0, {d - 1}]")
         lo, hi = box[j]
         if lo > 0.0 or hi < 1.0:
             raise ValueError(
-                f"binary: covariate {int(j)}'s box [{lo:g}, {hi:g}] must hold 0 and 1 ([0, 1] "
+                f"{label}: covariate {int(j)}'s box [{lo:g}, {hi:g}] must hold 0 and 1 ([0, 1] "
                 "keeps the sensitivity smallest)"
             )
         out.append(int(j))
     if len(set(out)) != len(out):
-        raise ValueError(f"binary must name each covariate once (got {list(binary)})")
-    return tuple(sorted(out))
+        raise ValueError(f"{label} must name each covariate once (got {list(indices)})")
+    return out
+
+
+def check_factor(factor: Any, x_bounds: npt.ArrayLike, *, binary: Any = ()) -> tuple[int, ...]:
+    """Covariate indices declared the dummy columns of one factor, checked like ``binary``.
+
+    Distinct, in range, each box holding 0 and 1, and none also declared binary. The order is
+    kept: it names the factor's levels after the reference level (all 0).
+
+    Parameters
+    ----------
+    factor
+        Indices into the covariates, one per level but the reference (``None`` or empty:
+        none).
+    x_bounds
+        The covariates' box, ``(d, 2)``.
+    binary
+        The indices declared binary (checked already): a factor's column may not be one.
+
+    Returns
+    -------
+    tuple of int
+        The indices, in the order given.
+
+    Examples
+    --------
+    >>> check_factor([2, 1], [(-2.0, 2.0), (0.0, 1.0), (0.0, 1.0)])
+    (2, 1)
+    >>> check_factor([1], [(-2.0, 2.0), (0.0, 1.0)], binary=(1,))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: factor: covariate(s) [1] are declared in binary= too; declare a factor's ...
+    """
+    if factor is None:
+        return ()
+    if isinstance(factor, str | bytes) or not isinstance(factor, list | tuple | np.ndarray):
+        raise TypeError(
+            "factor must be a sequence of covariate indices, the dummy columns of one factor "
+            f"(got {factor!r})"
+        )
+    out = _zero_one_columns("factor", factor, x_bounds)
+    both = sorted(set(out) & {int(j) for j in binary})
+    if both:
+        raise ValueError(
+            f"factor: covariate(s) {both} are declared in binary= too; declare a factor's "
+            "dummy columns in factor= only"
+        )
+    return tuple(out)
 
 
 def _check_fields(

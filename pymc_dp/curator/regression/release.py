@@ -28,6 +28,8 @@ from pymc_dp.curator.regression.exact_sums import (
     RegressionPlan,
     binary_message,
     binary_outside,
+    factor_message,
+    factor_outside,
 )
 from pymc_dp.curator.regression.record import (
     FOURTH_DEGREES,
@@ -35,6 +37,7 @@ from pymc_dp.curator.regression.record import (
     MomentRelease,
     RegressionRelease,
     check_binary,
+    check_factor,
 )
 from pymc_dp.curator.regression.sensitivity import (
     check_box,
@@ -76,6 +79,7 @@ def release_regression(
     budget: Any = None,
     label: str = "regression",
     binary: Any = None,
+    factor: Any = None,
 ) -> RegressionRelease:
     """Release the sufficient statistics of a linear regression under differential privacy.
 
@@ -152,6 +156,12 @@ def release_regression(
         both, and the release records them so that the analyst's default model treats one
         such covariate as Bernoulli (``RegressionRelease.binary``). The noise is unchanged:
         the box [0, 1] already bounds the sensitivity.
+    factor
+        Indices of covariates that are the dummy columns of one categorical factor with
+        ``len(factor) + 1`` levels, in the order of its levels (the reference level is all 0,
+        so it has no column): every record's value in them is checked to be 0 or 1 with at most
+        one 1, and their box must hold 0 and 1. A column is declared in ``binary`` or here, not
+        both. The release records them (``RegressionRelease.factor``); the noise is unchanged.
 
     Returns
     -------
@@ -184,6 +194,15 @@ def release_regression(
     ...                          mechanism="discrete-gaussian", rho=0.5)
     >>> rel.mechanism, rel.rho, round(rel.scale, 2)  # τ = Δ₂/√(2ρ), rounding included
     ('discrete-gaussian', 0.5, 6.94)
+
+    Three regions as the dummy columns of a factor (the first region is the reference):
+
+    >>> region = rng.integers(0, 3, size=200)
+    >>> xf = np.column_stack([x[:, 0], region == 1, region == 2])
+    >>> rel = release_regression(xf, y, x_bounds=[(-1, 1), (0, 1), (0, 1)], y_bounds=(-2, 2),
+    ...                          epsilon=1.0, factor=[1, 2], rng=1)
+    >>> rel.factor
+    (1, 2)
     """
     mechanism, gaussian, epsilon, generator = noise_settings(mechanism, rng, epsilon, rho, delta)
     if gaussian and moments_share is not None:
@@ -209,6 +228,7 @@ def release_regression(
             binary,
             x,
             y,
+            factor=factor,
             columns=columns,
             client=client,
             x_bounds=x_bounds,
@@ -256,11 +276,16 @@ def release_regression(
             "overflow a float; choose narrower bounds (in other units if need be)"
         )
     binary = check_binary(binary, xb)
+    factor = check_factor(factor, xb, binary=binary)
     xs = xs.astype(np.float64)
     ys = ys.astype(np.float64)
+    # Before clamping: clamping can make a value fit the box, never binary or one level.
     other = binary_outside(xs, binary)
     if np.any(other):
         raise ValueError(binary_message("x", binary).format(records=describe_records(other)))
+    other = factor_outside(xs, factor)
+    if np.any(other):
+        raise ValueError(factor_message("x", factor).format(records=describe_records(other)))
     if clamp:
         xs = np.clip(xs, xb[:, 0], xb[:, 1])
         ys = np.clip(ys, yb[0], yb[1])
@@ -287,6 +312,7 @@ def release_regression(
         moments=moments_share is not None,
         clamp=clamp,
         binary=binary,
+        factor=factor,
     )
     records = np.column_stack([xs, ys])
     totals = combine_totals(
@@ -301,6 +327,7 @@ def _release_frame(
     data: Any,
     y: Any,
     *,
+    factor: Any,
     columns: Any,
     client: Any,
     x_bounds: Any,
@@ -327,12 +354,14 @@ def _release_frame(
         raise ValueError(
             "x_bounds and y_bounds must be finite numbers (got an integer too large for a float)"
         ) from None
+    binary = check_binary(binary, xb)
     plan = RegressionPlan(
         tuple(map(tuple, np.vstack([xb, yb[None, :]]).tolist())),
         moments=moments_share is not None,
         clamp=clamp,
         names=(f"columns {columns[:-1]!r}", f"column {columns[-1]!r}"),
-        binary=check_binary(binary, xb),
+        binary=binary,
+        factor=check_factor(factor, xb, binary=binary),
     )
     n, totals = exact_totals(data, plan, columns, client=client)
     if n < d + 2:
@@ -478,6 +507,7 @@ def _noisy_release(
         rho=rho,
         delta=delta,
         binary=plan.binary,
+        factor=plan.factor,
     )
 
 

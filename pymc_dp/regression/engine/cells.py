@@ -20,7 +20,7 @@ import numpy.typing as npt
 from pymc_dp._validation import check_int, check_rng
 from pymc_dp.curator.regression.statistics import check_released_batch
 from pymc_dp.regression.engine.batch_inputs import by_chain, chain_rows, noise_spread
-from pymc_dp.regression.engine.mixed import INITIAL_SD, run_sweeps
+from pymc_dp.regression.engine.mixed import INITIAL_SD, release_nig_start, run_sweeps
 from pymc_dp.regression.kernels.adaptation import RandomWalkAdaptation
 from pymc_dp.regression.kernels.cell_model import (
     CellLayout,
@@ -28,7 +28,7 @@ from pymc_dp.regression.kernels.cell_model import (
     cell_layout,
     draw_cell_statistic,
 )
-from pymc_dp.regression.kernels.conjugate import NIG, check_nig, draw_nig
+from pymc_dp.regression.kernels.conjugate import NIG, check_nig
 from pymc_dp.regression.kernels.mixed_move import (
     MixedState,
     MixedTarget,
@@ -49,21 +49,30 @@ START_SHARE = 0.02
 
 
 def cell_start(rng: np.random.Generator, target: MixedTarget) -> CellParameters:
-    """A chain's first φ: (θ, σ²) from their prior, π from the release's readings of the counts.
+    """A chain's first φ, near the release; the chain's first s is a draw of its law there.
 
-    Each count coordinate is the mean of the released entries that read it; the counts they
-    imply are floored at :data:`START_SHARE` of n. The chain's first s is a draw of its law there.
+    π from the release's readings of the counts (each count coordinate the mean of the released
+    entries that read it; every count floored at :data:`START_SHARE` of n and at 1); (θ, σ²)
+    from :func:`~pymc_dp.regression.engine.mixed.release_nig_start` with those counts rounded
+    to whole records.
     """
-    layout = target.cells
-    theta, sigma2 = draw_nig(rng, target.prior)
+    layout, n = target.cells, target.n
     z = target.released
-    k = np.stack(
-        [np.mean(z[..., layout.covariate_positions[layout.reads == j]], axis=-1)
-         for j in range(len(layout.positions))], axis=-1,
-    )  # fmt: skip
-    full = np.concatenate([np.full((*k.shape[:-1], 1), target.n), k], axis=-1)
-    counts = np.maximum(full @ layout.to_counts.T, START_SHARE * target.n)
-    return CellParameters(theta, sigma2, counts / np.sum(counts, axis=-1, keepdims=True))
+    k = np.stack([np.mean(z[..., reads], axis=-1) for reads in layout.readers], axis=-1)
+    full = np.concatenate([np.full((*k.shape[:-1], 1), n), k], axis=-1)
+    counts = np.maximum(full @ layout.to_counts.T, max(START_SHARE * n, 1.0))
+    probs = counts / np.sum(counts, axis=-1, keepdims=True)
+    whole = np.floor(n * probs)
+    # The records left over, one each to the cells with the largest remainders.
+    ranks = np.argsort(np.argsort(whole - n * probs, axis=-1), axis=-1)
+    whole += ranks < (n - np.sum(whole, axis=-1))[..., None]
+    k = (whole @ np.linalg.inv(layout.to_counts).T)[..., 1:]
+    statistic = np.array(z, dtype=np.float64)
+    statistic[..., layout.covariate_positions] = np.where(
+        layout.reads >= 0, k[..., np.maximum(layout.reads, 0)], 0.0
+    )
+    theta, sigma2 = release_nig_start(rng, target.prior, statistic, n)
+    return CellParameters(theta, sigma2, probs)
 
 
 class CellTrace(NamedTuple):

@@ -26,7 +26,11 @@ import numpy as np
 import numpy.typing as npt
 
 from pymc_dp._validation import check_int, check_rng
-from pymc_dp.curator.regression.statistics import check_released_batch
+from pymc_dp.curator.regression.statistics import (
+    check_released_batch,
+    pack_statistic,
+    unpack_statistic,
+)
 from pymc_dp.kernels import draw_noise_variance
 from pymc_dp.regression.engine.batch_inputs import by_chain, chain_rows, noise_spread
 from pymc_dp.regression.kernels.adaptation import FIRST_WINDOW, RandomWalkAdaptation
@@ -54,6 +58,7 @@ from pymc_dp.regression.kernels.mixed_move import (
     unpack_mixed,
 )
 from pymc_dp.regression.kernels.moment_move import T_INFLATE
+from pymc_dp.regression.kernels.psd import project_psd, schur_complement
 
 __all__ = [
     "INITIAL_SD",
@@ -63,6 +68,7 @@ __all__ = [
     "MixedTrace",
     "finish_tuning",
     "mixed_sweep",
+    "release_nig_start",
     "run_sweeps",
     "sample_mixed_regression",
     "start_parameters",
@@ -80,6 +86,9 @@ TRIES = 16
 """Candidates of the multiple-try move from the t fitted to the tuning states (after tuning)."""
 INITIAL_SD = 0.05
 """Proposal sd of every coordinate of u before the first tuning window closes."""
+START_FLOOR = 1e-3
+"""Smallest eigenvalue of the Schur complement of the statistic a chain's first (θ, σ²) are
+drawn given, as a share of their mean (:func:`release_nig_start`)."""
 
 
 def mixed_sweep(
@@ -173,21 +182,44 @@ def run_sweeps(
 
 
 def start_parameters(rng: np.random.Generator, target: MixedTarget) -> MixedParameters:
-    """A chain's first φ: (θ, σ²) from their prior, the rest from the release and the prior.
+    """A chain's first φ, near the release; the chain's first s is a draw of its law there.
 
-    π from z's two readings of k (within [0.05, 0.95]), the groups' means at the prior's
-    centre and Σ at the scale of its median. The chain's first s is a draw of its law there.
+    π from z's two readings of k (within [0.05, 0.95]); (θ, σ²) from :func:`release_nig_start`
+    with k the readings' mean rounded into [1, n − 1]; the groups' means at the prior's centre
+    and Σ at the scale of its median.
     """
-    theta, sigma2 = draw_nig(rng, target.prior)
-    d = theta.shape[-1] - 1
+    d = target.prior.mean.shape[-1] - 1
     pos_k, pos_kk = tied_positions(d)
     count = 0.5 * (target.released[..., pos_k] + target.released[..., pos_kk])
     prob = np.clip(count / target.n, 0.05, 0.95)
+    statistic = np.array(target.released, dtype=np.float64)
+    statistic[..., [pos_k, pos_kk]] = np.clip(np.round(count), 1.0, target.n - 1.0)[..., None]
+    theta, sigma2 = release_nig_start(rng, target.prior, statistic, target.n)
     niw, d2 = target.x_prior, d - 1
     loc = np.broadcast_to(niw.loc[..., None, :], (*prob.shape, 2, d2)).copy()
     dof = np.asarray(niw.dof, dtype=np.float64)
     cov = niw.scale / np.maximum(dof - d2 + 1.0, 0.5)[..., None, None]
     return MixedParameters(theta, sigma2, prob, loc, np.broadcast_to(cov, (*prob.shape, d2, d2)))
+
+
+def release_nig_start(
+    rng: np.random.Generator, prior: NIG, statistic: npt.NDArray, n: float
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """A chain's first (θ, σ²): a draw of their posterior given the release read as a statistic.
+
+    ``statistic`` is z with its integer coordinates made whole; its ``B`` is made positive
+    definite with the Schur complement's eigenvalues at least :data:`START_FLOOR` of their mean
+    (:func:`~pymc_dp.regression.kernels.psd.project_psd`). Drawing (θ, σ²) from their prior
+    instead (as Algorithm 1 does) strands chains under a vague prior: a θ far from the data
+    gives an s far from z, whose Laplace mixing variances then grow until z no longer pulls s
+    back (the CLI's box prior, n = 400, ε = 20, 300 tuning iterations: the cell model stuck in
+    2 of 3 seeds, the mixed model's R-hat up to 1.36 in 4).
+    """
+    b = unpack_statistic(statistic, n)
+    schur = schur_complement(b)
+    floor = START_FLOOR * np.trace(schur, axis1=-2, axis2=-1) / schur.shape[-1]
+    b = project_psd(b, floor=np.maximum(floor, np.finfo(np.float64).tiny))
+    return draw_nig(rng, nig_update(prior, statistic=pack_statistic(b), n=n))
 
 
 class MixedTrace(NamedTuple):

@@ -31,6 +31,7 @@ and the mixed model (one binary covariate beside normal ones,
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -92,11 +93,30 @@ class CellLayout(NamedTuple):
     """Released positions of A's entries (all but the responses')."""
     response_positions: npt.NDArray[np.intp]
     """Released positions of ``X̃ᵀy`` and ``yᵀy``."""
+    records: npt.NDArray[np.float64]
+    """``(C, d + 1)``: the record ``x̃ = (1, x)`` of each corner."""
 
     @property
     def d(self) -> int:
         """Number of covariates."""
         return int(self.corners.shape[1])
+
+    @property
+    def readers(self) -> tuple[npt.NDArray[np.intp], ...]:
+        """For each integer coordinate k_j: the released positions of A that equal it."""
+        return tuple(self.covariate_positions[self.reads == j] for j in range(len(self.positions)))
+
+    def gram(self, counts: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """``A = Σ_c n_c x̃_c x̃_cᵀ`` ``(..., d + 1, d + 1)`` of counts ``(..., C)``."""
+        return np.einsum("...c,ci,cj->...ij", counts, self.records, self.records)
+
+    def regular(self, counts: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+        """Whether the counts' A is positive definite: at least d + 1 cells occupied.
+
+        Any d + 1 corners of either layout have linearly independent records (checked by
+        :func:`cell_layout`), so A has full rank exactly when d + 1 cells are occupied.
+        """
+        return np.count_nonzero(np.asarray(counts) > 0, axis=-1) >= self.d + 1
 
 
 @functools.cache
@@ -150,8 +170,11 @@ def cell_layout(d: int, kind: Literal["categories", "pair"]) -> CellLayout:
             reads[e] = hits[0] - 1
             if hits.size != 1 or hits[0] == 0 or row[hits[0]] != 1.0:
                 raise AssertionError("every entry of A must copy one count coordinate or be 0")
+    for cells in itertools.combinations(range(len(corners)), d + 1):  # CellLayout.regular
+        if np.linalg.matrix_rank(record[list(cells)]) != d + 1:
+            raise AssertionError("any d + 1 corners must have linearly independent records")
     return CellLayout(kind, corners, positions, to_counts, reads, covariate,
-                      np.flatnonzero(cols == d + 1))  # fmt: skip
+                      np.flatnonzero(cols == d + 1), record)  # fmt: skip
 
 
 def cell_counts(
@@ -228,10 +251,10 @@ def cell_statistic_logpdf(
     n = np.asarray(n, dtype=np.float64)
     counts, ok = cell_counts(s, n, layout)
     counts = np.where(ok[..., None], counts, 1.0)
-    # A is an integer matrix: singular, or det ≥ 1. NumPy's solve refuses a whole batch with
-    # one singular member, so those members are evaluated at the counts (1, …, 1) and dropped.
-    ok = ok & (np.linalg.det(_gram(counts, layout)) >= 0.5)
-    ones = _gram(np.ones(counts.shape[-1]), layout)
+    # NumPy's solve refuses a whole batch with one singular member, so those members are
+    # evaluated at the counts (1, …, 1) and dropped.
+    ok = ok & layout.regular(counts)
+    ones = layout.gram(np.ones(counts.shape[-1]))
     rows, cols = released_pairs(layout.d)
     cov = layout.covariate_positions
     s = s.copy()
@@ -244,12 +267,6 @@ def cell_statistic_logpdf(
     return np.where(ok & np.isfinite(out), out, -np.inf)
 
 
-def _gram(counts: np.ndarray, layout: CellLayout) -> np.ndarray:
-    """``A = Σ_c n_c c̃ c̃ᵀ`` ``(..., d + 1, d + 1)``."""
-    record = np.hstack([np.ones((len(layout.corners), 1)), layout.corners])
-    return np.einsum("...c,ci,cj->...ij", counts, record, record)
-
-
 def draw_cell_statistic(
     rng: np.random.Generator,
     par: CellParameters,
@@ -260,7 +277,8 @@ def draw_cell_statistic(
 ) -> npt.NDArray[np.float64]:
     """Exact draws of the statistic, without drawing records.
 
-    The counts are multinomial given A positive definite, then the responses' part comes from
+    The counts are multinomial given A positive definite (:meth:`CellLayout.regular`), then the
+    responses' part comes from
     :func:`~pymc_dp.regression.kernels.normal_model.statistic_from_gram`. Counts whose A is
     singular are drawn again, at most :data:`MAX_START_DRAWS` times.
 
@@ -286,7 +304,7 @@ def draw_cell_statistic(
     probs = np.broadcast_to(probs, (*batch, probs.shape[-1]))
     counts = rng.multinomial(n, probs).astype(np.float64)
     for _ in range(MAX_START_DRAWS):
-        bad = np.linalg.det(_gram(counts, layout)) < 0.5  # an integer matrix: det 0 or ≥ 1
+        bad = ~layout.regular(counts)
         if not bad.any():
             break
         counts[bad] = rng.multinomial(n, probs[bad])
@@ -296,7 +314,7 @@ def draw_cell_statistic(
             f"{MAX_START_DRAWS} draws of {n} records: give every cell a probability of order 1/n "
             f"or more"
         )
-    return statistic_from_gram(rng, _gram(counts, layout), theta=theta,
+    return statistic_from_gram(rng, layout.gram(counts), theta=theta,
                                sigma2=par.sigma2, n=np.full(batch, float(n)))  # fmt: skip
 
 

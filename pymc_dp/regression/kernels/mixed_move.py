@@ -37,6 +37,7 @@ import numpy.typing as npt
 from scipy import special
 
 from pymc_dp.curator.regression.statistics import d_from_released
+from pymc_dp.kernels.numeric import log_sum_exp
 from pymc_dp.regression.kernels.cell_model import (
     CellLayout,
     CellParameters,
@@ -269,7 +270,7 @@ def unpack_cells(
     u = np.asarray(u, dtype=np.float64)
     p = layout.d + 1
     logits = np.concatenate([np.zeros((*u.shape[:-1], 1)), u[..., p + 1 :]], axis=-1)
-    log_probs = logits - special.logsumexp(logits, axis=-1, keepdims=True)
+    log_probs = logits - log_sum_exp(logits, keepdims=True)
     with np.errstate(over="ignore"):
         sigma2 = np.exp(u[..., p])
     log_jac = u[..., p] + np.sum(log_probs, axis=-1)
@@ -324,9 +325,7 @@ def _mixed_free(d: int) -> _Free:
 @functools.cache
 def _cell_free(d: int, kind: str) -> _Free:
     layout = cell_layout(d, kind)
-    covariate = layout.covariate_positions
-    readers = tuple(covariate[layout.reads == j] for j in range(len(layout.positions)))
-    return _Free(layout.positions, readers, layout.response_positions, layout.kind)
+    return _Free(layout.positions, layout.readers, layout.response_positions, layout.kind)
 
 
 def _free(target: MixedTarget) -> _Free:
@@ -625,7 +624,7 @@ def independence_move(
         log_w = log_t - log_q - t_log_density(u_new, centre, chol)
         log_w = np.where(np.isfinite(log_w), log_w, -np.inf)
         log_w_now = state.log_target - state.log_q - t_log_density(state.params, centre, chol)
-        total = special.logsumexp(log_w, axis=0)
+        total = log_sum_exp(log_w, axis=0)
         gumbel = log_w - np.log(-np.log(rng.uniform(size=log_w.shape)))
         pick = np.argmax(gumbel, axis=0)
         chosen = np.take_along_axis(log_w, pick[None], axis=0)[0]

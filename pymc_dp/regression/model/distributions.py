@@ -55,6 +55,10 @@ __all__ = [
     "binary_x_moments_pt",
     "clt_moments_pt",
     "normal_x_moments_pt",
+    "response_logp_pt",
+    "static_d",
+    "statistic_support_shape",
+    "unpack_statistic_pt",
 ]
 
 # Relative jitter on nΣ_t in the log density only: moments of x made valid by eigenvalue
@@ -135,7 +139,9 @@ def binary_x_moments_pt(
     return second, e4 - second[:, :, None, None] * second[None, None, :, :]
 
 
-def _unpack_pt(value: pt.TensorVariable, n: pt.TensorVariable, d: int) -> pt.TensorVariable:
+def unpack_statistic_pt(
+    value: pt.TensorVariable, n: pt.TensorVariable, d: int
+) -> pt.TensorVariable:
     """``B`` (d + 2, d + 2) from the statistic, as :func:`~pymc_dp.regression.unpack_statistic`."""
     rows, cols = released_pairs(d)
     b = pt.zeros((d + 2, d + 2))
@@ -152,14 +158,15 @@ def _mean_statistic(mean, n, size, d):
     return point
 
 
-def _statistic_shape(self, dist_params, param_shapes=None):
+def statistic_support_shape(self, dist_params, param_shapes=None):
     """Support shape ``(m,)`` of a statistic RV whose first parameter is θ of length p."""
     shapes = param_shapes or [p.shape for p in dist_params]
     p = shapes[0][-1]
     return ((p + 1) * (p + 2) // 2 - 1,)
 
 
-def _d_of(theta: pt.TensorVariable) -> int:
+def static_d(theta: pt.TensorVariable) -> int:
+    """d, the number of covariates, from θ's static length d + 1."""
     p = theta.type.shape[-1]
     if p is None:
         raise ValueError("theta must have a static length d + 1 (intercept first)")
@@ -174,7 +181,7 @@ class RegressionSuffStatRV(RandomVariable):
     dtype = "floatX"
     _print_name = ("RegressionSuffStat", "\\operatorname{RegressionSuffStat}")
 
-    _supp_shape_from_params = _statistic_shape
+    _supp_shape_from_params = statistic_support_shape
 
     @classmethod
     def rng_fn(cls, rng, theta, sigma2, second, fourth_cov, n, size):
@@ -229,12 +236,12 @@ class RegressionSuffStat(Continuous):
         return super().dist([theta, sigma2, second, fourth_cov, n], **kwargs)
 
     def support_point(rv, size, theta, sigma2, second, fourth_cov, n):  # noqa: D102
-        d = _d_of(theta)
+        d = static_d(theta)
         mean, _ = clt_moments_pt(theta, sigma2, second, fourth_cov, d)
         return _mean_statistic(mean, n, size, d)
 
     def logp(value, theta, sigma2, second, fourth_cov, n):  # noqa: D102
-        d = _d_of(theta)
+        d = static_d(theta)
         k = n_released(d)
         diag = np.arange(k)
         mean, cov = clt_moments_pt(theta, sigma2, second, fourth_cov, d)
@@ -249,7 +256,7 @@ class RegressionSuffStat(Continuous):
             - pt.sum(pt.log(chol[diag, diag]))
             - 0.5 * pt.sum(pt.sqr(white))
         )
-        b = _unpack_pt(value, n, d)
+        b = unpack_statistic_pt(value, n, d)
         edge = b[1:, 0]
         schur = b[1:, 1:] - pt.outer(edge, edge) / n
         lowest = pt.linalg.eigh(schur)[0][0]
@@ -266,7 +273,7 @@ class NormalModelSuffStatRV(RandomVariable):
     dtype = "floatX"
     _print_name = ("NormalModelSuffStat", "\\operatorname{NormalModelSuffStat}")
 
-    _supp_shape_from_params = _statistic_shape
+    _supp_shape_from_params = statistic_support_shape
 
     @classmethod
     def rng_fn(cls, rng, theta, sigma2, x_loc, x_cov, n, size):  # noqa: D102
@@ -305,19 +312,19 @@ class NormalModelSuffStat(Continuous):
         return super().dist([theta, sigma2, x_loc, x_cov, n], **kwargs)
 
     def support_point(rv, size, theta, sigma2, x_loc, x_cov, n):  # noqa: D102
-        d = _d_of(theta)
+        d = static_d(theta)
         mean, _ = _record_mean_pt(theta, sigma2, x_loc, x_cov, d)
         return _mean_statistic(mean, n, size, d)
 
     def logp(value, theta, sigma2, x_loc, x_cov, n):  # noqa: D102
-        d = _d_of(theta)
+        d = static_d(theta)
         p = d + 1
         diag_d = np.arange(d)
-        b = _unpack_pt(value, n, d)
+        b = unpack_statistic_pt(value, n, d)
         gram = b[:p, :p]
         mean = gram[0, 1:] / n
         scatter = gram[1:, 1:] - n * pt.outer(mean, mean)
-        response, response_ok = _response_logp(b, theta, sigma2, n)
+        response, response_ok = response_logp_pt(b, theta, sigma2, n)
         cov_chol = pt.linalg.cholesky(x_cov)
         logdet_cov = 2.0 * pt.sum(pt.log(cov_chol[diag_d, diag_d]))
         centred = pt.linalg.solve_triangular(cov_chol, mean - x_loc, lower=True)
@@ -341,7 +348,7 @@ class NormalModelSuffStat(Continuous):
         return pt.switch(valid, logp, -np.inf)
 
 
-def _response_logp(b, theta, sigma2, n):
+def response_logp_pt(b, theta, sigma2, n):
     """The responses' log density log N(b; Aθ, σ²A) + log Gamma(R; (n − p)/2, 2σ²), and validity.
 
     :func:`~pymc_dp.regression.kernels.normal_model.response_logpdf` in PyTensor; the same
@@ -386,7 +393,7 @@ class MixedModelSuffStatRV(RandomVariable):
     dtype = "floatX"
     _print_name = ("MixedModelSuffStat", "\\operatorname{MixedModelSuffStat}")
 
-    _supp_shape_from_params = _statistic_shape
+    _supp_shape_from_params = statistic_support_shape
 
     @classmethod
     def rng_fn(cls, rng, theta, sigma2, prob, group_loc, x_cov, n, binary, size):  # noqa: D102
@@ -436,7 +443,7 @@ class MixedModelSuffStat(Continuous):
     def support_point(rv, size, theta, sigma2, prob, group_loc, x_cov, n, binary):  # noqa: D102
         # A statistic of the model: k = nπ rounded into [1, n − 1], the group sums at their
         # means, W = (n − 2)Σ, b = Aθ and R = (n − p)σ².
-        d = _d_of(theta)
+        d = static_d(theta)
         p = d + 1
         order = covariate_order(d, _static_index(binary, d))
         back = np.argsort(order)
@@ -467,11 +474,11 @@ class MixedModelSuffStat(Continuous):
         return point
 
     def logp(value, theta, sigma2, prob, group_loc, x_cov, n, binary):  # noqa: D102
-        d = _d_of(theta)
+        d = static_d(theta)
         p, d2 = d + 1, d - 1
         n = pt.cast(n, "float64")  # a Python float n would be float32: gammaln at 1e-6
         order = covariate_order(d, _static_index(binary, d))
-        b_user = _unpack_pt(value, n, d)
+        b_user = unpack_statistic_pt(value, n, d)
         b = b_user[order][:, order]
         k, tie = b[0, 1], b[1, 1]
         log_z = pt.log(-pt.expm1(pt.logaddexp(n * pt.log(prob), n * pt.log1p(-prob))))
@@ -506,7 +513,7 @@ class MixedModelSuffStat(Continuous):
                 - multigammaln(0.5 * dof, d2)
             )
             valid = valid & ~pt.any(pt.isnan(scatter_chol))
-        response, response_ok = _response_logp(b_user, theta, sigma2, n)
+        response, response_ok = response_logp_pt(b_user, theta, sigma2, n)
         return pt.switch(valid & response_ok, logp + response, -np.inf)
 
 

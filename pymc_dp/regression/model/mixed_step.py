@@ -46,7 +46,7 @@ from pymc_dp.regression.model.distributions import MixedModelSuffStatRV
 from pymc_dp.regression.model.noisy_regression import TAG, nig_prior_parameters
 from pymc_dp.regression.model.steps import require_nig_sole_use
 
-__all__ = ["RegressionMixedStep"]
+__all__ = ["RegressionMixedStep", "SweepStep"]
 
 
 @dataclass_state
@@ -57,7 +57,142 @@ class MixedStepState(StepMethodState):
     tune: bool = field(default=True)
 
 
-class RegressionMixedStep(DPGibbsStep):
+class SweepStep(DPGibbsStep):
+    """What the steps running :func:`~pymc_dp.regression.engine.mixed.mixed_sweep` share.
+
+    A subclass names the nodes it takes (:meth:`_takes`) and their model of x's variables
+    (:meth:`_x_variables`); in :meth:`step` it reads the node (:meth:`_read_target`), runs
+    :meth:`_sweep` and writes the new values (:meth:`_write`). This class holds the random
+    walk's adaptation and tuning, and finds and checks the block.
+    """
+
+    stats_dtypes_shapes: ClassVar[dict] = {"accept": (np.float64, [])}
+    _state_class = MixedStepState
+    link_tag: ClassVar[str] = TAG
+    suffstat_op: ClassVar[type]
+    """The latent statistic's ``RandomVariable`` class."""
+
+    @staticmethod
+    def _takes(info: Any) -> bool:
+        """Whether this step samples the node of ``info``."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _x_variables(info: Any) -> tuple[str, ...]:
+        """Names of the node's model of x's variables (the block beside θ, σ² and s)."""
+        raise NotImplementedError
+
+    @classmethod
+    def owns(cls, rv: Any) -> bool:  # noqa: D102
+        info = cls.links(rv)
+        if isinstance(info, tuple):  # θ or σ²: theirs when they feed one such node
+            return len(info) == 1 and cls._takes(info[0])
+        if info is None or not cls._takes(info):
+            return False
+        op = getattr(getattr(rv, "owner", None), "op", None)
+        return isinstance(op, cls.suffstat_op) or rv.name in cls._x_variables(info)
+
+    def __init__(
+        self,
+        vars: Any = None,
+        *,
+        tries: int = 64,
+        tune_moves: int = 6,
+        moves: int = 1,
+        **kwargs: Any,
+    ):
+        self.tries, self.tune_moves, self.moves = int(tries), int(tune_moves), int(moves)
+        if self.tries < 1 or self.tune_moves < 0 or self.moves < 0:
+            raise ValueError(
+                f"tries must be >= 1 and tune_moves, moves >= 0 (got {tries}, {tune_moves}, "
+                f"{moves})"
+            )
+        self.adaptation: RandomWalkAdaptation | None = None
+        self.tune = True
+        self._t_chol: np.ndarray | None = None
+        super().__init__(vars, **kwargs)
+
+    def reset_tuning(self) -> None:
+        """Each chain adapts its own walk (sequential ``pm.sample`` calls this per chain)."""
+        self.adaptation = None
+        self._t_chol = None
+        self.tune = True
+
+    def stop_tuning(self) -> None:
+        """Freeze the random walk and fit the multiple-try move (when tuning ends)."""
+        self.tune = False
+
+    def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
+        """Check the block and θ's sole use; compile the node's reader and writers."""
+        info = self.links(rvs[0])
+        info = info[0] if isinstance(info, tuple) else info
+        names = [info.theta, info.sigma2, info.suffstat, *self._x_variables(info)]
+        require_block(
+            set(names),
+            {rv.name for rv in rvs},
+            f"{type(self).__name__} moves {sorted(names)} together; give it all of them (got "
+            f"{sorted(rv.name for rv in rvs)})",
+        )
+        theta, sigma2 = model[info.theta], model[info.sigma2]
+        require_nig_sole_use(
+            model, theta, sigma2, (info,),
+            "so the regression step cannot draw it; use it only in the NoisyRegressionStat "
+            "node (Deterministics are fine)",
+        )  # fmt: skip
+        outputs = [*nig_prior_parameters(model, theta, sigma2), model[info.name]]
+        if info.noise_sd is None:
+            outputs.append(model[info.noise_variance])
+        outputs.append(model[info.suffstat])
+        self._info = info
+        self._read = PointReader(model, outputs, **compile_kwargs)
+        self._writers = {v: ValueWriter(model, model[v], **compile_kwargs) for v in names}
+
+    def _read_target(self, point: dict, order: np.ndarray) -> tuple:
+        """(prior, z, noise variances, s) at ``point``, a batch of one in the kernels' layout.
+
+        ``order`` permutes θ's coordinates; the released vectors go through
+        :meth:`_to_layout`.
+        """
+        values = [np.asarray(v, dtype=np.float64) for v in self._read(point)]
+        mean, precision, shape, scale = values[:4]
+        prior = NIG(mean[order][None], precision[order][:, order][None], shape[None], scale[None])
+        z = self._to_layout(values[4])[None]
+        if self._info.noise_sd is None:
+            noise = self._to_layout(values[5])[None]
+        else:
+            noise = np.full_like(z, self._info.noise_sd**2)
+        return prior, z, noise, self._to_layout(values[-1])[None]
+
+    def _to_layout(self, s: np.ndarray, inverse: bool = False) -> np.ndarray:
+        """The node's released layout to the kernels' (the identity unless overridden)."""
+        return s
+
+    def _sweep(self, s: np.ndarray, target: MixedTarget, n_params: int) -> tuple:
+        """One :func:`~pymc_dp.regression.engine.mixed.mixed_sweep` at s: (state, stats)."""
+        if self.adaptation is None:
+            self.adaptation = RandomWalkAdaptation(np.zeros((1, n_params)),
+                                                   initial_sd=INITIAL_SD)  # fmt: skip
+        if not self.tune and self._t_chol is None:
+            self._t_chol = finish_tuning(self.adaptation)
+            if self._t_chol is None:  # too few tuning steps: no multiple-try move
+                self._t_chol = np.zeros(0)
+        t_chol = self._t_chol if self._t_chol is not None and self._t_chol.size else None
+        state, accepted = mixed_sweep(
+            self.rng, s, target, self.adaptation, tune=self.tune, t_chol=t_chol,
+            tune_moves=self.tune_moves, moves=self.moves, tries=self.tries,
+        )  # fmt: skip
+        return state, [{"accept": float(accepted[0])}]
+
+    def _write(self, point: dict, new: dict) -> dict:
+        """``point`` with the named variables set to their new values."""
+        point = dict(point)
+        for name, value in new.items():
+            writer = self._writers[name]
+            point[writer.name] = writer(value, point)
+        return point
+
+
+class RegressionMixedStep(SweepStep):
     """Collapsed moves of a regression node whose covariate ``binary`` is 0 or 1.
 
     Parameters
@@ -96,125 +231,48 @@ class RegressionMixedStep(DPGibbsStep):
         "it is not a variable of a NoisyRegressionStat node with a binary covariate "
         "(x_model='mixed')"
     )
-    stats_dtypes_shapes: ClassVar[dict] = {"accept": (np.float64, [])}
-    _state_class = MixedStepState
-    link_tag: ClassVar[str] = TAG
 
-    def __init__(
-        self,
-        vars: Any = None,
-        *,
-        tries: int = 64,
-        tune_moves: int = 6,
-        moves: int = 1,
-        **kwargs: Any,
-    ):
-        self.tries, self.tune_moves, self.moves = int(tries), int(tune_moves), int(moves)
-        if self.tries < 1 or self.tune_moves < 0 or self.moves < 0:
-            raise ValueError(
-                f"tries must be >= 1 and tune_moves, moves >= 0 (got {tries}, {tune_moves}, "
-                f"{moves})"
-            )
-        self.adaptation: RandomWalkAdaptation | None = None
-        self.tune = True
-        self._t_chol: np.ndarray | None = None
-        super().__init__(vars, **kwargs)
+    suffstat_op = MixedModelSuffStatRV
 
-    @classmethod
-    def owns(cls, rv: Any) -> bool:  # noqa: D102
-        info = cls.links(rv)
-        if isinstance(info, tuple):  # θ or σ²
-            return len(info) == 1 and info[0].x_model == "mixed"
-        if info is None or info.x_model != "mixed":
-            return False
-        op = getattr(getattr(rv, "owner", None), "op", None)
-        return isinstance(op, MixedModelSuffStatRV) or rv.name in (
-            info.x_prob, info.x_loc, info.x_cov
-        )  # fmt: skip
+    @staticmethod
+    def _takes(info: Any) -> bool:
+        return info.x_model == "mixed"
 
-    def reset_tuning(self) -> None:
-        """Each chain adapts its own walk (sequential ``pm.sample`` calls this per chain)."""
-        self.adaptation = None
-        self._t_chol = None
-        self.tune = True
-
-    def stop_tuning(self) -> None:
-        """Freeze the random walk and fit the multiple-try move (when tuning ends)."""
-        self.tune = False
+    @staticmethod
+    def _x_variables(info: Any) -> tuple[str, ...]:
+        return (info.x_prob, info.x_loc, info.x_cov) if info.d > 1 else (info.x_prob,)
 
     def _setup(self, model: pm.Model, rvs: list, compile_kwargs: dict) -> None:
-        info = self.links(rvs[0])
-        info = info[0] if isinstance(info, tuple) else info
-        names = [info.theta, info.sigma2, info.x_prob, info.suffstat]
-        if info.d > 1:
-            names += [info.x_loc, info.x_cov]
-        require_block(
-            set(names),
-            {rv.name for rv in rvs},
-            f"RegressionMixedStep moves {sorted(names)} together; give it all of them (got "
-            f"{sorted(rv.name for rv in rvs)})",
-        )
-        theta, sigma2 = model[info.theta], model[info.sigma2]
-        require_nig_sole_use(
-            model, theta, sigma2, (info,),
-            "so the regression step cannot draw it; use it only in the NoisyRegressionStat "
-            "node (Deterministics are fine)",
-        )  # fmt: skip
-        outputs = [*nig_prior_parameters(model, theta, sigma2), model[info.name]]
-        if info.noise_sd is None:
-            outputs.append(model[info.noise_variance])
-        outputs.append(model[info.suffstat])
-        self._info = info
-        self._read = PointReader(model, outputs, **compile_kwargs)
-        self._writers = {v: ValueWriter(model, model[v], **compile_kwargs) for v in names}
+        super()._setup(model, rvs, compile_kwargs)
+        info = self._info
         self._order = covariate_order(info.d, info.binary)[: info.d + 1]
         loc, kappa, dof, scale = (np.asarray(a, dtype=np.float64) for a in info.x_prior)
         self._x_prior = NIW(loc[None], kappa[None], dof[None], scale[None])
 
+    def _to_layout(self, s: np.ndarray, inverse: bool = False) -> np.ndarray:
+        return binary_first(s, self._info.binary, inverse=inverse)
+
     def step(self, point: dict) -> tuple[dict, list[dict]]:
         """One iteration of the mixed model's sweep."""
         info, order = self._info, self._order
-        values = [np.asarray(v, dtype=np.float64) for v in self._read(point)]
-        mean, precision, shape, scale = values[:4]
-        prior = NIG(mean[order][None], precision[order][:, order][None], shape[None], scale[None])
-        z = binary_first(values[4], info.binary)[None]
-        if info.noise_sd is None:
-            noise = binary_first(values[5], info.binary)[None]
-        else:
-            noise = np.full_like(z, info.noise_sd**2)
-        s = binary_first(values[-1], info.binary)[None]
+        prior, z, noise, s = self._read_target(point, order)
         target = MixedTarget(z, noise, float(info.n), prior, self._x_prior)
         if self._starts_chain():
-            # A chain's start: φ from the prior and s from its law there (Algorithm 1), so
-            # that R-hat sees chains that have not forgotten where they started.
+            # A chain's start near the release (start_parameters): from the prior, chains
+            # under a vague prior strand far from z.
             s = draw_mixed_statistic(self.rng, start_parameters(self.rng, target), info.n)
-        if self.adaptation is None:
-            start = np.zeros((1, n_mixed_parameters(info.d)))
-            self.adaptation = RandomWalkAdaptation(start, initial_sd=INITIAL_SD)
-        if not self.tune and self._t_chol is None:
-            self._t_chol = finish_tuning(self.adaptation)
-            if self._t_chol is None:  # too few tuning steps: no multiple-try move
-                self._t_chol = np.zeros(0)
-        t_chol = self._t_chol if self._t_chol is not None and self._t_chol.size else None
-        state, accepted = mixed_sweep(
-            self.rng, s, target, self.adaptation, tune=self.tune, t_chol=t_chol,
-            tune_moves=self.tune_moves, moves=self.moves, tries=self.tries,
-        )  # fmt: skip
+        state, stats = self._sweep(s, target, n_mixed_parameters(info.d))
         par, _ = unpack_mixed(state.params[0], info.d)
         new = {
             info.theta: par.theta[np.argsort(order)],
             info.sigma2: par.sigma2,
             info.x_prob: par.prob,
-            info.suffstat: binary_first(state.suffstat[0], info.binary, inverse=True),
+            info.suffstat: self._to_layout(state.suffstat[0], inverse=True),
         }
         if info.d > 1:
             new[info.x_loc] = par.group_loc
             new[info.x_cov] = 0.5 * (par.x_cov + par.x_cov.T)
-        point = dict(point)
-        for name, value in new.items():
-            writer = self._writers[name]
-            point[writer.name] = writer(value, point)
-        return point, [{"accept": float(accepted[0])}]
+        return self._write(point, new), stats
 
 
 register_step_methods([RegressionMixedStep])

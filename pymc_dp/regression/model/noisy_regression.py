@@ -41,10 +41,13 @@ from pymc_dp.curator.regression.statistics import d_from_released, released_pair
 from pymc_dp.families.base import rv_op_type
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.model.distributions import LaplaceNoiseVariance
+from pymc_dp.regression.engine.cells import CELLS_MIX_D
+from pymc_dp.regression.kernels.cell_model import CELL_KINDS, cell_layout
 from pymc_dp.regression.kernels.data_model import NIW, check_niw
 from pymc_dp.regression.kernels.moments import XMoments, check_x_moments, x_moments_from_release
 from pymc_dp.regression.kernels.shape_law import check_shape_moments
 from pymc_dp.regression.kernels.x_models import ShapePrior, binary_cells
+from pymc_dp.regression.model.cell_suffstat import CellModelSuffStat
 from pymc_dp.regression.model.default_prior import default_mixed_x_prior, default_x_prior
 from pymc_dp.regression.model.distributions import (
     InverseWishart,
@@ -101,8 +104,8 @@ class NoisyRegressionInfo:
     laplace_scale: float | None = None
     """Scale b of Laplace noise; ``None`` for Gaussian noise."""
     x_model: str = "normal"
-    """Model of the covariates: ``"normal"``, ``"shape"``, ``"binary"``, ``"mixed"`` or
-    ``"moments"`` (fixed moments)."""
+    """Model of the covariates: ``"normal"``, ``"shape"``, ``"binary"``, ``"factor"``,
+    ``"mixed"`` or ``"moments"`` (fixed moments)."""
     x_probs: str | None = None
     """Binary model: name of the cell probabilities π over ``{0, 1}^d``."""
     x_probs_prior: tuple[float, ...] | None = None
@@ -120,6 +123,11 @@ class NoisyRegressionInfo:
     d = 1), and ``x_prior`` is their NIW prior."""
     binary: int | None = None
     """Mixed model: index of the binary covariate."""
+    cells: str | None = None
+    """Cell model (every covariate binary, sampled by
+    :class:`~pymc_dp.regression.RegressionCellStep`): the layout's kind, ``"pair"`` or
+    ``"categories"`` (:func:`~pymc_dp.regression.kernels.cell_model.cell_layout`); ``x_probs``
+    names π over its corners."""
 
 
 def coefficient_labels(covariates: Sequence[str]) -> list[str]:
@@ -283,13 +291,22 @@ class NoisyRegressionStat:
         observed with their Laplace noise, never plugged in
         (:mod:`~pymc_dp.regression.kernels.shape_law`; a ``pm.Potential`` ``{name}_x_shape``
         holds both factors). ``"normal"``: x ~ N(μ_x, Σ_x), released moments unused.
-        ``"binary"``: every covariate is 0 or 1 (a treated/untreated indicator, a dummy-coded
-        category; d ≤ 2): x has cell probabilities ``{name}_x_probs`` ~ Dirichlet(1, ..., 1)
-        over ``{0, 1}^d``, every moment ``E[Π x_j^k_j]`` is the probability of the cells
-        where the x_j present are 1, and the CLT moments of s are exact functions of π
-        (Gibbs-SS, ``method="gibbs-ss"``; π | s is Dirichlet,
-        :class:`~pymc_dp.regression.model.steps.BinaryCovariateStep`). A box of [0, 1] per
+        ``"binary"``: every covariate is 0 or 1 (treated/untreated indicators; d ≤ 2): x is
+        one of the corners of ``{0, 1}^d`` with probabilities ``{name}_x_probs`` ~
+        Dirichlet(1, ..., 1) (dims ``{name}_cell``). The release's sums fix the cell counts,
+        so s has an exact law given θ, σ², π (the cell model,
+        :mod:`~pymc_dp.regression.kernels.cell_model`), sampled by
+        :class:`~pymc_dp.regression.RegressionCellStep`; θ must feed this node alone. With
+        ``method="gibbs-ss"``: the CLT law of s with moments that are exact functions of π
+        (:class:`~pymc_dp.regression.model.steps.BinaryCovariateStep`). A box of [0, 1] per
         covariate keeps the sensitivity smallest.
+        ``"factor"``: the d covariates are the dummy columns of one factor with d + 1 levels
+        (never two of them 1 in a record; the reference level all 0): π over the d + 1
+        levels, the cell model as for ``"binary"``; any d, with a warning above
+        :data:`~pymc_dp.regression.engine.cells.CELLS_MIX_D` (its sampler mixes slowly).
+        ``"auto"`` picks ``"factor"`` when the release declares every covariate a column of
+        one factor (``release_regression(..., factor=[...])``) and d ≤ ``CELLS_MIX_D``, and
+        ``"binary"`` when it declares both of its two covariates binary.
         ``"mixed"`` (what ``"auto"`` picks when ``binary`` is given): the covariate ``binary``
         is Bernoulli(``{name}_x_prob``) and the others, given it, normal with a mean per group
         (``{name}_x_loc``, dims ``({name}_group, {name}_covariate)``) and one covariance
@@ -417,14 +434,20 @@ class NoisyRegressionStat:
         covariates = _covariate_names(covariates, d)
         if (binary is None and x_model == "auto" and method == "auto" and x_moments is None
                 and x_prior is None):  # fmt: skip
-            binary = _declared_binary(rel, theta, covariates)
+            x_model, binary = _declared_x_model(rel, theta, covariates)
         mixed = _mixed_index(binary, x_model, x_moments, method, covariates)
-        binary = mixed is None and _binary_model(x_model, x_moments, x_prior, method, d)
+        cells, binary = None, False
+        if mixed is None:
+            cells, binary = _binary_covariates(x_model, x_moments, x_prior, method, d)
         shape = None
         if mixed is not None:
-            _alone(theta, name)
+            _alone(theta, name, "mixed")
             method = "collapsed"
             x_prior = _mixed_x_prior(x_prior, rel, bounds, d, mixed)
+        elif cells is not None:
+            _alone(theta, name, x_model)
+            _zero_one_box(rel.x_bounds if rel is not None else bounds and bounds[0], x_model)
+            method, x_prior = "collapsed", None
         elif binary:
             method, x_prior = "gibbs-ss", None
         else:
@@ -435,11 +458,11 @@ class NoisyRegressionStat:
             else:
                 x_prior = _x_model(x_moments, x_prior, rel, d)
         for other in getattr(theta.tag, TAG, ()):
-            if other.x_model == "mixed":
+            if other.x_model == "mixed" or other.cells is not None:
                 raise ValueError(
-                    f"theta already feeds node {other.name!r}, whose binary covariate "
-                    "(x_model='mixed') needs theta to itself: give this node its own theta, "
-                    "or build that node with x_model='normal'"
+                    f"theta already feeds node {other.name!r}, whose binary covariates "
+                    f"(x_model={other.x_model!r}) need theta to themselves: give this node its "
+                    "own theta, or build that node with x_model='normal'"
                 )
             if other.method != method:
                 raise ValueError(
@@ -463,13 +486,20 @@ class NoisyRegressionStat:
             if mixed is not None:
                 prob, x_loc, x_cov, names = _mixed_variables(model, name, covariates, mixed,
                                                              x_prior, n)  # fmt: skip
-            elif binary:
+            elif binary or cells is not None:
+                corners = binary_cells(d) if binary else cell_layout(d, cells).corners
                 cell_dim = f"{name}_cell"
-                _add_coord(model, cell_dim, _cell_labels(covariates))
-                alpha = np.ones(2**d)
+                _add_coord(model, cell_dim, _cell_labels(covariates, corners))
+                alpha = np.ones(len(corners))
+                # π's prior is tilted by P(A regular | π) under the cell model; the
+                # statistic's law leaves out the same factor (CellModelSuffStat), so the
+                # model's joint density is exact.
                 probs = pm.Dirichlet(f"{name}_x_probs", a=alpha, dims=cell_dim)
-                second, phi = binary_x_moments_pt(probs, d)
+                if binary:
+                    second, phi = binary_x_moments_pt(probs, d)
                 names = {"x_probs": probs.name, "x_probs_prior": tuple(alpha.tolist())}
+                if cells is not None:
+                    names["cells"] = cells
             elif isinstance(x_prior, NIW):
                 x_dim = f"{name}_covariate"
                 _add_coord(model, x_dim, covariates)
@@ -507,6 +537,9 @@ class NoisyRegressionStat:
             if mixed is not None:
                 s = MixedModelSuffStat(s_name, theta, sigma2, prob, x_loc, x_cov, n, mixed,
                                        dims=stat_dim)  # fmt: skip
+            elif cells is not None:
+                s = CellModelSuffStat(s_name, theta, sigma2, probs, n, CELL_KINDS.index(cells),
+                                      dims=stat_dim)  # fmt: skip
             elif method == "collapsed":
                 s = NormalModelSuffStat(s_name, theta, sigma2, x_loc, x_cov, n, dims=stat_dim)
                 if shape is not None:
@@ -545,6 +578,8 @@ class NoisyRegressionStat:
             laplace_scale=None if gaussian else scale,
             x_model="mixed"
             if mixed is not None
+            else x_model
+            if cells is not None
             else "binary"
             if binary
             else "shape"
@@ -614,32 +649,62 @@ def _mixed_index(
     return int(binary)
 
 
-def _declared_binary(
+def _declared_x_model(
     rel: RegressionRelease | None, theta: pt.TensorVariable, covariates: Sequence[str]
-) -> int | None:
-    """The covariate the release declares binary, if the mixed model can take it by default."""
-    if rel is None or not rel.binary or getattr(theta.tag, TAG, ()) or rel.d > MIXED_MAX_D:
-        return None
-    if len(rel.binary) > 1:
-        names = ", ".join(covariates[j] for j in rel.binary)
+) -> tuple[str, int | None]:
+    """``(x_model, binary)`` that the release's declarations choose for ``x_model="auto"``.
+
+    Every covariate a dummy column of one declared factor: the cell model ``"factor"`` (up to
+    :data:`~pymc_dp.regression.engine.cells.CELLS_MIX_D` covariates); two covariates, both
+    declared binary: ``"binary"``; one declared binary: the mixed model with it. Only where θ
+    feeds no other node (these models' steps draw θ).
+    """
+    if rel is None or getattr(theta.tag, TAG, ()):
+        return "auto", None
+    d = rel.d
+    factor, declared = tuple(getattr(rel, "factor", ())), tuple(rel.binary)
+    if factor:
+        if sorted(factor) == list(range(d)) and d <= CELLS_MIX_D:
+            return "factor", None
+        names = ", ".join(covariates[j] for j in factor)
+        reason = (
+            f"at d = {d} > {CELLS_MIX_D} the cell model mixes slowly (x_model='factor' uses it "
+            "anyway)"
+            if len(factor) == d
+            else "the cell model needs every covariate in the factor"
+        )
         warnings.warn(
-            f"the release declares {len(rel.binary)} binary covariates ({names}); the mixed "
-            "model of x takes one, so the default models them all as normal. Pass binary= "
-            "to model one as Bernoulli (x_model='binary' if every covariate is 0/1 and d <= 2)",
+            f"the release declares {names} the dummy columns of one factor, but {reason}; "
+            "the default models the covariates as normal",
             UserWarning,
             stacklevel=3,
         )
-        return None
-    return rel.binary[0]
+        return "auto", None
+    if len(declared) == d == 2:
+        return "binary", None
+    if len(declared) > 1:
+        names = ", ".join(covariates[j] for j in declared)
+        warnings.warn(
+            f"the release declares {len(declared)} binary covariates ({names}); the mixed "
+            "model of x takes one, so the default models them all as normal. Pass binary= "
+            "to model one as Bernoulli (x_model='binary' if every covariate is 0/1 and d <= 2, "
+            "x_model='factor' if they are the dummy columns of one factor)",
+            UserWarning,
+            stacklevel=3,
+        )
+        return "auto", None
+    if d > MIXED_MAX_D or not declared:
+        return "auto", None
+    return "auto", declared[0]
 
 
-def _alone(theta: pt.TensorVariable, name: str) -> None:
-    """Refuse a mixed node on a θ that already feeds another node."""
+def _alone(theta: pt.TensorVariable, name: str, x_model: str) -> None:
+    """Refuse a mixed or cell-model node on a θ that already feeds another node."""
     others = getattr(theta.tag, TAG, ())
     if others:
         raise ValueError(
-            f"theta already feeds node {others[0].name!r}; a node with a binary covariate "
-            f"({name!r}, x_model='mixed') needs theta to itself: give it its own theta"
+            f"theta already feeds node {others[0].name!r}; a node with binary covariates "
+            f"({name!r}, x_model={x_model!r}) needs theta to itself: give it its own theta"
         )
 
 
@@ -684,7 +749,7 @@ def _mixed_variables(
     return prob, x_loc, x_cov, names | {"x_loc": x_loc.name, "x_cov": x_cov.name}
 
 
-X_MODELS = ("auto", "normal", "shape", "binary", "mixed")
+X_MODELS = ("auto", "normal", "shape", "binary", "factor", "mixed")
 MIXED_MAX_D = 2
 """Largest d at which the mixed model of x mixes well enough to be a default. At d = 3 (n = 1000,
 ε = 1, one release, 1000 + 1000 iterations under ``pm.sample``) its smallest bulk ESS was 15
@@ -722,36 +787,66 @@ def _shape_moments(
     return (tuple(values[0].tolist()), tuple(degrees.tolist()), float(scale[0]), ShapePrior())
 
 
-def _binary_model(x_model: Any, x_moments: Any, x_prior: Any, method: Any, d: int) -> bool:
-    """Whether the node uses the binary model of x (after checking the combination)."""
+def _binary_covariates(
+    x_model: Any, x_moments: Any, x_prior: Any, method: Any, d: int
+) -> tuple[str | None, bool]:
+    """``(cell layout kind, Gibbs-SS binary model)`` of the node, after checking the combination.
+
+    ``x_model="binary"`` or ``"factor"`` give the cell model's kind, except ``"binary"`` with
+    ``method="gibbs-ss"``, the CLT model of the cell probabilities (True).
+    """
     if x_model not in X_MODELS:
         raise ValueError(f"x_model must be one of {X_MODELS} (got {x_model!r})")
-    if x_model != "binary":
-        return False
+    if x_model not in ("binary", "factor"):
+        return None, False
     if x_moments is not None or x_prior is not None:
         raise TypeError(
-            "x_model='binary' models x itself (cell probabilities with a Dirichlet prior): "
+            f"x_model={x_model!r} models x itself (cell probabilities with a Dirichlet prior): "
             "give neither x_moments= nor x_prior="
         )
-    if method == "collapsed":
+    if x_model == "binary":
+        if d > 2:
+            raise ValueError(
+                f"x_model='binary' supports d <= 2 covariates (got d={d}): for more, the "
+                "released sums no longer fix the cell counts. If the covariates are the dummy "
+                "columns of one factor, use x_model='factor'"
+            )
+        if method == "gibbs-ss":
+            return None, True
+        return ("pair" if d == 2 else "categories"), False
+    if method == "gibbs-ss":
         raise ValueError(
-            "method='collapsed' is the exact law of s for normal x; x_model='binary' needs "
-            "method='gibbs-ss' (or 'auto')"
+            "x_model='factor' is sampled by the cell model's own moves: give method='auto' "
+            "or 'collapsed'"
         )
-    if d > 2:
-        raise ValueError(
-            f"x_model='binary' supports d <= 2 covariates (got d={d}): for more, the released "
-            "sums no longer fix the cell counts"
+    if d > CELLS_MIX_D:
+        warnings.warn(
+            f"the cell model of x (x_model='factor') mixes slowly at d = {d} > {CELLS_MIX_D} "
+            "covariates (at d = 10 a bulk ESS of 15 in 4 x 1000 draws): read R-hat and ESS, "
+            "or run longer chains",
+            UserWarning,
+            stacklevel=3,
         )
-    return True
+    return "categories", False
 
 
-def _cell_labels(covariates: Sequence[str]) -> list[str]:
-    """Labels of the cells of ``{0, 1}^d``, e.g. ``x1=0,x2=1``, in binary order."""
-    d = len(covariates)
+def _zero_one_box(x_bounds: Any, x_model: str) -> None:
+    """Refuse binary covariates whose public box does not hold 0 and 1 (when it is known)."""
+    if x_bounds is None:
+        return
+    for j, (lo, hi) in enumerate(np.asarray(x_bounds, dtype=np.float64).reshape(-1, 2)):
+        if lo > 0.0 or hi < 1.0:
+            raise ValueError(
+                f"x_model={x_model!r} takes every covariate to be 0 or 1, but covariate {j}'s "
+                f"box is [{lo:g}, {hi:g}]: its box must hold 0 and 1 ([0, 1] keeps the "
+                "sensitivity smallest)"
+            )
+
+
+def _cell_labels(covariates: Sequence[str], corners: npt.NDArray) -> list[str]:
+    """Labels of the cells at ``corners`` ``(C, d)``, e.g. ``x1=0,x2=1``."""
     return [
-        ",".join(f"{c}={int(v)}" for c, v in zip(covariates, cell, strict=True))
-        for cell in binary_cells(d)
+        ",".join(f"{c}={int(v)}" for c, v in zip(covariates, cell, strict=True)) for cell in corners
     ]
 
 
@@ -760,8 +855,9 @@ def regression_attrs(model: pm.Model | None = None) -> dict[str, str]:
 
     ``idata.attrs.update(regression_attrs(model))`` records, per node ``{name}``,
     ``pymc_dp_x_model_{name}`` (``"normal"``, ``"shape"`` (released moments used),
-    ``"binary"`` or ``"moments"`` for fixed moments)
-    and ``pymc_dp_method_{name}`` (``"collapsed"`` or ``"gibbs-ss"``); ``pymc-dp fit`` does so.
+    ``"binary"``, ``"factor"``, ``"mixed"`` or ``"moments"`` for fixed moments)
+    and ``pymc_dp_method_{name}`` (``"collapsed"``: an exact law of s, or ``"gibbs-ss"``);
+    ``pymc-dp fit`` does so.
 
     Examples
     --------
@@ -772,7 +868,7 @@ def regression_attrs(model: pm.Model | None = None) -> dict[str, str]:
     ...     z = NoisyRegressionStat("z", theta=theta, sigma2=sigma2, n=50, epsilon=1.0,
     ...                             sensitivity=16.0, observed=np.ones(5), x_model="binary")
     >>> regression_attrs(model)
-    {'pymc_dp_x_model_z': 'binary', 'pymc_dp_method_z': 'gibbs-ss'}
+    {'pymc_dp_x_model_z': 'binary', 'pymc_dp_method_z': 'collapsed'}
     """
     model = pm.modelcontext(model)
     attrs = {}

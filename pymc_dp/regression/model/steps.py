@@ -336,7 +336,8 @@ class BinaryCovariateStep(_NodeCovariateStep):
 
     @staticmethod
     def _variables(info: Any) -> tuple[str, ...]:
-        return () if info.x_probs is None else (info.x_probs,)
+        # The cell model's π is RegressionCellStep's.
+        return () if info.x_probs is None or info.cells is not None else (info.x_probs,)
 
     def step(self, point: dict) -> tuple[dict, list[dict]]:
         """Draw every π from its Dirichlet posterior given the current s."""
