@@ -21,9 +21,6 @@ from pymc_dp.regression import (
 from pymc_dp.regression.engine.collapsed import collapsed_sweep, initial_step_sd
 from pymc_dp.regression.kernels.adaptation import RandomWalkAdaptation
 from pymc_dp.regression.kernels.collapsed import (
-    _PIVOT_PASS_MAX,
-    _positive_pivots,
-    batched_cholesky,
     collapsed_target,
     evaluate,
     pack_parameters,
@@ -40,6 +37,7 @@ from pymc_dp.regression.kernels.moment_move import (
     t_log_density,
 )
 from pymc_dp.regression.kernels.normal_model import draw_statistic, record_moments, statistic_logpdf
+from pymc_dp.regression.kernels.psd import _PIVOT_PASS_MAX, _positive_pivots, batched_cholesky
 
 PRIOR = NIG(np.zeros(2), 0.5 * np.eye(2), np.array(20.0), np.array(1.9))
 X_PRIOR = NIW(np.zeros(1), np.array(4.0), np.array(20.0), np.array([[1.8]]))

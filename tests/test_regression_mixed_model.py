@@ -118,6 +118,18 @@ def test_logpdf_is_minus_infinity_off_the_model():
     assert mixed_statistic_logpdf(empty, PAR, 30) == -np.inf
 
 
+def test_a_negative_definite_scatter_has_no_density():
+    """d = 3: the other covariates' pooled scatter W with two negative eigenvalues (a state
+    the sampler reached while validity was det W > 0) is no data set's: −∞."""
+    n = 1000.0
+    s = np.array([405.0, 22263.013, 115.442, 405.0, -27599.638, -90.391, -4671.201, 24085.377,
+                  89.455, -9424.882, 12719.826, -5462.306, -10811.202, 10182.656])  # fmt: skip
+    par = MixedParameters(np.zeros(4), np.array(1.0), np.array(0.4), np.zeros((2, 2)), np.eye(2))
+    scatter = group_parts(s, n).scatter
+    assert np.linalg.det(scatter) > 0 and np.all(np.linalg.eigvalsh(scatter) < 0)
+    assert mixed_statistic_logpdf(s, par, n) == -np.inf
+
+
 def test_record_moments_match_simulated_records():
     rng = np.random.default_rng(4)
     n = 200_000

@@ -4,10 +4,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from pymc_dp.curator.regression.statistics import pack_statistic
 from pymc_dp.regression import normal_x_moments, regression_statistic, suffstat_moments
 from pymc_dp.regression.kernels.normal_model import (
     draw_statistic,
     record_moments,
+    response_logpdf,
     split_statistic,
     statistic_logpdf,
 )
@@ -93,6 +95,27 @@ def test_logpdf_is_minus_infinity_exactly_off_the_valid_statistics():
     bad = s.copy()
     bad[:, 2] = 0.0  # Σx₁² = 0 with Σx₁ ≠ 0
     assert np.all(statistic_logpdf(bad, **kw) == -np.inf)
+
+
+def test_a_negative_definite_scatter_has_no_density():
+    """A Gram matrix whose scatter has two negative eigenvalues has a positive determinant; it
+    is no data set's, and both densities are −∞ there (they were finite while validity was the
+    determinant's sign)."""
+    mean = np.array([0.1, -0.2])
+    scatter = -np.array([[3.0, 0.5], [0.5, 2.0]])
+    gram = np.zeros((3, 3))
+    gram[0, 0] = N
+    gram[0, 1:] = gram[1:, 0] = N * mean
+    gram[1:, 1:] = scatter + N * np.outer(mean, mean)
+    assert np.linalg.det(gram) > 0 and np.linalg.eigvalsh(gram)[1] < 0
+    b = np.zeros((4, 4))
+    b[:3, :3] = gram
+    b[:3, 3] = b[3, :3] = gram @ THETA
+    b[3, 3] = THETA @ gram @ THETA + 5.0
+    s = pack_statistic(b)
+    kw = dict(theta=THETA, sigma2=SIGMA2, x_loc=LOC, x_cov=COV, n=N)
+    assert statistic_logpdf(s, **kw) == -np.inf
+    assert response_logpdf(split_statistic(s, N), theta=THETA, sigma2=SIGMA2, n=N) == -np.inf
 
 
 @pytest.mark.parametrize("d", [1, 2, 5])

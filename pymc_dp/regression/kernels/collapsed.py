@@ -44,6 +44,7 @@ from pymc_dp.curator.regression.statistics import unpack_statistic
 from pymc_dp.regression.kernels.conjugate import NIG
 from pymc_dp.regression.kernels.data_model import NIW
 from pymc_dp.regression.kernels.normal_model import draw_statistic, record_moments
+from pymc_dp.regression.kernels.psd import batched_cholesky
 from pymc_dp.regression.kernels.shape_law import XShape, shape_term, standardised
 
 __all__ = [
@@ -52,7 +53,6 @@ __all__ = [
     "Evaluation",
     "MoveState",
     "Parameters",
-    "batched_cholesky",
     "collapsed_move",
     "collapsed_target",
     "evaluate",
@@ -294,70 +294,6 @@ class Evaluation(NamedTuple):
     clt_chol: np.ndarray
     marginal_chol_inv: np.ndarray
     """Inverse Cholesky factor of nΣ_t + diag w."""
-
-
-_PIVOT_PASS_MAX = 16
-"""Largest k of k × k matrices whose failed members :func:`batched_cholesky` finds in one vectorised
-pass; above it the pass's k steps cost more than a LAPACK call per member (77 × 77, 440
-members: 147 against 21 ms; 9 × 9: 1.7 against 4.1 ms; 3 × 3: 0.4 against 4.2 ms)."""
-
-
-def _positive_pivots(a: np.ndarray) -> np.ndarray:
-    """Which members of a batch of symmetric matrices have a Cholesky factor, ``(...)``.
-
-    The column-by-column algorithm over the whole batch: a member fails at its first pivot
-    that is not positive (or NaN), LAPACK's test. k NumPy passes for k × k matrices, where a
-    loop over the members costs one LAPACK call each.
-    """
-    k = a.shape[-1]
-    chol = np.zeros_like(a)
-    ok = np.ones(a.shape[:-2], dtype=bool)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        for j in range(k):
-            pivot = a[..., j, j] - np.sum(chol[..., j, :j] ** 2, axis=-1)
-            ok &= pivot > 0
-            root = np.sqrt(np.where(ok, pivot, 1.0))
-            chol[..., j, j] = root
-            below = a[..., j + 1 :, j] - (chol[..., j + 1 :, :j] @ chol[..., j, :j, None])[..., 0]
-            chol[..., j + 1 :, j] = below / root[..., None]
-    return ok
-
-
-def batched_cholesky(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Cholesky factors of a batch, and which members have one (the others get the identity).
-
-    NumPy's batched call raises if any member fails. Then the members without a factor are
-    found in one vectorised pass (:func:`_positive_pivots`) and replaced by the identity for a
-    second batched call: a batch of proposals of s nearly always holds a few whose Gram matrix
-    is not positive definite, and a loop over the members took half the batched engine's time.
-    Only where the two tests disagree (a pivot at rounding level) is each member factored
-    alone, and for k above ``_PIVOT_PASS_MAX`` every member.
-    """
-    try:
-        return np.linalg.cholesky(a), np.ones(a.shape[:-2], dtype=bool)
-    except np.linalg.LinAlgError:
-        pass
-    eye = np.eye(a.shape[-1])
-    if a.shape[-1] <= _PIVOT_PASS_MAX:
-        ok = _positive_pivots(a)
-        try:
-            chol = np.linalg.cholesky(np.where(ok[..., None, None], a, eye))
-            finite = np.all(np.isfinite(chol), axis=(-2, -1))
-            return np.where(finite[..., None, None], chol, eye), ok & finite
-        except np.linalg.LinAlgError:
-            pass
-    flat = a.reshape(-1, *a.shape[-2:])
-    out = np.broadcast_to(eye, flat.shape).copy()
-    ok = np.zeros(flat.shape[0], dtype=bool)
-    for i, mat in enumerate(flat):
-        try:
-            factor = np.linalg.cholesky(mat)
-        except np.linalg.LinAlgError:
-            continue
-        ok[i] = np.all(np.isfinite(factor))
-        if ok[i]:
-            out[i] = factor
-    return out.reshape(a.shape), ok.reshape(a.shape[:-2])
 
 
 EIGEN_FLOOR = 1e-9

@@ -47,7 +47,6 @@ from pymc_dp.curator.regression.statistics import (
     released_pairs,
     unpack_statistic,
 )
-from pymc_dp.regression.kernels.collapsed import batched_cholesky
 from pymc_dp.regression.kernels.data_model import NIW, draw_niw
 from pymc_dp.regression.kernels.normal_model import (
     record_moments,
@@ -55,6 +54,7 @@ from pymc_dp.regression.kernels.normal_model import (
     split_statistic,
     statistic_from_gram,
 )
+from pymc_dp.regression.kernels.psd import batched_cholesky
 
 __all__ = [
     "MixedParameters",
@@ -272,17 +272,20 @@ def mixed_statistic_logpdf(
             axis=-1,
         )
         dof = n - 2.0
-        sign_w, logdet_w = np.linalg.slogdet(parts.scatter)
+        # Positive definite, not of positive determinant (from d₂ = 2 two negative
+        # eigenvalues have one, and such a W made the sampler wander off the model).
+        scatter_chol, definite_w = batched_cholesky(parts.scatter)
+        logdet_w = 2.0 * np.sum(np.log(scatter_chol[..., diag, diag]), axis=-1)
         inner = np.linalg.solve(chol, parts.scatter)
         trace = np.trace(np.linalg.solve(np.swapaxes(chol, -1, -2), inner), 0, -2, -1)
         out = out + (
-            0.5 * (dof - d2 - 1) * np.where(sign_w > 0, logdet_w, 0.0)
+            0.5 * (dof - d2 - 1) * logdet_w
             - 0.5 * trace
             - 0.5 * dof * d2 * np.log(2.0)
             - 0.5 * dof * logdet_cov
             - multigammaln(0.5 * dof, d2)
         )
-        ok = ok & (sign_w > 0)
+        ok = ok & definite_w
     out = out + response_logpdf(split_statistic(s, n), theta=theta, sigma2=sigma2, n=n)
     return np.where(ok & np.isfinite(out), out, -np.inf)
 

@@ -45,7 +45,7 @@ from pymc_dp.regression.kernels.cell_model import (
     cell_record_moments,
     cell_statistic_logpdf,
 )
-from pymc_dp.regression.kernels.collapsed import batched_cholesky, floored_cholesky
+from pymc_dp.regression.kernels.collapsed import floored_cholesky
 from pymc_dp.regression.kernels.conjugate import NIG
 from pymc_dp.regression.kernels.data_model import NIW
 from pymc_dp.regression.kernels.mixed_model import (
@@ -56,6 +56,7 @@ from pymc_dp.regression.kernels.mixed_model import (
     tied_positions,
 )
 from pymc_dp.regression.kernels.moment_move import t_draw, t_log_density
+from pymc_dp.regression.kernels.psd import batched_cholesky
 
 __all__ = [
     "DEFENSIVE_SHARE",

@@ -37,7 +37,6 @@ from pymc_dp.regression.kernels.collapsed import (
     Evaluation,
     MoveState,
     Parameters,
-    batched_cholesky,
     evaluate,
     floor_eigenvalues,
     pack_parameters,
@@ -50,6 +49,7 @@ from pymc_dp.regression.kernels.collapsed import (
 from pymc_dp.regression.kernels.conjugate import NIG, draw_nig
 from pymc_dp.regression.kernels.data_model import NIW, draw_niw
 from pymc_dp.regression.kernels.normal_model import draw_statistic, record_mean, record_moments
+from pymc_dp.regression.kernels.psd import batched_cholesky
 
 __all__ = [
     "T_INFLATE",

@@ -29,6 +29,7 @@ import numpy.typing as npt
 from scipy.special import gammaln, multigammaln
 
 from pymc_dp.curator.regression.statistics import pack_statistic, released_pairs, unpack_statistic
+from pymc_dp.regression.kernels.psd import batched_cholesky
 
 __all__ = [
     "StatisticParts",
@@ -158,11 +159,14 @@ def statistic_logpdf(
     out = out - 0.5 * n * np.sum(centred**2, axis=-1)
 
     dof = n - 1
-    sign_c, logdet_c = np.linalg.slogdet(parts.scatter)
+    # Positive definite, not a positive determinant: from d = 2 a scatter with two negative
+    # eigenvalues has one.
+    scatter_chol, definite = batched_cholesky(parts.scatter)
+    logdet_c = 2.0 * np.sum(np.log(scatter_chol[..., diag, diag]), axis=-1)
     inv_scatter = np.linalg.solve(cov_chol, parts.scatter)
     trace = np.trace(np.linalg.solve(np.swapaxes(cov_chol, -1, -2), inv_scatter), 0, -2, -1)
     out = out + (
-        0.5 * (dof - d - 1) * np.where(sign_c > 0, logdet_c, 0.0)
+        0.5 * (dof - d - 1) * logdet_c
         - 0.5 * trace
         - 0.5 * dof * d * np.log(2.0)
         - 0.5 * dof * logdet_cov
@@ -170,7 +174,7 @@ def statistic_logpdf(
     )
 
     out = out + response_logpdf(parts, theta=theta, sigma2=sigma2, n=n)
-    valid = (sign_c > 0) & np.isfinite(out)
+    valid = definite & np.isfinite(out)
     return np.where(valid, out, -np.inf)
 
 
@@ -186,14 +190,14 @@ def response_logpdf(
     :mod:`~pymc_dp.regression.kernels.mixed_model`).
     """
     p = theta.shape[-1]
-    sign_a, logdet_a = np.linalg.slogdet(parts.gram)
-    fitted = (parts.gram @ theta[..., None])[..., 0]
-    resid = parts.xty - fitted
+    # A positive definite, not of positive determinant (two negative eigenvalues have one).
+    gram_chol, definite = batched_cholesky(parts.gram)
+    diag = np.arange(p)
+    logdet_a = 2.0 * np.sum(np.log(gram_chol[..., diag, diag]), axis=-1)
+    resid = parts.xty - (parts.gram @ theta[..., None])[..., 0]
     with np.errstate(invalid="ignore", divide="ignore"):
-        try:
-            quad = np.sum(resid * np.linalg.solve(parts.gram, resid[..., None])[..., 0], axis=-1)
-        except np.linalg.LinAlgError:
-            quad = np.full(np.shape(logdet_a), np.inf)
+        white = np.linalg.solve(gram_chol, resid[..., None])[..., 0]
+        quad = np.sum(white**2, axis=-1)
         out = -0.5 * p * (_LOG_2PI + np.log(sigma2)) - 0.5 * logdet_a - 0.5 * quad / sigma2
         half = 0.5 * (n - p)
         rss = parts.residual
@@ -203,7 +207,7 @@ def response_logpdf(
             - half * np.log(2.0 * sigma2)
             - gammaln(half)
         )
-    return np.where((sign_a > 0) & (rss > 0), out, -np.inf)
+    return np.where(definite & (rss > 0), out, -np.inf)
 
 
 def record_moments(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["min_schur_eigenvalue", "project_psd", "schur_complement"]
+__all__ = ["batched_cholesky", "min_schur_eigenvalue", "project_psd", "schur_complement"]
 
 
 def schur_complement(b: npt.ArrayLike) -> npt.NDArray[np.float64]:
@@ -84,3 +84,67 @@ def project_psd(b: npt.ArrayLike, *, floor: npt.ArrayLike = 0.0) -> npt.NDArray[
         0.5 * (k + np.swapaxes(k, -1, -2)) + edge * np.swapaxes(edge, -1, -2) / b[..., :1, :1]
     )
     return b
+
+
+_PIVOT_PASS_MAX = 16
+"""Largest k of k × k matrices whose failed members :func:`batched_cholesky` finds in one vectorised
+pass; above it the pass's k steps cost more than a LAPACK call per member (77 × 77, 440
+members: 147 against 21 ms; 9 × 9: 1.7 against 4.1 ms; 3 × 3: 0.4 against 4.2 ms)."""
+
+
+def _positive_pivots(a: np.ndarray) -> np.ndarray:
+    """Which members of a batch of symmetric matrices have a Cholesky factor, ``(...)``.
+
+    The column-by-column algorithm over the whole batch: a member fails at its first pivot
+    that is not positive (or NaN), LAPACK's test. k NumPy passes for k × k matrices, where a
+    loop over the members costs one LAPACK call each.
+    """
+    k = a.shape[-1]
+    chol = np.zeros_like(a)
+    ok = np.ones(a.shape[:-2], dtype=bool)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        for j in range(k):
+            pivot = a[..., j, j] - np.sum(chol[..., j, :j] ** 2, axis=-1)
+            ok &= pivot > 0
+            root = np.sqrt(np.where(ok, pivot, 1.0))
+            chol[..., j, j] = root
+            below = a[..., j + 1 :, j] - (chol[..., j + 1 :, :j] @ chol[..., j, :j, None])[..., 0]
+            chol[..., j + 1 :, j] = below / root[..., None]
+    return ok
+
+
+def batched_cholesky(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cholesky factors of a batch, and which members have one (the others get the identity).
+
+    NumPy's batched call raises if any member fails. Then the members without a factor are
+    found in one vectorised pass (:func:`_positive_pivots`) and replaced by the identity for a
+    second batched call: a batch of proposals of s nearly always holds a few whose Gram matrix
+    is not positive definite, and a loop over the members took half the batched engine's time.
+    Only where the two tests disagree (a pivot at rounding level) is each member factored
+    alone, and for k above ``_PIVOT_PASS_MAX`` every member.
+    """
+    try:
+        return np.linalg.cholesky(a), np.ones(a.shape[:-2], dtype=bool)
+    except np.linalg.LinAlgError:
+        pass
+    eye = np.eye(a.shape[-1])
+    if a.shape[-1] <= _PIVOT_PASS_MAX:
+        ok = _positive_pivots(a)
+        try:
+            chol = np.linalg.cholesky(np.where(ok[..., None, None], a, eye))
+            finite = np.all(np.isfinite(chol), axis=(-2, -1))
+            return np.where(finite[..., None, None], chol, eye), ok & finite
+        except np.linalg.LinAlgError:
+            pass
+    flat = a.reshape(-1, *a.shape[-2:])
+    out = np.broadcast_to(eye, flat.shape).copy()
+    ok = np.zeros(flat.shape[0], dtype=bool)
+    for i, mat in enumerate(flat):
+        try:
+            factor = np.linalg.cholesky(mat)
+        except np.linalg.LinAlgError:
+            continue
+        ok[i] = np.all(np.isfinite(factor))
+        if ok[i]:
+            out[i] = factor
+    return out.reshape(a.shape), ok.reshape(a.shape[:-2])
