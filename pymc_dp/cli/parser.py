@@ -281,7 +281,8 @@ def _add_release_parser(sub: Any) -> None:
         metavar="COL1,...",
         help="--x columns that are 0 or 1 (a treated/untreated indicator): every record is "
         "checked, the box of each must hold 0 and 1, and the release records them so that "
-        "pymc-dp fit models one such covariate as Bernoulli (with at most two covariates)",
+        "pymc-dp fit models one such covariate as Bernoulli (with at most two covariates), or "
+        "two covariates both declared binary by their four combinations",
     )
     reg.add_argument(
         "--factor",
@@ -289,7 +290,8 @@ def _add_release_parser(sub: Any) -> None:
         help="--x columns that are the dummy columns of one categorical factor, one per level "
         "but the reference level (all 0), in the order of the levels: every record is checked "
         "to hold 0 or 1 in each with at most one 1, the box of each must hold 0 and 1, and the "
-        "release records them (the noise is unchanged)",
+        "release records them (the noise is unchanged); when every covariate is one (at most "
+        "three), pymc-dp fit models the levels' probabilities",
     )
     mar = rel.add_argument_group(
         "marginal tables (--family marginals: noisy count tables of categorical columns)"

@@ -132,7 +132,9 @@ regression (--family regression --x COL1,COL2 --y COL --x-bounds LO HI LO HI --y
   (every record checked, their box must hold 0 and 1); with one such column and at most two
   covariates, pymc-dp fit models it as Bernoulli and the others as normal within its two groups.
   --factor COL1,COL2 declares --x columns that are the dummy columns of one factor, one per level
-  but the reference (all 0): every record must hold 0 or 1 in each with at most one 1.
+  but the reference (all 0): every record must hold 0 or 1 in each with at most one 1. When every
+  covariate is one (at most three), or two covariates are both --binary, pymc-dp fit models the
+  probabilities of their combinations (the cell model) and plots the response per level.
 
 planning a release (--dry-run):
   From public values only -- --n, --epsilon (or --rho), the family and its window -- print the
