@@ -140,7 +140,7 @@ def test_cell_model_refusals():
     shifted = release_regression(x, rng.uniform(-1, 1, 50),
                                  x_bounds=[(0.0, 1.0), (0.5, 2.0)], y_bounds=(-1, 1),
                                  epsilon=1.0, rng=1)  # fmt: skip
-    with pytest.raises(ValueError, match=r"covariate 1's box is \[0.5, 2\]: its box must hold"):
+    with pytest.raises(ValueError, match=r"x_model='binary': covariate 1's box \[0.5, 2\] must"):
         _model(shifted, x_model="binary")
     four = _factor_release(probs=(0.2,) * 5)
     with pytest.raises(ValueError, match="x_model='factor'"):

@@ -66,6 +66,7 @@ __all__ = [
     "RegressionRelease",
     "check_binary",
     "check_factor",
+    "check_zero_one_columns",
 ]
 
 SECOND_DEGREES = (1, 2)
@@ -508,11 +509,19 @@ def check_binary(binary: Any, x_bounds: npt.ArrayLike) -> tuple[int, ...]:
         return ()
     if isinstance(binary, str | bytes) or not isinstance(binary, list | tuple | np.ndarray):
         raise TypeError(f"binary must be a sequence of covariate indices (got {binary!r})")
-    return tuple(sorted(_zero_one_columns("binary", binary, x_bounds)))
+    return tuple(sorted(check_zero_one_columns("binary", binary, x_bounds)))
 
 
-def _zero_one_columns(label: str, indices: Any, x_bounds: npt.ArrayLike) -> list[int]:
-    """``indices`` as ints, checked: distinct, in range, each box holding 0 and 1."""
+def check_zero_one_columns(label: str, indices: Any, x_bounds: npt.ArrayLike) -> list[int]:
+    """``indices`` as ints, checked: distinct, in range, each box holding 0 and 1.
+
+    ``label`` starts every message (the argument or option that named the columns).
+
+    Examples
+    --------
+    >>> check_zero_one_columns("binary", [1], [(-2.0, 2.0), (0.0, 1.0)])
+    [1]
+    """
     box = np.asarray(x_bounds, dtype=np.float64).reshape(-1, 2)
     d = box.shape[0]
     out = []
@@ -570,7 +579,7 @@ def check_factor(factor: Any, x_bounds: npt.ArrayLike, *, binary: Any = ()) -> t
             "factor must be a sequence of covariate indices, the dummy columns of one factor "
             f"(got {factor!r})"
         )
-    out = _zero_one_columns("factor", factor, x_bounds)
+    out = check_zero_one_columns("factor", factor, x_bounds)
     both = sorted(set(out) & {int(j) for j in binary})
     if both:
         raise ValueError(

@@ -24,6 +24,7 @@ from pymc_dp.regression.kernels.cell_model import (
     draw_cell_statistic,
 )
 from pymc_dp.regression.model.distributions import (
+    model_statistic_pt,
     response_logp_pt,
     static_d,
     statistic_support_shape,
@@ -104,20 +105,13 @@ class CellModelSuffStat(Continuous):
         # The statistic at counts n·π rounded, each cell at least 1 (so A is regular), the
         # reference cell taking the rest, with b = Aθ and R = (n − p)σ².
         d = static_d(theta)
-        p = d + 1
         layout = _layout(d, kind)
         others = pt.maximum(pt.round(n * probs[1:]), 1.0)
         counts = pt.concatenate([(n - pt.sum(others))[None], others])
         gram = pt.tensordot(counts, pt.constant(np.einsum("ci,cj->cij", layout.records,
                                                           layout.records)), axes=1)  # fmt: skip
-        xty = gram @ theta
-        b = pt.zeros((p + 1, p + 1))
-        b = pt.set_subtensor(b[:p, :p], gram)
-        b = pt.set_subtensor(b[:p, p], xty)
-        b = pt.set_subtensor(b[p, :p], xty)
-        b = pt.set_subtensor(b[p, p], pt.dot(xty, theta) + (n - p) * sigma2)
         rows, cols = released_pairs(d)
-        point = b[rows, cols]
+        point = model_statistic_pt(gram, theta, sigma2, n)[rows, cols]
         if not rv_size_is_none(size):
             point = pt.full((*size, rows.size), point)
         return point

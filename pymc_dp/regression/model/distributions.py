@@ -54,6 +54,7 @@ __all__ = [
     "RegressionSuffStatRV",
     "binary_x_moments_pt",
     "clt_moments_pt",
+    "model_statistic_pt",
     "normal_x_moments_pt",
     "response_logp_pt",
     "static_d",
@@ -148,6 +149,21 @@ def unpack_statistic_pt(
     b = pt.set_subtensor(b[rows, cols], value)
     b = pt.set_subtensor(b[cols, rows], value)
     return pt.set_subtensor(b[0, 0], n)
+
+
+def model_statistic_pt(gram, theta, sigma2, n):
+    """B with Gram block ``gram`` ``(p, p)``, ``b = Aθ`` and ``R = (n − p)σ²``, ``(p + 1, p + 1)``.
+
+    The response entries a data set with residuals of mean square σ² orthogonal to X would have:
+    the steps' support points, a statistic the exact law gives positive density.
+    """
+    p = static_d(theta) + 1
+    xty = gram @ theta
+    b = pt.zeros((p + 1, p + 1))
+    b = pt.set_subtensor(b[:p, :p], gram)
+    b = pt.set_subtensor(b[:p, p], xty)
+    b = pt.set_subtensor(b[p, :p], xty)
+    return pt.set_subtensor(b[p, p], pt.dot(xty, theta) + (n - p) * sigma2)
 
 
 def _mean_statistic(mean, n, size, d):
@@ -449,24 +465,21 @@ class MixedModelSuffStat(Continuous):
         back = np.argsort(order)
         inner = theta[order[:p]]
         k = pt.clip(pt.round(n * prob), 1.0, n - 1.0)
-        b = pt.zeros((p + 1, p + 1))
-        b = pt.set_subtensor(b[0, 0], n)
-        b = pt.set_subtensor(b[0, 1], k)
-        b = pt.set_subtensor(b[1, 0], k)
-        b = pt.set_subtensor(b[1, 1], k)
+        gram = pt.zeros((p, p))
+        gram = pt.set_subtensor(gram[0, 0], n)
+        gram = pt.set_subtensor(gram[0, 1], k)
+        gram = pt.set_subtensor(gram[1, 0], k)
+        gram = pt.set_subtensor(gram[1, 1], k)
         if d > 1:
             sums0, sums1 = (n - k) * group_loc[0], k * group_loc[1]
             second = (n - 2.0) * x_cov + pt.outer(sums0, sums0) / (n - k)
             second = second + pt.outer(sums1, sums1) / k
-            b = pt.set_subtensor(b[0, 2:p], sums0 + sums1)
-            b = pt.set_subtensor(b[2:p, 0], sums0 + sums1)
-            b = pt.set_subtensor(b[1, 2:p], sums1)
-            b = pt.set_subtensor(b[2:p, 1], sums1)
-            b = pt.set_subtensor(b[2:p, 2:p], second)
-        xty = b[:p, :p] @ inner
-        b = pt.set_subtensor(b[:p, p], xty)
-        b = pt.set_subtensor(b[p, :p], xty)
-        b = pt.set_subtensor(b[p, p], pt.dot(xty, inner) + (n - p) * sigma2)
+            gram = pt.set_subtensor(gram[0, 2:p], sums0 + sums1)
+            gram = pt.set_subtensor(gram[2:p, 0], sums0 + sums1)
+            gram = pt.set_subtensor(gram[1, 2:p], sums1)
+            gram = pt.set_subtensor(gram[2:p, 1], sums1)
+            gram = pt.set_subtensor(gram[2:p, 2:p], second)
+        b = model_statistic_pt(gram, inner, sigma2, n)
         rows, cols = released_pairs(d)
         point = b[back][:, back][rows, cols]
         if not rv_size_is_none(size):

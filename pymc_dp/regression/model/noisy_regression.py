@@ -36,6 +36,7 @@ from pytensor.tensor.elemwise import Elemwise
 
 from pymc_dp._compat import ancestors
 from pymc_dp._validation import check_finite_array, check_int, check_positive
+from pymc_dp.curator.regression.record import check_zero_one_columns
 from pymc_dp.curator.regression.release import RegressionRelease
 from pymc_dp.curator.regression.statistics import d_from_released, released_pairs
 from pymc_dp.families.base import rv_op_type
@@ -832,15 +833,9 @@ def _binary_covariates(
 
 def _zero_one_box(x_bounds: Any, x_model: str) -> None:
     """Refuse binary covariates whose public box does not hold 0 and 1 (when it is known)."""
-    if x_bounds is None:
-        return
-    for j, (lo, hi) in enumerate(np.asarray(x_bounds, dtype=np.float64).reshape(-1, 2)):
-        if lo > 0.0 or hi < 1.0:
-            raise ValueError(
-                f"x_model={x_model!r} takes every covariate to be 0 or 1, but covariate {j}'s "
-                f"box is [{lo:g}, {hi:g}]: its box must hold 0 and 1 ([0, 1] keeps the "
-                "sensitivity smallest)"
-            )
+    if x_bounds is not None:
+        box = np.asarray(x_bounds, dtype=np.float64).reshape(-1, 2)
+        check_zero_one_columns(f"x_model={x_model!r}", range(box.shape[0]), box)
 
 
 def _cell_labels(covariates: Sequence[str], corners: npt.NDArray) -> list[str]:
