@@ -162,14 +162,20 @@ def _joint_prior_draws(rng, layout, size, n, scale):
     return prior, par, s, w, s + np.sqrt(w) * rng.standard_normal(s.shape)
 
 
+@pytest.mark.parametrize("laplace", [False, True], ids=["mixing-variances", "laplace-density"])
 @pytest.mark.parametrize("layout", [PAIR, LEVELS])
-def test_every_move_keeps_the_joint_prior(layout):
+def test_every_move_keeps_the_joint_prior(layout, laplace):
     """Geweke's test as for the mixed model: after 20 sweeps of the three moves from the joint
-    prior, u keeps its prior law and (z − s)/√w stays standard normal (KS, 3000 chains)."""
+    prior, u keeps its prior law and (z − s)/√w stays standard normal (KS, 3000 chains); with
+    the Laplace density in the target (what the samplers run), (z − s)/b stays Laplace."""
     rng = np.random.default_rng(5)
     size, n, scale = 3000, 30, 3.0
     prior, par, s, w, z = _joint_prior_draws(rng, layout, size, n, scale)
-    target = MixedTarget(z, w, float(n), prior, None, layout)
+    if laplace:
+        target = MixedTarget(z, np.full(s.shape, 2 * scale**2), float(n), prior, None, layout,
+                             laplace_scale=np.full((size, 1), scale))  # fmt: skip
+    else:
+        target = MixedTarget(z, w, float(n), prior, None, layout)
     state = mixed_state(pack_cells(par), s, target)
     assert np.all(np.isfinite(state.log_target))
     k = state.params.shape[-1]
@@ -184,9 +190,9 @@ def test_every_move_keeps_the_joint_prior(layout):
     assert np.mean(np.any(after != before, axis=-1)) > 0.6
     for j in range(k):
         assert stats.ks_2samp(before[:, j], after[:, j]).pvalue > 1e-3, ("u", j)
-    resid = (z - state.suffstat) / np.sqrt(w)
+    resid = (z - state.suffstat) / (scale if laplace else np.sqrt(w))
     for j in range(s.shape[1]):
-        assert stats.kstest(resid[:, j], "norm").pvalue > 1e-3, ("s", j)
+        assert stats.kstest(resid[:, j], "laplace" if laplace else "norm").pvalue > 1e-3, ("s", j)
 
 
 def test_parameters_round_trip_and_the_conjugate_draw_is_dirichlet():

@@ -5,8 +5,8 @@
 covariates) with the exact law of the statistic. Each iteration is the mixed model's
 (:func:`~pymc_dp.regression.engine.mixed.mixed_sweep`): exact draws of (θ, σ²) | s and
 π | s ~ Dirichlet(1 + counts), a move of s alone, after tuning a multiple-try move, random-walk
-moves of (φ, s) with s re-proposed (the cell counts one at a time, rounded), and for Laplace
-noise the mixing variances w | s, z.
+moves of (φ, s) with s re-proposed (the cell counts one at a time, rounded); Laplace noise
+enters through its own density.
 """
 
 from __future__ import annotations
@@ -179,7 +179,8 @@ def sample_cell_regression(
     zt = np.tile(z, (chains, 1))
     spread = np.tile(spread, chains)
     noise_var = np.broadcast_to((2.0 if laplace else 1.0) * spread[:, None] ** 2, zt.shape).copy()
-    target = MixedTarget(zt, noise_var, float(n), nig, None, layout)
+    target = MixedTarget(zt, noise_var, float(n), nig, None, layout,
+                         laplace_scale=spread[:, None] if laplace else None)  # fmt: skip
 
     par = cell_start(rng, target)
     state = mixed_state(pack_cells(par), draw_cell_statistic(rng, par, n, layout), target)
@@ -198,8 +199,7 @@ def sample_cell_regression(
         keep["theta"][i], keep["sigma2"][i], keep["probs"][i] = par
         keep["suffstat"][i] = state.suffstat
 
-    accepted = run_sweeps(rng, state, target, adapt, tune=tune, draws=draws, laplace=laplace,
-                          spread=spread, record=record)  # fmt: skip
+    accepted = run_sweeps(rng, state, target, adapt, tune=tune, draws=draws, record=record)
     return CellTrace(
         *(
             by_chain(keep[key], chains, releases)

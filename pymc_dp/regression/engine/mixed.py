@@ -9,8 +9,10 @@ release and chain of a batch:
    (:func:`~pymc_dp.regression.kernels.mixed_model.draw_mixed_x`);
 2. a move of s alone and :data:`JOINT_MOVES` random-walk moves of (φ, s) with s re-proposed
    (:mod:`~pymc_dp.regression.kernels.mixed_move`); the walk's covariance adapts while tuning
-   (:class:`~pymc_dp.regression.kernels.adaptation.RandomWalkAdaptation`);
-3. for Laplace noise, the mixing variances w | s, z.
+   (:class:`~pymc_dp.regression.kernels.adaptation.RandomWalkAdaptation`).
+
+Laplace noise enters through its own density, not through mixing variances
+(:attr:`~pymc_dp.regression.kernels.mixed_move.MixedTarget.laplace_scale`).
 
 Unlike the normal model of x, it knows that ``Σ x_b² = Σ x_b`` is a whole number read twice by the
 release, and that ``Σ x_b x_j`` is the treated group's sum: docs/regression.md, "Models of the
@@ -31,7 +33,6 @@ from pymc_dp.curator.regression.statistics import (
     pack_statistic,
     unpack_statistic,
 )
-from pymc_dp.kernels import draw_noise_variance
 from pymc_dp.regression.engine.batch_inputs import by_chain, chain_rows, noise_spread
 from pymc_dp.regression.kernels.adaptation import FIRST_WINDOW, RandomWalkAdaptation
 from pymc_dp.regression.kernels.cell_model import CellParameters, draw_cell_probs
@@ -103,7 +104,7 @@ def mixed_sweep(
     moves: int = JOINT_MOVES,
     tries: int = TRIES,
 ) -> tuple[MixedState, npt.NDArray[np.float64]]:
-    """One iteration at s = ``suffstat`` given w (``target``): all but the mixing variances.
+    """One iteration of the sampler at s = ``suffstat`` under ``target``.
 
     The conjugate draws of φ given s, a move of s alone, after tuning (``t_chol`` given: the
     scale of the t fitted by :func:`finish_tuning`) the multiple-try move from that t, then
@@ -154,25 +155,18 @@ def run_sweeps(
     *,
     tune: int,
     draws: int,
-    laplace: bool,
-    spread: np.ndarray,
     record: Callable[[int, MixedState], None],
 ) -> npt.NDArray[np.float64]:
-    """The batched engines' loop: :func:`mixed_sweep`, then w | s, z for Laplace noise.
+    """The batched engines' loop of :func:`mixed_sweep`.
 
     ``record(i, state)`` keeps draw i after tuning; returns the share of the random-walk moves
     accepted after tuning, per row.
     """
     accepted = np.zeros(state.params.shape[:-1])
     t_chol = None
-    z = target.released
     for it in range(tune + draws):
         state, ok = mixed_sweep(rng, state.suffstat, target, adaptation, tune=it < tune,
                                 t_chol=t_chol)  # fmt: skip
-        if laplace:
-            noise_var = draw_noise_variance(rng, residual=z - state.suffstat,
-                                            scale=spread[:, None])  # fmt: skip
-            target = target._replace(noise_variance=noise_var)
         if it == tune - 1:
             t_chol = finish_tuning(adaptation)
         if it >= tune:
@@ -339,7 +333,8 @@ def sample_mixed_regression(
     zt = np.tile(binary_first(z, binary), (chains, 1))
     spread = np.tile(spread, chains)
     noise_var = np.broadcast_to((2.0 if laplace else 1.0) * spread[:, None] ** 2, zt.shape).copy()
-    target = MixedTarget(zt, noise_var, float(n), nig, niw)
+    target = MixedTarget(zt, noise_var, float(n), nig, niw,
+                         laplace_scale=spread[:, None] if laplace else None)  # fmt: skip
 
     par = start_parameters(rng, target)
     s = draw_mixed_statistic(rng, par, n)
@@ -364,8 +359,7 @@ def sample_mixed_regression(
         keep["group_loc"][i], keep["x_cov"][i] = par.group_loc, par.x_cov
         keep["suffstat"][i] = state.suffstat
 
-    accepted = run_sweeps(rng, state, target, adapt, tune=tune, draws=draws, laplace=laplace,
-                          spread=spread, record=record)  # fmt: skip
+    accepted = run_sweeps(rng, state, target, adapt, tune=tune, draws=draws, record=record)
 
     def chain_major(a: np.ndarray) -> np.ndarray:
         return by_chain(a, chains, releases)

@@ -5,8 +5,8 @@ and the latent statistic s. Each step is one iteration of
 :func:`~pymc_dp.regression.engine.mixed.mixed_sweep` with the cell model's target, the sweep of
 :func:`~pymc_dp.regression.sample_cell_regression`: (θ, σ²) | s and π | s ~ Dirichlet(1 + counts)
 exactly, a move of s alone, after tuning a multiple-try move, and random-walk moves of (φ, s)
-that adapt while ``pm.sample`` tunes. The Laplace mixing variances keep their own step
-(:class:`~pymc_dp.regression.RegressionNoiseVarianceStep`).
+that adapt while ``pm.sample`` tunes; Laplace noise enters them by its density (the node's
+mixing variances keep their own step, :class:`~pymc_dp.regression.RegressionNoiseVarianceStep`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from pymc_dp._compat import register_step_methods
 from pymc_dp.regression.engine.cells import cell_start
 from pymc_dp.regression.kernels.cell_model import cell_layout, draw_cell_statistic
 from pymc_dp.regression.kernels.mixed_move import (
-    MixedTarget,
     n_cell_parameters,
     unpack_cells,
 )
@@ -80,8 +79,7 @@ class RegressionCellStep(SweepStep):
     def step(self, point: dict) -> tuple[dict, list[dict]]:
         """One iteration of the cell model's sweep."""
         info, layout = self._info, self._layout
-        prior, z, noise, s = self._read_target(point, np.arange(info.d + 1))
-        target = MixedTarget(z, noise, float(info.n), prior, None, layout)
+        target, s = self._read_target(point, np.arange(info.d + 1), None, layout)
         if self._starts_chain():
             # A chain's start near the release (cell_start): from the prior, chains under a
             # vague prior strand far from z.

@@ -6,8 +6,9 @@ statistic s. Each step is one iteration of
 :func:`~pymc_dp.regression.engine.mixed.mixed_sweep`, the sweep of
 :func:`~pymc_dp.regression.sample_mixed_regression`: the conjugate draws of φ given s, a move of
 s alone, after tuning a multiple-try move from a t fitted to the tuning states, and random-walk
-moves of (φ, s) that adapt while ``pm.sample`` tunes. The Laplace mixing variances keep their own
-step (:class:`~pymc_dp.regression.RegressionNoiseVarianceStep`).
+moves of (φ, s) that adapt while ``pm.sample`` tunes. These moves hold Laplace noise's own
+density, so the node's Laplace mixing variances, which keep their own step
+(:class:`~pymc_dp.regression.RegressionNoiseVarianceStep`), do not enter them.
 """
 
 from __future__ import annotations
@@ -139,29 +140,32 @@ class SweepStep(DPGibbsStep):
             "so the regression step cannot draw it; use it only in the NoisyRegressionStat "
             "node (Deterministics are fine)",
         )  # fmt: skip
-        outputs = [*nig_prior_parameters(model, theta, sigma2), model[info.name]]
-        if info.noise_sd is None:
-            outputs.append(model[info.noise_variance])
-        outputs.append(model[info.suffstat])
+        outputs = [*nig_prior_parameters(model, theta, sigma2), model[info.name],
+                   model[info.suffstat]]  # fmt: skip
         self._info = info
         self._read = PointReader(model, outputs, **compile_kwargs)
         self._writers = {v: ValueWriter(model, model[v], **compile_kwargs) for v in names}
 
-    def _read_target(self, point: dict, order: np.ndarray) -> tuple:
-        """(prior, z, noise variances, s) at ``point``, a batch of one in the kernels' layout.
+    def _read_target(
+        self, point: dict, order: np.ndarray, x_prior: NIW | None, cells: Any = None
+    ) -> tuple[MixedTarget, np.ndarray]:
+        """The target and s at ``point``, a batch of one in the kernels' layout.
 
         ``order`` permutes θ's coordinates; the released vectors go through
-        :meth:`_to_layout`.
+        :meth:`_to_layout`. Laplace noise enters by its density (its scale from the node).
         """
+        info = self._info
         values = [np.asarray(v, dtype=np.float64) for v in self._read(point)]
         mean, precision, shape, scale = values[:4]
         prior = NIG(mean[order][None], precision[order][:, order][None], shape[None], scale[None])
         z = self._to_layout(values[4])[None]
-        if self._info.noise_sd is None:
-            noise = self._to_layout(values[5])[None]
+        if info.noise_sd is None:
+            laplace = np.full((1, 1), float(info.laplace_scale))
+            noise = np.full_like(z, 2.0 * float(info.laplace_scale) ** 2)
         else:
-            noise = np.full_like(z, self._info.noise_sd**2)
-        return prior, z, noise, self._to_layout(values[-1])[None]
+            laplace, noise = None, np.full_like(z, info.noise_sd**2)
+        target = MixedTarget(z, noise, float(info.n), prior, x_prior, cells, laplace)
+        return target, self._to_layout(values[5])[None]
 
     def _to_layout(self, s: np.ndarray, inverse: bool = False) -> np.ndarray:
         """The node's released layout to the kernels' (the identity unless overridden)."""
@@ -255,8 +259,7 @@ class RegressionMixedStep(SweepStep):
     def step(self, point: dict) -> tuple[dict, list[dict]]:
         """One iteration of the mixed model's sweep."""
         info, order = self._info, self._order
-        prior, z, noise, s = self._read_target(point, order)
-        target = MixedTarget(z, noise, float(info.n), prior, self._x_prior)
+        target, s = self._read_target(point, order, self._x_prior)
         if self._starts_chain():
             # A chain's start near the release (start_parameters): from the prior, chains
             # under a vague prior strand far from z.
