@@ -205,6 +205,42 @@ def test_numba_compiles_the_same_algorithm(evaluated):
         assert np.quantile(rel, 0.99) < 1e-8 and rel.max() < 1e-2
 
 
+def test_numba_drops_the_partials_nothing_reads(evaluated):
+    """A gradient in (m, v) alone, as the grouped CLT node takes, evaluates the operation that
+    returns only those and the value (NormalLaplacePartials): the same numbers as the full one."""
+    pytest.importorskip("numba")
+    args = evaluated[0]
+    inputs = [pt.dvector(name) for name in NAMES]
+    out = normal_laplace(*inputs)
+    wrt = [inputs[1], inputs[2]]
+    fn = pytensor.function(inputs, [out, *pt.grad(out.sum(), wrt)], mode="NUMBA")
+    names = scalar_op_names(fn)
+    assert "NormalLaplacePartials" in names and "NormalLaplaceGrad" not in names
+    got = fn(*args)
+    full = pytensor.function(inputs, [out, *pt.grad(out.sum(), inputs)], mode="NUMBA")(*args)
+    for k, want in zip((0, 2, 3), got):
+        np.testing.assert_array_equal(want, full[k])
+
+
+def test_partials_operation_in_python_and_c():
+    """The operation the rewrite puts in returns the kept outputs of the full one: its C those of
+    the full C, its Python those of the Python code."""
+    from pytensor.tensor.elemwise import Elemwise
+
+    args = _cases(200, seed=5)
+    keep = (1, 2, 6)
+    op = normal_laplace_module.NormalLaplacePartials(keep, name="partials")
+    full = Elemwise(normal_laplace_module.normal_laplace_grad_scalar)
+    inputs = [pt.dvector(name) for name in NAMES]
+    for mode in (C_MODE, Mode(linker="py", optimizer="fast_run")):
+        got = pytensor.function(inputs, Elemwise(op)(*inputs), mode=mode)(*args)
+        want = pytensor.function(inputs, full(*inputs), mode=mode)(*args)
+        for k, g in zip(keep, got):
+            np.testing.assert_array_equal(g, want[k])
+    assert op == normal_laplace_module.NormalLaplacePartials(keep)
+    assert op != normal_laplace_module.NormalLaplacePartials((1, 6))
+
+
 def test_jax_erfcx_is_right_where_jax_own_returns_zero():
     """JAX 0.10's erfcx is 0 on about [26.54, 26.64]; the registered one is right everywhere."""
     jax = pytest.importorskip("jax")

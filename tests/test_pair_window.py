@@ -78,7 +78,8 @@ def test_grid_reaches_the_linear_tail_and_the_truncated_windows(evaluated):
 
 @pytest.mark.slow  # compiling the graph's gradient: minutes under load
 def test_python_mirror_matches_the_c(evaluated):
-    """The mirror (Numba's source) is the C's algorithm; its erfcx is exp(x²)·erfc(x)."""
+    """The mirror (Numba's source) is the C's algorithm, equal to rounding: its window mass is
+    erfc(a) - erfc(b) where the C's is a difference of erfcx."""
     args, fused, _ = evaluated
     rows = np.arange(0, len(args[0]), 7)
     got = np.array(

@@ -38,7 +38,7 @@ import numpy as np
 import pytensor.tensor as pt
 from pytensor.compile import optdb
 from pytensor.graph.basic import Apply
-from pytensor.graph.rewriting.basic import node_rewriter
+from pytensor.graph.rewriting.basic import in2out, node_rewriter
 from pytensor.scalar.basic import ScalarOp, float64
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.rewriting.basic import register_specialize
@@ -49,7 +49,10 @@ from pymc_dp.likelihoods.numba_ops import register_numba_scalar
 
 __all__ = [
     "MIRROR_HELPERS",
+    "MIRROR_INLINE",
     "NORMAL_LAPLACE_C",
+    "NormalLaplacePartials",
+    "drop_unused_partials",
     "grad_as_graph",
     "logp_as_graph",
     "normal_laplace",
@@ -242,10 +245,18 @@ _C_VERSION = (14, int(hashlib.sha256(_C_SUPPORT.encode()).hexdigest()[:12], 16))
 
 
 # ---- the same algorithm in Python (no C compiler; the reference for the C in tests) -----------
+# The C's constants, as numbers: Numba calls the C library for math.log(2.0) on every
+# evaluation, and a product by 1/√2 rounds as the C's does, where a quotient by √2 need not.
+_SQRT1_2 = 0.7071067811865476
+_INV_SQRT_2PI = 0.3989422804014327
+_HALF_LOG_2PI = 0.9189385332046728
+_LOG_2 = 0.6931471805599453
+
+
 def _log_mills(x: float) -> float:
     if x > -37.0:
-        return math.log(0.5 * math.erfc(-x / math.sqrt(2.0))) + 0.5 * x * x
-    return -0.5 * math.log(2 * math.pi) - math.log(-x) + math.log1p(_mills_series(x))
+        return math.log(0.5 * math.erfc(-x * _SQRT1_2)) + 0.5 * x * x
+    return -_HALF_LOG_2PI - math.log(-x) + math.log1p(_mills_series(x))
 
 
 def _mills_series(x: float) -> float:
@@ -261,15 +272,15 @@ def _ls(c: float, r: float) -> float:
     x = c - r
     if x < 0.0:
         return -0.5 * c * c + _log_mills(x)
-    return r * (0.5 * r - c) + math.log1p(-0.5 * math.erfc(x / math.sqrt(2.0)))
+    return r * (0.5 * r - c) + math.log1p(-0.5 * math.erfc(x * _SQRT1_2))
 
 
 def _log1mexp(u: float) -> float:
-    return math.log(-math.expm1(u)) if u > -math.log(2.0) else math.log1p(-math.exp(u))
+    return math.log(-math.expm1(u)) if u > -_LOG_2 else math.log1p(-math.exp(u))
 
 
 def _logphi(x: float) -> float:
-    return -0.5 * x * x - 0.5 * math.log(2 * math.pi)
+    return -0.5 * x * x - _HALF_LOG_2PI
 
 
 def _mills_gap(x: float, inv_r: float) -> float:
@@ -307,14 +318,15 @@ def _normal_laplace_plain(
         fr, dsd = r - az, r / sb
     else:
         e = math.exp(r * z)
-        big_a = 0.5 * math.erfc((r - z) / math.sqrt(2.0)) / e
-        big_b = 0.5 * math.erfc((z + r) / math.sqrt(2.0)) * e
+        big_a = 0.5 * math.erfc((r - z) * _SQRT1_2) / e
+        big_b = 0.5 * math.erfc((z + r) * _SQRT1_2) * e
         total = big_a + big_b
         value = 0.5 * r * r + math.log(total) - math.log(2.0 * sb)
         if not grad:
             return (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, value)
-        tilt = (big_b - big_a) / total
-        mills = math.exp(-0.5 * (z * z + r * r)) / math.sqrt(2 * math.pi) / total
+        inv_s = 1.0 / total
+        tilt = (big_b - big_a) * inv_s
+        mills = _INV_SQRT_2PI * math.exp(-0.5 * (z * z + r * r)) * inv_s
         fz = r * tilt
         fr = r + z * tilt - 2.0 * mills
         dsd = (r - 2.0 * mills) / sb  # -z fz / sd + fr / sb, the z tilt terms cancelled (C)
@@ -473,6 +485,39 @@ class NormalLaplaceGrad(_NormalLaplaceBase):
         raise NotImplementedError("second derivatives of the normal–Laplace convolution")
 
 
+class NormalLaplacePartials(_NormalLaplaceBase):
+    """The outputs ``keep`` (indices into :class:`NormalLaplaceGrad`'s seven), and no others.
+
+    A Numba rewrite (:func:`drop_unused_partials`) puts it where a graph uses only some of the
+    gradient's outputs: the grouped CLT node reads ∂/∂m, ∂/∂v and log p alone (y, the region and
+    the noise scale are data), and the four others would each be computed and stored in an array
+    of their own (2.4 µs of 32 at G = 500).
+    """
+
+    def __init__(self, keep: tuple[int, ...], name: str | None = None):
+        super().__init__(name=name)
+        self.keep = tuple(int(k) for k in keep)
+        self.nout = len(self.keep)
+
+    def impl(self, *inputs: float) -> Any:  # noqa: D102
+        out = normal_laplace_scalar(*(float(x) for x in inputs), grad=True)
+        kept = tuple(out[k] for k in self.keep)
+        return kept if self.nout > 1 else kept[0]
+
+    def c_code(self, node: Apply, name: str, inp: list, out: list, sub: dict) -> str:  # noqa: D102
+        stores = " ".join(f"{o} = g[{k}];" for k, o in zip(self.keep, out))
+        return f"{{ double g[7]; g[6] = pmdp_normal_laplace({', '.join(inp)}, g); {stores} }}"
+
+    def grad(self, inputs: list, output_grads: list) -> list:  # noqa: D102
+        raise NotImplementedError("second derivatives of the normal–Laplace convolution")
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.keep == other.keep
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.keep))
+
+
 normal_laplace_grad_scalar = NormalLaplaceGrad(name="normal_laplace_grad")
 _normal_laplace = Elemwise(NormalLaplaceLogp(name="normal_laplace_logp"))
 _normal_laplace_grad = Elemwise(normal_laplace_grad_scalar)
@@ -575,6 +620,21 @@ def grad_as_graph(fgraph: Any, node: Apply) -> list | None:
     return [*pt.grad(logp.sum(), full), logp]
 
 
+@node_rewriter([_normal_laplace_grad])
+def drop_unused_partials(fgraph: Any, node: Apply) -> dict | None:
+    """The gradient operation without the outputs nothing reads (:class:`NormalLaplacePartials`).
+
+    Numba only, after ``specialize`` (where the forward operation takes its log density from the
+    gradient's, :func:`_logp_from_grad`).
+    """
+    keep = tuple(k for k, out in enumerate(node.outputs) if fgraph.clients[out])
+    if not keep or len(keep) == len(node.outputs):
+        return None
+    new = Elemwise(NormalLaplacePartials(keep, name="normal_laplace_partials"))(*node.inputs)
+    new = new if isinstance(new, list) else [new]
+    return dict(zip((node.outputs[k] for k in keep), new))
+
+
 @node_rewriter([_normal_laplace])
 def _logp_from_grad(fgraph: Any, node: Apply) -> list | None:
     # logp and dlogp compiled together (NUTS) evaluate the convolution once, not twice.
@@ -601,7 +661,12 @@ MIRROR_HELPERS = (
 )
 """The Python mirror's functions, in the order :func:`~pymc_dp.kernels.numba_mirror.compile_mirror`
 compiles them (``_normal_laplace_core`` last)."""
-_NUMBA_KEY = mirror_key(globals(), MIRROR_HELPERS)
+MIRROR_INLINE = ("_plain", "_normal_laplace_plain")
+"""The helpers Numba inlines into their callers (the convolution's common path)."""
+# The core too, into the operations' closures: so that one which returns some outputs
+# (NormalLaplacePartials) computes no others (28.6 against 26.5 µs for 500 groups).
+_CORE_INLINE = (*MIRROR_INLINE, "_normal_laplace_core")
+_NUMBA_KEY = mirror_key(globals(), MIRROR_HELPERS, _CORE_INLINE)
 
 
 @functools.cache
@@ -611,7 +676,7 @@ def _numba_core() -> Callable:
     Each helper is compiled from its own code, with globals in which the other helpers are the
     compiled ones, so the Python mirror stays plain Python.
     """
-    return compile_mirror(globals(), MIRROR_HELPERS, "_normal_laplace_core")
+    return compile_mirror(globals(), MIRROR_HELPERS, "_normal_laplace_core", _CORE_INLINE)
 
 
 def _numba_logp(op: Any) -> tuple[Callable, str]:
@@ -632,11 +697,36 @@ def _numba_grad(op: Any) -> tuple[Callable, str]:
     return normal_laplace_grad, f"pmdp_normal_laplace_grad_{_NUMBA_KEY}"
 
 
+def _numba_partials(op: Any) -> tuple[Callable, str]:
+    core = _numba_core()
+    # The kept outputs as literal indices (a tuple or, for one, a number, as Elemwise expects):
+    # Numba then drops what computes only the others.
+    kept = ", ".join(f"out[{k}]" for k in op.keep)
+    text = (
+        "def normal_laplace_partials(y, m, v, lo, hi, sb):\n"
+        "    out = core(y, m, v, lo, hi, sb, True)\n"
+        f"    return {kept}\n"
+    )
+    env = {"core": core}
+    exec(text, env)  # the text above, with the operation's indices
+    name = "_".join(str(k) for k in op.keep)
+    return env["normal_laplace_partials"], f"pmdp_normal_laplace_partials_{name}_{_NUMBA_KEY}"
+
+
 _HAS_NUMBA = register_numba_scalar(NormalLaplaceLogp, _numba_logp)
 _HAS_NUMBA = register_numba_scalar(NormalLaplaceGrad, _numba_grad) and _HAS_NUMBA
+_HAS_NUMBA = register_numba_scalar(NormalLaplacePartials, _numba_partials) and _HAS_NUMBA
 # Only the JAX (and, where the Numba implementation could not be registered, the Numba) mode
 # queries these tags; the C and Numba backends keep the compiled operation.
 _GRAPH_TAGS = ("jax",) if _HAS_NUMBA else ("jax", "numba")
 for _name, _rewrite in (("logp", logp_as_graph), ("grad", grad_as_graph)):
     optdb["specialize"].register(f"pmdp_normal_laplace_{_name}_as_graph", _rewrite, *_GRAPH_TAGS)
 register_specialize(_logp_from_grad, "pmdp_normal_laplace_logp_from_grad")
+if _HAS_NUMBA:
+    # After specialize (2) and before the fusion of elementwise loops (48).
+    optdb.register(
+        "pmdp_normal_laplace_drop_unused_partials",
+        in2out(drop_unused_partials),
+        "numba",
+        position=47.5,
+    )
