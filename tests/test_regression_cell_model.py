@@ -245,13 +245,13 @@ def test_sampler_is_calibrated_on_releases_drawn_from_its_model(kind):
 
 
 def test_many_levels_warn_that_the_sampler_mixes_slowly():
-    layout = cell_layout(5, "categories")
-    par = CellParameters(np.zeros(6), np.array(1.0), np.full(6, 1 / 6))
+    layout = cell_layout(6, "categories")
+    par = CellParameters(np.zeros(7), np.array(1.0), np.full(7, 1 / 7))
     z = draw_cell_statistic(np.random.default_rng(0), par, 60, layout, size=(1,))
-    prior = NIG(np.zeros(6), np.eye(6), np.array(3.0), np.array(1.0))
-    with pytest.warns(UserWarning, match="mixes slowly above d = 3"):
+    prior = NIG(np.zeros(7), np.eye(7), np.array(3.0), np.array(1.0))
+    with pytest.warns(UserWarning, match="mixes slowly above d = 5"):
         tr = sample_cell_regression(0, released=z, n=60, prior=prior, scale=1.0, draws=3, tune=0)
-    assert tr.probs.shape == (2, 3, 1, 6)
+    assert tr.probs.shape == (2, 3, 1, 7)
 
 
 def test_bad_input_is_refused():

@@ -142,11 +142,11 @@ def test_cell_model_refusals():
                                  epsilon=1.0, rng=1)  # fmt: skip
     with pytest.raises(ValueError, match=r"x_model='binary': covariate 1's box \[0.5, 2\] must"):
         _model(shifted, x_model="binary")
-    four = _factor_release(probs=(0.2,) * 5)
+    six = _factor_release(probs=(1 / 7,) * 7)
     with pytest.raises(ValueError, match="x_model='factor'"):
-        _model(four, x_model="binary")
-    with pytest.warns(UserWarning, match="mixes slowly at d = 4"):
-        _model(four, x_model="factor")
+        _model(six, x_model="binary")
+    with pytest.warns(UserWarning, match="mixes slowly at d = 6"):
+        _model(six, x_model="factor")
     with pm.Model():
         sigma2 = pm.InverseGamma("sigma2", 20.0, 1.9)
         theta = pm.MvNormal("theta", np.zeros(3), cov=2 * sigma2 * np.eye(3))

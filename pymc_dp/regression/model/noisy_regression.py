@@ -823,7 +823,7 @@ def _binary_covariates(
     if d > CELLS_MIX_D:
         warnings.warn(
             f"the cell model of x (x_model='factor') mixes slowly at d = {d} > {CELLS_MIX_D} "
-            "covariates (at d = 10 a bulk ESS of 15 in 4 x 1000 draws): read R-hat and ESS, "
+            "covariates (at d = 10 a bulk ESS of 20 in 4 x 1000 draws): read R-hat and ESS, "
             "or run longer chains",
             UserWarning,
             stacklevel=3,
