@@ -34,6 +34,7 @@ from pymc_dp.regression.kernels.mixed_move import (
     MixedTarget,
     mixed_state,
     n_cell_parameters,
+    noise_terms,
     pack_cells,
     unpack_cells,
 )
@@ -180,9 +181,8 @@ def sample_cell_regression(
               tile(prior.scale, 0))  # fmt: skip
     zt = np.tile(z, (chains, 1))
     spread = np.tile(spread, chains)
-    noise_var = np.broadcast_to((2.0 if laplace else 1.0) * spread[:, None] ** 2, zt.shape).copy()
-    target = MixedTarget(zt, noise_var, float(n), nig, None, layout,
-                         laplace_scale=spread[:, None] if laplace else None)  # fmt: skip
+    noise_var, b = noise_terms(spread, laplace, zt.shape)
+    target = MixedTarget(zt, noise_var, float(n), nig, None, layout, laplace_scale=b)
 
     par = cell_start(rng, target)
     state = mixed_state(pack_cells(par), draw_cell_statistic(rng, par, n, layout), target)

@@ -54,6 +54,7 @@ from pymc_dp.regression.kernels.mixed_move import (
     mixed_state,
     moved_state,
     n_mixed_parameters,
+    noise_terms,
     pack_cells,
     pack_mixed,
     unpack_mixed,
@@ -332,9 +333,8 @@ def sample_mixed_regression(
               tile(x_prior.scale, 2))  # fmt: skip
     zt = np.tile(binary_first(z, binary), (chains, 1))
     spread = np.tile(spread, chains)
-    noise_var = np.broadcast_to((2.0 if laplace else 1.0) * spread[:, None] ** 2, zt.shape).copy()
-    target = MixedTarget(zt, noise_var, float(n), nig, niw,
-                         laplace_scale=spread[:, None] if laplace else None)  # fmt: skip
+    noise_var, b = noise_terms(spread, laplace, zt.shape)
+    target = MixedTarget(zt, noise_var, float(n), nig, niw, laplace_scale=b)
 
     par = start_parameters(rng, target)
     s = draw_mixed_statistic(rng, par, n)

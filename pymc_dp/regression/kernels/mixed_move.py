@@ -105,6 +105,28 @@ class MixedTarget(NamedTuple):
     releases each)."""
 
 
+def noise_terms(
+    spread: npt.ArrayLike, laplace: bool, shape: tuple[int, ...]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64] | None]:
+    """:attr:`MixedTarget.noise_variance` and :attr:`MixedTarget.laplace_scale` of a batch.
+
+    ``spread`` is each release's Laplace scale b (``laplace``) or Gaussian sd, ``(batch,)``;
+    ``shape`` is z's. Laplace noise gives w = 2b² (its variance, which only shapes the
+    proposal of s) and b; Gaussian noise gives w = sd² and ``None``.
+
+    Examples
+    --------
+    >>> w, b = noise_terms([2.0], True, (1, 3))
+    >>> w.tolist(), b.tolist()
+    ([[8.0, 8.0, 8.0]], [[2.0]])
+    >>> noise_terms([2.0], False, (1, 2))[1] is None
+    True
+    """
+    spread = np.asarray(spread, dtype=np.float64)[:, None]
+    noise = np.broadcast_to((2.0 if laplace else 1.0) * spread**2, shape).copy()
+    return noise, (spread if laplace else None)
+
+
 @functools.cache
 def _lower(d2: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows, cols = np.tril_indices(d2)

@@ -41,6 +41,7 @@ from pymc_dp.regression.kernels.mixed_model import (
 from pymc_dp.regression.kernels.mixed_move import (
     MixedTarget,
     n_mixed_parameters,
+    noise_terms,
     unpack_mixed,
 )
 from pymc_dp.regression.model.distributions import MixedModelSuffStatRV
@@ -159,12 +160,9 @@ class SweepStep(DPGibbsStep):
         mean, precision, shape, scale = values[:4]
         prior = NIG(mean[order][None], precision[order][:, order][None], shape[None], scale[None])
         z = self._to_layout(values[4])[None]
-        if info.noise_sd is None:
-            laplace = np.full((1, 1), float(info.laplace_scale))
-            noise = np.full_like(z, 2.0 * float(info.laplace_scale) ** 2)
-        else:
-            laplace, noise = None, np.full_like(z, info.noise_sd**2)
-        target = MixedTarget(z, noise, float(info.n), prior, x_prior, cells, laplace)
+        laplace = info.noise_sd is None
+        noise, b = noise_terms([info.laplace_scale if laplace else info.noise_sd], laplace, z.shape)
+        target = MixedTarget(z, noise, float(info.n), prior, x_prior, cells, b)
         return target, self._to_layout(values[5])[None]
 
     def _to_layout(self, s: np.ndarray, inverse: bool = False) -> np.ndarray:
