@@ -247,9 +247,10 @@ def _count_chain(
     non-centred map ties each standard normal to θ), and its log density is the counts' CLT
     density times the Jacobian Π d_j: the law of s is the CLT's whatever the map.
 
-    ``u``, ``p`` (the first m = K − 1 probabilities) and ``released`` (y's first m counts) have
-    the count last, ``n`` not; ``lib`` is ``pytensor.tensor`` (the model) or NumPy (draws, with
-    ``u`` then the CLT draws' standard normals and the returned u their standardised values).
+    ``u``, ``p`` (the first m = K − 1 probabilities) and ``released`` (y's first m counts, or
+    a sequence of those m columns) have the count last, ``n`` not; ``lib`` is
+    ``pytensor.tensor`` (the model) or NumPy (draws, with ``u`` then the CLT draws' standard
+    normals and the returned u their standardised values).
     """
     noise_var = 2.0 * scale * scale
     floor = (1e-6 * scale) ** 2  # as the collapsed nodes: v_j = 0 would divide by zero
@@ -265,14 +266,15 @@ def _count_chain(
         # log a count, where the plain form took seven and two (NUTS's gradient doubles them).
         k = v / (v + noise_var)
         d = lib.sqrt(k * noise_var)
+        y_j = released[j] if isinstance(released, Sequence) else released[..., j]
         if lib is pt:
-            gap = k * (released[..., j] - c) + d * u[..., j]  # s_j − c_j
+            gap = k * (y_j - c) + d * u[..., j]  # s_j − c_j
             s_j = c + gap
             logp = logp - 0.5 * gap * gap / v - half_log_2pi - 0.5 * lib.log1p(v * inv_noise_var)
             counts.append(s_j)
         else:  # a prior draw: s_j from N(c_j, v_j), reported as its u_j
             s_j = c + lib.sqrt(v) * u[..., j]
-            counts.append((s_j - c - k * (released[..., j] - c)) / d)
+            counts.append((s_j - c - k * (y_j - c)) / d)
         left, before = left - s_j, before + p_j
     return lib.stack(counts, axis=-1), logp
 
@@ -289,9 +291,13 @@ def _latent_counts(
         model.add_coord(count_dim, list(model.coords[dims[1]])[: k - 1])
     head = theta[:, : k - 1]
     released = np.asarray(value, dtype=np.float64)[:, : k - 1]
+    # The graph takes y's columns as contiguous constants: a column sliced in the graph is a
+    # strided view, which Numba addresses dynamically, so it would never cache the compiled
+    # function and nutpie would pay its 9 s LLVM build in every process (tested).
+    columns = [np.ascontiguousarray(released[:, j]) for j in range(k - 1)]
 
     def logp(u, p, n, y):
-        return _count_chain(u, p, n, y, scale, k - 1)[1]
+        return _count_chain(u, p, n, columns, scale, k - 1)[1]
 
     def random(p, n, y, rng=None, size=None):
         arrays = (np.asarray(a, dtype=np.float64) for a in (p, np.asarray(n)[..., None], y))
@@ -311,7 +317,7 @@ def _latent_counts(
         dtype="float64",
         dims=(dims[0], count_dim),
     )
-    s = _count_chain(u, head, n, released, scale, k - 1)[0]
+    s = _count_chain(u, head, n, columns, scale, k - 1)[0]
     return pt.concatenate([s, (n - pt.sum(s, axis=-1))[:, None]], axis=-1)
 
 
