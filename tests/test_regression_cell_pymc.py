@@ -100,7 +100,7 @@ def test_singular_gram_has_no_density():
 def test_factor_node_variables_coords_and_steps():
     model = _model(_factor_release(), x_model="factor")
     names = [v.name for v in model.free_RVs]
-    assert names == ["sigma2", "theta", "z_x_probs", "z_s", "z_sigma2"]
+    assert names == ["sigma2", "theta", "z_x_probs", "z_s"]  # no Laplace mixing variances
     assert model.coords["z_cell"] == ("x1=0,x2=0", "x1=1,x2=0", "x1=0,x2=1")
     assert regression_attrs(model) == {"pymc_dp_x_model_z": "factor",
                                        "pymc_dp_method_z": "collapsed"}  # fmt: skip
@@ -108,10 +108,10 @@ def test_factor_node_variables_coords_and_steps():
         step = pm.sample(draws=5, tune=5, chains=1, progressbar=False, random_seed=1,
                          return_inferencedata=False)  # fmt: skip
     assert "z_x_probs" in step.varnames
+    assert list(pm.sampling.mcmc.assign_step_methods(model)[-1]) == [RegressionCellStep]  # alone
     for name in ("theta", "sigma2", "z_x_probs", "z_s"):
         assert RegressionCellStep.owns(model[name])
         assert not RegressionCollapsedStep.owns(model[name])
-    assert not RegressionCellStep.owns(model["z_sigma2"])
     with model, pytest.raises(ValueError, match="RegressionCellStep moves"):
         RegressionCellStep([model["theta"]])
 

@@ -67,7 +67,8 @@ def test_logp_in_pytensor_is_the_kernels(d, binary):
 def test_the_node_names_its_variables_and_the_trace_says_mixed():
     model = _model(_release(), binary="x2", covariates=None)
     names = [v.name for v in model.free_RVs]
-    assert names == ["sigma2", "theta", "z_x_prob", "z_x_cov", "z_x_loc", "z_s", "z_sigma2"]
+    # No Laplace mixing variances: the sweep holds the Laplace density itself.
+    assert names == ["sigma2", "theta", "z_x_prob", "z_x_cov", "z_x_loc", "z_s"]
     assert model.coords["z_group"] == ("x2=0", "x2=1")
     assert model.coords["z_covariate"] == ("x1",)
     assert regression_attrs(model) == {"pymc_dp_x_model_z": "mixed",
@@ -76,6 +77,7 @@ def test_the_node_names_its_variables_and_the_trace_says_mixed():
         step = pm.sample(draws=5, tune=5, chains=1, progressbar=False, random_seed=1,
                          return_inferencedata=False)  # fmt: skip
     assert "z_x_prob" in step.varnames
+    assert list(pm.sampling.mcmc.assign_step_methods(model)[-1]) == [RegressionMixedStep]  # alone
     assert RegressionMixedStep.owns(model["z_s"]) and RegressionMixedStep.owns(model["theta"])
     assert not RegressionCollapsedStep.owns(model["z_s"])
     assert not RegressionCollapsedStep.owns(model["theta"])
@@ -87,7 +89,7 @@ def test_one_binary_covariate_alone():
     y = np.clip(0.2 + 0.5 * x[:, 0] + 0.3 * rng.normal(size=200), -2, 2)
     rel = release_regression(x, y, x_bounds=[(0.0, 1.0)], y_bounds=(-2, 2), epsilon=1.0, rng=1)
     model = _model(rel, x_model="mixed")
-    assert [v.name for v in model.free_RVs] == ["sigma2", "theta", "z_x_prob", "z_s", "z_sigma2"]
+    assert [v.name for v in model.free_RVs] == ["sigma2", "theta", "z_x_prob", "z_s"]
 
 
 def test_huge_epsilon_gives_the_exact_posterior():

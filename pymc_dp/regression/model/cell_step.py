@@ -5,8 +5,8 @@ and the latent statistic s. Each step is one iteration of
 :func:`~pymc_dp.regression.engine.mixed.mixed_sweep` with the cell model's target, the sweep of
 :func:`~pymc_dp.regression.sample_cell_regression`: (θ, σ²) | s and π | s ~ Dirichlet(1 + counts)
 exactly, a move of s alone, after tuning a multiple-try move, and random-walk moves of (φ, s)
-that adapt while ``pm.sample`` tunes; Laplace noise enters them by its density (the node's
-mixing variances keep their own step, :class:`~pymc_dp.regression.RegressionNoiseVarianceStep`).
+that adapt while ``pm.sample`` tunes; Laplace noise enters them by its density, so the node has
+no mixing variances.
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ statistic s. Each step is one iteration of
 :func:`~pymc_dp.regression.sample_mixed_regression`: the conjugate draws of φ given s, a move of
 s alone, after tuning a multiple-try move from a t fitted to the tuning states, and random-walk
 moves of (φ, s) that adapt while ``pm.sample`` tunes. These moves hold Laplace noise's own
-density, so the node's Laplace mixing variances, which keep their own step
-(:class:`~pymc_dp.regression.RegressionNoiseVarianceStep`), do not enter them.
+density, so the node has no Laplace mixing variances.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ release. By default (``method="auto"`` without fixed moments of x):
   (:class:`~pymc_dp.regression.model.distributions.NormalModelSuffStat`, no CLT);
 * ``{name}``: the released z | s ~ Laplace(s, Δ/ε) (or Normal(s, σ) for Gaussian noise),
   observed;
-* ``{name}_sigma2``: the Laplace mixing variances (one per component; none for Gaussian noise).
+* ``{name}_sigma2``: the Laplace mixing variances (one per component; none for Gaussian noise,
+  nor under the mixed and cell models of x, whose steps hold the Laplace density itself).
 
 ``pm.sample()`` assigns :class:`~pymc_dp.regression.RegressionCollapsedStep` to θ, σ², μ_x, Σ_x
 and s, and the mixing-variance step to the rest. ``method="gibbs-ss"`` (or fixed
@@ -82,8 +83,9 @@ class NoisyRegressionInfo:
     """Name of the observed node z."""
     suffstat: str
     """Name of the latent statistic s."""
-    noise_variance: str
-    """Name of the Laplace mixing variances (not in the model when ``noise_sd`` is set)."""
+    noise_variance: str | None
+    """Name of the Laplace mixing variances; ``None`` where the model has none (Gaussian noise,
+    and the mixed and cell models of x, whose steps hold Laplace noise by its density)."""
     theta: str
     """Name of the coefficients θ (intercept first)."""
     sigma2: str
@@ -553,9 +555,12 @@ class NoisyRegressionStat:
             if gaussian:
                 # y | s ~ N(s, τ² I): the noise variance is known, so no mixing variances.
                 z = pm.Normal(name, mu=s, sigma=scale, observed=value, dims=stat_dim)
-                noise = None
             else:
                 z = pm.Laplace(name, mu=s, b=scale, observed=value, dims=stat_dim)
+            noise = None
+            # The mixed and cell sweeps hold Laplace noise by its density: mixing variances
+            # there would be a step's work every iteration that no step reads.
+            if not gaussian and mixed is None and cells is None:
                 noise = LaplaceNoiseVariance(
                     # The released value, not the node z (see NoisySuffStat): no implicit freeze.
                     v_name,
@@ -567,7 +572,7 @@ class NoisyRegressionStat:
         info = NoisyRegressionInfo(
             name=name,
             suffstat=s_name,
-            noise_variance=v_name,
+            noise_variance=None if noise is None else v_name,
             theta=theta.name,
             sigma2=sigma2.name,
             n=n,
