@@ -10,7 +10,12 @@ from conftest import scalar_op_names
 from pytensor.compile.mode import get_default_mode
 from pytensor.gradient import verify_grad
 
-from pymc_dp.likelihoods.pair_window import pair_window_graph, pair_window_logp, pair_window_scalar
+from pymc_dp.likelihoods.pair_window import (
+    _window_moments_core,
+    pair_window_graph,
+    pair_window_logp,
+    pair_window_scalar,
+)
 from tests.test_backends import grouped_normal  # the backends' windowed-Normal pair model
 
 C_MODE = get_default_mode().excluding("fusion")
@@ -55,17 +60,48 @@ def evaluated():
     return args, fused, graph
 
 
+def _edges(loc: np.ndarray, scale: np.ndarray) -> tuple:
+    return (SPEC[0] - loc) / scale, (SPEC[1] - loc) / scale
+
+
 @pytest.mark.slow  # compiling the graph's gradient: minutes under load
 def test_values_and_gradients_match_the_graph(evaluated):
     """Both log densities to 1e-10 relative; each partial to 1e-9 of the group's largest
-    partial (a partial that is a small difference of large terms keeps their absolute error)."""
-    _, fused, graph = evaluated
+    partial (a partial that is a small difference of large terms keeps their absolute error).
+
+    Where both edges lie 8 sd or more from the records' mean, the graph's log Z =
+    log(e^(-a²) erfcx(a)/2) keeps the rounding of a² (up to 3e-14 above 0: a Z above 1), and
+    the pair's conditional variance of ŝ₂, a difference of terms up to 10⁵ times larger,
+    carries it into log p(y) at up to 1e-8; the kernel's Z = (erfc(a) - erfc(b))/2 is 1 to
+    rounding there (``test_window_mass_is_at_most_one``), so those groups are held to 1e-8.
+    """
+    (_, loc, scale, *_), fused, graph = evaluated
+    alpha, beta = _edges(loc, scale)
+    far = np.minimum(-alpha, beta) >= 8.0
     for k in (0, 1):
-        np.testing.assert_allclose(fused[k], graph[k], rtol=1e-10, atol=1e-12, err_msg=OUTPUTS[k])
+        np.testing.assert_allclose(
+            fused[k][~far], graph[k][~far], rtol=1e-10, atol=1e-12, err_msg=OUTPUTS[k]
+        )
+        np.testing.assert_allclose(fused[k][far], graph[k][far], rtol=1e-8, err_msg=OUTPUTS[k])
     size = np.max(np.abs(np.stack(graph[2:])), axis=0)
     for k in range(2, 8):
         err = np.abs(fused[k] - graph[k]) / (np.abs(graph[k]) + size)
         assert err.max() < 1e-9, (OUTPUTS[k], err.max())
+
+
+def test_window_mass_is_at_most_one():
+    """The kernel's window mass Z and its moments over standardised windows from empty to all
+    of the line: Z in [0, 1] (the erfcx form's log Z rounds above 0 at an edge 7-20 sd out),
+    and the moments of N(0, 1) where both edges lie 9 sd or more out."""
+    rng = np.random.default_rng(4)
+    lo = rng.uniform(-30.0, 30.0, 4000)
+    hi = np.minimum(lo + np.exp(rng.uniform(np.log(1e-3), np.log(60.0), 4000)), 30.0)
+    z = np.array([_window_moments_core(a, b)[0] for a, b in zip(lo, hi, strict=True)])
+    assert np.all((z >= 0.0) & (z <= 1.0))
+    wide = (lo <= -9.0) & (hi >= 9.0)
+    assert wide.sum() > 100
+    for a, b in zip(lo[wide], hi[wide], strict=True):
+        np.testing.assert_allclose(_window_moments_core(a, b)[:5], [1, 0, 1, 0, 3], atol=1e-14)
 
 
 @pytest.mark.slow  # compiling the graph's gradient: minutes under load
@@ -78,8 +114,9 @@ def test_grid_reaches_the_linear_tail_and_the_truncated_windows(evaluated):
 
 @pytest.mark.slow  # compiling the graph's gradient: minutes under load
 def test_python_mirror_matches_the_c(evaluated):
-    """The mirror (Numba's source) is the C's algorithm, equal to rounding: its window mass is
-    erfc(a) - erfc(b) where the C's is a difference of erfcx."""
+    """The mirror (Numba's source) is the C's algorithm, equal to rounding (it fuses a few of
+    the C's dual operations, and its window duals carry two partials where the C's carry three).
+    """
     args, fused, _ = evaluated
     rows = np.arange(0, len(args[0]), 7)
     got = np.array(
@@ -88,7 +125,7 @@ def test_python_mirror_matches_the_c(evaluated):
     want = np.stack([fused[k][rows] for k in (2, 3, 4, 5, 6, 7, 0, 1)], axis=1)
     size = np.max(np.abs(want[:, :6]), axis=1, keepdims=True)
     err = np.abs(got - want) / (np.abs(want) + np.concatenate([size] * 6 + [1 + 0 * size] * 2, 1))
-    assert np.quantile(err, 0.99) < 1e-12 and err.max() < 1e-8
+    assert np.quantile(err, 0.99) < 1e-12 and err.max() < 1e-10
 
 
 @pytest.mark.slow  # compiling the graph's gradient: minutes under load

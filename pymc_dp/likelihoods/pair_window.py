@@ -15,9 +15,10 @@ closed forms), so NUTS's logp-and-gradient graph holds one elementwise loop over
 the sums over a shared scale.
 
 Backends, as :mod:`~pymc_dp.likelihoods.normal_laplace`: C (the kernel below, which calls
-``pmdp_window_moments`` and ``pmdp_normal_laplace``), Numba (the Python mirror
+``pmdp_window_moments_z`` and ``pmdp_normal_laplace``), Numba (the Python mirror
 :func:`pair_window_scalar`, compiled; PyTensor 3's default and nutpie), and for JAX (numpyro,
 blackjax) a rewrite back to the graph of the pieces (:func:`pair_window_graph`) and its autodiff.
+The C and the mirror are one algorithm (the tests compare them).
 """
 
 from __future__ import annotations
@@ -34,11 +35,10 @@ import pytensor.tensor as pt
 from pytensor.gradient import DisconnectedType, grad_not_implemented
 from pytensor.graph.basic import Apply
 from pytensor.scalar.basic import ScalarOp, float64
-from pytensor.scalar.math import C_CODE_PATH
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.variable import TensorVariable
 
-from pymc_dp.families.normal_window import WINDOW_MOMENTS_C, window_pair_entries
+from pymc_dp.families.normal_window import window_pair_entries
 from pymc_dp.families.truncated import LOG_TINY
 from pymc_dp.kernels.normal_window import EDGE, GL_NODES, GL_WEIGHTS, MIN_D, NARROW
 from pymc_dp.kernels.numba_mirror import compile_mirror, mirror_key
@@ -107,25 +107,31 @@ static pmdp_dual pmdp_dclip(pmdp_dual a) {
     return a;
 }
 /* log p(u) and log p(y | s1) from the pair's CLT entries n(m1, m2, v11, v12, v22) (duals):
-   first_statistic_logp and given_first_logp, line for line. lp_y's partials only with grad. */
+   first_statistic_logp and given_first_logp, as pair_given_entries (which fuses the steps
+   where a constant would only add zeros to the partials). lp_y's partials only with grad. */
 static void pmdp_pair_given_entries(pmdp_dual uu, pmdp_dual m1, pmdp_dual m2, pmdp_dual v11,
                                     pmdp_dual v12, pmdp_dual v22, double y1, double y2,
                                     double b1, double b2, int grad, pmdp_dual *lp_u_out,
                                     pmdp_dual *lp_y_out) {
     /* u's density: s1 = c + d u ~ N(m1, var), var floored */
     double floor = 1e-6 * b1, noise_var = 2.0 * b1 * b1;
-    pmdp_dual var = pmdp_dadd(v11, pmdp_dc(floor * floor));
-    pmdp_dual inv = pmdp_dadd(pmdp_ddiv(pmdp_dc(1.0), var), pmdp_dc(1.0 / noise_var));
+    pmdp_dual var = v11;
+    var.v += floor * floor;
+    double inv_var = 1.0 / var.v;
+    pmdp_dual inv = pmdp_dchain(var, inv_var + 1.0 / noise_var, -inv_var * inv_var);
     double dval = 1.0 / sqrt(inv.v);
     pmdp_dual d = pmdp_dchain(inv, dval, -0.5 * dval * dval * dval);
-    pmdp_dual c =
-        pmdp_dmul(pmdp_dmul(d, d), pmdp_dadd(pmdp_ddiv(m1, var), pmdp_dc(y1 / noise_var)));
+    pmdp_dual mean_y = pmdp_ddiv(m1, var);
+    mean_y.v += y1 / noise_var;
+    pmdp_dual c = pmdp_dmul(pmdp_dchain(d, dval * dval, 2.0 * dval), mean_y);
     pmdp_dual s1 = pmdp_dadd(c, pmdp_dmul(d, uu));
     pmdp_dual gap = pmdp_dsub(s1, m1);
-    *lp_u_out = pmdp_dadd(
-        pmdp_dsub(pmdp_dk(pmdp_ddiv(pmdp_dmul(gap, gap), var), -0.5),
-                  pmdp_dk(pmdp_dlog(pmdp_dk(var, 2.0 * 3.14159265358979323846)), 0.5)),
-        pmdp_dlog(d));
+    /* log(2 pi var) - 2 log d is one log, of 2 pi (1 + var / noise_var) */
+    double shrink = 1.0 + var.v / noise_var;
+    *lp_u_out = pmdp_dsub(
+        pmdp_dk(pmdp_ddiv(pmdp_dmul(gap, gap), var), -0.5),
+        pmdp_dchain(var, 0.5 * log(2.0 * 3.14159265358979323846 * shrink),
+                    0.5 / (noise_var + var.v)));
     /* y given s1: Laplace on y1, the normal-Laplace convolution of s2 | s1 on y2 */
     pmdp_dual slope = pmdp_ddiv(v12, pmdp_dadd(v11, pmdp_dc(1e-300)));
     pmdp_dual centre = pmdp_dadd(m2, pmdp_dmul(slope, pmdp_dsub(s1, m1)));
@@ -150,8 +156,65 @@ static void pmdp_pair_given_entries(pmdp_dual uu, pmdp_dual m1, pmdp_dual m2, pm
 _C_KERNEL = r"""
 #ifndef PMDP_PAIR_WINDOW
 #define PMDP_PAIR_WINDOW
+static const double pmdp_pw_nodes[20] = {@NODES@};
+static const double pmdp_pw_weights[20] = {@WEIGHTS@};
+/* (Z, E X, c2, c3, c4, phi(alpha)/Z, phi(beta)/Z) of N(0, 1) truncated to [alpha, beta], all 0
+   for an empty window: _window_moments_core line for line (2Z = erfc(a) - erfc(b), four special
+   functions where pmdp_window_moments's erfcx form takes seven, and Z rather than log Z). */
+static void pmdp_window_moments_z(double alpha, double beta, double *o) {
+    int flip = alpha + beta < 0.0, j, k;
+    double lo = flip ? -beta : alpha, hi = flip ? -alpha : beta;
+    double a = lo / 1.4142135623730951, b = hi / 1.4142135623730951;
+    double expo = (a - b) * (a + b), ratio = exp(expo);
+    double grow = ratio < 0.5 ? ratio - 1.0 : expm1(expo);
+    double mass = erfc(a) - erfc(b);
+    /* e^(-a^2) with a^2 carried exactly (Dekker's split) */
+    double square = a * a, split = 134217729.0 * a;
+    double high = split - (split - a), low = a - high;
+    double tail = exp(-square) * (1.0 - (((high * high - square) + 2.0 * high * low) + low * low));
+    if (!(mass > @MIN_D@ * tail)) {
+        for (k = 0; k < 7; k++) o[k] = 0.0;
+        return;
+    }
+    double r_lo = 0.7978845608028654 * tail / mass, r_hi = r_lo * ratio;
+    double u = lo > 0.0 ? lo : 0.0, d_lo = lo - u, d_hi = hi - u;
+    double raw[4];
+    raw[0] = -u - r_lo * grow;
+    double prev2 = 1.0, prev = raw[0], p_lo = d_lo, p_hi = d_hi;
+    for (j = 2; j < 5; j++) {
+        double nxt = -u * prev + (j - 1) * prev2 + p_lo * r_lo - p_hi * r_hi;
+        raw[j - 1] = nxt;
+        prev2 = prev;
+        prev = nxt;
+        p_lo *= d_lo;
+        p_hi *= d_hi;
+    }
+    if ((hi - lo) * (2.0 * hi - lo) < @NARROW@) {
+        double mid = (lo + hi) / 2.0 - u, half = (hi - lo) / 2.0, total = 0.0;
+        double sums[4] = {0.0, 0.0, 0.0, 0.0};
+        for (k = 0; k < 20; k++) {
+            double y = mid + half * pmdp_pw_nodes[k];
+            double w = pmdp_pw_weights[k] * exp(-y * (y + 2.0 * u) / 2.0), power = y;
+            total += w;
+            for (j = 0; j < 4; j++) {
+                sums[j] += w * power;
+                power *= y;
+            }
+        }
+        for (j = 0; j < 4; j++) raw[j] = sums[j] / total;
+    }
+    double m1 = raw[0], m2 = raw[1], m3 = raw[2], m4 = raw[3];
+    double sign = flip ? -1.0 : 1.0;
+    o[0] = 0.5 * mass;
+    o[1] = sign * (u + m1);
+    o[2] = m2 - m1 * m1;
+    o[3] = sign * (m3 - 3.0 * m1 * m2 + 2.0 * m1 * m1 * m1);
+    o[4] = m4 - 4.0 * m1 * m3 + 6.0 * m1 * m1 * m2 - 3.0 * m1 * m1 * m1 * m1;
+    o[5] = flip ? r_hi : r_lo;
+    o[6] = flip ? r_lo : r_hi;
+}
 /* o[0..5]: d lp_u/d(u, loc, scale), d lp_y/d(u, loc, scale) (with grad); o[6] = lp_u, o[7] = lp_y:
-   window_pair_entries, first_statistic_logp and given_first_logp, line for line. */
+   window_pair_entries, first_statistic_logp and given_first_logp, as _pair_window_core. */
 static void pmdp_pair_window(double u, double loc, double scale, double n, double y1, double y2,
                              double b1, double b2, double v, double w, int lower_empty,
                              int upper_empty, int grad, double *o) {
@@ -161,12 +224,11 @@ static void pmdp_pair_window(double u, double loc, double scale, double n, doubl
     alpha = pmdp_dclip(alpha);
     beta = pmdp_dclip(beta);
     double m[7];
-    pmdp_window_moments(alpha.v, beta.v, m);
-    /* WindowMomentsOp's partials in (alpha, beta), from its own outputs */
+    pmdp_window_moments_z(alpha.v, beta.v, m);
+    /* the window moments' partials in (alpha, beta), from their own values */
     double a = alpha.v, b = beta.v, mean0 = m[1], c2 = m[2], c3 = m[3], r_lo = m[5], r_hi = m[6];
     double dm_lo = r_lo * (mean0 - a), dm_hi = r_hi * (b - mean0);
     double dv_lo = a - mean0, dv_hi = b - mean0;
-    pmdp_dual log_z = pmdp_dlin(alpha, -r_lo, beta, r_hi, m[0]);
     pmdp_dual mean = pmdp_dlin(alpha, dm_lo, beta, dm_hi, mean0);
     pmdp_dual k2 = pmdp_dlin(alpha, -r_lo * (dv_lo * dv_lo - c2), beta,
                              r_hi * (dv_hi * dv_hi - c2), c2);
@@ -175,8 +237,6 @@ static void pmdp_pair_window(double u, double loc, double scale, double n, doubl
     pmdp_dual k4 = pmdp_dlin(
         alpha, -r_lo * (dv_lo * dv_lo * dv_lo * dv_lo - m[4]) - 4.0 * c3 * dm_lo, beta,
         r_hi * (dv_hi * dv_hi * dv_hi * dv_hi - m[4]) - 4.0 * c3 * dm_hi, m[4]);
-    pmdp_dual log_q = lower_empty && upper_empty ? pmdp_dc(0.0)
-                      : (m[0] > @LOG_TINY@ ? log_z : pmdp_dc(@LOG_TINY@));
     pmdp_dual scale_2 = pmdp_dmul(ss, ss);
     pmdp_dual ez = pmdp_dadd(ll, pmdp_dmul(ss, mean));
     pmdp_dual var_d = pmdp_dmul(scale_2, k2);
@@ -187,11 +247,15 @@ static void pmdp_pair_window(double u, double loc, double scale, double n, doubl
         pmdp_dadd(pmdp_dk(pmdp_dmul(ez_2, var_d), 4.0), pmdp_dk(pmdp_dmul(ez, skew_d), 4.0)),
         pmdp_dmul(pmdp_dmul(scale_2, scale_2), pmdp_dsub(k4, pmdp_dmul(k2, k2))));
     pmdp_dual mu_2 = pmdp_dadd(ez_2, var_d);
+    /* q = Z where log Z > LOG_TINY (0 below, with zero gradient; 1 for a window with no edge):
+       Z's partials are Z times log Z's, and q(1 - q)'s are 1 - 2q times q's. */
     pmdp_dual q = pmdp_dc(0.0), spread = pmdp_dc(0.0);
-    if (!(log_q.v <= @LOG_TINY@ || isinf(m[0]))) {
-        double eq = exp(log_q.v);
-        q = pmdp_dchain(log_q, eq, eq);
-        spread = pmdp_dmul(q, pmdp_dchain(log_q, -expm1(log_q.v), -eq));
+    double eq = m[0];
+    if (lower_empty && upper_empty) {
+        if (eq > 0.0) q = pmdp_dc(1.0);
+    } else if (eq > @SURELY_KEPT@ || (eq > 0.0 && log(eq) > @LOG_TINY@)) {
+        q = pmdp_dlin(alpha, -r_lo * eq, beta, r_hi * eq, eq);
+        spread = pmdp_dchain(q, eq * (1.0 - eq), 1.0 - 2.0 * eq);
     }
     pmdp_dual m1 = pmdp_dk(pmdp_dmul(q, ez), n);
     pmdp_dual m2 = pmdp_dk(pmdp_dmul(q, mu_2), n);
@@ -216,17 +280,22 @@ ENTRIES_C = ENTRIES_C.replace("@EDGE@", repr(EDGE))
 """C of the dual numbers (three partials) and ``pmdp_pair_given_entries``: u's and y's log
 densities from a pair's CLT entries (after
 :data:`~pymc_dp.likelihoods.normal_laplace.NORMAL_LAPLACE_C`)."""
-_C_SUPPORT = ENTRIES_C + _C_KERNEL.replace("@EDGE@", repr(EDGE)).replace(
-    "@LOG_TINY@", repr(LOG_TINY)
-)
+_SURELY_KEPT = 1e4 * math.exp(LOG_TINY)
+"""Z above which log Z > :data:`LOG_TINY` needs no log."""
+_C_SUPPORT = ENTRIES_C + _C_KERNEL
+for _key, _value in {
+    "@EDGE@": repr(EDGE),
+    "@LOG_TINY@": repr(LOG_TINY),
+    "@SURELY_KEPT@": repr(_SURELY_KEPT),
+    "@MIN_D@": repr(MIN_D),
+    "@NARROW@": repr(NARROW),
+    "@NODES@": ", ".join(repr(float(x)) for x in GL_NODES),
+    "@WEIGHTS@": ", ".join(repr(float(x)) for x in GL_WEIGHTS),
+}.items():
+    _C_SUPPORT = _C_SUPPORT.replace(_key, _value)
 _C_VERSION = (
-    1,
-    int(
-        hashlib.sha256((WINDOW_MOMENTS_C + _nl.NORMAL_LAPLACE_C + _C_SUPPORT).encode()).hexdigest()[
-            :12
-        ],
-        16,
-    ),
+    2,
+    int(hashlib.sha256((_nl.NORMAL_LAPLACE_C + _C_SUPPORT).encode()).hexdigest()[:12], 16),
 )
 
 
@@ -275,8 +344,6 @@ def dual_log(a: tuple) -> tuple:
 
 _NODES = tuple(float(x) for x in GL_NODES)
 _WEIGHTS = tuple(float(x) for x in GL_WEIGHTS)
-_SURELY_KEPT = 1e4 * math.exp(LOG_TINY)
-"""Z above which log Z > :data:`LOG_TINY` needs no log."""
 
 
 def plane_lin(a: tuple, ka: float, b: tuple, kb: float, value: float) -> tuple:
@@ -310,9 +377,9 @@ def plane_clip(a: tuple) -> tuple:
 
 
 def _window_moments_core(alpha: float, beta: float) -> tuple:
-    """``pmdp_window_moments`` (:mod:`~pymc_dp.families.normal_window`'s C), with Z for log Z.
+    """``pmdp_window_moments_z``: :mod:`~pymc_dp.families.normal_window`'s moments, Z for log Z.
 
-    The C's algorithm, with Z written through 2Z = erfc(a) - erfc(b) rather than
+    That module's algorithm, with Z written through 2Z = erfc(a) - erfc(b) rather than
     D = erfcx(a) - e^(a² - b²) erfcx(b) = e^(a²) 2Z: the same numbers to rounding (|a| <= EDGE/√2
     here, the edges being clipped, where erfc does not underflow), from four special functions
     where the erfcx form takes seven (e^(a² - b²) - 1 needs no expm1 below 1/2, where it does
@@ -386,12 +453,11 @@ def pair_given_entries(
 ) -> tuple:
     """``pmdp_pair_given_entries``'s algorithm: the duals (lp_u, lp_y).
 
-    lp_y's partials are 0 without ``grad``. Equal to the C's to rounding, with fewer operations
-    (the comment below).
+    lp_y's partials are 0 without ``grad``. Equal to the C's to rounding.
     """
     floor, noise_var = 1e-6 * b1, 2.0 * b1 * b1
-    # The C's steps, each a dual operation there, are fused here where a constant would only
-    # add zeros to the partials; log(2π var) - 2 log d is one log, of 2π(1 + var/noise_var).
+    # Steps are fused where a constant would only add zeros to the partials; log(2π var) -
+    # 2 log d is one log, of 2π(1 + var/noise_var).
     var = (v11[0] + floor * floor, v11[1], v11[2], v11[3])
     inv_var = 1.0 / var[0]
     inv = dual_chain(var, inv_var + 1.0 / noise_var, -inv_var * inv_var)
@@ -444,9 +510,9 @@ def _pair_window_core(
 ) -> tuple:
     """``pmdp_pair_window``'s algorithm: (six partials (0 without ``grad``), lp_u, lp_y).
 
-    Equal to the C's to rounding, at about 0.7 of its cost under Numba: the window moments from
-    fewer special functions (:func:`_window_moments_core`), the window's quantities as duals in
-    (loc, scale) alone, and q from Z without an exp (comments below).
+    Equal to the C's to rounding: the same window moments (:func:`_window_moments_core`) and q
+    from Z without an exp; here the window's quantities are duals in (loc, scale) alone, which
+    saves Numba products the C's compiler finds zero (comments below).
     """
     # Nothing before the entries depends on u: duals in (loc, scale) alone (plane_*), a third
     # fewer products than the C's three partials, lifted to three for the densities.
@@ -550,14 +616,8 @@ class _PairWindowBase(ScalarOp):
     def output_types(self, types: Any) -> list:
         return [float64] * self.nout
 
-    def c_header_dirs(self, **kwargs: Any) -> list:
-        return [str(C_CODE_PATH)]
-
     def c_support_code(self, **kwargs: Any) -> str:
-        # PyTensor's erfcx (Faddeeva) for the window moments; a multi-output Elemwise is a
-        # module of its own, so the copy never meets another.
-        faddeeva = (C_CODE_PATH / "Faddeeva.cc").read_text(encoding="utf-8")
-        return faddeeva + WINDOW_MOMENTS_C + _nl.NORMAL_LAPLACE_C + _C_SUPPORT
+        return _nl.NORMAL_LAPLACE_C + _C_SUPPORT
 
     def c_code_cache_version(self) -> tuple:
         return _C_VERSION
