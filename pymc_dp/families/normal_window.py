@@ -52,6 +52,7 @@ from pymc_dp.kernels.normal_window import (
 )
 
 __all__ = [
+    "WINDOW_CENTRAL_C",
     "WINDOW_MOMENTS_C",
     "NormalWindowMoments",
     "WindowMomentsOp",
@@ -180,31 +181,22 @@ def window_moments_graph(alpha: Any, beta: Any) -> list[TensorVariable]:
     return [values[0], *(pt.switch(ok, v, 0.0) for v in values[1:])]
 
 
-_C_TEMPLATE = r"""
-#ifndef PMDP_WINDOW_MOMENTS
-#define PMDP_WINDOW_MOMENTS
+_C_CENTRAL_TEMPLATE = r"""
+#ifndef PMDP_WINDOW_CENTRAL
+#define PMDP_WINDOW_CENTRAL
 #include <math.h>
 static const double pmdp_gl_nodes[20] = {@NODES@};
 static const double pmdp_gl_weights[20] = {@WEIGHTS@};
-/* (log Z, E X, c2, c3, c4, phi(alpha)/Z, phi(beta)/Z) of N(0, 1) truncated to [alpha, beta]:
-   standard_window_moments line for line, with real branches (quadrature on narrow windows
-   only). */
-static void pmdp_window_moments(double alpha, double beta, double *o) {
-    int flip = alpha + beta < 0.0, j, k;
-    double lo = flip ? -beta : alpha, hi = flip ? -alpha : beta;
-    double a = lo / 1.4142135623730951, b = hi / 1.4142135623730951;
-    double expo = (a - b) * (a + b), ratio = exp(expo);
-    double d = Faddeeva::erfcx(a) - ratio * Faddeeva::erfcx(b);
-    if (!(d > @MIN_D@)) {
-        o[0] = -INFINITY;
-        for (k = 1; k < 7; k++) o[k] = 0.0;
-        return;
-    }
-    double log_z = log(0.5) - a * a + log(d);
-    double r_lo = @SQRT_2_OVER_PI@ / d, r_hi = r_lo * ratio;
+/* o[1..6] = (E X, c2, c3, c4, phi(alpha)/Z, phi(beta)/Z) of N(0, 1) truncated to the window,
+   reflected to [lo, hi] with lo + hi >= 0 (flip), from r_lo = phi(lo)/Z, r_hi = phi(hi)/Z and
+   grow = e^((lo^2 - hi^2)/2) - 1: the recursion of standard_window_moments, or Gauss-Legendre
+   quadrature on narrow windows. */
+static void pmdp_window_central(int flip, double lo, double hi, double r_lo, double r_hi,
+                                double grow, double *o) {
+    int j, k;
     double u = lo > 0.0 ? lo : 0.0, d_lo = lo - u, d_hi = hi - u;
     double raw[4];
-    raw[0] = -u - r_lo * expm1(expo);
+    raw[0] = -u - r_lo * grow;
     double prev2 = 1.0, prev = raw[0], p_lo = d_lo, p_hi = d_hi;
     for (j = 2; j < 5; j++) {
         double nxt = -u * prev + (j - 1) * prev2 + p_lo * r_lo - p_hi * r_hi;
@@ -230,7 +222,6 @@ static void pmdp_window_moments(double alpha, double beta, double *o) {
     }
     double m1 = raw[0], m2 = raw[1], m3 = raw[2], m4 = raw[3];
     double sign = flip ? -1.0 : 1.0;
-    o[0] = log_z;
     o[1] = sign * (u + m1);
     o[2] = m2 - m1 * m1;
     o[3] = sign * (m3 - 3.0 * m1 * m2 + 2.0 * m1 * m1 * m1);
@@ -241,6 +232,30 @@ static void pmdp_window_moments(double alpha, double beta, double *o) {
 }
 #endif
 """
+_C_TEMPLATE = r"""
+#ifndef PMDP_WINDOW_MOMENTS
+#define PMDP_WINDOW_MOMENTS
+/* (log Z, E X, c2, c3, c4, phi(alpha)/Z, phi(beta)/Z) of N(0, 1) truncated to [alpha, beta]:
+   standard_window_moments line for line, with real branches (quadrature on narrow windows
+   only). */
+static void pmdp_window_moments(double alpha, double beta, double *o) {
+    int flip = alpha + beta < 0.0, k;
+    double lo = flip ? -beta : alpha, hi = flip ? -alpha : beta;
+    double a = lo / 1.4142135623730951, b = hi / 1.4142135623730951;
+    double expo = (a - b) * (a + b), ratio = exp(expo);
+    double d = Faddeeva::erfcx(a) - ratio * Faddeeva::erfcx(b);
+    if (!(d > @MIN_D@)) {
+        o[0] = -INFINITY;
+        for (k = 1; k < 7; k++) o[k] = 0.0;
+        return;
+    }
+    double r_lo = @SQRT_2_OVER_PI@ / d;
+    o[0] = log(0.5) - a * a + log(d);
+    pmdp_window_central(flip, lo, hi, r_lo, r_lo * ratio, expm1(expo), o);
+}
+#endif
+"""
+_C_CENTRAL = _C_CENTRAL_TEMPLATE
 _C_SUPPORT = _C_TEMPLATE
 for _key, _value in {
     "@NODES@": ", ".join(repr(float(x)) for x in GL_NODES),
@@ -249,11 +264,15 @@ for _key, _value in {
     "@SQRT_2_OVER_PI@": repr(float(np.sqrt(2.0 / np.pi))),
     "@NARROW@": repr(NARROW),
 }.items():
+    _C_CENTRAL = _C_CENTRAL.replace(_key, _value)
     _C_SUPPORT = _C_SUPPORT.replace(_key, _value)
-_C_VERSION = (1, int(hashlib.sha256(_C_SUPPORT.encode()).hexdigest()[:12], 16))
-WINDOW_MOMENTS_C = _C_SUPPORT
+WINDOW_CENTRAL_C = _C_CENTRAL
+"""The C of ``pmdp_window_central``: a window's moments from its edge densities over Z (no
+special function but the quadrature's exp), shared by the kernels that find Z their own way."""
+WINDOW_MOMENTS_C = _C_CENTRAL + _C_SUPPORT
 """The C of ``pmdp_window_moments`` (needs PyTensor's Faddeeva erfcx), for operations that
 call it inside a larger kernel."""
+_C_VERSION = (2, int(hashlib.sha256(WINDOW_MOMENTS_C.encode()).hexdigest()[:12], 16))
 
 
 class WindowMomentsScalar(ScalarOp):
@@ -282,7 +301,7 @@ class WindowMomentsScalar(ScalarOp):
     def c_support_code(self, **kwargs: Any) -> str:  # noqa: D102
         # PyTensor's erfcx (Faddeeva) with the kernel; each multi-output Elemwise is a module
         # of its own, so the copy never meets the one a fused erfcx brings.
-        return (C_CODE_PATH / "Faddeeva.cc").read_text(encoding="utf-8") + _C_SUPPORT
+        return (C_CODE_PATH / "Faddeeva.cc").read_text(encoding="utf-8") + WINDOW_MOMENTS_C
 
     def c_code(self, node: Apply, name: str, inp: list, out: list, sub: dict) -> str:  # noqa: D102
         stores = " ".join(f"{o} = m[{i}];" for i, o in enumerate(out))

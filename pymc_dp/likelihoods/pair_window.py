@@ -38,7 +38,7 @@ from pytensor.scalar.basic import ScalarOp, float64
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.variable import TensorVariable
 
-from pymc_dp.families.normal_window import window_pair_entries
+from pymc_dp.families.normal_window import WINDOW_CENTRAL_C, window_pair_entries
 from pymc_dp.families.truncated import LOG_TINY
 from pymc_dp.kernels.normal_window import EDGE, GL_NODES, GL_WEIGHTS, MIN_D, NARROW
 from pymc_dp.kernels.numba_mirror import compile_mirror, mirror_key
@@ -156,13 +156,11 @@ static void pmdp_pair_given_entries(pmdp_dual uu, pmdp_dual m1, pmdp_dual m2, pm
 _C_KERNEL = r"""
 #ifndef PMDP_PAIR_WINDOW
 #define PMDP_PAIR_WINDOW
-static const double pmdp_pw_nodes[20] = {@NODES@};
-static const double pmdp_pw_weights[20] = {@WEIGHTS@};
 /* (Z, E X, c2, c3, c4, phi(alpha)/Z, phi(beta)/Z) of N(0, 1) truncated to [alpha, beta], all 0
    for an empty window: _window_moments_core line for line (2Z = erfc(a) - erfc(b), four special
    functions where pmdp_window_moments's erfcx form takes seven, and Z rather than log Z). */
 static void pmdp_window_moments_z(double alpha, double beta, double *o) {
-    int flip = alpha + beta < 0.0, j, k;
+    int flip = alpha + beta < 0.0, k;
     double lo = flip ? -beta : alpha, hi = flip ? -alpha : beta;
     double a = lo / 1.4142135623730951, b = hi / 1.4142135623730951;
     double expo = (a - b) * (a + b), ratio = exp(expo);
@@ -176,42 +174,9 @@ static void pmdp_window_moments_z(double alpha, double beta, double *o) {
         for (k = 0; k < 7; k++) o[k] = 0.0;
         return;
     }
-    double r_lo = 0.7978845608028654 * tail / mass, r_hi = r_lo * ratio;
-    double u = lo > 0.0 ? lo : 0.0, d_lo = lo - u, d_hi = hi - u;
-    double raw[4];
-    raw[0] = -u - r_lo * grow;
-    double prev2 = 1.0, prev = raw[0], p_lo = d_lo, p_hi = d_hi;
-    for (j = 2; j < 5; j++) {
-        double nxt = -u * prev + (j - 1) * prev2 + p_lo * r_lo - p_hi * r_hi;
-        raw[j - 1] = nxt;
-        prev2 = prev;
-        prev = nxt;
-        p_lo *= d_lo;
-        p_hi *= d_hi;
-    }
-    if ((hi - lo) * (2.0 * hi - lo) < @NARROW@) {
-        double mid = (lo + hi) / 2.0 - u, half = (hi - lo) / 2.0, total = 0.0;
-        double sums[4] = {0.0, 0.0, 0.0, 0.0};
-        for (k = 0; k < 20; k++) {
-            double y = mid + half * pmdp_pw_nodes[k];
-            double w = pmdp_pw_weights[k] * exp(-y * (y + 2.0 * u) / 2.0), power = y;
-            total += w;
-            for (j = 0; j < 4; j++) {
-                sums[j] += w * power;
-                power *= y;
-            }
-        }
-        for (j = 0; j < 4; j++) raw[j] = sums[j] / total;
-    }
-    double m1 = raw[0], m2 = raw[1], m3 = raw[2], m4 = raw[3];
-    double sign = flip ? -1.0 : 1.0;
+    double r_lo = 0.7978845608028654 * tail / mass;
     o[0] = 0.5 * mass;
-    o[1] = sign * (u + m1);
-    o[2] = m2 - m1 * m1;
-    o[3] = sign * (m3 - 3.0 * m1 * m2 + 2.0 * m1 * m1 * m1);
-    o[4] = m4 - 4.0 * m1 * m3 + 6.0 * m1 * m1 * m2 - 3.0 * m1 * m1 * m1 * m1;
-    o[5] = flip ? r_hi : r_lo;
-    o[6] = flip ? r_lo : r_hi;
+    pmdp_window_central(flip, lo, hi, r_lo, r_lo * ratio, grow, o);
 }
 /* o[0..5]: d lp_u/d(u, loc, scale), d lp_y/d(u, loc, scale) (with grad); o[6] = lp_u, o[7] = lp_y:
    window_pair_entries, first_statistic_logp and given_first_logp, as _pair_window_core. */
@@ -288,15 +253,10 @@ for _key, _value in {
     "@LOG_TINY@": repr(LOG_TINY),
     "@SURELY_KEPT@": repr(_SURELY_KEPT),
     "@MIN_D@": repr(MIN_D),
-    "@NARROW@": repr(NARROW),
-    "@NODES@": ", ".join(repr(float(x)) for x in GL_NODES),
-    "@WEIGHTS@": ", ".join(repr(float(x)) for x in GL_WEIGHTS),
 }.items():
     _C_SUPPORT = _C_SUPPORT.replace(_key, _value)
-_C_VERSION = (
-    2,
-    int(hashlib.sha256((_nl.NORMAL_LAPLACE_C + _C_SUPPORT).encode()).hexdigest()[:12], 16),
-)
+_C_ALL = _nl.NORMAL_LAPLACE_C + WINDOW_CENTRAL_C + _C_SUPPORT
+_C_VERSION = (2, int(hashlib.sha256(_C_ALL.encode()).hexdigest()[:12], 16))
 
 
 # ---- the same algorithm in Python (Numba compiles it; the tests compare it with the C) --------
@@ -617,7 +577,7 @@ class _PairWindowBase(ScalarOp):
         return [float64] * self.nout
 
     def c_support_code(self, **kwargs: Any) -> str:
-        return _nl.NORMAL_LAPLACE_C + _C_SUPPORT
+        return _C_ALL
 
     def c_code_cache_version(self) -> tuple:
         return _C_VERSION
