@@ -10,6 +10,15 @@ import pytest
 
 import pymc_dp as pmdp
 
+# PyMC's numpyro and blackjax samplers map chains over host devices, which pymc.sampling.jax asks
+# XLA for when it is imported (XLA_FLAGS). A test that compiles a JAX function first would start
+# XLA with one device, and a later JAX sampler in the same process would fail on two chains
+# ("cannot select an axis to squeeze out"). Ask as PyMC does, before any test starts XLA.
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = " ".join(
+        ["--xla_force_host_platform_device_count=100", os.environ.get("XLA_FLAGS", "")]
+    ).strip()
+
 # CI runs the slow studies in a time box (.ci/run sets this): each worker may spend this many
 # seconds on them. A study still running when the box closes is stopped (SIGALRM) and reported
 # as skipped, and later ones are skipped, each with the reason; so growth in the studies can never
