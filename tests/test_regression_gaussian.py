@@ -120,16 +120,18 @@ def test_bad_gaussian_arguments_are_refused_before_any_noise():
 
 
 def test_noise_is_the_calibrated_gaussian_of_the_l2_sensitivity():
-    """300 releases of one data set (d = 1, box x ∈ [−1, 1], y ∈ [−2, 2], ρ = 0.5): τ is
-    (Δ₂ + √5 q)/√(2ρ) with Δ₂ the box's exact L2 sensitivity and q the quantum, and the 1500
-    standardised errors (z − round(s/q)q)/τ pass a KS test against N(0, 1) at α = 0.001 (the
+    """1500 releases of one data set (d = 1, box x ∈ [−1, 1], y ∈ [−2, 2], ρ = 0.5): τ is
+    (Δ₂ + √5 q)/√(2ρ) with Δ₂ the box's exact L2 sensitivity and q the quantum, and the 7500
+    standardised errors (z − round(s/q)q)/τ pass a KS test against N(0, 1) at α = 1e-6 (the
     discrete Gaussian has ≥ 1024 quanta per τ, within 2.5e-4 of the normal), with mean and
-    variance within 4 standard errors of 0 and 1."""
+    variance within 5 standard errors of 0 and 1. OpenDP cannot be seeded, so the thresholds
+    are strict enough never to flake in practice (300 releases at α = 0.001 failed one CI run);
+    the larger sample keeps the power: a τ off by 5 % moves the variance 6 standard errors."""
     rng = np.random.default_rng(3)
     x, y = _data(rng, 40, 1)
     rho = 0.5
     kw = dict(x_bounds=[(-1, 1)], y_bounds=(-2, 2), mechanism=GAUSSIAN, rho=rho)
-    releases = [release_regression(x, y, **kw) for _ in range(300)]
+    releases = [release_regression(x, y, **kw) for _ in range(1500)]
     rel = releases[0]
     q = rel.quantum
     delta2 = regression_sensitivity_l2([(-1, 1)], (-2, 2))
@@ -141,9 +143,9 @@ def test_noise_is_the_calibrated_gaussian_of_the_l2_sensitivity():
     s_q = _quantised(plan, combine_totals([plan.batch_totals(np.column_stack([x, y]))])[1], q)
     np.testing.assert_allclose(s_q, regression_statistic(x, y), rtol=0, atol=q)
     e = ((np.stack([r.value for r in releases]) - s_q) / rel.scale).ravel()
-    assert stats.kstest(e, "norm").pvalue > 1e-3
-    assert abs(e.mean()) < 4 / math.sqrt(e.size)
-    assert abs(e.var() - 1) < 4 * math.sqrt(2 / e.size)
+    assert stats.kstest(e, "norm").pvalue > 1e-6
+    assert abs(e.mean()) < 5 / math.sqrt(e.size)
+    assert abs(e.var() - 1) < 5 * math.sqrt(2 / e.size)
 
 
 @pytest.mark.parametrize(
