@@ -208,16 +208,18 @@ def _exact_releases(rng, releases, n, scale, d=2):
     return prior, x_prior, theta, sigma2, s, s + rng.laplace(scale=scale, size=s.shape)
 
 
-def test_huge_epsilon_posterior_is_the_exact_one():
-    """With noise of scale 10⁻⁴ the posterior of (θ, σ²) is the NIG posterior of s itself."""
+@pytest.mark.parametrize("d", [2, 3])
+def test_huge_epsilon_posterior_is_the_exact_one(d):
+    """With noise of scale 10⁻⁴ the posterior of (θ, σ²) is the NIG posterior of s itself
+    (d = 3: with the moves along the symmetries, on by default there)."""
     rng = np.random.default_rng(7)
-    prior, x_prior, _, _, s, z = _exact_releases(rng, 3, 80, 1e-4)
+    prior, x_prior, _, _, s, z = _exact_releases(rng, 3, 80, 1e-4, d=d)
     tr = sample_mixed_regression(8, released=z, n=80, prior=prior, x_prior=x_prior,
                                  scale=1e-4, draws=400, tune=200)  # fmt: skip
     post = nig_update(prior, statistic=s, n=80)
     ref_theta, ref_sigma2 = draw_nig(rng, post, size=(20000,))
     for r in range(3):
-        th = tr.theta[:, :, r].reshape(-1, 3)
+        th = tr.theta[:, :, r].reshape(-1, d + 1)
         np.testing.assert_allclose(
             th.mean(0),
             ref_theta[:, r].mean(0),
@@ -228,17 +230,19 @@ def test_huge_epsilon_posterior_is_the_exact_one():
 
 
 @pytest.mark.slow
-def test_sampler_is_calibrated_on_releases_drawn_from_its_model():
+@pytest.mark.parametrize("d", [2, 3])
+def test_sampler_is_calibrated_on_releases_drawn_from_its_model(d):
     """Ranks of the true θ and σ² in their posteriors over 120 releases drawn from the model's
-    own prior (n = 60, Laplace scale 8, so the noise matters): uniform by KS (p > 0.001)."""
+    own prior (n = 60, Laplace scale 8, so the noise matters): uniform by KS (p > 0.001).
+    d = 3 runs the moves along the symmetries (about 100 s)."""
     rng = np.random.default_rng(8)
     releases = 120
-    prior, x_prior, theta, sigma2, _, z = _exact_releases(rng, releases, 60, 8.0)
+    prior, x_prior, theta, sigma2, _, z = _exact_releases(rng, releases, 60, 8.0, d=d)
     tr = sample_mixed_regression(9, released=z, n=60, prior=prior, x_prior=x_prior,
                                  scale=8.0, draws=400, tune=300)  # fmt: skip
-    draws_theta = tr.theta[:, ::4].reshape(-1, releases, 3)
+    draws_theta = tr.theta[:, ::4].reshape(-1, releases, d + 1)
     draws_sigma2 = tr.sigma2[:, ::4].reshape(-1, releases)
-    for j in range(3):
+    for j in range(d + 1):
         rank = np.mean(draws_theta[..., j] < theta[:, j], axis=0)
         assert stats.kstest(rank, "uniform").pvalue > 1e-3, j
     rank = np.mean(draws_sigma2 < sigma2, axis=0)

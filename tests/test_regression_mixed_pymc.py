@@ -110,6 +110,31 @@ def test_huge_epsilon_gives_the_exact_posterior():
     assert idata.posterior["sigma2"].values.mean() == pytest.approx(ref_sigma2.mean(), rel=0.05)
 
 
+def test_huge_epsilon_at_three_covariates_under_pm_sample():
+    """d = 3, where the sweep runs the moves along the symmetries, and the mixed model is what
+    a declared binary covariate gets by default: at ε = 10⁵ the posterior of (θ, σ²) under
+    ``pm.sample`` is the NIG posterior of the records' statistic."""
+    rng = np.random.default_rng(5)
+    x = np.column_stack([rng.uniform(size=200) < 0.4, rng.normal(0, 0.5, (200, 2))])
+    y = np.clip(0.3 + 0.5 * x[:, 0] - 0.4 * x[:, 2] + 0.3 * rng.normal(size=200), -3, 3)
+    box = [(0.0, 1.0), (-2.0, 2.0), (-2.0, 2.0)]
+    rel = release_regression(np.clip(x, -2, 2), y, x_bounds=box, y_bounds=(-3, 3),
+                             epsilon=1e5, rng=6, binary=[0])  # fmt: skip
+    model = _model(rel)
+    assert regression_attrs(model)["pymc_dp_x_model_z"] == "mixed"
+    with model, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = pm.sample(draws=500, tune=300, chains=2, progressbar=False, random_seed=7)
+    prior = NIG(np.zeros(4), 0.5 * np.eye(4), np.array(20.0), np.array(1.9))
+    post = nig_update(prior, statistic=rel.value, n=rel.n)
+    ref_theta, ref_sigma2 = draw_nig(np.random.default_rng(8), post, size=(20000,))
+    theta = idata.posterior["theta"].values.reshape(-1, 4)
+    sd = ref_theta.std(axis=0)
+    np.testing.assert_allclose(theta.mean(axis=0), ref_theta.mean(axis=0), atol=float(sd.max()) / 4)
+    np.testing.assert_allclose(theta.std(axis=0), sd, rtol=0.2)
+    assert idata.posterior["sigma2"].values.mean() == pytest.approx(ref_sigma2.mean(), rel=0.05)
+
+
 def test_mixed_model_refusals():
     rel = _release()
     with pytest.raises(TypeError, match="x_model='mixed' needs binary="):
@@ -205,21 +230,26 @@ def test_a_declared_binary_covariate_on_a_shared_theta_keeps_the_normal_model():
     assert attrs["pymc_dp_x_model_a"] == attrs["pymc_dp_x_model_b"] == "normal"
 
 
-def test_above_two_covariates_the_mixed_model_is_not_a_default():
-    """At d = 3 the mixed sampler mixes slowly (``MIXED_MAX_D``): a declared binary covariate
-    keeps the normal model, and ``binary=`` still builds the mixed one but warns."""
+@pytest.mark.parametrize("d", [3, 6])
+def test_the_mixed_model_is_a_default_up_to_five_covariates(d):
+    """Up to ``MIXED_MAX_D`` = 5 covariates a declared binary covariate gets the mixed model
+    (with its moves along the symmetries from d = 3) without a warning; above it, where it was
+    not measured under ``pm.sample``, the normal model, and ``binary=`` builds the mixed one but
+    warns."""
     from pymc_dp.regression.model.noisy_regression import MIXED_MAX_D
 
     rng = np.random.default_rng(0)
-    x = np.column_stack([rng.uniform(size=300) < 0.4, rng.normal(0, 0.5, (300, 2))])
+    x = np.column_stack([rng.uniform(size=300) < 0.4, rng.normal(0, 0.5, (300, d - 1))])
     y = np.clip(0.5 * x[:, 0] + 0.2 * rng.normal(size=300), -3, 3)
-    box = [(0.0, 1.0), (-2.0, 2.0), (-2.0, 2.0)]
+    box = [(0.0, 1.0)] + [(-2.0, 2.0)] * (d - 1)
     rel = release_regression(np.clip(x, -2, 2), y, x_bounds=box, y_bounds=(-3, 3), epsilon=1.0,
                              rng=1, binary=[0])  # fmt: skip
-    assert MIXED_MAX_D == 2 and rel.d == 3
+    assert MIXED_MAX_D == 5 and rel.d == d
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert regression_attrs(_model(rel))["pymc_dp_x_model_z"] == "normal"
-    with pytest.warns(UserWarning, match="mixes slowly at d = 3"):
-        model = _model(rel, binary=0)
-    assert regression_attrs(model)["pymc_dp_x_model_z"] == "mixed"
+        got = regression_attrs(_model(rel))["pymc_dp_x_model_z"]
+    assert got == ("mixed" if d <= MIXED_MAX_D else "normal")
+    if d > MIXED_MAX_D:
+        with pytest.warns(UserWarning, match="not checked under pm.sample at d = 6"):
+            model = _model(rel, binary=0)
+        assert regression_attrs(model)["pymc_dp_x_model_z"] == "mixed"

@@ -30,6 +30,7 @@ import numpy.typing as npt
 from pymc_dp._validation import check_int, check_rng
 from pymc_dp.curator.regression.statistics import (
     check_released_batch,
+    d_from_released,
     pack_statistic,
     unpack_statistic,
 )
@@ -59,8 +60,10 @@ from pymc_dp.regression.kernels.mixed_move import (
     pack_mixed,
     unpack_mixed,
 )
+from pymc_dp.regression.kernels.mixed_symmetry import MIXED_SYMMETRY_MIN_D, mixed_symmetry_moves
 from pymc_dp.regression.kernels.moment_move import T_INFLATE
 from pymc_dp.regression.kernels.psd import project_psd, schur_complement
+from pymc_dp.regression.kernels.scale_move import SCALE_STEPS
 
 __all__ = [
     "INITIAL_SD",
@@ -68,6 +71,7 @@ __all__ = [
     "TRIES",
     "TUNE_MOVES",
     "MixedTrace",
+    "default_symmetry_steps",
     "finish_tuning",
     "mixed_sweep",
     "release_nig_start",
@@ -104,14 +108,20 @@ def mixed_sweep(
     tune_moves: int = TUNE_MOVES,
     moves: int = JOINT_MOVES,
     tries: int = TRIES,
+    symmetry_steps: tuple[float, ...] | None = None,
 ) -> tuple[MixedState, npt.NDArray[np.float64]]:
     """One iteration of the sampler at s = ``suffstat`` under ``target``.
 
     The conjugate draws of φ given s, a move of s alone, after tuning (``t_chol`` given: the
     scale of the t fitted by :func:`finish_tuning`) the multiple-try move from that t, then
     the random-walk moves of (φ, s), which adapt while ``tune`` (``tune_moves`` of them, else
-    ``moves``; the multiple-try move has ``tries`` candidates). The engine and the PyMC step
-    both run it. Returns the state and the share of the random-walk moves accepted.
+    ``moves``; the multiple-try move has ``tries`` candidates), then the moves along the
+    model's symmetries with steps ``symmetry_steps``
+    (:func:`~pymc_dp.regression.kernels.mixed_symmetry.mixed_symmetry_moves`; default
+    :data:`~pymc_dp.regression.kernels.scale_move.SCALE_STEPS` from
+    :data:`~pymc_dp.regression.kernels.mixed_symmetry.MIXED_SYMMETRY_MIN_D` covariates, none
+    below it or for the cell model). The engine and the PyMC step both run it. Returns the
+    state and the share of the random-walk moves accepted.
     """
     s = np.asarray(suffstat, dtype=np.float64)
     n = target.n
@@ -132,9 +142,21 @@ def mixed_sweep(
         if tune:
             adaptation.record_move(ok)
         accepted += ok
+    if symmetry_steps is None:
+        symmetry_steps = default_symmetry_steps(target)
+    if symmetry_steps:
+        state, _ = mixed_symmetry_moves(rng, state, target, steps=symmetry_steps)
     if tune:
         adaptation.update(state.params)
     return state, accepted / max(moves, 1)
+
+
+def default_symmetry_steps(target: MixedTarget) -> tuple[float, ...]:
+    """The symmetry moves' steps of :func:`mixed_sweep` by default for ``target``."""
+    if target.cells is not None:
+        return ()
+    d = d_from_released(np.shape(target.released)[-1])
+    return SCALE_STEPS if d >= MIXED_SYMMETRY_MIN_D else ()
 
 
 def finish_tuning(adaptation: RandomWalkAdaptation) -> np.ndarray | None:
@@ -157,17 +179,18 @@ def run_sweeps(
     tune: int,
     draws: int,
     record: Callable[[int, MixedState], None],
+    symmetry_steps: tuple[float, ...] | None = None,
 ) -> npt.NDArray[np.float64]:
     """The batched engines' loop of :func:`mixed_sweep`.
 
     ``record(i, state)`` keeps draw i after tuning; returns the share of the random-walk moves
-    accepted after tuning, per row.
+    accepted after tuning, per row. ``symmetry_steps`` as :func:`mixed_sweep`.
     """
     accepted = np.zeros(state.params.shape[:-1])
     t_chol = None
     for it in range(tune + draws):
         state, ok = mixed_sweep(rng, state.suffstat, target, adaptation, tune=it < tune,
-                                t_chol=t_chol)  # fmt: skip
+                                t_chol=t_chol, symmetry_steps=symmetry_steps)  # fmt: skip
         if it == tune - 1:
             t_chol = finish_tuning(adaptation)
         if it >= tune:
@@ -251,6 +274,7 @@ def sample_mixed_regression(
     draws: int,
     tune: int = 500,
     chains: int = 2,
+    symmetry_steps: tuple[float, ...] | None = None,
 ) -> MixedTrace:
     """Sample the posterior of a batch of releases whose covariate ``binary`` is 0 or 1.
 
@@ -275,6 +299,9 @@ def sample_mixed_regression(
         Exactly one: the Laplace scale Δ/ε, or the sd of Gaussian noise; scalar or ``(batch,)``.
     draws, tune, chains
         Iterations kept, tuning iterations, chains per release.
+    symmetry_steps
+        Steps of the moves along the model's symmetries each iteration (:func:`mixed_sweep`);
+        ``None``: the default for d, ``()``: none.
 
     Returns
     -------
@@ -359,7 +386,8 @@ def sample_mixed_regression(
         keep["group_loc"][i], keep["x_cov"][i] = par.group_loc, par.x_cov
         keep["suffstat"][i] = state.suffstat
 
-    accepted = run_sweeps(rng, state, target, adapt, tune=tune, draws=draws, record=record)
+    accepted = run_sweeps(rng, state, target, adapt, tune=tune, draws=draws, record=record,
+                          symmetry_steps=symmetry_steps)  # fmt: skip
 
     def chain_major(a: np.ndarray) -> np.ndarray:
         return by_chain(a, chains, releases)

@@ -67,6 +67,7 @@ __all__ = [
     "MixedTarget",
     "independence_move",
     "joint_move",
+    "log_group_prior",
     "log_prior",
     "mixed_state",
     "moved_state",
@@ -234,24 +235,34 @@ def log_prior(
     )
     if target.cells is not None:
         return out
-    x_prior = target.x_prior
     out = out + log_prob_prior(par.prob, target.n)
-    d2 = par.group_loc.shape[-1]
-    if d2:
-        # Σ = L Lᵀ from u can lose definiteness to rounding far out: −∞ there, never a raise.
-        chol, definite = batched_cholesky(par.x_cov)
-        diag = np.arange(d2)
-        logdet = 2.0 * np.sum(np.log(np.abs(chol[..., diag, diag])), axis=-1)
-        inv = np.linalg.solve(np.swapaxes(chol, -1, -2), np.linalg.solve(chol, np.eye(d2)))
-        diff = par.group_loc - np.asarray(x_prior.loc)[..., None, :]
-        out = out + np.where(
-            definite,
-            -0.5 * (x_prior.dof + d2 + 3.0) * logdet
-            - 0.5 * x_prior.kappa * np.sum(_quad(diff, inv[..., None, :, :]), axis=-1)
-            - 0.5 * np.einsum("...ij,...ji->...", x_prior.scale, inv),
-            -np.inf,
-        )
+    if par.group_loc.shape[-1]:
+        out = out + log_group_prior(par.group_loc, par.x_cov, target.x_prior)
     return out
+
+
+def log_group_prior(
+    group_loc: npt.ArrayLike, x_cov: npt.ArrayLike, x_prior: NIW
+) -> npt.NDArray[np.float64]:
+    """Log of InverseWishart(Σ) N(m₀; c, Σ/κ) N(m₁; c, Σ/κ) up to a constant, ``(...)``.
+
+    −∞ where Σ is not positive definite (never a raise: Σ = L Lᵀ from u can lose definiteness
+    to rounding far out).
+    """
+    group_loc = np.asarray(group_loc, dtype=np.float64)
+    d2 = group_loc.shape[-1]
+    chol, definite = batched_cholesky(np.asarray(x_cov, dtype=np.float64))
+    diag = np.arange(d2)
+    logdet = 2.0 * np.sum(np.log(np.abs(chol[..., diag, diag])), axis=-1)
+    inv = np.linalg.solve(np.swapaxes(chol, -1, -2), np.linalg.solve(chol, np.eye(d2)))
+    diff = group_loc - np.asarray(x_prior.loc)[..., None, :]
+    return np.where(
+        definite,
+        -0.5 * (x_prior.dof + d2 + 3.0) * logdet
+        - 0.5 * x_prior.kappa * np.sum(_quad(diff, inv[..., None, :, :]), axis=-1)
+        - 0.5 * np.einsum("...ij,...ji->...", x_prior.scale, inv),
+        -np.inf,
+    )
 
 
 def n_cell_parameters(layout: CellLayout) -> int:

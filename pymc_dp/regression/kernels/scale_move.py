@@ -81,8 +81,14 @@ __all__ = [
     "SCALE_STEPS",
     "SHIFT_FACTOR",
     "SymmetryState",
+    "accept_mapped",
+    "cayley",
+    "draw_generator",
+    "log_nig",
+    "mirror_released",
     "posterior_shift_move",
     "principal_scale_move",
+    "release_log_likelihood",
     "rescale_principal_axes",
     "rescale_residuals",
     "rescale_responses",
@@ -162,7 +168,7 @@ def _log_niw(loc: np.ndarray, cov: np.ndarray, target: CollapsedTarget) -> np.nd
     return np.sum(np.where(sign > 0, niw, -np.inf), axis=-1)
 
 
-def _log_nig(theta: np.ndarray, sigma2: np.ndarray, target: CollapsedTarget) -> np.ndarray:
+def log_nig(theta: np.ndarray, sigma2: np.ndarray, target: CollapsedTarget) -> np.ndarray:
     """The log NIG(θ, σ²) up to constants, ``(...)``."""
     prior = target.prior
     p = theta.shape[-1]
@@ -170,7 +176,9 @@ def _log_nig(theta: np.ndarray, sigma2: np.ndarray, target: CollapsedTarget) -> 
     return -(0.5 * p + prior.shape + 1.0) * np.log(sigma2) - (0.5 * quad + prior.scale) / sigma2
 
 
-def _log_likelihood(matrix: np.ndarray, target: CollapsedTarget, laplace_scale) -> np.ndarray:
+def release_log_likelihood(
+    matrix: np.ndarray, target: CollapsedTarget, laplace_scale
+) -> np.ndarray:
     """The log L(z; s) up to constants: given w, or Laplace with w integrated out."""
     resid = target.released - pack_statistic(matrix)
     if laplace_scale is None:
@@ -187,12 +195,12 @@ def _evaluate(
         if current is not None and theta is current.theta and sigma2 is current.sigma2:
             nig = current.log_nig
         else:
-            nig = _log_nig(theta, sigma2, target)
+            nig = log_nig(theta, sigma2, target)
         if current is not None and loc is current.x_loc and cov is current.x_cov:
             niw = current.log_niw
         else:
             niw = _log_niw(loc, cov, target)
-        likelihood = _log_likelihood(matrix, target, laplace_scale)
+        likelihood = release_log_likelihood(matrix, target, laplace_scale)
     return SymmetryState(theta, sigma2, loc, cov, matrix, nig, niw, likelihood)
 
 
@@ -243,28 +251,49 @@ def _proposal(
     return u_new, pack_statistic(new.matrix), ratio
 
 
-def _symmetric(matrix: np.ndarray) -> np.ndarray:
+def mirror_released(matrix: np.ndarray) -> np.ndarray:
     """The released entries of a map's B mirrored, as a packed and unpacked s would be."""
     rows, cols = released_pairs(matrix.shape[-1] - 2)
     matrix[..., cols, rows] = matrix[..., rows, cols]
     return matrix
 
 
+def cayley(generator: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """A = (I − H/2)⁻¹ (I + H/2), ``(..., d, d)``: H ↦ −H gives A⁻¹ exactly.
+
+    Examples
+    --------
+    >>> h = np.array([[0.2, -0.1], [0.3, 0.0]])
+    >>> bool(np.allclose(cayley(h) @ cayley(-h), np.eye(2)))
+    True
+    """
+    h = 0.5 * np.asarray(generator, dtype=np.float64)
+    eye = np.eye(h.shape[-1])
+    return np.linalg.solve(eye - h, eye + h)
+
+
+def draw_generator(
+    rng: np.random.Generator, shape: tuple[int, ...], d: int, step: float, mixing: float
+) -> npt.NDArray[np.float64]:
+    """H ``(*shape, d, d)``: H_jj ~ N(0, step²), H_jk ~ N(0, (mixing · step)² / d) for j ≠ k."""
+    sd = np.full((d, d), mixing * step / np.sqrt(d))
+    np.fill_diagonal(sd, step)
+    return sd * rng.standard_normal((*shape, d, d))
+
+
 def _map_covariates(state: SymmetryState, generator: np.ndarray) -> Mapped:
-    h = 0.5 * generator
-    d = h.shape[-1]
-    eye = np.eye(d)
-    a = np.linalg.solve(eye - h, eye + h)
+    d = generator.shape[-1]
+    a = cayley(generator)
     theta = state.theta.copy()
     theta[..., 1:] = (np.linalg.inv(a).swapaxes(-1, -2) @ theta[..., 1:, None])[..., 0]
     node_a = a[..., None, :, :]
     loc = (node_a @ state.x_loc[..., None])[..., 0]
     cov = node_a @ state.x_cov @ node_a.swapaxes(-1, -2)
     cov = 0.5 * (cov + cov.swapaxes(-1, -2))
-    e = np.zeros((*h.shape[:-2], 1, d + 2, d + 2))
+    e = np.zeros((*generator.shape[:-2], 1, d + 2, d + 2))
     e[..., 0, 0] = e[..., d + 1, d + 1] = 1.0
     e[..., 1 : d + 1, 1 : d + 1] = node_a
-    matrix = _symmetric(e @ state.matrix @ e.swapaxes(-1, -2))
+    matrix = mirror_released(e @ state.matrix @ e.swapaxes(-1, -2))
     nodes = matrix.shape[-3]
     sign, log_det = np.linalg.slogdet(a)
     log_jac = np.where(sign > 0, ((d + 2.0) * nodes - 1.0) * log_det, -np.inf)
@@ -292,7 +321,7 @@ def _map_translation(state: SymmetryState, c: np.ndarray) -> Mapped:
     loc = state.x_loc + c[..., None, :]
     shear = np.broadcast_to(np.eye(d + 2), (*c.shape[:-1], 1, d + 2, d + 2)).copy()
     shear[..., 1 : d + 1, 0] = c[..., None, :]
-    matrix = _symmetric(shear @ state.matrix @ shear.swapaxes(-1, -2))
+    matrix = mirror_released(shear @ state.matrix @ shear.swapaxes(-1, -2))
     return theta, state.sigma2, loc, state.x_cov, matrix, 0.0
 
 
@@ -479,6 +508,13 @@ def _step(
 ) -> tuple[SymmetryState, npt.NDArray[np.bool_]]:
     """Propose ``mapped`` and accept it by its ratio."""
     new, ratio = _propose(state, mapped, target, laplace_scale)
+    return accept_mapped(rng, state, new, ratio)
+
+
+def accept_mapped(
+    rng: np.random.Generator, state: SymmetryState, new: SymmetryState, ratio: npt.ArrayLike
+) -> tuple[SymmetryState, npt.NDArray[np.bool_]]:
+    """``new`` where a uniform's log falls below the finite log ``ratio``, else ``state``."""
     with np.errstate(invalid="ignore"):
         took = np.log(rng.uniform(size=ratio.shape)) < ratio
     took &= np.isfinite(ratio)
@@ -532,9 +568,7 @@ def scale_move(
         raise ValueError("scale_move does not rescale the shape family's moments; x_shape=None")
     d = target.x_prior.loc.shape[-1]
     mixing = MIXING if mixing is None else mixing
-    sd = np.full((d, d), mixing * step / np.sqrt(d))
-    np.fill_diagonal(sd, step)
-    h = sd * rng.standard_normal((*np.shape(state.sigma2), d, d))
+    h = draw_generator(rng, np.shape(state.sigma2), d, step, mixing)
     return _step(rng, state, _map_covariates(state, h), target, laplace_scale)
 
 
