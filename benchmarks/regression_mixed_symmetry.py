@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import arviz as az
@@ -24,7 +25,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from regression_ess import make_data
 
-from pymc_dp.regression import NIG, release_regression, sample_mixed_regression
+from pymc_dp.regression import (
+    NIG,
+    release_regression,
+    sample_cell_regression,
+    sample_mixed_regression,
+)
 from pymc_dp.regression.kernels.scale_move import SCALE_STEPS
 from pymc_dp.regression.model.default_prior import default_mixed_x_prior
 
@@ -41,6 +47,9 @@ def summary(trace) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--d", type=int, nargs="+", default=[3])
+    parser.add_argument("--model", choices=("mixed", "cells"), default="mixed",
+                        help="cells: the dummy columns of one factor (design categorical), the "
+                        "cell model, whose moves are those of y")  # fmt: skip
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1], help="data and release seeds")
@@ -53,18 +62,25 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for d in args.d:
         for seed in args.seeds:
-            x, y = make_data(np.random.default_rng(seed), args.n, d, "mixed")
-            box = [(0.0, 1.0)] + [(-1.0, 1.0)] * (d - 1)
+            design = "mixed" if args.model == "mixed" else "categorical"
+            x, y = make_data(np.random.default_rng(seed), args.n, d, design)
+            box = [(0.0, 1.0)] + [(-1.0, 1.0) if design == "mixed" else (0.0, 1.0)] * (d - 1)
             rel = release_regression(x, y, x_bounds=box, y_bounds=(-2.0, 2.0),
                                      epsilon=args.epsilon, rng=seed)  # fmt: skip
             prior = NIG(np.zeros(d + 1), 0.1 * np.eye(d + 1), np.array(3.0), np.array(0.1))
             for label, steps in (("off", ()), ("on", SCALE_STEPS)):
                 start = time.process_time()
-                trace = sample_mixed_regression(
-                    args.chain_seed, released=rel.value[None], n=rel.n, scale=rel.scale,
-                    prior=prior, x_prior=default_mixed_x_prior(box, 0), draws=args.draws,
-                    tune=args.tune, chains=args.chains, symmetry_steps=steps,
-                )  # fmt: skip
+                kw = dict(released=rel.value[None], n=rel.n, scale=rel.scale, prior=prior,
+                          draws=args.draws, tune=args.tune, chains=args.chains,
+                          symmetry_steps=steps)  # fmt: skip
+                if args.model == "mixed":
+                    trace = sample_mixed_regression(
+                        args.chain_seed, x_prior=default_mixed_x_prior(box, 0), **kw
+                    )
+                else:
+                    with warnings.catch_warnings():  # the cell model's warning above d = 5
+                        warnings.simplefilter("ignore")
+                        trace = sample_cell_regression(args.chain_seed, **kw)
                 cpu = time.process_time() - start
                 ess, rhat = summary(trace)
                 print(f"| {d} | {seed} | {label} | {cpu:.1f} | {ess:.0f} | {rhat:.3f} | "

@@ -165,6 +165,33 @@ def test_log_group_prior_is_the_priors_x_part():
     np.testing.assert_allclose(full - nig_only, want, rtol=1e-12)
 
 
+def _geweke(rng, u, s, target, free, law):
+    """10 sweeps of the moves from exact joint draws (u, s) given their own z: most chains
+    move, and u, s's ``free`` entries and the scaled residuals (z − s)/b (law ``law``) keep
+    their laws (KS at 0.001 over the number of tests). Returns the last state."""
+    start = state = mixed_state(u, s, target)
+    taken = np.zeros(len(s))
+    for _ in range(10):
+        state, took = mixed_symmetry_moves(rng, state, target)
+        taken += took
+    assert np.mean(taken > 0) > 0.9
+    assert np.all(np.isfinite(state.log_target))
+    before = np.concatenate([start.params, start.suffstat[:, free]], axis=1)
+    after = np.concatenate([state.params, state.suffstat[:, free]], axis=1)
+    scale = (
+        target.laplace_scale
+        if target.laplace_scale is not None
+        else np.sqrt(0.5 * target.noise_variance)
+    )
+    resid = (target.released - state.suffstat) / scale
+    level = 1e-3 / (before.shape[1] + resid.shape[1])
+    for j in range(before.shape[1]):
+        assert stats.ks_2samp(before[:, j], after[:, j]).pvalue > level, j
+    for j in range(resid.shape[1]):
+        assert stats.kstest(resid[:, j], law.cdf).pvalue > level, ("resid", j)
+    return state
+
+
 @pytest.mark.parametrize("laplace", [True, False], ids=["laplace", "gaussian"])
 def test_moves_keep_the_joint_law(laplace):
     """Geweke's check: 3000 exact draws of (φ, s, z) (n = 30, d = 3, noise sd 30√2), then 10
@@ -179,55 +206,68 @@ def test_moves_keep_the_joint_law(laplace):
     if not laplace:
         z = s + np.sqrt(2.0) * scale * rng.standard_normal(s.shape)
     target = _target(z, n, scale, laplace=laplace)
-    state = mixed_state(pack_mixed(par), s, target)
-    start = state
-    taken = np.zeros(size)
-    for _ in range(10):
-        state, took = mixed_symmetry_moves(rng, state, target)
-        taken += took
-    assert np.mean(taken > 0) > 0.9
-    assert np.all(np.isfinite(state.log_target))
-    before = np.concatenate([start.params, start.suffstat[:, _free_s(s.shape[1])]], axis=1)
-    after = np.concatenate([state.params, state.suffstat[:, _free_s(s.shape[1])]], axis=1)
-    resid = (z - state.suffstat) / scale
     law = stats.laplace if laplace else stats.norm(scale=np.sqrt(2.0))
-    level = 1e-3 / (before.shape[1] + resid.shape[1])
-    for j in range(before.shape[1]):
-        assert stats.ks_2samp(before[:, j], after[:, j]).pvalue > level, j
-    for j in range(resid.shape[1]):
-        assert stats.kstest(resid[:, j], law.cdf).pvalue > level, ("resid", j)
+    state = _geweke(rng, pack_mixed(par), s, target, _free_s(s.shape[1]), law)
     # The binary covariate's count and π are never moved.
     tied = list(tied_positions(D))
     np.testing.assert_array_equal(state.suffstat[:, tied], s[:, tied])
     np.testing.assert_allclose(unpack_mixed(state.params, D)[0].prob, par.prob, rtol=1e-12)
 
 
-def test_moves_refuse_the_cell_model():
-    from pymc_dp.regression.kernels.cell_model import cell_layout
-    from pymc_dp.regression.kernels.mixed_symmetry import mixed_symmetry_state
+@pytest.mark.parametrize("kind", ["pair", "categories"])
+def test_moves_of_y_keep_the_cell_models_joint_law(kind):
+    """The cell model (every covariate binary) has no continuous map of x; the moves of y
+    remain. Geweke's check as above on 3000 exact joint draws of the cell model (n = 30, Laplace
+    b = 30, the pair of indicators and a factor of four levels; (θ, σ²) from a broad NIG so that
+    the moves travel): u and the free entries of s keep their prior marginals, the residuals
+    their Laplace law; the covariates' part never moves. This checks the cell model's state
+    (its φ, the prior's constant x part); the maps' ratios are the normal model's, checked
+    against the joint density in tests/test_regression_scale_move.py (this check alone does
+    not see c^(p + 1) in place of c^(p + 2), min p 2e-3)."""
+    from pymc_dp.regression.kernels.cell_model import draw_cell_statistic
+    from pymc_dp.regression.kernels.mixed_move import pack_cells
+    from tests.test_regression_cell_model import LEVELS, PAIR, _joint_prior_draws
 
-    z = np.zeros(9)
-    target = MixedTarget(z, np.ones(9), 30.0, PRIOR._replace(mean=PRIOR.mean[:3],
-                         precision=PRIOR.precision[:3, :3]), None,
-                         cells=cell_layout(2, "categories"))  # fmt: skip
-    with pytest.raises(ValueError, match="cells"):
-        mixed_symmetry_state(np.zeros(5), z, target)
+    layout = PAIR if kind == "pair" else LEVELS
+    rng = np.random.default_rng(25)
+    size, n, scale = 3000, 30, 30.0
+    _, par, _, _, _ = _joint_prior_draws(rng, layout, size, n, scale)
+    p = layout.d + 1
+    prior = NIG(PRIOR.mean[:p], PRIOR.precision[:p, :p], PRIOR.shape, PRIOR.scale)
+    theta, sigma2 = draw_nig(rng, prior, size=(size,))
+    par = par._replace(theta=theta, sigma2=sigma2)
+    s = draw_cell_statistic(rng, par, n, layout)
+    z = s + rng.laplace(scale=scale, size=s.shape)
+    target = MixedTarget(z, np.full(s.shape, 2 * scale**2), float(n), prior, None, layout,
+                         laplace_scale=np.full((size, 1), scale))  # fmt: skip
+    state = _geweke(rng, pack_cells(par), s, target, layout.response_positions, stats.laplace)
+    counts = layout.covariate_positions
+    np.testing.assert_array_equal(state.suffstat[:, counts], s[:, counts])
 
 
 def test_the_sweep_runs_them_from_three_covariates():
-    """``mixed_sweep``'s default: the moves from d = 3 (MIXED_SYMMETRY_MIN_D), none at d = 2 or
-    for the cell model; ``symmetry_steps=()`` turns them off (the chain is then the sweep's
-    without them, draw for draw)."""
+    """``mixed_sweep``'s default: the moves from d = 3 for the mixed model
+    (MIXED_SYMMETRY_MIN_D), none at d = 2; the moves of y from d = 5 for the cell model
+    (CELL_SYMMETRY_MIN_D); ``symmetry_steps=()`` turns them off."""
     from pymc_dp.regression.engine.mixed import default_symmetry_steps
-    from pymc_dp.regression.kernels.mixed_symmetry import MIXED_SYMMETRY_MIN_D
+    from pymc_dp.regression.kernels.cell_model import cell_layout
+    from pymc_dp.regression.kernels.mixed_symmetry import (
+        CELL_SYMMETRY_MIN_D,
+        MIXED_SYMMETRY_MIN_D,
+    )
     from pymc_dp.regression.kernels.scale_move import SCALE_STEPS
 
-    assert MIXED_SYMMETRY_MIN_D == 3
+    assert (MIXED_SYMMETRY_MIN_D, CELL_SYMMETRY_MIN_D) == (3, 5)
     rng = np.random.default_rng(24)
     _, _, z = _draws(rng, 2, 40, 3.0)
     assert default_symmetry_steps(_target(z, 40, 3.0)) == SCALE_STEPS
     two = MixedTarget(np.zeros((2, 9)), np.ones((2, 9)), 40.0, PRIOR, X_PRIOR)
     assert default_symmetry_steps(two) == ()
+    for d, want in ((4, ()), (5, SCALE_STEPS)):
+        m = (d + 2) * (d + 3) // 2 - 1  # the released layout's length
+        cells = MixedTarget(np.zeros(m), np.ones(m), 40.0, PRIOR, None,
+                            cells=cell_layout(d, "categories"))  # fmt: skip
+        assert default_symmetry_steps(cells) == want, d
     from pymc_dp.regression import sample_mixed_regression
 
     kw = dict(released=z, n=40, scale=3.0, prior=PRIOR, x_prior=X_PRIOR, draws=30, tune=20)

@@ -46,7 +46,10 @@ CELLS_MIX_D = 5
 ε = 1, 4 chains × (500 + 1000), smallest bulk ESS of (θ, σ²): at d = 5 379–902 over four
 releases (R-hat ≤ 1.013; 108–229 and R-hat up to 1.033 while the Laplace noise went through
 mixing variances), at d = 10 20 (R-hat 1.17). Under ``pm.sample`` at d = 5 (two releases, 2
-chains × (1000 + 1000)) 647 and 811 (R-hat ≤ 1.010) against the normal model's 123 and 149."""
+chains × (1000 + 1000)) 647 and 811 (R-hat ≤ 1.010) against the normal model's 123 and 149.
+(2026-12-05) With the moves of y from d = 5
+(:data:`~pymc_dp.regression.kernels.mixed_symmetry.CELL_SYMMETRY_MIN_D`) one release at d = 10
+gave 200 (R-hat 1.022) where it gave 10; not yet measured under ``pm.sample`` there."""
 START_SHARE = 0.02
 """Smallest share of the records a chain's first π gives a cell."""
 
@@ -109,6 +112,7 @@ def sample_cell_regression(
     draws: int,
     tune: int = 500,
     chains: int = 2,
+    symmetry_steps: tuple[float, ...] | None = None,
 ) -> CellTrace:
     """Sample the posterior of a batch of releases whose covariates are all binary.
 
@@ -131,6 +135,10 @@ def sample_cell_regression(
         Exactly one: the Laplace scale Δ/ε, or the sd of Gaussian noise; scalar or ``(batch,)``.
     draws, tune, chains
         Iterations kept, tuning iterations, chains per release.
+    symmetry_steps
+        Steps of the moves of y along the model's symmetries each iteration
+        (:func:`~pymc_dp.regression.engine.mixed.mixed_sweep`); ``None``: the default, ``()``:
+        none.
 
     Returns
     -------
@@ -162,7 +170,8 @@ def sample_cell_regression(
     if d > CELLS_MIX_D:
         warnings.warn(
             f"the cell model's sampler mixes slowly above d = {CELLS_MIX_D} covariates (at d = 10 "
-            f"a bulk ESS of 20 in 4 x 1000 draws): read R-hat and ESS, or run longer chains",
+            f"a bulk ESS of 200 in 4 x 1000 draws, R-hat 1.02): read R-hat and ESS, or run "
+            f"longer chains",
             UserWarning,
             stacklevel=2,
         )
@@ -201,7 +210,8 @@ def sample_cell_regression(
         keep["theta"][i], keep["sigma2"][i], keep["probs"][i] = par
         keep["suffstat"][i] = state.suffstat
 
-    accepted = run_sweeps(rng, state, target, adapt, tune=tune, draws=draws, record=record)
+    accepted = run_sweeps(rng, state, target, adapt, tune=tune, draws=draws, record=record,
+                          symmetry_steps=symmetry_steps)  # fmt: skip
     return CellTrace(
         *(
             by_chain(keep[key], chains, releases)

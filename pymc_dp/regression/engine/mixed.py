@@ -60,7 +60,11 @@ from pymc_dp.regression.kernels.mixed_move import (
     pack_mixed,
     unpack_mixed,
 )
-from pymc_dp.regression.kernels.mixed_symmetry import MIXED_SYMMETRY_MIN_D, mixed_symmetry_moves
+from pymc_dp.regression.kernels.mixed_symmetry import (
+    CELL_SYMMETRY_MIN_D,
+    MIXED_SYMMETRY_MIN_D,
+    mixed_symmetry_moves,
+)
 from pymc_dp.regression.kernels.moment_move import T_INFLATE
 from pymc_dp.regression.kernels.psd import project_psd, schur_complement
 from pymc_dp.regression.kernels.scale_move import SCALE_STEPS
@@ -118,9 +122,7 @@ def mixed_sweep(
     ``moves``; the multiple-try move has ``tries`` candidates), then the moves along the
     model's symmetries with steps ``symmetry_steps``
     (:func:`~pymc_dp.regression.kernels.mixed_symmetry.mixed_symmetry_moves`; default
-    :data:`~pymc_dp.regression.kernels.scale_move.SCALE_STEPS` from
-    :data:`~pymc_dp.regression.kernels.mixed_symmetry.MIXED_SYMMETRY_MIN_D` covariates, none
-    below it or for the cell model). The engine and the PyMC step both run it. Returns the
+    :func:`default_symmetry_steps`). The engine and the PyMC step both run it. Returns the
     state and the share of the random-walk moves accepted.
     """
     s = np.asarray(suffstat, dtype=np.float64)
@@ -152,11 +154,16 @@ def mixed_sweep(
 
 
 def default_symmetry_steps(target: MixedTarget) -> tuple[float, ...]:
-    """The symmetry moves' steps of :func:`mixed_sweep` by default for ``target``."""
-    if target.cells is not None:
-        return ()
+    """The symmetry moves' steps of :func:`mixed_sweep` by default for ``target``.
+
+    :data:`~pymc_dp.regression.kernels.scale_move.SCALE_STEPS` from
+    :data:`~pymc_dp.regression.kernels.mixed_symmetry.MIXED_SYMMETRY_MIN_D` covariates (the
+    mixed model) or :data:`~pymc_dp.regression.kernels.mixed_symmetry.CELL_SYMMETRY_MIN_D`
+    (the cell model), none below.
+    """
     d = d_from_released(np.shape(target.released)[-1])
-    return SCALE_STEPS if d >= MIXED_SYMMETRY_MIN_D else ()
+    least = MIXED_SYMMETRY_MIN_D if target.cells is None else CELL_SYMMETRY_MIN_D
+    return SCALE_STEPS if d >= least else ()
 
 
 def finish_tuning(adaptation: RandomWalkAdaptation) -> np.ndarray | None:

@@ -19,6 +19,9 @@ record, that map (φ, s) with them, with rows (1, x_b, x_n, y) of B (binary cova
 * the moves of y of :mod:`~pymc_dp.regression.kernels.scale_move` (shift by x̃ᵀδ, rescale y,
   rescale the residuals), which do not touch x and so are the same for any model of x.
 
+The cell model (every covariate binary, :mod:`~pymc_dp.regression.kernels.cell_model`) has no
+continuous map of x; :func:`mixed_symmetry_moves` runs the moves of y alone on it.
+
 No map touches the binary column (rows and columns 0 and 1 of B are kept, to the bit), so
 ``Σ x_b = Σ x_b²`` stays the same whole number, and π keeps its value. Each data set drawn at φ
 maps to one drawn at φ', so the exact law of s is equivariant and cancels with its Jacobian; the
@@ -40,6 +43,7 @@ from pymc_dp.curator.regression.statistics import (
     pack_statistic,
     unpack_statistic,
 )
+from pymc_dp.regression.kernels.cell_model import CellParameters
 from pymc_dp.regression.kernels.conjugate import NIG
 from pymc_dp.regression.kernels.data_model import NIW
 from pymc_dp.regression.kernels.mixed_model import MixedParameters, group_parts
@@ -48,7 +52,9 @@ from pymc_dp.regression.kernels.mixed_move import (
     MixedTarget,
     log_group_prior,
     mixed_state,
+    pack_cells,
     pack_mixed,
+    unpack_cells,
     unpack_mixed,
 )
 from pymc_dp.regression.kernels.psd import batched_cholesky
@@ -70,6 +76,7 @@ from pymc_dp.regression.kernels.scale_move import (
 )
 
 __all__ = [
+    "CELL_SYMMETRY_MIN_D",
     "MIXED_SYMMETRY_MIN_D",
     "mixed_symmetry_moves",
     "mixed_symmetry_state",
@@ -81,6 +88,11 @@ __all__ = [
 
 MIXED_SYMMETRY_MIN_D = 3
 """Covariates (the binary one included) from which the mixed model's sweep runs the moves."""
+CELL_SYMMETRY_MIN_D = 5
+"""Covariates from which the cell model's sweep runs the moves of y (it has no map of x). A
+factor's releases, n = 1000, ε = 1, 4 chains × (500 + 1000), ESS per CPU second with / without
+them: 0.86–0.89× at d = 3 (two releases), 1.08–1.74× at d = 5 (three), 20× at d = 10 (one;
+R-hat 1.348 → 1.022)."""
 
 
 class _NodeTarget(NamedTuple):
@@ -112,21 +124,25 @@ def mixed_symmetry_state(
     """(φ, s) in natural coordinates as a one-node :class:`SymmetryState`, and π.
 
     ``x_loc`` holds the groups' means ``(..., 2, d₂)``, ``x_cov`` Σ ``(..., d₂, d₂)``,
-    ``log_niw`` :func:`~pymc_dp.regression.kernels.mixed_move.log_group_prior`.
+    ``log_niw`` :func:`~pymc_dp.regression.kernels.mixed_move.log_group_prior`; for the cell
+    model d₂ = 0 and ``log_niw`` 0 (its Dirichlet prior of π is a constant), π the cells'.
     """
-    if target.cells is not None or target.x_prior is None:
-        raise ValueError("the symmetry moves are the mixed model's: target.cells must be None")
-    d = d_from_released(np.shape(target.released)[-1])
-    par, _ = unpack_mixed(params, d)
     node, laplace = _node_target(target)
     matrix = unpack_statistic(np.asarray(suffstat, dtype=np.float64), target.n)[..., None, :, :]
+    if target.cells is not None:
+        # Every covariate binary: x has no continuous symmetry, the moves of y remain.
+        cells, _ = unpack_cells(params, target.cells)
+        batch = np.shape(cells.sigma2)
+        loc, cov, log_x = np.zeros((*batch, 2, 0)), np.zeros((*batch, 0, 0)), np.zeros(batch)
+        par = MixedParameters(cells.theta, cells.sigma2, cells.probs, loc, cov)
+    else:
+        d = d_from_released(np.shape(target.released)[-1])
+        par, _ = unpack_mixed(params, d)
+        log_x = log_group_prior(par.group_loc, par.x_cov, target.x_prior)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        state = SymmetryState(
-            par.theta, par.sigma2, par.group_loc, par.x_cov, matrix,
-            log_nig(par.theta, par.sigma2, node),
-            log_group_prior(par.group_loc, par.x_cov, target.x_prior),
-            release_log_likelihood(matrix, node, laplace),
-        )  # fmt: skip
+        state = SymmetryState(par.theta, par.sigma2, par.group_loc, par.x_cov, matrix,
+                              log_nig(par.theta, par.sigma2, node), log_x,
+                              release_log_likelihood(matrix, node, laplace))  # fmt: skip
     return state, par.prob
 
 
@@ -284,8 +300,11 @@ def mixed_symmetry_moves(
         count += 3
     moved = taken > 0
     if np.any(moved):
-        u = pack_mixed(MixedParameters(current.theta, current.sigma2, prob, current.x_loc,
-                                       current.x_cov))  # fmt: skip
+        if target.cells is None:
+            u = pack_mixed(MixedParameters(current.theta, current.sigma2, prob, current.x_loc,
+                                           current.x_cov))  # fmt: skip
+        else:
+            u = pack_cells(CellParameters(current.theta, current.sigma2, prob))
         new = mixed_state(u, pack_statistic(current.matrix[..., 0, :, :]), target)
         pick = moved[..., None]
         state = MixedState(
