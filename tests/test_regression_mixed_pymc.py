@@ -233,8 +233,8 @@ def test_a_declared_binary_covariate_on_a_shared_theta_keeps_the_normal_model():
 @pytest.mark.parametrize("d", [3, 6])
 def test_the_mixed_model_is_a_default_up_to_five_covariates(d):
     """Up to ``MIXED_MAX_D`` = 5 covariates a declared binary covariate gets the mixed model
-    (with its moves along the symmetries from d = 3) without a warning; above it, where it was
-    not measured under ``pm.sample``, the normal model, and ``binary=`` builds the mixed one but
+    (with its moves along the symmetries from d = 3) without a warning; above it, where it mixes
+    no better than the normal model, the normal model, and ``binary=`` builds the mixed one but
     warns."""
     from pymc_dp.regression.model.noisy_regression import MIXED_MAX_D
 
@@ -250,6 +250,6 @@ def test_the_mixed_model_is_a_default_up_to_five_covariates(d):
         got = regression_attrs(_model(rel))["pymc_dp_x_model_z"]
     assert got == ("mixed" if d <= MIXED_MAX_D else "normal")
     if d > MIXED_MAX_D:
-        with pytest.warns(UserWarning, match="not checked under pm.sample at d = 6"):
+        with pytest.warns(UserWarning, match=r"above d = 5 covariates \(d = 6;"):
             model = _model(rel, binary=0)
         assert regression_attrs(model)["pymc_dp_x_model_z"] == "mixed"
