@@ -75,6 +75,7 @@ __all__ = [
     "n_mixed_parameters",
     "pack_cells",
     "pack_mixed",
+    "select_state",
     "statistic_move",
     "unpack_cells",
     "unpack_mixed",
@@ -583,15 +584,18 @@ def _accept(rng, new: MixedState, old: MixedState, log_ratio: np.ndarray):
     with np.errstate(invalid="ignore"):
         ok = np.log(rng.uniform(size=log_ratio.shape)) < log_ratio
     ok &= np.isfinite(log_ratio)
-    pick = ok[..., None]
-    return (
-        MixedState(
-            np.where(pick, new.params, old.params),
-            np.where(pick, new.suffstat, old.suffstat),
-            np.where(ok, new.log_target, old.log_target),
-            np.where(ok, new.log_q, old.log_q),
-        ),
-        ok,
+    return select_state(ok, new, old), ok
+
+
+def select_state(mask: npt.ArrayLike, new: MixedState, old: MixedState) -> MixedState:
+    """``new`` where ``mask`` holds, else ``old`` (batched)."""
+    mask = np.asarray(mask, dtype=bool)
+    pick = mask[..., None]
+    return MixedState(
+        np.where(pick, new.params, old.params),
+        np.where(pick, new.suffstat, old.suffstat),
+        np.where(mask, new.log_target, old.log_target),
+        np.where(mask, new.log_q, old.log_q),
     )
 
 

@@ -45,7 +45,6 @@ from pymc_dp.curator.regression.statistics import (
 )
 from pymc_dp.regression.kernels.cell_model import CellParameters
 from pymc_dp.regression.kernels.conjugate import NIG
-from pymc_dp.regression.kernels.data_model import NIW
 from pymc_dp.regression.kernels.mixed_model import MixedParameters, group_parts
 from pymc_dp.regression.kernels.mixed_move import (
     MixedState,
@@ -54,6 +53,7 @@ from pymc_dp.regression.kernels.mixed_move import (
     mixed_state,
     pack_cells,
     pack_mixed,
+    select_state,
     unpack_cells,
     unpack_mixed,
 )
@@ -102,8 +102,6 @@ class _NodeTarget(NamedTuple):
     """z, ``(..., 1, m)``."""
     noise_variance: npt.NDArray[np.float64]
     prior: NIG
-    x_prior: NIW
-    n: float
 
 
 def _node_target(target: MixedTarget) -> tuple[_NodeTarget, np.ndarray | None]:
@@ -113,8 +111,7 @@ def _node_target(target: MixedTarget) -> tuple[_NodeTarget, np.ndarray | None]:
     laplace = target.laplace_scale
     if laplace is not None:
         laplace = np.asarray(laplace, dtype=np.float64)[..., None, :]
-    node = _NodeTarget(released[..., None, :], variance[..., None, :], target.prior,
-                       target.x_prior, target.n)  # fmt: skip
+    node = _NodeTarget(released[..., None, :], variance[..., None, :], target.prior)
     return node, laplace
 
 
@@ -306,11 +303,5 @@ def mixed_symmetry_moves(
         else:
             u = pack_cells(CellParameters(current.theta, current.sigma2, prob))
         new = mixed_state(u, pack_statistic(current.matrix[..., 0, :, :]), target)
-        pick = moved[..., None]
-        state = MixedState(
-            np.where(pick, new.params, state.params),
-            np.where(pick, new.suffstat, state.suffstat),
-            np.where(moved, new.log_target, state.log_target),
-            np.where(moved, new.log_q, state.log_q),
-        )
+        state = select_state(moved, new, state)
     return state, taken / max(count, 1)
