@@ -274,6 +274,7 @@ def draw_cell_statistic(
     layout: CellLayout,
     *,
     size: tuple[int, ...] = (),
+    start: bool = False,
 ) -> npt.NDArray[np.float64]:
     """Exact draws of the statistic, without drawing records.
 
@@ -282,11 +283,18 @@ def draw_cell_statistic(
     :func:`~pymc_dp.regression.kernels.normal_model.statistic_from_gram`. Counts whose A is
     singular are drawn again, at most :data:`MAX_START_DRAWS` times.
 
+    ``start=True`` is for a chain's first state, which need not be a draw of this law: where
+    the counts were singular every time, one record goes to every cell and the other n − C
+    are multinomial, so every cell is occupied and A is regular. (A factor of 11 levels
+    released from 40–60 records, with each level's count floored at a record or two by the
+    chain's start (:func:`~pymc_dp.regression.engine.cells.cell_start`), left a level empty in
+    every one of the 100 draws.)
+
     Raises
     ------
     ValueError
         If some batch member's counts were singular every time (π puts almost all its mass on
-        too few cells for n records).
+        too few cells for n records), unless ``start``.
 
     Examples
     --------
@@ -309,11 +317,15 @@ def draw_cell_statistic(
             break
         counts[bad] = rng.multinomial(n, probs[bad])
     else:
-        raise ValueError(
-            f"the cell probabilities leave fewer cells than the model needs occupied in "
-            f"{MAX_START_DRAWS} draws of {n} records: give every cell a probability of order 1/n "
-            f"or more"
-        )
+        bad = ~layout.regular(counts)
+        if bad.any() and not start:
+            raise ValueError(
+                f"the cell probabilities leave fewer cells than the model needs occupied in "
+                f"{MAX_START_DRAWS} draws of {n} records: give every cell a probability of order "
+                f"1/n or more"
+            )
+        cells = probs.shape[-1]
+        counts[bad] = 1.0 + rng.multinomial(n - cells, probs[bad])
     return statistic_from_gram(rng, layout.gram(counts), theta=theta,
                                sigma2=par.sigma2, n=np.full(batch, float(n)))  # fmt: skip
 

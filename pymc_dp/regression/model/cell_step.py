@@ -83,7 +83,9 @@ class RegressionCellStep(SweepStep):
         if self._starts_chain():
             # A chain's start near the release (cell_start): from the prior, chains under a
             # vague prior strand far from z.
-            s = draw_cell_statistic(self.rng, cell_start(self.rng, target), info.n, layout)
+            s = draw_cell_statistic(
+                self.rng, cell_start(self.rng, target), info.n, layout, start=True
+            )
         state, stats = self._sweep(s, target, n_cell_parameters(layout))
         par, _ = unpack_cells(state.params[0], layout)
         new = {
