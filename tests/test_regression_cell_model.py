@@ -244,14 +244,35 @@ def test_sampler_is_calibrated_on_releases_drawn_from_its_model(kind):
     assert stats.kstest(rank, "uniform").pvalue > 1e-3
 
 
-def test_many_levels_warn_that_the_sampler_mixes_slowly():
-    layout = cell_layout(6, "categories")
-    par = CellParameters(np.zeros(7), np.array(1.0), np.full(7, 1 / 7))
+def test_a_chain_starts_where_its_first_law_leaves_cells_empty():
+    """A factor of 11 levels from 40 records under Laplace noise of scale 8: the start's π
+    (readings floored at a record or so) left a level empty in all 100 draws of the first s,
+    and the sampler raised. A chain's first s may be any regular statistic: with ``start``
+    every cell gets a record and the rest are multinomial; without it the kernel still refuses."""
+    layout = cell_layout(10, "categories")
+    par = CellParameters(np.zeros(11), np.array(0.1), np.full(11, 1 / 11))
+    rng = np.random.default_rng(0)
+    s = draw_cell_statistic(rng, par, 40, layout, size=(4,))
+    z = s + rng.laplace(0.0, 8.0, s.shape)
+    prior = NIG(np.zeros(11), 0.5 * np.eye(11), np.array(20.0), np.array(1.9))
+    tr = sample_cell_regression(1, released=z, n=40, prior=prior, scale=8.0, draws=5, tune=5)
+    assert np.all(np.isfinite(tr.theta)) and np.all(tr.probs > 0)
+    rare = CellParameters(np.zeros(11), np.array(0.1), np.r_[1.0 - 1e-12, np.full(10, 1e-13)])
+    with pytest.raises(ValueError, match="give every cell a probability of order 1/n"):
+        draw_cell_statistic(rng, rare, 40, layout, size=(2,))
+    s = draw_cell_statistic(rng, rare, 40, layout, size=(2,), start=True)
+    counts, regular = cell_counts(s, 40, layout)
+    assert np.all(regular) and np.all(counts >= 1) and np.all(counts.sum(-1) == 40)
+
+
+def test_more_levels_than_checked_warn():
+    layout = cell_layout(11, "categories")
+    par = CellParameters(np.zeros(12), np.array(1.0), np.full(12, 1 / 12))
     z = draw_cell_statistic(np.random.default_rng(0), par, 60, layout, size=(1,))
-    prior = NIG(np.zeros(7), np.eye(7), np.array(3.0), np.array(1.0))
-    with pytest.warns(UserWarning, match="mixes slowly above d = 5"):
+    prior = NIG(np.zeros(12), np.eye(12), np.array(3.0), np.array(1.0))
+    with pytest.warns(UserWarning, match=r"checked up to d = 10 covariates \(d = 11\)"):
         tr = sample_cell_regression(0, released=z, n=60, prior=prior, scale=1.0, draws=3, tune=0)
-    assert tr.probs.shape == (2, 3, 1, 7)
+    assert tr.probs.shape == (2, 3, 1, 12)
 
 
 def test_bad_input_is_refused():

@@ -32,15 +32,17 @@ from pymc_dp.regression.model.cell_suffstat import CellModelSuffStat
 PRIOR = NIG(np.zeros(3), 0.5 * np.eye(3), np.array(20.0), np.array(1.9))
 
 
-def _factor_release(epsilon=1.0, n=300, seed=3, probs=(0.5, 0.3, 0.2)):
-    """Records of a three-level factor, dummy-coded (level 0 the reference)."""
+def _factor_release(epsilon=1.0, n=300, seed=3, probs=(0.5, 0.3, 0.2), declare=False):
+    """Records of a three-level factor, dummy-coded (level 0 the reference); ``declare``: the
+    release declares its columns the factor (``release_regression(..., factor=[...])``)."""
     rng = np.random.default_rng(seed)
     level = rng.choice(len(probs), size=n, p=probs)
     x = (level[:, None] == np.arange(1, len(probs))).astype(float)
     y = np.clip(0.2 + x @ np.linspace(0.5, -0.3, len(probs) - 1) + 0.3 * rng.normal(size=n),
                 -2, 2)  # fmt: skip
+    factor = {"factor": list(range(len(probs) - 1))} if declare else {}
     return release_regression(x, y, x_bounds=[(0.0, 1.0)] * (len(probs) - 1), y_bounds=(-2, 2),
-                              epsilon=epsilon, rng=seed + 1)  # fmt: skip
+                              epsilon=epsilon, rng=seed + 1, **factor)  # fmt: skip
 
 
 def _pair_release(epsilon=1.0, n=300, seed=5):
@@ -145,8 +147,8 @@ def test_cell_model_refusals():
     six = _factor_release(probs=(1 / 7,) * 7)
     with pytest.raises(ValueError, match="x_model='factor'"):
         _model(six, x_model="binary")
-    with pytest.warns(UserWarning, match="mixes slowly at d = 6"):
-        _model(six, x_model="factor")
+    with pytest.warns(UserWarning, match=r"checked up to d = 10 covariates \(d = 11\)"):
+        _model(_factor_release(probs=(1 / 12,) * 12), x_model="factor")
     with pm.Model():
         sigma2 = pm.InverseGamma("sigma2", 20.0, 1.9)
         theta = pm.MvNormal("theta", np.zeros(3), cov=2 * sigma2 * np.eye(3))
@@ -160,6 +162,19 @@ def test_cell_model_refusals():
         pmdp.NoisyRegressionStat("a", theta=theta, sigma2=sigma2, release=rel, x_model="factor")
         with pytest.raises(ValueError, match="need theta to themselves"):
             pmdp.NoisyRegressionStat("b", theta=theta, sigma2=sigma2, release=rel)
+
+
+def test_a_declared_factor_of_up_to_eleven_levels_gets_the_cell_model():
+    """``x_model="auto"`` takes the cell model for a declared factor up to ``CELLS_MIX_D`` = 10
+    dummy columns, calibrated and faster than the normal model of x there
+    (``benchmarks/regression_cell_levels.py``, docs/regression.md); above it the normal model,
+    with a warning that names why."""
+    for levels in (7, 11):
+        model = _model(_factor_release(probs=(1 / levels,) * levels, declare=True))
+        assert regression_attrs(model)["pymc_dp_x_model_z"] == "factor", levels
+    with pytest.warns(UserWarning, match=r"at d = 11 > 10 the cell model is not checked"):
+        model = _model(_factor_release(probs=(1 / 12,) * 12, declare=True))
+    assert regression_attrs(model)["pymc_dp_x_model_z"] != "factor"
 
 
 def _posterior(idata, name, size):

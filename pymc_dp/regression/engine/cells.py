@@ -41,16 +41,17 @@ from pymc_dp.regression.kernels.mixed_move import (
 
 __all__ = ["CELLS_MIX_D", "CellTrace", "cell_start", "sample_cell_regression"]
 
-CELLS_MIX_D = 5
-"""Above this many covariates the sampler mixes slowly (a warning). A factor's releases, n = 1000,
-ε = 1, 4 chains × (500 + 1000), smallest bulk ESS of (θ, σ²): at d = 5 379–902 over four
-releases (R-hat ≤ 1.013; 108–229 and R-hat up to 1.033 while the Laplace noise went through
-mixing variances), at d = 10 20 (R-hat 1.17). Under ``pm.sample`` at d = 5 (two releases, 2
-chains × (1000 + 1000)) 647 and 811 (R-hat ≤ 1.010) against the normal model's 123 and 149.
-(2026-12-05) With the moves of y from d = 5
-(:data:`~pymc_dp.regression.kernels.mixed_symmetry.CELL_SYMMETRY_MIN_D`) one release at d = 10
-gave 200 (R-hat 1.022) where it gave 10; under ``pm.sample`` there 123 (R-hat 1.022) against the
-normal model's 28 (R-hat 1.081), not yet checked for calibration."""
+CELLS_MIX_D = 10
+"""Most covariates (the dummy columns of a factor of 11 levels) at which the sampler is checked
+(a warning above; ``"auto"`` takes the normal model of x there). Own-prior ranks of θ and σ² at
+d = 10 are uniform by KS (``benchmarks/regression_cell_levels.py``: 40 releases at n = 60,
+Laplace scale 8, and 36 at n = 1000, scale 113, i.e. ε = 1; smallest p of 24, 0.044), and
+under ``pm.sample`` (2 chains × (1000 + 1000), n = 1000, ε = 1, one release each) the smallest
+bulk ESS of (θ, σ²) per second is 2.3×, 3.5×, 1.4× and 2.5× the normal model's at d = 6, 7, 8 and 10 (ESS 494, 365, 281, 123,
+R-hat 1.006–1.022, against 127, 62, 120, 28, R-hat 1.017–1.081). It slows as d grows: at d = 5,
+4 chains × (500 + 1000) in the batched engine, ESS 379–902 over four releases; at d = 10 200
+(R-hat 1.022) with the moves of y
+(:data:`~pymc_dp.regression.kernels.mixed_symmetry.CELL_SYMMETRY_MIN_D`), 10 without."""
 START_SHARE = 0.02
 """Smallest share of the records a chain's first π gives a cell."""
 
@@ -131,7 +132,7 @@ def sample_cell_regression(
         ``"categories"``: the d covariates are the dummy columns of one factor with d + 1 levels
         (never two of them 1 in a record); ``"pair"``: two binary covariates (d = 2), any of the
         four combinations. π ~ Dirichlet(1, …, 1) over the cells. Above :data:`CELLS_MIX_D`
-        covariates a ``UserWarning`` says that the chains mix slowly.
+        covariates a ``UserWarning`` says that the sampler is not checked there.
     scale, noise_sd
         Exactly one: the Laplace scale Δ/ε, or the sd of Gaussian noise; scalar or ``(batch,)``.
     draws, tune, chains
@@ -170,9 +171,9 @@ def sample_cell_regression(
     layout = cell_layout(d, kind)
     if d > CELLS_MIX_D:
         warnings.warn(
-            f"the cell model's sampler mixes slowly above d = {CELLS_MIX_D} covariates (at d = 10 "
-            f"a bulk ESS of 200 in 4 x 1000 draws, R-hat 1.02): read R-hat and ESS, or run "
-            f"longer chains",
+            f"the cell model's sampler is checked up to d = {CELLS_MIX_D} covariates (d = {d}) "
+            f"and slows as d grows (at d = 10 a bulk ESS of 200 in 4 x 1000 draws, R-hat "
+            f"1.02): read R-hat and ESS, or run longer chains",
             UserWarning,
             stacklevel=2,
         )
@@ -195,7 +196,8 @@ def sample_cell_regression(
     target = MixedTarget(zt, noise_var, float(n), nig, None, layout, laplace_scale=b)
 
     par = cell_start(rng, target)
-    state = mixed_state(pack_cells(par), draw_cell_statistic(rng, par, n, layout), target)
+    s = draw_cell_statistic(rng, par, n, layout, start=True)
+    state = mixed_state(pack_cells(par), s, target)
     adapt = RandomWalkAdaptation(
         state.params, initial_sd=np.full(n_cell_parameters(layout), INITIAL_SD)
     )
