@@ -1,8 +1,9 @@
 """Calibration of the cell model of x for factors of many levels (own-prior ranks, batched engine).
 
-Releases drawn from the sampler's own joint prior (``tests/test_regression_cell_model.py``'s
-``_joint_prior_draws``: θ | σ² ~ N(0, 2σ²I), σ² ~ IG(20, 1.9), π ~ Dirichlet(1, …, 1) over the
-d + 1 levels of one factor, counts multinomial, both drawn again where the design is singular),
+Releases drawn from the sampler's own joint prior (:func:`draw_cell_prior` with the prior of
+``tests/test_regression_cell_model.py``: θ | σ² ~ N(0, 2σ²I), σ² ~ IG(20, 1.9); π ~
+Dirichlet(1, …, 1) over the d + 1 levels of one factor, counts multinomial, both drawn again
+where the design is singular),
 Laplace noise of scale ``--scale`` on every released entry; :func:`sample_cell_regression` on
 all of them, ``--chunk`` releases per call (the batched engine's arrays grow with the batch).
 Each true θ_j and σ² gets its rank among its posterior draws (every fourth draw); a calibrated
@@ -20,20 +21,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 import warnings
-from pathlib import Path
 
 import arviz as az
 import numpy as np
 from scipy import stats
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from test_regression_cell_model import _joint_prior_draws
-
 from pymc_dp.regression.engine.cells import sample_cell_regression
-from pymc_dp.regression.kernels.cell_model import cell_layout
+from pymc_dp.regression.kernels.cell_model import cell_layout, draw_cell_prior
+from pymc_dp.regression.kernels.conjugate import NIG
 
 
 def rhat_per_release(theta: np.ndarray, sigma2: np.ndarray) -> np.ndarray:
@@ -68,7 +65,8 @@ def study(d: int, args: argparse.Namespace) -> None:
     """Print the KS tests of all releases so far after every ``--chunk`` of them."""
     rng = np.random.default_rng([args.seed, d, args.n])
     layout = cell_layout(d, "categories")
-    prior, par, s, _, _ = _joint_prior_draws(rng, layout, args.releases, args.n, 1.0)
+    prior = NIG(np.zeros(d + 1), 0.5 * np.eye(d + 1), np.array(20.0), np.array(1.9))
+    par, s = draw_cell_prior(rng, prior, layout, args.releases, args.n)
     z = s + rng.laplace(0.0, args.scale, s.shape)
     theta, sigma2, rhat = [], [], []
     start = time.process_time()

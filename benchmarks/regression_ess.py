@@ -139,16 +139,20 @@ def make_data(
     return x, y
 
 
-def _sample(rel, d: int, draws: int, tune: int, chain_seed: int, kwargs: dict):
-    """The README's regression model on ``rel``, sampled by ``pm.sample`` (2 chains, one core)."""
-    with pm.Model():
+def sample_readme_model(rel, d: int, draws: int, tune: int, chain_seed: int, kwargs: dict):
+    """The README's regression model on ``rel``, sampled by ``pm.sample`` (2 chains, one core).
+
+    Returns the trace and the model (whose ``regression_attrs`` say what the node chose).
+    """
+    with pm.Model() as model:
         sigma2 = pm.InverseGamma("sigma2", 3.0, 0.1)
         theta = pm.MvNormal("theta", np.zeros(d + 1), cov=10.0 * sigma2 * np.eye(d + 1))
         NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel, **kwargs)
-        return pm.sample(
+        idata = pm.sample(
             draws=draws, tune=tune, chains=2, cores=1, random_seed=chain_seed, progressbar=False,
             compute_convergence_checks=False,
         )  # fmt: skip
+    return idata, model
 
 
 def run(
@@ -202,7 +206,7 @@ def run(
                 compute_convergence_checks=False,
             )  # fmt: skip
         else:
-            idata = _sample(rel, d, draws, tune, chain_seed, kwargs)
+            idata = sample_readme_model(rel, d, draws, tune, chain_seed, kwargs)[0]
     finally:
         collapsed_engine.SYMMETRY_MIN_D = symmetry_min_d
     seconds = time.perf_counter() - start

@@ -3,6 +3,8 @@ PyMC node and RecordStep, and the engine path."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pymc as pm
 import pytest
@@ -21,6 +23,8 @@ from pymc_dp.kernels.lattice_windows import (
     lattice_record_log_law,
 )
 from pymc_dp.kernels.records import slice_sample, sweep_records, window_statistic
+from pymc_dp.likelihoods.choice import CltWarning
+from pymc_dp.model.hierarchical import build_grouped_model
 from pymc_dp.model.noisy_suffstat import release_attrs
 
 NIG = (1.0, 1.0, 4.0, 3.0)
@@ -246,11 +250,38 @@ def test_record_node_needs_the_conjugate_prior():
         sigma = pm.HalfNormal("sigma", 1)
         with pytest.raises(ValueError, match="Normal–Inverse-Gamma"):
             pmdp.NoisySuffStat("y", pm.Normal.dist(mu, sigma), release=rel, likelihood="exact")
+    # auto: the CLT, untrusted at n = 10, said so (it was silent until 2026-12-05), with what
+    # the exact likelihood would need; the conjugate model takes the exact one without a word.
     with pm.Model() as model:
         mu = pm.Normal("mu", 0, 1)
         sigma = pm.HalfNormal("sigma", 1)
-        pmdp.NoisySuffStat("y", pm.Normal.dist(mu, sigma), release=rel)  # auto: the CLT
+        with pytest.warns(CltWarning, match="record-level sampler, cannot be used here: .*"
+                          "Normal–Inverse-Gamma"):  # fmt: skip
+            pmdp.NoisySuffStat("y", pm.Normal.dist(mu, sigma), release=rel)
     assert release_attrs(model)["pymc_dp_likelihood_y"] == "clt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CltWarning)
+        assert release_attrs(_nig_model(rel, "auto"))["pymc_dp_likelihood_y"] == "exact"
+
+
+def test_untrusted_pair_windows_name_the_prior_the_exact_likelihood_needs():
+    """Above the record-level sampler's n the advice to pass likelihood='exact' names the
+    conjugate prior it needs, and a grouped release's names the groups' size and prior."""
+    rng = np.random.default_rng(0)
+    rel = pmdp.release(rng.normal(1.0, 2.0, 200), pm.Normal, bounds=(-12.0, 14.0), epsilon=1.0,
+                       rng=1)  # fmt: skip
+    with pm.Model():
+        mu = pm.Normal("mu", 0, 5)
+        sigma = pm.HalfNormal("sigma", 5)
+        with pytest.warns(CltWarning, match="likelihood='exact' with .*Normal–Inverse-Gamma"):
+            pmdp.NoisySuffStat("y", pm.Normal.dist(mu, sigma), release=rel)
+    keys = ["a", "b"]
+    rs = pmdp.release_grouped(
+        rng.normal(1.0, 2.0, 100), pm.Normal, bounds=(-12.0, 14.0), epsilon=1.0,
+        by=np.repeat(keys, 50), groups=keys, sizes="public", rng=2,
+    )  # fmt: skip
+    with pytest.warns(CltWarning, match="at most 100 records, with that group's .*Normal–Inv"):
+        build_grouped_model(rs)
 
 
 def test_engine_exact_normal_shapes_and_auto():

@@ -16,6 +16,7 @@ from pymc_dp.regression.kernels.cell_model import (
     cell_layout,
     cell_record_moments,
     cell_statistic_logpdf,
+    draw_cell_prior,
     draw_cell_probs,
     draw_cell_statistic,
 )
@@ -144,20 +145,11 @@ def test_the_proposal_of_the_counts_has_the_density_it_reports(layout):
 
 
 def _joint_prior_draws(rng, layout, size, n, scale):
-    """(φ, s, w, z) from the joint prior: π ~ Dirichlet(1), counts multinomial, both drawn
-    again where A is singular (the tilt of the module docstring)."""
+    """(prior, φ, s, w, z) from the joint prior (:func:`draw_cell_prior`), with Laplace noise
+    as a scale mixture: z = s + √w ε."""
     p = layout.d + 1
     prior = NIG(np.zeros(p), 0.5 * np.eye(p), np.array(20.0), np.array(1.9))
-    theta, sigma2 = draw_nig(rng, prior, size=(size,))
-    probs = rng.dirichlet(np.ones(len(layout.corners)), size=size)
-    bad = np.ones(size, dtype=bool)
-    while bad.any():  # each chain on its own: (π, counts) again until A is regular
-        probs[bad] = rng.dirichlet(np.ones(len(layout.corners)), size=bad.sum())
-        counts = rng.multinomial(n, probs[bad])
-        gram = np.einsum("bc,ci,cj->bij", counts, layout.records, layout.records)
-        bad[bad] = np.linalg.matrix_rank(gram) < p
-    par = CellParameters(theta, sigma2, probs)
-    s = draw_cell_statistic(rng, par, n, layout)  # counts again: π is the draw that counts
+    par, s = draw_cell_prior(rng, prior, layout, size, n)
     w = rng.exponential(2.0 * scale**2, size=s.shape)  # Laplace = N(0, w), w ~ Exp(2b²)
     return prior, par, s, w, s + np.sqrt(w) * rng.standard_normal(s.shape)
 

@@ -454,11 +454,14 @@ def _choose_continuous(
     if cost <= budget:
         return LikelihoodChoice("exact", f"CLT untrusted ({reason}); exact affordable")
     if warn:
-        unit = "records" if family.stat_size == 2 else "lattice terms per evaluation"
+        records = family.stat_size == 2
+        unit = "records" if records else "lattice terms per evaluation"
+        # The record-level sampler of (Σz, Σz²) draws (μ, σ²) from their conjugate prior.
+        prior = " with (μ, σ²) under the Normal–Inverse-Gamma prior" if records else ""
         warnings.warn(
             f"the CLT for the window sum may be inaccurate for this release: {reason}; the "
             f"exact likelihood would need {cost} {unit} (more than {budget}); pass "
-            "likelihood='exact' to use it anyway",
+            f"likelihood='exact'{prior} to use it anyway",
             CltWarning,
             stacklevel=4,
         )

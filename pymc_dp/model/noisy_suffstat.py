@@ -345,6 +345,7 @@ class NoisySuffStat:
                 raise ValueError(f"likelihood='exact' for {family!r}: {why}")
             if why:
                 choice = "clt"
+                _warn_records_unready(family, n, value, scale, bounds, why)
         if gaussian and choice == "exact" and likelihood == "auto" and continuous_window(family):
             # The exact likelihood of continuous records models Laplace noise only.
             choice = "clt"
@@ -432,6 +433,17 @@ class NoisySuffStat:
         for rv in conjugate:
             setattr(rv.tag, TAG, (*getattr(rv.tag, TAG, ()), info))
         return y
+
+
+def _warn_records_unready(family, n, value, scale, bounds, why: str) -> None:
+    """Warn that the CLT stands in, untrusted, for a record-level node the model cannot take."""
+    warnings.warn(
+        "the CLT for the window sum may be inaccurate for this release "
+        f"({clt_trust(family, n, value, scale, bounds=bounds)[1]}), and its exact likelihood, "
+        f"the record-level sampler, cannot be used here: {why}. The CLT is used",
+        CltWarning,
+        stacklevel=4,
+    )
 
 
 def _warn_untrusted_gaussian(family, n, value, scale, bounds) -> None:

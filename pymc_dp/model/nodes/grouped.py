@@ -41,7 +41,7 @@ from pymc_dp.likelihoods.exact import BinomialCounts, released_statistic
 from pymc_dp.likelihoods.exact_windows import WindowCounts
 from pymc_dp.likelihoods.grouped import CltLaw, MixedLaw
 from pymc_dp.likelihoods.multinomial_window import window_table
-from pymc_dp.likelihoods.window_trust import WINDOW_KS_LEVEL
+from pymc_dp.likelihoods.window_trust import RECORDS_MAX_N, WINDOW_KS_LEVEL
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.model.nodes.collapsed import collapsed_y, mark_theta
 from pymc_dp.model.nodes.counted import grouped_counted_y
@@ -75,9 +75,12 @@ def grouped_likelihood(
                 "use likelihood='clt', or one NoisySuffStat per group"
             )
         choices = ["clt"] * len(rows)
-        why = (
-            "no grouped exact likelihood exists for continuous records yet: one NoisySuffStat "
-            "per group can use it"
+        why = "no grouped exact likelihood exists for continuous records yet" + (
+            # The record-level sampler: (μ, σ²) its own, under their conjugate prior.
+            f": one NoisySuffStat per group of at most {RECORDS_MAX_N} records, with that "
+            "group's (μ, σ²) under the Normal–Inverse-Gamma prior, can use it"
+            if family.stat_size == 2
+            else ": one NoisySuffStat per group can use it"
         )
     elif family.stat_shape not in ((), (1,)):
         # Each group its own: the exact sum where the CLT is untrusted for it and the sum

@@ -47,10 +47,10 @@ CELLS_MIX_D = 10
 d = 10 are uniform by KS (``benchmarks/regression_cell_levels.py``: 40 releases at n = 60,
 Laplace scale 8, and 36 at n = 1000, scale 113, i.e. ε = 1; smallest p of 24, 0.044), and
 under ``pm.sample`` (2 chains × (1000 + 1000), n = 1000, ε = 1, one release each) the smallest
-bulk ESS of (θ, σ²) per second is 2.3×, 3.5×, 1.4× and 2.5× the normal model's at d = 6, 7, 8 and 10 (ESS 494, 365, 281, 123,
-R-hat 1.006–1.022, against 127, 62, 120, 28, R-hat 1.017–1.081). It slows as d grows: at d = 5,
-4 chains × (500 + 1000) in the batched engine, ESS 379–902 over four releases; at d = 10 200
-(R-hat 1.022) with the moves of y
+bulk ESS of (θ, σ²) per second is 2.3×, 3.5×, 1.4× and 2.5× the normal model's at d = 6, 7, 8
+and 10 (ESS 494, 365, 281, 123, R-hat 1.006–1.022, against 127, 62, 120, 28, R-hat
+1.017–1.081). It slows as d grows: at d = 5, 4 chains × (500 + 1000) in the batched engine,
+ESS 379–902 over four releases; at d = 10 200 (R-hat 1.022) with the moves of y
 (:data:`~pymc_dp.regression.kernels.mixed_symmetry.CELL_SYMMETRY_MIN_D`), 10 without."""
 START_SHARE = 0.02
 """Smallest share of the records a chain's first π gives a cell."""

@@ -39,6 +39,7 @@ import numpy.typing as npt
 from scipy.special import gammaln
 
 from pymc_dp.curator.regression.statistics import released_pairs
+from pymc_dp.regression.kernels.conjugate import NIG, draw_nig
 from pymc_dp.regression.kernels.normal_model import (
     record_moments,
     response_logpdf,
@@ -54,6 +55,7 @@ __all__ = [
     "cell_layout",
     "cell_record_moments",
     "cell_statistic_logpdf",
+    "draw_cell_prior",
     "draw_cell_probs",
     "draw_cell_statistic",
 ]
@@ -328,6 +330,39 @@ def draw_cell_statistic(
         counts[bad] = 1.0 + rng.multinomial(n - cells, probs[bad])
     return statistic_from_gram(rng, layout.gram(counts), theta=theta,
                                sigma2=par.sigma2, n=np.full(batch, float(n)))  # fmt: skip
+
+
+def draw_cell_prior(
+    rng: np.random.Generator, prior: NIG, layout: CellLayout, size: int, n: int
+) -> tuple[CellParameters, npt.NDArray[np.float64]]:
+    """``size`` draws of (φ, s) from the model's joint prior: what a calibration study needs.
+
+    (θ, σ²) ~ ``prior``; π ~ Dirichlet(1, …, 1) tilted by the chance that n records make A
+    positive definite (module docstring): (π, counts) are drawn together until the counts are
+    regular, which is exact rejection sampling from the tilted joint law of (π, counts). The
+    responses' part of s then comes from those counts'
+    :func:`~pymc_dp.regression.kernels.normal_model.statistic_from_gram`.
+
+    Examples
+    --------
+    >>> from pymc_dp.regression.kernels.conjugate import NIG
+    >>> layout = cell_layout(2, "categories")
+    >>> prior = NIG(np.zeros(3), np.eye(3), np.array(3.0), np.array(1.0))
+    >>> par, s = draw_cell_prior(np.random.default_rng(0), prior, layout, 5, 30)
+    >>> par.probs.shape, s.shape, bool(np.all(cell_counts(s, 30, layout)[1]))
+    ((5, 3), (5, 9), True)
+    """
+    theta, sigma2 = draw_nig(rng, prior, size=(size,))
+    cells = len(layout.corners)
+    probs, counts = np.empty((size, cells)), np.empty((size, cells))
+    bad = np.ones(size, dtype=bool)
+    while bad.any():
+        probs[bad] = rng.dirichlet(np.ones(cells), size=int(bad.sum()))
+        counts[bad] = rng.multinomial(n, probs[bad])
+        bad = ~layout.regular(counts)
+    s = statistic_from_gram(rng, layout.gram(counts), theta=theta, sigma2=sigma2,
+                            n=np.full(size, float(n)))  # fmt: skip
+    return CellParameters(theta, sigma2, probs), s
 
 
 def cell_record_moments(
