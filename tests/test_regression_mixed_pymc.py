@@ -18,6 +18,7 @@ from pymc_dp.regression import (
     regression_attrs,
     release_regression,
 )
+from pymc_dp.regression.engine.mixed import mixed_sweep
 from pymc_dp.regression.kernels.mixed_model import (
     MixedParameters,
     binary_first,
@@ -25,7 +26,9 @@ from pymc_dp.regression.kernels.mixed_model import (
     draw_mixed_statistic,
     mixed_statistic_logpdf,
 )
+from pymc_dp.regression.model import mixed_step
 from pymc_dp.regression.model.distributions import MixedModelSuffStat
+from pymc_dp.regression.model.mixed_step import step_moves
 
 BOX = [(-2.0, 2.0), (0.0, 1.0)]
 
@@ -167,6 +170,37 @@ def test_step_arguments_are_checked():
         RegressionMixedStep(tries=0)
     with model, pytest.raises(ValueError, match="RegressionMixedStep moves"):
         RegressionMixedStep([model["theta"]])
+
+
+@pytest.mark.parametrize(("d", "expected"), [(3, 1), (4, 4)])
+def test_the_moves_after_tuning_grow_with_d(monkeypatch, d, expected):
+    """By default a step makes step_moves(d) random-walk moves after tuning (1 below d = 4, 4
+    from it), and ``moves=`` sets them; tuning keeps its own number."""
+    rng = np.random.default_rng(d)
+    n = 200
+    x = np.column_stack([rng.uniform(size=n) < 0.3, rng.normal(0.0, 0.4, (n, d - 1))])
+    y = 0.3 * x.sum(axis=1) + 0.2 * rng.normal(size=n)
+    rel = release_regression(np.clip(x, -1, 1), np.clip(y, -2, 2), epsilon=1.0, rng=d,
+                             x_bounds=[(0.0, 1.0)] + [(-1.0, 1.0)] * (d - 1), y_bounds=(-2, 2),
+                             binary=[0])  # fmt: skip
+    seen = []
+
+    def recording(*args, **kwargs):
+        seen.append((kwargs["tune"], kwargs["moves"], kwargs["tune_moves"]))
+        return mixed_sweep(*args, **kwargs)
+
+    monkeypatch.setattr(mixed_step, "mixed_sweep", recording)
+    assert step_moves(d) == expected
+    for moves, want in ((None, expected), (3, 3)):
+        model = _model(rel)
+        with model, warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            step = RegressionMixedStep(moves=moves)
+            pm.sample(draws=2, tune=2, chains=1, step=step, random_seed=1, progressbar=False,
+                      compute_convergence_checks=False)  # fmt: skip
+        assert {m for tune, m, _ in seen if not tune} == {want}
+        assert {t for tune, _, t in seen if tune} == {6}
+        seen.clear()
 
 
 def _declared(binary, seed=3):

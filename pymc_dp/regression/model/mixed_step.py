@@ -47,7 +47,27 @@ from pymc_dp.regression.model.distributions import MixedModelSuffStatRV
 from pymc_dp.regression.model.noisy_regression import TAG, nig_prior_parameters
 from pymc_dp.regression.model.steps import require_nig_sole_use
 
-__all__ = ["RegressionMixedStep", "SweepStep"]
+__all__ = ["STEP_MOVES_MIN_D", "RegressionMixedStep", "SweepStep", "step_moves"]
+
+STEP_MOVES_MIN_D = 4
+"""From this many covariates a step makes 4 random-walk moves of (φ, s) after tuning, below it 1
+(:func:`step_moves`)."""
+
+
+def step_moves(d: int) -> int:
+    """Random-walk moves per ``pm.sample`` step after tuning, by default, for d covariates.
+
+    Measured under ``pm.sample`` (2 chains × (1000 + 1000), n = 1000, ε = 1, the releases of
+    ``benchmarks/regression_ess.py``, data seeds 1–3): 4 moves against 1, smallest bulk ESS of
+    (θ, σ²) per second, was 1.11×, 2.5× and 1.11× for the mixed model at d = 5 (largest R-hat
+    1.017–1.032 against 1.024–1.046), 0.92×, 1.9× and 1.05× at d = 4, 1.35× for the cell model
+    of a factor at d = 4, level at d = 6 and 8 (1.22×, 0.82×, 1.01×; 1.00×), and 1.43× and
+    1.58× at d = 10 (R-hat 1.013 and 1.022 against 1.022 and 1.026). At d = 2 and 3, where an
+    iteration is cheaper and one move mixes, 4 gave 0.67–1.06× (mixed model, the pair and a
+    factor of 4 levels), so 1 stays the default there. docs/regression.md, "Four random-walk
+    moves a step from d = 4".
+    """
+    return 4 if d >= STEP_MOVES_MIN_D else 1
 
 
 @dataclass_state
@@ -99,11 +119,12 @@ class SweepStep(DPGibbsStep):
         *,
         tries: int = 64,
         tune_moves: int = 6,
-        moves: int = 1,
+        moves: int | None = None,
         **kwargs: Any,
     ):
-        self.tries, self.tune_moves, self.moves = int(tries), int(tune_moves), int(moves)
-        if self.tries < 1 or self.tune_moves < 0 or self.moves < 0:
+        self.tries, self.tune_moves = int(tries), int(tune_moves)
+        self.moves = None if moves is None else int(moves)
+        if self.tries < 1 or self.tune_moves < 0 or (self.moves is not None and self.moves < 0):
             raise ValueError(
                 f"tries must be >= 1 and tune_moves, moves >= 0 (got {tries}, {tune_moves}, "
                 f"{moves})"
@@ -180,7 +201,8 @@ class SweepStep(DPGibbsStep):
         t_chol = self._t_chol if self._t_chol is not None and self._t_chol.size else None
         state, accepted = mixed_sweep(
             self.rng, s, target, self.adaptation, tune=self.tune, t_chol=t_chol,
-            tune_moves=self.tune_moves, moves=self.moves, tries=self.tries,
+            tune_moves=self.tune_moves, tries=self.tries,
+            moves=step_moves(target.prior.mean.shape[-1] - 1) if self.moves is None else self.moves,
         )  # fmt: skip
         return state, [{"accept": float(accepted[0])}]
 
@@ -208,8 +230,9 @@ class RegressionMixedStep(SweepStep):
         batched engine takes 16): on one release at n = 1000, ε = 1, d = 2, 64 gave 36.5 ESS
         per second of ``pm.sample`` and 128 38.7.
     tune_moves, moves
-        Random-walk moves per step while tuning and after (6 and 1: with PyMC's 1000 tuning
-        steps, 6 reached the posterior where the batched engine's 300 needed 12; after tuning,
+        Random-walk moves per step while tuning and after. ``tune_moves`` 6: with PyMC's 1000
+        tuning steps, 6 reached the posterior where the batched engine's 300 needed 12.
+        ``moves``: by default 1 below d = 4 and 4 from d = 4 (:func:`step_moves`; at d = 2,
         ``benchmarks/regression_ess.py --x-design mixed``, n = 1000, three releases, pooled
         ESS per second: 1 move 31.0 at ε = 1 and 28.9 at ε = 0.1, 2 moves 28.0 and 27.1).
     model, rng, initial_point, compile_kwargs, blocked
