@@ -154,6 +154,13 @@ def _joint_prior_draws(rng, layout, size, n, scale):
     return prior, par, s, w, s + np.sqrt(w) * rng.standard_normal(s.shape)
 
 
+def test_the_joint_prior_refuses_too_few_records():
+    """With n < d + 1 no counts are regular: a ValueError, not an endless rejection loop."""
+    prior = NIG(np.zeros(4), np.eye(4), np.array(3.0), np.array(1.0))
+    with pytest.raises(ValueError, match="n must be at least d \\+ 1 = 4"):
+        draw_cell_prior(np.random.default_rng(0), prior, LEVELS, 5, 3)
+
+
 @pytest.mark.parametrize("laplace", [False, True], ids=["mixing-variances", "laplace-density"])
 @pytest.mark.parametrize("layout", [PAIR, LEVELS])
 def test_every_move_keeps_the_joint_prior(layout, laplace):

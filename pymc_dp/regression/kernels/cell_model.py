@@ -351,7 +351,16 @@ def draw_cell_prior(
     >>> par, s = draw_cell_prior(np.random.default_rng(0), prior, layout, 5, 30)
     >>> par.probs.shape, s.shape, bool(np.all(cell_counts(s, 30, layout)[1]))
     ((5, 3), (5, 9), True)
+
+    Raises
+    ------
+    ValueError
+        If n < d + 1: no counts of n records are regular, and the rejection would not end.
     """
+    if n < layout.d + 1:
+        raise ValueError(
+            f"n must be at least d + 1 = {layout.d + 1} for the design to be regular (got {n})"
+        )
     theta, sigma2 = draw_nig(rng, prior, size=(size,))
     cells = len(layout.corners)
     probs, counts = np.empty((size, cells)), np.empty((size, cells))
