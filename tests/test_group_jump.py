@@ -7,8 +7,7 @@ per group given (μ, τ): these tests check that it keeps each group's condition
 closed forms and against the model's own density on a grid), that it frees groups started in the
 far mode, and that ``pymc-dp fit``'s grouped model gets it. The vector form (J components per
 group, one decision per group) is checked the same way on the Normal location-scale link's
-(μ_g, log σ_g), which ``fit`` does not jump (docs/scale.md: the jumps led chains into a
-collective far mode there).
+(μ_g, log σ_g), whose groups with noisy sums near 0 have modes inside and outside the window.
 """
 
 from __future__ import annotations
@@ -25,12 +24,8 @@ from scipy import stats
 import pymc_dp as pmdp
 from pymc_dp.cli.sampling import jumping_nuts
 from pymc_dp.kernels import JumpProposal, jump
-from pymc_dp.model.hierarchical import (
-    GROUPED_LINKS,
-    build_grouped_model,
-    grouped_prior_hyperparameters,
-    information_weights,
-)
+from pymc_dp.model.hierarchical import build_grouped_model
+from pymc_dp.model.step_methods.group_jump import JUMP_ROUNDS_MAX, jump_rounds
 
 
 def _two_modes(eta, weight, loc, sd):
@@ -257,23 +252,11 @@ def _grouped_normal(groups=12, epsilon=0.5, seed=0):
 
 @pytest.fixture(scope="module")
 def normal_model():
-    """``fit``'s grouped Normal model, with the jumps' proposal left on ``z`` by hand.
-
-    ``build_grouped_model`` leaves none for this link: the jumps led chains into a collective
-    far mode (``_LocationScaleLink.jump_effects``); the step itself must still be exact.
-    """
+    """``fit``'s grouped Normal model: ``build_grouped_model`` leaves the jumps' proposal."""
     rs = _grouped_normal()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = build_grouped_model(rs)
-    assert pmdp.grouped_steps(model) is None
-    link = GROUPED_LINKS["location-scale"]
-    family = rs.first.get_family()
-    values = grouped_prior_hyperparameters(rs)
-    weight = information_weights(*link.information(family, rs), values["tau_sd"])
-    with model:
-        link.jump_effects(family, rs, weight, values)
-    return model
+        return build_grouped_model(rs)
 
 
 def test_the_location_scale_link_jumps_mu_and_sigma_together(normal_model):
@@ -283,6 +266,7 @@ def test_the_location_scale_link_jumps_mu_and_sigma_together(normal_model):
     assert effects.mu == ("mu", "log_sigma") and effects.tau == ("tau", "tau_sigma")
     assert np.all(np.isfinite(effects.proposal.estimate)) and np.all(effects.proposal.sd > 0)
     assert pmdp.GroupJumpStep.owns(model["z"]) and not pmdp.GroupJumpStep.owns(model["z_sigma"])
+    assert [type(s).__name__ for s in pmdp.grouped_steps(model)] == ["NUTS", "GroupJumpStep"]
 
 
 @pytest.mark.slow
@@ -343,3 +327,37 @@ def test_groups_started_outside_the_normal_window_are_freed(normal_model):
     assert np.all((mu_g > -10) & (mu_g < 12)), mu_g
     assert np.all(sigma_g < 10), sigma_g
     assert jumped >= 4
+
+
+@pytest.mark.parametrize("fixture", ["counted_model", "normal_model"])
+def test_rounds_are_single_jumps_in_a_row(fixture, request):
+    # Three rounds in one step must be three one-round steps from the same generator, bit for
+    # bit: each round starts from the log density of what the last kept (cached, not
+    # recomputed), so a stale cache would change an acceptance and the values.
+    model = request.getfixturevalue(fixture)
+    z = model.rvs_to_values[model["z"]]
+    rounds = pmdp.GroupJumpStep([z], model=model, rounds=3)
+    single = pmdp.GroupJumpStep([z], model=model, rounds=1)
+    rounds.set_rng(8)
+    single.set_rng(8)
+    point = model.initial_point()
+    together, stats_ = rounds.step(point)
+    jumped = 0
+    for _ in range(3):
+        point, one = single.step(point)
+        jumped += one[0]["group_jumps"]
+    assert stats_[0]["group_jumps"] == jumped > 0
+    for name in point:
+        np.testing.assert_array_equal(together[name], point[name])
+
+
+def test_the_default_rounds_follow_the_number_of_groups(counted_model, normal_model):
+    # A vector effect (the Normal window's) of 12 groups: the most rounds; a scalar one: one.
+    z = normal_model.rvs_to_values[normal_model["z"]]
+    assert pmdp.GroupJumpStep([z], model=normal_model).rounds == JUMP_ROUNDS_MAX == jump_rounds(12)
+    assert jump_rounds(50) == 2 and jump_rounds(500) == 1
+    z = counted_model.rvs_to_values[counted_model["z"]]
+    assert pmdp.GroupJumpStep([z], model=counted_model).rounds == 1
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="rounds must be a whole number"):
+            pmdp.GroupJumpStep([z], model=counted_model, rounds=bad)

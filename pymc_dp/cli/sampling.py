@@ -21,9 +21,9 @@ def run_sampler(
     """``pm.sample`` with the command's settings; ``KeyboardInterrupt`` unless it completed.
 
     ``steps``, if given, is called inside the model's context for ``pm.sample``'s ``step``.
-    ``start``, if given, is called there with one seed per chain and returns more of
-    ``pm.sample``'s arguments (``step``, ``initvals``); if it returns any, ``pm.sample`` takes
-    the same seeds.
+    ``start``, if given, is called there with one seed per chain (drawn from ``--seed``) and
+    returns more of ``pm.sample``'s arguments (``step``, ``initvals``). ``pm.sample`` takes
+    ``--seed`` itself: from PyMC 5.2x a list of seeds no longer sets each chain's, and warns.
     """
     import pymc as pm
 
@@ -32,11 +32,10 @@ def run_sampler(
 
     with InterruptGuard() as guard, model:
         try:
-            extra, seeds = {}, args.seed
+            extra = {}
             if start is not None:  # one seed per chain, for the steps' own start
                 chain_seeds = np.random.default_rng(args.seed).integers(2**30, size=args.chains)
                 extra = start(chain_seeds.tolist())
-                seeds = chain_seeds.tolist() if extra else args.seed
             if steps is not None:
                 extra["step"] = steps()
             idata = pm.sample(
@@ -45,7 +44,7 @@ def run_sampler(
                 tune=args.tune,
                 chains=args.chains,
                 cores=args.cores,
-                random_seed=seeds,
+                random_seed=args.seed,
                 progressbar=not args.no_progress,
                 compute_convergence_checks=False,  # the summary below reports R-hat and ESS
             )

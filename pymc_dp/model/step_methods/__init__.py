@@ -3,7 +3,7 @@
 from pymc_dp._compat import register_step_methods
 from pymc_dp.model.step_methods.conjugate import ConjugateStep
 from pymc_dp.model.step_methods.grid import GridStep
-from pymc_dp.model.step_methods.group_jump import GroupJumpStep, grouped_steps
+from pymc_dp.model.step_methods.group_jump import GroupJumpStep, grouped_steps, jump_rounds
 from pymc_dp.model.step_methods.independence import IndependenceStep
 from pymc_dp.model.step_methods.noise_variance import NoiseVarianceStep
 from pymc_dp.model.step_methods.norm_product import NormProductStep
@@ -18,6 +18,7 @@ __all__ = [
     "NormProductStep",
     "RecordStep",
     "grouped_steps",
+    "jump_rounds",
 ]
 
 register_step_methods(
