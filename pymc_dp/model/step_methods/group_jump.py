@@ -193,9 +193,10 @@ class GroupJumpStep(DPGibbsStep):
                 self.rng, current=eta, log_target=log_target, proposal=effects.proposal,
                 mu=mu, tau=tau, current_log_target=current,
             )  # fmt: skip
-            # Groups that stay keep their z bit for bit (no round trip through η).
+            # Groups that stay keep their z bit for bit (no round trip through η); `jump`
+            # returns their η unchanged.
             keep = moved[:, None] if self._vector else moved
-            z, eta = np.where(keep, to_z(new_eta), z), np.where(keep, new_eta, eta)
+            z, eta = np.where(keep, to_z(new_eta), z), new_eta
             # The next round starts from the log density of what this one kept.
             current, jumps = np.where(moved, proposed[-1], current), jumps + int(moved.sum())
         point = dict(point)
