@@ -9,7 +9,10 @@ so the posterior, and its calibration, are unchanged. ``--d`` covariates (defaul
 independently from the design; d > 1 with the normal model's methods only (``default_normal``,
 ``default_no_symmetry``, ``default_symmetry``). Design ``mixed`` (d ≥ 2): x₁ ~ Bernoulli(0.3)
 on its box [0, 1] (a treated/untreated indicator) beside normal covariates as the ``normal``
-design's. Design ``normal-drawn``: x ~ N(μ_x, Σ_x) with (μ_x, Σ_x) drawn from the
+design's. Design ``factor`` (d ≥ 3): the first two covariates the dummy columns of a factor of 3
+levels (probabilities 0.5, 0.3, 0.2, boxes [0, 1]) beside normal covariates N(0.3, 0.5²) shifted
+by 0.4 per level (−0.4 at the reference, 0 and +0.4 at the others).
+Design ``normal-drawn``: x ~ N(μ_x, Σ_x) with (μ_x, Σ_x) drawn from the
 default's own prior of x (:func:`~pymc_dp.regression.default_x_prior` of the box), so that the
 truth is a draw of the whole model's prior and the coverage of μ_x and diag Σ_x is reported too
 (the designs above fix x's law, which the default does not know). Every method samples the same
@@ -31,6 +34,9 @@ releases, batched:
 * ``mixed``: the mixed model of x, the first covariate binary and the others normal with a
   mean per group (``sample_mixed_regression``, :mod:`pymc_dp.regression.kernels.mixed_model`;
   designs ``binary`` and ``mixed`` only);
+* ``levels``: the level model of x, the first two covariates the dummy columns of a factor of
+  3 levels and the others normal with a mean per level (``sample_level_regression``,
+  :mod:`pymc_dp.regression.kernels.level_model`; design ``factor`` only);
 * ``cells``: the cell model of x, every covariate binary (``sample_cell_regression``,
   :mod:`pymc_dp.regression.kernels.cell_model`; the pair of binary covariates on design
   ``binary`` at d = 2, the levels of a factor on ``categorical`` and on ``binary`` at d = 1);
@@ -67,6 +73,7 @@ from pymc_dp.regression import default_x_prior, release_regression, x_moments_fr
 from pymc_dp.regression.engine.cells import sample_cell_regression
 from pymc_dp.regression.engine.collapsed import sample_regression
 from pymc_dp.regression.engine.gibbs_ss import sample_gibbs_ss
+from pymc_dp.regression.engine.levels import sample_level_regression
 from pymc_dp.regression.engine.mixed import sample_mixed_regression
 from pymc_dp.regression.engine.x_model_gibbs import sample_x_model
 from pymc_dp.regression.kernels.conjugate import NIG, draw_nig
@@ -77,11 +84,11 @@ from pymc_dp.regression.model.default_prior import default_mixed_x_prior
 
 DESIGNS = ("normal", "uniform", "exponential", "binary")
 METHODS = ("default", "default_normal", "default_no_symmetry", "default_symmetry", "shape",
-           "binary", "mixed", "cells", "gibbs_noisy", "gibbs_update")  # fmt: skip
+           "binary", "mixed", "cells", "levels", "gibbs_noisy", "gibbs_update")  # fmt: skip
 NORMAL_METHODS = ("default_normal", "default_no_symmetry", "default_symmetry")
 """The methods that take d > 1 (the normal model of x, no released moments); and ``mixed``,
-``cells``."""
-EXTRA_DESIGNS = ("normal-narrow", "uniform-wide", "normal-drawn", "mixed", "categorical")
+``cells``, ``levels``."""
+EXTRA_DESIGNS = ("normal-narrow", "uniform-wide", "normal-drawn", "mixed", "categorical", "factor")
 CATEGORY_PROBS = (0.5, 0.3, 0.2)
 """Level probabilities of design ``categorical`` (dummy-coded, reference level first), d = 2."""
 Y_BOUND = 3.0
@@ -99,6 +106,8 @@ def x_box(design: str, d: int = 1) -> list[tuple[float, float]]:
     """The public box of x: [0, 1] for a binary covariate, else [−2, 2], per covariate."""
     if design == "mixed":
         return [(0.0, 1.0)] + [(-2.0, 2.0)] * (d - 1)
+    if design == "factor":
+        return [(0.0, 1.0)] * 2 + [(-2.0, 2.0)] * (d - 2)
     return [(0.0, 1.0) if design in ("binary", "categorical") else (-2.0, 2.0)] * d
 
 
@@ -126,6 +135,10 @@ def draw_x(rng: np.random.Generator, design: str, n: int, d: int = 1, law=None) 
         x = draw_x(rng, "normal", n, d)
         x[:, 0] = rng.uniform(size=n) < 0.3
         return x
+    if design == "factor":  # a factor of 3 levels beside normal covariates whose mean moves
+        level = rng.choice(3, size=n, p=CATEGORY_PROBS)
+        normal = rng.normal(0.3, 0.5, (n, d - 2)) + 0.4 * (level[:, None] - 1.0)
+        return np.column_stack([np.eye(3)[level, 1:], normal])
     raise ValueError(f"design must be one of {DESIGNS + EXTRA_DESIGNS} (got {design!r})")
 
 
@@ -283,6 +296,14 @@ def run_cell(design, n, eps, moments, trials, args, seed):
                 x_prior=default_mixed_x_prior(rels[0].x_bounds, 0), **kw,
             ),
         )  # fmt: skip
+    if design == "factor":
+        timed(
+            "levels",
+            lambda: sample_level_regression(
+                seed, released=z, n=n, prior=prior, scale=scale, factor=[0, 1],
+                x_prior=default_mixed_x_prior(rels[0].x_bounds, [0, 1]), **kw,
+            ),
+        )  # fmt: skip
     if design in ("binary", "categorical"):
         kind = "pair" if design == "binary" and args.d == 2 else "categories"
         timed(
@@ -392,11 +413,14 @@ def main(argv=None):
     if args.d < 1:
         parser.error(f"--d must be >= 1 (got {args.d})")
     if args.d > 1 and (
-        set(args.methods) - {*NORMAL_METHODS, "mixed", "cells"} or "yes" in args.moments
+        set(args.methods) - {*NORMAL_METHODS, "mixed", "cells", "levels"} or "yes" in args.moments
     ):
         parser.error(
-            f"--d > 1 takes --methods from {NORMAL_METHODS}, mixed or cells, and --moments no"
+            f"--d > 1 takes --methods from {NORMAL_METHODS}, mixed, cells or levels, and "
+            "--moments no"
         )
+    if args.d < 3 and "factor" in args.designs:
+        parser.error("design factor (a factor of 3 levels beside normal ones) needs --d >= 3")
     if args.d < 2 and "mixed" in args.designs:
         parser.error("design mixed (a binary covariate beside normal ones) needs --d >= 2")
     lo, hi = band(args.trials)

@@ -24,6 +24,7 @@ from pymc_dp.curator.regression.statistics import (
 from pymc_dp.regression.engine.cells import CellTrace, sample_cell_regression
 from pymc_dp.regression.engine.collapsed import CollapsedTrace, sample_regression
 from pymc_dp.regression.engine.gibbs_ss import RegressionTrace, sample_gibbs_ss
+from pymc_dp.regression.engine.levels import LevelTrace, sample_level_regression
 from pymc_dp.regression.engine.mixed import MixedTrace, sample_mixed_regression
 from pymc_dp.regression.engine.x_model_gibbs import XModelTrace, sample_x_model
 from pymc_dp.regression.evaluation.baselines import (
@@ -80,6 +81,7 @@ __all__ = [
     "CellTrace",
     "CollapsedTrace",
     "CovariateModelStep",
+    "LevelTrace",
     "MixedTrace",
     "MomentRelease",
     "NoisyRegressionInfo",
@@ -124,6 +126,7 @@ __all__ = [
     "released_pairs",
     "sample_cell_regression",
     "sample_gibbs_ss",
+    "sample_level_regression",
     "sample_mcmc_ind",
     "sample_mixed_regression",
     "sample_regression",

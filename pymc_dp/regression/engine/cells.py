@@ -39,7 +39,7 @@ from pymc_dp.regression.kernels.mixed_move import (
     unpack_cells,
 )
 
-__all__ = ["CELLS_MIX_D", "CellTrace", "cell_start", "sample_cell_regression"]
+__all__ = ["CELLS_MIX_D", "CellTrace", "cell_start", "sample_cell_regression", "whole_counts"]
 
 CELLS_MIX_D = 10
 """Most covariates (the dummy columns of a factor of 11 levels) at which the sampler is checked
@@ -56,6 +56,22 @@ START_SHARE = 0.02
 """Smallest share of the records a chain's first π gives a cell."""
 
 
+def whole_counts(probs: npt.ArrayLike, n: float) -> npt.NDArray[np.float64]:
+    """Share out n whole records by ``probs`` ``(..., C)``.
+
+    ⌊n π_c⌋ each, then the records left over one each to the cells with the largest remainders.
+
+    Examples
+    --------
+    >>> whole_counts([0.5, 0.3, 0.2], 7).tolist()
+    [4.0, 2.0, 1.0]
+    """
+    probs = np.asarray(probs, dtype=np.float64)
+    whole = np.floor(n * probs)
+    ranks = np.argsort(np.argsort(whole - n * probs, axis=-1), axis=-1)
+    return whole + (ranks < (n - np.sum(whole, axis=-1))[..., None])
+
+
 def cell_start(rng: np.random.Generator, target: MixedTarget) -> CellParameters:
     """A chain's first φ, near the release; the chain's first s is a draw of its law there.
 
@@ -70,11 +86,7 @@ def cell_start(rng: np.random.Generator, target: MixedTarget) -> CellParameters:
     full = np.concatenate([np.full((*k.shape[:-1], 1), n), k], axis=-1)
     counts = np.maximum(full @ layout.to_counts.T, max(START_SHARE * n, 1.0))
     probs = counts / np.sum(counts, axis=-1, keepdims=True)
-    whole = np.floor(n * probs)
-    # The records left over, one each to the cells with the largest remainders.
-    ranks = np.argsort(np.argsort(whole - n * probs, axis=-1), axis=-1)
-    whole += ranks < (n - np.sum(whole, axis=-1))[..., None]
-    k = (whole @ np.linalg.inv(layout.to_counts).T)[..., 1:]
+    k = (whole_counts(probs, n) @ np.linalg.inv(layout.to_counts).T)[..., 1:]
     statistic = np.array(z, dtype=np.float64)
     statistic[..., layout.covariate_positions] = np.where(
         layout.reads >= 0, k[..., np.maximum(layout.reads, 0)], 0.0

@@ -39,6 +39,7 @@ from pymc_dp.regression.kernels.adaptation import FIRST_WINDOW, RandomWalkAdapta
 from pymc_dp.regression.kernels.cell_model import CellParameters, draw_cell_probs
 from pymc_dp.regression.kernels.conjugate import NIG, check_nig, draw_nig, nig_update
 from pymc_dp.regression.kernels.data_model import NIW, check_niw
+from pymc_dp.regression.kernels.level_model import LevelParameters, draw_level_x
 from pymc_dp.regression.kernels.mixed_model import (
     MixedParameters,
     binary_first,
@@ -57,6 +58,7 @@ from pymc_dp.regression.kernels.mixed_move import (
     n_mixed_parameters,
     noise_terms,
     pack_cells,
+    pack_levels,
     pack_mixed,
     unpack_mixed,
 )
@@ -128,7 +130,10 @@ def mixed_sweep(
     s = np.asarray(suffstat, dtype=np.float64)
     n = target.n
     theta, sigma2 = draw_nig(rng, nig_update(target.prior, statistic=s, n=n))
-    if target.cells is None:
+    if target.levels is not None:
+        probs, loc, cov = draw_level_x(rng, target.x_prior, s, n, target.levels)
+        u = pack_levels(LevelParameters(theta, sigma2, probs, loc, cov))
+    elif target.cells is None:
         prob, loc, cov = draw_mixed_x(rng, target.x_prior, s, n)
         u = pack_mixed(MixedParameters(theta, sigma2, prob, loc, cov))
     else:
@@ -158,8 +163,9 @@ def default_symmetry_steps(target: MixedTarget) -> tuple[float, ...]:
 
     :data:`~pymc_dp.regression.kernels.scale_move.SCALE_STEPS` from
     :data:`~pymc_dp.regression.kernels.mixed_symmetry.MIXED_SYMMETRY_MIN_D` covariates (the
-    mixed model) or :data:`~pymc_dp.regression.kernels.mixed_symmetry.CELL_SYMMETRY_MIN_D`
-    (the cell model), none below.
+    mixed and level models) or
+    :data:`~pymc_dp.regression.kernels.mixed_symmetry.CELL_SYMMETRY_MIN_D` (the cell model), none
+    below.
     """
     d = d_from_released(np.shape(target.released)[-1])
     least = MIXED_SYMMETRY_MIN_D if target.cells is None else CELL_SYMMETRY_MIN_D

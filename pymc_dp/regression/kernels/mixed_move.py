@@ -51,6 +51,13 @@ from pymc_dp.regression.kernels.cell_model import (
 from pymc_dp.regression.kernels.collapsed import floored_cholesky
 from pymc_dp.regression.kernels.conjugate import NIG
 from pymc_dp.regression.kernels.data_model import NIW
+from pymc_dp.regression.kernels.level_model import (
+    LevelLayout,
+    LevelParameters,
+    level_layout,
+    level_record_moments,
+    level_statistic_logpdf,
+)
 from pymc_dp.regression.kernels.mixed_model import (
     MixedParameters,
     log_prob_prior,
@@ -72,12 +79,15 @@ __all__ = [
     "mixed_state",
     "moved_state",
     "n_cell_parameters",
+    "n_level_parameters",
     "n_mixed_parameters",
     "pack_cells",
+    "pack_levels",
     "pack_mixed",
     "select_state",
     "statistic_move",
     "unpack_cells",
+    "unpack_levels",
     "unpack_mixed",
 ]
 
@@ -105,6 +115,9 @@ class MixedTarget(NamedTuple):
     of (θ, σ²), 4 chains × (500 + 1000), n = 1000, ε = 1, went from 207–229 to 658–902 for the
     cell model at d = 5 and from 1169–1213 to 1761–2003 for the mixed model at d = 2 (two
     releases each)."""
+    levels: LevelLayout | None = None
+    """The level model's layout (:mod:`~pymc_dp.regression.kernels.level_model`: a factor of K
+    levels, its columns first, beside normal covariates), or ``None``."""
 
 
 def noise_terms(
@@ -159,20 +172,13 @@ def pack_mixed(par: MixedParameters) -> npt.NDArray[np.float64]:
     """
     theta = np.asarray(par.theta, dtype=np.float64)
     loc = np.asarray(par.group_loc, dtype=np.float64)
-    d2 = loc.shape[-1]
-    chol = np.linalg.cholesky(np.asarray(par.x_cov, dtype=np.float64))
-    rows, cols, diag = _lower(d2)
-    chol[..., diag, diag] = np.log(chol[..., diag, diag])
-    batch = np.broadcast_shapes(theta.shape[:-1], np.shape(par.sigma2), np.shape(par.prob),
-                                loc.shape[:-2], chol.shape[:-2])  # fmt: skip
-    pieces = [
+    return _joined([
         theta,
         np.log(par.sigma2)[..., None],
         special.logit(par.prob)[..., None],
-        loc.reshape(*loc.shape[:-2], 2 * d2),
-        chol[..., rows, cols],
-    ]
-    return np.concatenate([np.broadcast_to(a, (*batch, a.shape[-1])) for a in pieces], axis=-1)
+        loc.reshape(*loc.shape[:-2], loc.shape[-2] * loc.shape[-1]),
+        _log_cholesky(par.x_cov),
+    ])  # fmt: skip
 
 
 def unpack_mixed(u: npt.ArrayLike, d: int) -> tuple[MixedParameters, npt.NDArray[np.float64]]:
@@ -195,23 +201,60 @@ def unpack_mixed(u: npt.ArrayLike, d: int) -> tuple[MixedParameters, npt.NDArray
     p, d2 = d + 1, d - 1
     batch = u.shape[:-1]
     loc = u[..., p + 2 : p + 2 + 2 * d2].reshape(*batch, 2, d2)
-    rows, cols, diag = _lower(d2)
-    chol = np.zeros((*batch, d2, d2))
-    chol[..., rows, cols] = u[..., p + 2 + 2 * d2 :]
-    log_diag = chol[..., diag, diag].copy()
+    cov, log_jac_cov = _covariance(u[..., p + 2 + 2 * d2 :], d2)
     with np.errstate(over="ignore"):
-        chol[..., diag, diag] = np.exp(log_diag)
         sigma2 = np.exp(u[..., p])
     prob = special.expit(u[..., p + 1])
     log_jac = (
         u[..., p]
         + special.log_expit(u[..., p + 1])
         + special.log_expit(-u[..., p + 1])
-        + d2 * np.log(2.0)
-        + log_diag @ (d2 + 2.0 - np.arange(1, d2 + 1))
+        + log_jac_cov
     )
-    par = MixedParameters(u[..., :p], sigma2, prob, loc, chol @ np.swapaxes(chol, -1, -2))
-    return par, log_jac
+    return MixedParameters(u[..., :p], sigma2, prob, loc, cov), log_jac
+
+
+def _log_cholesky(cov: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Σ's free coordinates: its Cholesky factor's lower triangle, the diagonal as logs."""
+    chol = np.linalg.cholesky(np.asarray(cov, dtype=np.float64))
+    rows, cols, diag = _lower(chol.shape[-1])
+    chol[..., diag, diag] = np.log(chol[..., diag, diag])
+    return chol[..., rows, cols]
+
+
+def _covariance(free: np.ndarray, d2: int) -> tuple[np.ndarray, np.ndarray]:
+    """Σ = L Lᵀ from :func:`_log_cholesky`'s coordinates, and ``log |∂Σ/∂free|``.
+
+    The Jacobian is 2^d₂ Π_i L_ii^(d₂ − i + 2).
+    """
+    rows, cols, diag = _lower(d2)
+    chol = np.zeros((*free.shape[:-1], d2, d2))
+    chol[..., rows, cols] = free
+    log_diag = chol[..., diag, diag].copy()
+    with np.errstate(over="ignore"):
+        chol[..., diag, diag] = np.exp(log_diag)
+    log_jac = d2 * np.log(2.0) + log_diag @ (d2 + 2.0 - np.arange(1, d2 + 1))
+    return chol @ np.swapaxes(chol, -1, -2), log_jac
+
+
+def _probabilities(ratios: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """π = softmax(0, l) from the C − 1 free log ratios, and ``log |∂π/∂l|`` = Σ_c log π_c."""
+    logits = np.concatenate([np.zeros((*ratios.shape[:-1], 1)), ratios], axis=-1)
+    log_probs = logits - log_sum_exp(logits, keepdims=True)
+    return np.exp(log_probs), np.sum(log_probs, axis=-1)
+
+
+def _log_ratios(probs: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """log(π_c / π₀) for c ≥ 1: :func:`_probabilities`' coordinates."""
+    probs = np.asarray(probs, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return np.log(probs[..., 1:]) - np.log(probs[..., :1])
+
+
+def _joined(pieces: list[np.ndarray]) -> npt.NDArray[np.float64]:
+    """The pieces ``(..., k_i)`` broadcast over their batch and joined on the last axis."""
+    batch = np.broadcast_shapes(*(a.shape[:-1] for a in pieces))
+    return np.concatenate([np.broadcast_to(a, (*batch, a.shape[-1])) for a in pieces], axis=-1)
 
 
 def _quad(vec: np.ndarray, mat: np.ndarray) -> np.ndarray:
@@ -219,12 +262,13 @@ def _quad(vec: np.ndarray, mat: np.ndarray) -> np.ndarray:
 
 
 def log_prior(
-    par: MixedParameters | CellParameters, target: MixedTarget
+    par: MixedParameters | CellParameters | LevelParameters, target: MixedTarget
 ) -> npt.NDArray[np.float64]:
     """The log prior of φ up to a constant, ``(...)``.
 
     NIG(θ, σ²); for the mixed model π's prior, InverseWishart(Σ) and N(m_g; c, Σ/κ) for both
-    groups; for the cell model the Dirichlet(1, …, 1) of π, a constant (its tilt cancels,
+    groups; for the level model the same for every level, and the Dirichlet(1, …, 1) of π, a
+    constant as in the cell model (its tilt cancels,
     :mod:`~pymc_dp.regression.kernels.cell_model`).
     """
     prior = target.prior
@@ -236,7 +280,8 @@ def log_prior(
     )
     if target.cells is not None:
         return out
-    out = out + log_prob_prior(par.prob, target.n)
+    if target.levels is None:
+        out = out + log_prob_prior(par.prob, target.n)
     if par.group_loc.shape[-1]:
         out = out + log_group_prior(par.group_loc, par.x_cov, target.x_prior)
     return out
@@ -245,7 +290,7 @@ def log_prior(
 def log_group_prior(
     group_loc: npt.ArrayLike, x_cov: npt.ArrayLike, x_prior: NIW
 ) -> npt.NDArray[np.float64]:
-    """Log of InverseWishart(Σ) N(m₀; c, Σ/κ) N(m₁; c, Σ/κ) up to a constant, ``(...)``.
+    """Log of InverseWishart(Σ) Π_g N(m_g; c, Σ/κ) up to a constant, ``(...)``.
 
     −∞ where Σ is not positive definite (never a raise: Σ = L Lᵀ from u can lose definiteness
     to rounding far out).
@@ -259,7 +304,7 @@ def log_group_prior(
     diff = group_loc - np.asarray(x_prior.loc)[..., None, :]
     return np.where(
         definite,
-        -0.5 * (x_prior.dof + d2 + 3.0) * logdet
+        -0.5 * (x_prior.dof + d2 + 1.0 + group_loc.shape[-2]) * logdet
         - 0.5 * x_prior.kappa * np.sum(_quad(diff, inv[..., None, :, :]), axis=-1)
         - 0.5 * np.einsum("...ij,...ji->...", x_prior.scale, inv),
         -np.inf,
@@ -288,12 +333,7 @@ def pack_cells(par: CellParameters) -> npt.NDArray[np.float64]:
     [0.0, 1.0, 0.6931, 0.0]
     """
     theta = np.asarray(par.theta, dtype=np.float64)
-    probs = np.asarray(par.probs, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        ratios = np.log(probs[..., 1:]) - np.log(probs[..., :1])
-    batch = np.broadcast_shapes(theta.shape[:-1], np.shape(par.sigma2), probs.shape[:-1])
-    pieces = [theta, np.log(par.sigma2)[..., None], ratios]
-    return np.concatenate([np.broadcast_to(a, (*batch, a.shape[-1])) for a in pieces], axis=-1)
+    return _joined([theta, np.log(par.sigma2)[..., None], _log_ratios(par.probs)])
 
 
 def unpack_cells(
@@ -315,12 +355,75 @@ def unpack_cells(
     """
     u = np.asarray(u, dtype=np.float64)
     p = layout.d + 1
-    logits = np.concatenate([np.zeros((*u.shape[:-1], 1)), u[..., p + 1 :]], axis=-1)
-    log_probs = logits - log_sum_exp(logits, keepdims=True)
+    probs, log_jac_probs = _probabilities(u[..., p + 1 :])
     with np.errstate(over="ignore"):
         sigma2 = np.exp(u[..., p])
-    log_jac = u[..., p] + np.sum(log_probs, axis=-1)
-    return CellParameters(u[..., :p], sigma2, np.exp(log_probs)), log_jac
+    return CellParameters(u[..., :p], sigma2, probs), u[..., p] + log_jac_probs
+
+
+def n_level_parameters(layout: LevelLayout) -> int:
+    """Length of the level model's u.
+
+    θ (d + 1), log σ², K − 1 log ratios of π, the K level means (d₂ each) and Σ's log-Cholesky
+    coordinates.
+
+    Examples
+    --------
+    >>> from pymc_dp.regression.kernels.level_model import level_layout
+    >>> n_level_parameters(level_layout(3, 3))  # 4 + 1 + 2 + 3 + 1
+    11
+    """
+    d2 = layout.d - layout.levels + 1
+    return layout.d + 1 + layout.levels + layout.levels * d2 + d2 * (d2 + 1) // 2
+
+
+def pack_levels(par: LevelParameters) -> npt.NDArray[np.float64]:
+    """Unconstrained vector ``(θ, log σ², log(π_c / π₀) for c ≥ 1, m_g, log-Cholesky of Σ)``.
+
+    Examples
+    --------
+    >>> par = LevelParameters(np.zeros(3), np.array(1.0), np.array([0.25, 0.75]),
+    ...                       np.array([[0.0], [1.0]]), np.array([[4.0]]))
+    >>> np.round(pack_levels(par), 4).tolist()
+    [0.0, 0.0, 0.0, 0.0, 1.0986, 0.0, 1.0, 0.6931]
+    """
+    loc = np.asarray(par.group_loc, dtype=np.float64)
+    return _joined([
+        np.asarray(par.theta, dtype=np.float64),
+        np.log(par.sigma2)[..., None],
+        _log_ratios(par.probs),
+        loc.reshape(*loc.shape[:-2], loc.shape[-2] * loc.shape[-1]),
+        _log_cholesky(par.x_cov),
+    ])  # fmt: skip
+
+
+def unpack_levels(
+    u: npt.ArrayLike, layout: LevelLayout
+) -> tuple[LevelParameters, npt.NDArray[np.float64]]:
+    """φ from :func:`pack_levels`'s vector, and ``log |∂φ/∂u|`` ``(...)``.
+
+    Examples
+    --------
+    >>> from pymc_dp.regression.kernels.level_model import level_layout
+    >>> par = LevelParameters(np.zeros(3), np.array(1.0), np.array([0.25, 0.75]),
+    ...                       np.array([[0.0], [1.0]]), np.array([[4.0]]))
+    >>> back, log_jac = unpack_levels(pack_levels(par), level_layout(2, 2))
+    >>> np.round(back.probs, 12).tolist(), back.x_cov.tolist()
+    ([0.25, 0.75], [[4.0]])
+    >>> bool(np.isclose(log_jac, np.log(1.0) + np.log(0.25 * 0.75) + np.log(2.0 * 4.0)))
+    True
+    """
+    u = np.asarray(u, dtype=np.float64)
+    p, levels = layout.d + 1, layout.levels
+    d2 = layout.d - levels + 1
+    start = p + levels  # after θ, log σ² and the K − 1 ratios
+    probs, log_jac_probs = _probabilities(u[..., p + 1 : start])
+    loc = u[..., start : start + levels * d2].reshape(*u.shape[:-1], levels, d2)
+    cov, log_jac_cov = _covariance(u[..., start + levels * d2 :], d2)
+    with np.errstate(over="ignore"):
+        sigma2 = np.exp(u[..., p])
+    log_jac = u[..., p] + log_jac_probs + log_jac_cov
+    return LevelParameters(u[..., :p], sigma2, probs, loc, cov), log_jac
 
 
 DEFENSIVE_SHARE = 0.1
@@ -374,7 +477,15 @@ def _cell_free(d: int, kind: str) -> _Free:
     return _Free(layout.positions, layout.readers, layout.response_positions, layout.kind)
 
 
+@functools.cache
+def _level_free(d: int, levels: int) -> _Free:
+    layout = level_layout(d, levels)
+    return _Free(layout.counts, layout.readers, layout.rest, "levels")
+
+
 def _free(target: MixedTarget) -> _Free:
+    if target.levels is not None:
+        return _level_free(target.levels.d, target.levels.levels)
     if target.cells is None:
         return _mixed_free(d_from_released(target.released.shape[-1]))
     return _cell_free(target.cells.d, target.cells.kind)
@@ -387,15 +498,22 @@ def _bounds(free: _Free, j: int, k: np.ndarray, n: float) -> tuple[np.ndarray, n
         return np.full(shape, 1.0), np.full(shape, n - 1.0)
     if free.cells == "categories":
         return np.zeros(shape), n - np.sum(k[..., :j], axis=-1)
+    if free.cells == "levels":  # every level, the reference and the later ones, keeps a record
+        later = free.k.size - j
+        return np.full(shape, 1.0), n - np.sum(k[..., :j], axis=-1) - later
     if j < 2:  # the pair: Σx₁, Σx₂, then Σx₁x₂ between the two cells' bounds
         return np.zeros(shape), np.full(shape, n)
     return np.maximum(0.0, k[..., 0] + k[..., 1] - n), np.minimum(k[..., 0], k[..., 1])
 
 
-def _proposal(par: MixedParameters | CellParameters, target: MixedTarget) -> _Proposal:
+def _proposal(
+    par: MixedParameters | CellParameters | LevelParameters, target: MixedTarget
+) -> _Proposal:
     free = _free(target)
     keep = np.concatenate([free.k, free.rest])
-    if target.cells is None:
+    if target.levels is not None:
+        mean, cov = level_record_moments(par)
+    elif target.cells is None:
         mean, cov = mixed_record_moments(par)
     else:
         mean, cov = cell_record_moments(par, target.cells)
@@ -549,13 +667,18 @@ def _unpacked(
     u: np.ndarray, target: MixedTarget
 ) -> tuple[MixedParameters | CellParameters, np.ndarray]:
     """φ and the log Jacobian of u ↦ φ at u."""
+    if target.levels is not None:
+        return unpack_levels(u, target.levels)
     if target.cells is None:
         return unpack_mixed(u, d_from_released(target.released.shape[-1]))
     return unpack_cells(u, target.cells)
 
 
 def _log_target(
-    par: MixedParameters | CellParameters, log_jac: np.ndarray, s: np.ndarray, target: MixedTarget
+    par: MixedParameters | CellParameters | LevelParameters,
+    log_jac: np.ndarray,
+    s: np.ndarray,
+    target: MixedTarget,
 ) -> np.ndarray:
     """The log target at (φ, s) (−∞ where undefined)."""
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -563,7 +686,9 @@ def _log_target(
             noise = -0.5 * np.sum((target.released - s) ** 2 / target.noise_variance, axis=-1)
         else:
             noise = -np.sum(np.abs(target.released - s) / target.laplace_scale, axis=-1)
-        if target.cells is None:
+        if target.levels is not None:
+            law = level_statistic_logpdf(s, par, target.n, target.levels)
+        elif target.cells is None:
             law = mixed_statistic_logpdf(s, par, target.n)
         else:
             law = cell_statistic_logpdf(s, par, target.n, target.cells)

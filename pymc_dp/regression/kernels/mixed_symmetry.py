@@ -45,6 +45,7 @@ from pymc_dp.curator.regression.statistics import (
 )
 from pymc_dp.regression.kernels.cell_model import CellParameters
 from pymc_dp.regression.kernels.conjugate import NIG
+from pymc_dp.regression.kernels.level_model import LevelParameters, level_parts
 from pymc_dp.regression.kernels.mixed_model import MixedParameters, group_parts
 from pymc_dp.regression.kernels.mixed_move import (
     MixedState,
@@ -52,9 +53,11 @@ from pymc_dp.regression.kernels.mixed_move import (
     log_group_prior,
     mixed_state,
     pack_cells,
+    pack_levels,
     pack_mixed,
     select_state,
     unpack_cells,
+    unpack_levels,
     unpack_mixed,
 )
 from pymc_dp.regression.kernels.psd import batched_cholesky
@@ -133,45 +136,53 @@ def mixed_symmetry_state(
         loc, cov, log_x = np.zeros((*batch, 2, 0)), np.zeros((*batch, 0, 0)), np.zeros(batch)
         par = MixedParameters(cells.theta, cells.sigma2, cells.probs, loc, cov)
     else:
-        d = d_from_released(np.shape(target.released)[-1])
-        par, _ = unpack_mixed(params, d)
+        if target.levels is not None:
+            par, _ = unpack_levels(params, target.levels)
+        else:
+            par, _ = unpack_mixed(params, d_from_released(np.shape(target.released)[-1]))
         log_x = log_group_prior(par.group_loc, par.x_cov, target.x_prior)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         state = SymmetryState(par.theta, par.sigma2, par.group_loc, par.x_cov, matrix,
                               log_nig(par.theta, par.sigma2, node), log_x,
                               release_log_likelihood(matrix, node, laplace))  # fmt: skip
-    return state, par.prob
+    return state, (par.probs if target.levels is not None else par.prob)
 
 
 def _map_normal_covariates(state: SymmetryState, generator: np.ndarray) -> Mapped:
-    d2 = generator.shape[-1]
+    # The factor's f columns (the binary one: f = 1) sit before the normal covariates.
+    levels, d2 = state.x_loc.shape[-2], generator.shape[-1]
+    first = levels  # B's rows: intercept, f = K − 1 columns of the factor, x_n, y
     a = cayley(generator)
     theta = state.theta.copy()
-    theta[..., 2:] = (np.linalg.inv(a).swapaxes(-1, -2) @ theta[..., 2:, None])[..., 0]
+    theta[..., first:] = (np.linalg.inv(a).swapaxes(-1, -2) @ theta[..., first:, None])[..., 0]
     loc = (a[..., None, :, :] @ state.x_loc[..., None])[..., 0]
     cov = a @ state.x_cov @ a.swapaxes(-1, -2)
     cov = 0.5 * (cov + cov.swapaxes(-1, -2))
-    size = d2 + 3
+    size = levels + d2 + 1
     e = np.zeros((*generator.shape[:-2], 1, size, size))
-    e[..., 0, 0] = e[..., 1, 1] = e[..., size - 1, size - 1] = 1.0
-    e[..., 2 : d2 + 2, 2 : d2 + 2] = a[..., None, :, :]
+    e[..., :first, :first] = np.eye(first)
+    e[..., size - 1, size - 1] = 1.0
+    e[..., first : first + d2, first : first + d2] = a[..., None, :, :]
     matrix = mirror_released(e @ state.matrix @ e.swapaxes(-1, -2))
     sign, log_det = np.linalg.slogdet(a)
-    log_jac = np.where(sign > 0, (d2 + 2.0) * log_det, -np.inf)
+    # #det A from each level's mean, #det A^(d₂ + 1) from Σ, #det A⁻¹ from θ_n.
+    log_jac = np.where(sign > 0, (d2 + levels) * log_det, -np.inf)
     return theta, state.sigma2, loc, cov, matrix, log_jac
 
 
 def _map_groups(state: SymmetryState, offset: np.ndarray) -> Mapped:
-    d2 = offset.shape[-1]
-    c0, c1 = offset[..., 0, :], offset[..., 1, :]
+    levels, d2 = offset.shape[-2], offset.shape[-1]
+    first = levels
+    c0 = offset[..., 0, :]
+    shifts = offset[..., 1:, :] - c0[..., None, :]  # c_g − c₀ for the factor's columns
     theta = state.theta.copy()
-    slopes = theta[..., 2:]
+    slopes = theta[..., first:]
     theta[..., 0] = theta[..., 0] - np.sum(c0 * slopes, axis=-1)
-    theta[..., 1] = theta[..., 1] - np.sum((c1 - c0) * slopes, axis=-1)
-    size = d2 + 3
+    theta[..., 1:first] = theta[..., 1:first] - np.sum(shifts * slopes[..., None, :], axis=-1)
+    size = levels + d2 + 1
     shear = np.broadcast_to(np.eye(size), (*offset.shape[:-2], 1, size, size)).copy()
-    shear[..., 2 : d2 + 2, 0] = c0[..., None, :]
-    shear[..., 2 : d2 + 2, 1] = (c1 - c0)[..., None, :]
+    shear[..., first : first + d2, 0] = c0[..., None, :]
+    shear[..., first : first + d2, 1:first] = np.swapaxes(shifts, -1, -2)[..., None, :, :]
     matrix = mirror_released(shear @ state.matrix @ shear.swapaxes(-1, -2))
     return theta, state.sigma2, state.x_loc + offset, state.x_cov, matrix, 0.0
 
@@ -246,16 +257,20 @@ def normal_covariate_move(
 def translate_groups_move(
     rng: np.random.Generator, state: SymmetryState, *, target: MixedTarget, step: float
 ) -> tuple[SymmetryState, npt.NDArray[np.bool_]]:
-    """One Metropolis–Hastings translation by group, c₀ and c₁ independent N(0, step² W / n).
+    """One Metropolis–Hastings translation by group, each c_g independent N(0, step² W / n).
 
     W, the scatter of x_n within the groups, and n are kept by the map.
     """
-    scatter = group_parts(pack_statistic(state.matrix[..., 0, :, :]), target.n).scatter
+    statistic = pack_statistic(state.matrix[..., 0, :, :])
+    if target.levels is not None:
+        scatter = level_parts(statistic, target.n, target.levels).scatter
+    else:
+        scatter = group_parts(statistic, target.n).scatter
     # Positive definite in a valid state (the exact law of s needs it); where rounding says
     # otherwise the map keeps W, so offset 0 there keeps the proposal symmetric.
     chol, definite = batched_cholesky(scatter / target.n)
     chol = np.where(definite[..., None, None], chol, 0.0)
-    xi = rng.standard_normal((*np.shape(state.sigma2), scatter.shape[-1], 2))
+    xi = rng.standard_normal((*np.shape(state.sigma2), scatter.shape[-1], state.x_loc.shape[-2]))
     offset = step * np.swapaxes(chol @ xi, -1, -2)
     new, ratio = _propose(state, _map_groups(state, offset), target)
     return accept_mapped(rng, state, new, ratio)
@@ -297,7 +312,10 @@ def mixed_symmetry_moves(
         count += 3
     moved = taken > 0
     if np.any(moved):
-        if target.cells is None:
+        if target.levels is not None:
+            u = pack_levels(LevelParameters(current.theta, current.sigma2, prob, current.x_loc,
+                                            current.x_cov))  # fmt: skip
+        elif target.cells is None:
             u = pack_mixed(MixedParameters(current.theta, current.sigma2, prob, current.x_loc,
                                            current.x_cov))  # fmt: skip
         else:

@@ -36,12 +36,13 @@ not large against h_j²; ``docs/regression.md`` lists this limitation.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 
 from pymc_dp.curator.regression.sensitivity import check_box
 from pymc_dp.regression.kernels.data_model import NIW
-from pymc_dp.regression.kernels.mixed_model import covariate_order
 
 __all__ = ["default_mixed_x_prior", "default_x_prior"]
 
@@ -75,27 +76,35 @@ def default_x_prior(x_bounds: npt.ArrayLike) -> NIW:
     return NIW(centre, np.array(1.0), np.array(float(d)), np.diag(_SCALE_SHARE * half**2))
 
 
-def default_mixed_x_prior(x_bounds: npt.ArrayLike, binary: int) -> NIW:
+def default_mixed_x_prior(x_bounds: npt.ArrayLike, binary: int | Sequence[int]) -> NIW:
     """The box prior of the normal covariates (all but ``binary``), as the normal model's.
 
     :func:`~pymc_dp.regression.model.default_prior.default_x_prior` of their box: each group's
-    mean is centred on the box's centre, Σ has ν = d₂ and Ψ = diag(h²)/40. The binary
-    covariate's interval must hold 0 and 1.
+    mean is centred on the box's centre, Σ has ν = d₂ and Ψ = diag(h²)/40. ``binary`` is the
+    binary covariate's index (the mixed model) or the indices of a factor's dummy columns (the
+    level model); each of their intervals must hold 0 and 1.
 
     Examples
     --------
     >>> prior = default_mixed_x_prior([(0.0, 1.0), (-2.0, 2.0)], binary=0)
     >>> prior.loc.tolist(), float(prior.dof), prior.scale.tolist()
     ([0.0], 1.0, [[0.1]])
+    >>> default_mixed_x_prior([(0.0, 1.0), (-2.0, 2.0), (0.0, 1.0)], binary=[0, 2]).loc.tolist()
+    [0.0]
     """
     box = check_box(x_bounds, "x_bounds")
     d = box.shape[0]
-    covariate_order(d, int(binary))
-    if not (box[binary, 0] <= 0.0 and box[binary, 1] >= 1.0):
+    columns = [int(binary)] if np.ndim(binary) == 0 else [int(j) for j in binary]
+    if not columns or len(set(columns)) != len(columns) or not all(0 <= j < d for j in columns):
         raise ValueError(
-            f"x_bounds[{binary}] must hold 0 and 1 for a binary covariate (got {box[binary]})"
+            f"binary must be a covariate index in [0, {d - 1}], or distinct ones (got {binary})"
         )
-    rest = np.delete(box, binary, axis=0)
+    for j in columns:
+        if not (box[j, 0] <= 0.0 and box[j, 1] >= 1.0):
+            raise ValueError(
+                f"x_bounds[{j}] must hold 0 and 1 for a binary covariate (got {box[j]})"
+            )
+    rest = np.delete(box, columns, axis=0)
     if rest.shape[0] == 0:
         return NIW(np.zeros(0), np.array(1.0), np.array(1.0), np.zeros((0, 0)))
     return default_x_prior(rest)
