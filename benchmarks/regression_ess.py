@@ -28,6 +28,10 @@ Three samplers on releases of the same data, in one process:
   node told that every covariate is binary (``x_model="factor"`` for the dummy columns of one
   factor, ``"binary"`` for two indicators: the cell model of x, ``RegressionCellStep``),
   against the default, which models them as normal;
+* **default_levels** (only with ``--samplers``, ``--x-design factor``): the node told that the
+  first two covariates are the dummy columns of one factor beside the others
+  (``x_model="levels"``: the level model of x, ``RegressionLevelStep``), against the default,
+  which models them as normal;
 * **mcmc_ind** (only with ``--samplers``): the hand-written model a PyMC user would write, the
   paper's MCMC-Ind (every record's x and y latent, the release observed through its Laplace
   noise; :func:`pymc_dp.regression.sample_mcmc_ind`), with the same priors as the README's
@@ -61,6 +65,9 @@ those of commit e851465 (the last before issue 34) at d = 1 (with released momen
 normal as that design; ``--x-design categorical`` makes the d covariates the dummy columns of
 one factor of d + 1 levels (probabilities ∝ d + 1, d, ..., 1, the reference level first), and
 ``--x-design pair`` two Bernoulli(0.3) indicators (d = 2), all on the box [0, 1];
+``--x-design factor`` (d ≥ 3) makes the first two covariates the dummy columns of a factor of 3
+levels (probabilities 0.5, 0.3, 0.2; box [0, 1]) and the others N(0.3 (level − 1), 0.4²) clipped
+to the box;
 ``--moments`` gives every sampler's release ``moments_share=0.2`` (the statistic gets 0.8 ε;
 the default, ``x_model="auto"``, ignores the moments).
 
@@ -113,6 +120,7 @@ SAMPLERS = (
     "default_no_symmetry",
     "default_binary",
     "default_cells",
+    "default_levels",
     "mcmc_ind",
 )
 
@@ -123,7 +131,11 @@ def make_data(
     """x uniform on [−1, 1]^d or N(0, 0.4²) clipped to it (``mixed``: the first x Bernoulli(0.3));
     y = 0.2 + x·θ + N(0, 0.2²) in [−2, 2]."""
     theta = np.array([0.5, -0.3, 0.2, 0.4, -0.1, 0.3, -0.2, 0.1, 0.25, -0.15])[:d]
-    if design == "categorical":
+    if design == "factor":  # a factor of 3 levels, then normal covariates moving with it
+        level = rng.choice(3, size=n, p=[0.5, 0.3, 0.2])
+        normal = 0.4 * rng.standard_normal((n, d - 2)) + 0.3 * (level[:, None] - 1.0)
+        x = np.column_stack([np.eye(3)[level, 1:], np.clip(normal, -1.0, 1.0)])
+    elif design == "categorical":
         weights = np.arange(d + 1, 0, -1.0)
         level = rng.choice(d + 1, size=n, p=weights / weights.sum())
         x = (level[:, None] == np.arange(1, d + 1)).astype(float)
@@ -193,6 +205,8 @@ def run(
         collapsed_engine.SYMMETRY_MIN_D = d + 1
     if kind == "default_binary":
         kwargs["binary"] = 0
+    if kind == "default_levels":  # the first two covariates a factor's dummy columns
+        kwargs["x_model"], kwargs["factor"] = "levels", [0, 1]
     if kind == "default_cells":  # two indicators, or the dummy columns of one factor
         pair = d == 2 and np.any(np.all(x == 1.0, axis=1))
         kwargs["x_model"] = "binary" if pair else "factor"
@@ -244,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--releases", type=int, default=1,
                         help="releases (data and noise), seeds seed, seed + 1, ...")  # fmt: skip
     parser.add_argument("--x-design", default="uniform",
-                        choices=("uniform", "normal", "mixed", "categorical", "pair"),
+                        choices=("uniform", "normal", "mixed", "categorical", "pair", "factor"),
                         help="x uniform on the box or N(0, 0.4^2) clipped to it (mixed: the "
                              "first covariate Bernoulli(0.3); categorical: a factor's dummy "
                              "columns; pair: two Bernoulli(0.3))")  # fmt: skip

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -497,8 +498,9 @@ REGIONS = [
 def test_fit_of_a_factor_release_takes_the_cell_model(regions_csv, factor_csv, tmp_path,
                                                       monkeypatch):  # fmt: skip
     """Every covariate a declared factor's column: ``pymc-dp fit`` samples the cell model with
-    ``RegressionCellStep``; a factor beside a continuous covariate keeps the normal model."""
-    from pymc_dp.regression import RegressionCellStep, RegressionCollapsedStep
+    ``RegressionCellStep``; a factor beside a continuous covariate the level model with
+    ``RegressionLevelStep`` (before 2026-12-05: the normal model, with a warning)."""
+    from pymc_dp.regression import RegressionCellStep, RegressionLevelStep
 
     out = tmp_path / "regions.json"
     assert _release(regions_csv, out, *REGIONS, "--epsilon", "2", "--seed", "1") == 0
@@ -506,9 +508,10 @@ def test_fit_of_a_factor_release_takes_the_cell_model(regions_csv, factor_csv, t
     assert isinstance(step, RegressionCellStep)
     out = tmp_path / "with_age.json"
     assert _release(factor_csv, out, *FACTOR, "--epsilon", "2", "--seed", "1") == 0
-    with pytest.warns(UserWarning, match="needs every covariate in the factor"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning: the declaration is used
         (step,) = _fit_steps(out, tmp_path, monkeypatch)
-    assert isinstance(step, RegressionCollapsedStep)
+    assert isinstance(step, RegressionLevelStep)
 
 
 @pytest.mark.slow

@@ -288,7 +288,12 @@ def fit_regression(args: argparse.Namespace, entry: Any, out: Path, names: list[
     from pymc_dp.cli.outputs import save_posterior
     from pymc_dp.cli.sampling import format_summary, mixing_note, run_sampler
     from pymc_dp.curator.atomic import StagedOutputs
-    from pymc_dp.regression import RegressionCellStep, RegressionCollapsedStep, RegressionMixedStep
+    from pymc_dp.regression import (
+        RegressionCellStep,
+        RegressionCollapsedStep,
+        RegressionLevelStep,
+        RegressionMixedStep,
+    )
     from pymc_dp.regression.model.noisy_regression import regression_attrs
 
     rel = entry.release
@@ -297,6 +302,8 @@ def fit_regression(args: argparse.Namespace, entry: Any, out: Path, names: list[
         idata = run_sampler(args, model, lambda: [RegressionMixedStep()])
     elif x_model in ("binary", "factor"):  # a declared factor, or two binary covariates
         idata = run_sampler(args, model, lambda: [RegressionCellStep()])
+    elif x_model == "levels":  # a declared factor beside other covariates
+        idata = run_sampler(args, model, lambda: [RegressionLevelStep()])
     else:
         idata = run_sampler(args, model, lambda: [RegressionCollapsedStep(tries=CLI_TRIES)])
     mu, cov, alpha, beta = default_nig_prior(rel.x_bounds, rel.y_bounds)
@@ -394,6 +401,14 @@ def _plot_line(
         loc = post["z_x_loc"].values.reshape(prob.size, 2, -1)
         others = ((1.0 - prob)[:, None] * loc[:, 0] + prob[:, None] * loc[:, 1]).mean(axis=0)
         centre = np.insert(others, rel.binary[0], prob.mean())
+    elif "z_x_probs" in post and "z_x_loc" in post:  # the level model: π, and the levels' means
+        probs = post["z_x_probs"].values.reshape(-1, len(rel.factor) + 1)
+        loc = post["z_x_loc"].values.reshape(probs.shape[0], probs.shape[1], -1)
+        others = np.sum(probs[:, :, None] * loc, axis=1).mean(axis=0)
+        factor = sorted(rel.factor)
+        centre = np.empty(rel.d)
+        centre[factor] = probs[:, 1:].mean(axis=0)
+        centre[[j for j in range(rel.d) if j not in factor]] = others
     elif "z_x_loc" in post:  # the covariates' mean under the model's normal model of x
         centre = post["z_x_loc"].mean(("chain", "draw")).values.reshape(-1)
     grid = np.linspace(box[covariate, 0], box[covariate, 1], 60)

@@ -57,6 +57,7 @@ from pymc_dp.regression.kernels.x_models import ShapePrior, binary_x_moments, sh
 from pymc_dp.regression.model.cell_step import RegressionCellStep
 from pymc_dp.regression.model.collapsed_step import RegressionCollapsedStep
 from pymc_dp.regression.model.default_prior import default_mixed_x_prior, default_x_prior
+from pymc_dp.regression.model.level_step import RegressionLevelStep
 from pymc_dp.regression.model.mcmc_ind import mcmc_ind_model, sample_mcmc_ind
 from pymc_dp.regression.model.mixed_step import RegressionMixedStep
 from pymc_dp.regression.model.noisy_regression import (
@@ -89,6 +90,7 @@ __all__ = [
     "RegressionCellStep",
     "RegressionCollapsedStep",
     "RegressionConjugateStep",
+    "RegressionLevelStep",
     "RegressionMixedStep",
     "RegressionNoiseVarianceStep",
     "RegressionRelease",

@@ -127,11 +127,12 @@ class RegressionCollapsedStep(DPGibbsStep):
         info = cls.links(rv)
         if isinstance(info, tuple):  # θ or σ²
             return len(info) > 0 and all(
-                i.method == "collapsed" and i.x_model != "mixed" and i.cells is None for i in info
+                i.method == "collapsed" and i.x_model not in ("mixed", "levels") and i.cells is None
+                for i in info
             )
-        if (info is None or info.method != "collapsed" or info.x_model == "mixed"
+        if (info is None or info.method != "collapsed" or info.x_model in ("mixed", "levels")
                 or info.cells is not None):  # fmt: skip
-            return False  # the mixed and cell models have their own steps
+            return False  # the mixed, level and cell models have their own steps
         op = getattr(getattr(rv, "owner", None), "op", None)
         return isinstance(op, NormalModelSuffStatRV) or rv.name in (
             info.x_loc, info.x_cov, info.x_skew, info.x_excess

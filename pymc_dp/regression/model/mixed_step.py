@@ -168,7 +168,12 @@ class SweepStep(DPGibbsStep):
         self._writers = {v: ValueWriter(model, model[v], **compile_kwargs) for v in names}
 
     def _read_target(
-        self, point: dict, order: np.ndarray, x_prior: NIW | None, cells: Any = None
+        self,
+        point: dict,
+        order: np.ndarray,
+        x_prior: NIW | None,
+        cells: Any = None,
+        levels: Any = None,
     ) -> tuple[MixedTarget, np.ndarray]:
         """The target and s at ``point``, a batch of one in the kernels' layout.
 
@@ -182,7 +187,7 @@ class SweepStep(DPGibbsStep):
         z = self._to_layout(values[4])[None]
         laplace = info.noise_sd is None
         noise, b = noise_terms([info.laplace_scale if laplace else info.noise_sd], laplace, z.shape)
-        target = MixedTarget(z, noise, float(info.n), prior, x_prior, cells, b)
+        target = MixedTarget(z, noise, float(info.n), prior, x_prior, cells, b, levels)
         return target, self._to_layout(values[5])[None]
 
     def _to_layout(self, s: np.ndarray, inverse: bool = False) -> np.ndarray:

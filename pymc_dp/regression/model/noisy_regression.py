@@ -59,6 +59,7 @@ from pymc_dp.regression.model.distributions import (
     binary_x_moments_pt,
     normal_x_moments_pt,
 )
+from pymc_dp.regression.model.level_suffstat import LevelModelSuffStat, factor_mask
 from pymc_dp.regression.model.shape_potential import shape_potential
 
 __all__ = [
@@ -108,7 +109,7 @@ class NoisyRegressionInfo:
     """Scale b of Laplace noise; ``None`` for Gaussian noise."""
     x_model: str = "normal"
     """Model of the covariates: ``"normal"``, ``"shape"``, ``"binary"``, ``"factor"``,
-    ``"mixed"`` or ``"moments"`` (fixed moments)."""
+    ``"mixed"``, ``"levels"`` or ``"moments"`` (fixed moments)."""
     x_probs: str | None = None
     """Binary model: name of the cell probabilities π over ``{0, 1}^d``."""
     x_probs_prior: tuple[float, ...] | None = None
@@ -126,6 +127,11 @@ class NoisyRegressionInfo:
     d = 1), and ``x_prior`` is their NIW prior."""
     binary: int | None = None
     """Mixed model: index of the binary covariate."""
+    factor: tuple[int, ...] | None = None
+    """Level model (sampled by :class:`~pymc_dp.regression.RegressionLevelStep`): the factor's
+    dummy columns, in increasing order; ``x_probs`` names π over its levels (the reference
+    first), ``x_loc`` the other covariates' level means ``(K, d₂)``, ``x_cov`` their covariance
+    within a level, and ``x_prior`` is their NIW prior."""
     cells: str | None = None
     """Cell model (every covariate binary, sampled by
     :class:`~pymc_dp.regression.RegressionCellStep`): the layout's kind, ``"pair"`` or
@@ -309,7 +315,8 @@ class NoisyRegressionStat:
         :data:`~pymc_dp.regression.engine.cells.CELLS_MIX_D` = 10 (its sampler is checked up
         to there and slows as d grows).
         ``"auto"`` picks ``"factor"`` when the release declares every covariate a column of
-        one factor (``release_regression(..., factor=[...])``) and d ≤ ``CELLS_MIX_D``, and
+        one factor (``release_regression(..., factor=[...])``) and d ≤ ``CELLS_MIX_D``,
+        ``"levels"`` (below) when it declares a factor beside other covariates, and
         ``"binary"`` when it declares both of its two covariates binary.
         ``"mixed"`` (what ``"auto"`` picks when ``binary`` is given): the covariate ``binary``
         is Bernoulli(``{name}_x_prob``) and the others, given it, normal with a mean per group
@@ -320,6 +327,14 @@ class NoisyRegressionStat:
         :class:`~pymc_dp.regression.RegressionMixedStep`. π's prior is uniform given both
         groups non-empty (a ``pm.Potential`` ``{name}_x_prob_prior``), the other covariates'
         the box prior. θ must feed this node alone.
+        ``"levels"`` (what ``"auto"`` picks when the release declares a factor beside other
+        covariates, d ≤ :data:`MIXED_MAX_D`): the covariates ``factor`` are the dummy columns
+        of one factor of K levels and the others, given the level, normal with a mean per
+        level (``{name}_x_loc``, dims ``({name}_level, {name}_covariate)``) and one covariance
+        ``{name}_x_cov``; π over the levels ``{name}_x_probs`` ~ Dirichlet(1, …, 1) (the
+        reference level, every column 0, first); the exact law of s under that model
+        (:mod:`~pymc_dp.regression.kernels.level_model`), sampled by
+        :class:`~pymc_dp.regression.RegressionLevelStep`. θ must feed this node alone.
     binary
         Index or name of a covariate that is 0 or 1 (a treated/untreated indicator): with
         ``x_model="auto"`` or ``"mixed"`` the node uses the mixed model above. Its box must
@@ -330,6 +345,11 @@ class NoisyRegressionStat:
         ``"auto"``, no ``x_prior`` or ``x_moments`` is given and θ feeds no other node; a
         release that declares several gets the normal model of x with a warning (the mixed
         model takes one binary covariate).
+    factor
+        Indices or names of the dummy columns of one factor beside other covariates, for
+        ``x_model="levels"`` (their boxes must hold 0 and 1); default: the factor the release
+        declares (``release_regression(..., factor=[...])``, ``pymc-dp release --factor``).
+        Its levels are in the order of the columns.
     n, epsilon, sensitivity, observed
         The release given explicitly: number of records, ε, L1 sensitivity Δ (noise scale
         Δ/ε), released vector of length (d + 2)(d + 3)/2 − 1.
@@ -407,6 +427,7 @@ class NoisyRegressionStat:
         method: str = "auto",
         x_model: str = "auto",
         binary: int | str | None = None,
+        factor: Sequence[int | str] | None = None,
         n: int | None = None,
         epsilon: float | None = None,
         sensitivity: float | None = None,
@@ -436,15 +457,24 @@ class NoisyRegressionStat:
                 f"covariates: theta needs d + 1 = {p} (intercept first)"
             )
         covariates = _covariate_names(covariates, d)
-        if (binary is None and x_model == "auto" and method == "auto" and x_moments is None
-                and x_prior is None):  # fmt: skip
+        if (binary is None and factor is None and x_model == "auto" and method == "auto"
+                and x_moments is None and x_prior is None):  # fmt: skip
             x_model, binary = _declared_x_model(rel, theta, covariates)
-        mixed = _mixed_index(binary, x_model, x_moments, method, covariates)
+        levels = _level_columns(factor, x_model, rel, x_moments, method, binary, covariates)
+        mixed = None if levels else _mixed_index(binary, x_model, x_moments, method, covariates)
         cells, binary = None, False
-        if mixed is None:
+        if mixed is None and not levels:
             cells, binary = _binary_covariates(x_model, x_moments, x_prior, method, d)
         shape = None
-        if mixed is not None:
+        if levels:
+            _alone(theta, name, "levels")
+            box = rel.x_bounds if rel is not None else bounds and bounds[0]
+            if box is not None:
+                _zero_one_box(np.asarray(box, dtype=np.float64).reshape(-1, 2)[list(levels)],
+                              "levels")  # fmt: skip
+            method = "collapsed"
+            x_prior = _mixed_x_prior(x_prior, rel, bounds, d, levels)
+        elif mixed is not None:
             _alone(theta, name, "mixed")
             method = "collapsed"
             x_prior = _mixed_x_prior(x_prior, rel, bounds, d, mixed)
@@ -462,7 +492,7 @@ class NoisyRegressionStat:
             else:
                 x_prior = _x_model(x_moments, x_prior, rel, d)
         for other in getattr(theta.tag, TAG, ()):
-            if other.x_model == "mixed" or other.cells is not None:
+            if other.x_model in ("mixed", "levels") or other.cells is not None:
                 raise ValueError(
                     f"theta already feeds node {other.name!r}, whose binary covariates "
                     f"(x_model={other.x_model!r}) need theta to themselves: give this node its "
@@ -487,7 +517,10 @@ class NoisyRegressionStat:
         # regression steps draw the parameters from their prior at a chain's first step. No
         # initval: PyMC's model transforms (pm.do, pm.observe, ...) refuse non-default ones.
         with model:
-            if mixed is not None:
+            if levels:
+                probs, x_loc, x_cov, names = _level_variables(model, name, covariates, levels,
+                                                              x_prior)  # fmt: skip
+            elif mixed is not None:
                 prob, x_loc, x_cov, names = _mixed_variables(model, name, covariates, mixed,
                                                              x_prior, n)  # fmt: skip
             elif binary or cells is not None:
@@ -538,7 +571,10 @@ class NoisyRegressionStat:
             else:
                 second = pt.constant(np.asarray(x_prior.second, dtype=np.float64))
                 phi = pt.constant(np.asarray(x_prior.fourth_cov, dtype=np.float64))
-            if mixed is not None:
+            if levels:
+                s = LevelModelSuffStat(s_name, theta, sigma2, probs, x_loc, x_cov, n,
+                                       factor_mask(levels), dims=stat_dim)  # fmt: skip
+            elif mixed is not None:
                 s = MixedModelSuffStat(s_name, theta, sigma2, prob, x_loc, x_cov, n, mixed,
                                        dims=stat_dim)  # fmt: skip
             elif cells is not None:
@@ -561,7 +597,7 @@ class NoisyRegressionStat:
             noise = None
             # The mixed and cell sweeps hold Laplace noise by its density: mixing variances
             # there would be a step's work every iteration that no step reads.
-            if not gaussian and mixed is None and cells is None:
+            if not gaussian and mixed is None and cells is None and not levels:
                 noise = LaplaceNoiseVariance(
                     # The released value, not the node z (see NoisySuffStat): no implicit freeze.
                     v_name,
@@ -583,7 +619,9 @@ class NoisyRegressionStat:
             method=method,
             noise_sd=scale if gaussian else None,
             laplace_scale=None if gaussian else scale,
-            x_model="mixed"
+            x_model="levels"
+            if levels
+            else "mixed"
             if mixed is not None
             else x_model
             if cells is not None
@@ -596,6 +634,8 @@ class NoisyRegressionStat:
             else "moments",
             **names,
         )
+        if levels:
+            info = dataclasses.replace(info, factor=levels)
         own = (s, *(() if noise is None else (noise,)))
         linked = (
             model[v]
@@ -662,7 +702,8 @@ def _declared_x_model(
     """``(x_model, binary)`` that the release's declarations choose for ``x_model="auto"``.
 
     Every covariate a dummy column of one declared factor: the cell model ``"factor"`` (up to
-    :data:`~pymc_dp.regression.engine.cells.CELLS_MIX_D` covariates); two covariates, both
+    :data:`~pymc_dp.regression.engine.cells.CELLS_MIX_D` covariates); a declared factor beside
+    other covariates: the level model ``"levels"`` (up to :data:`MIXED_MAX_D`); two covariates, both
     declared binary: ``"binary"``; one declared binary: the mixed model with it. Only where θ
     feeds no other node (these models' steps draw θ).
     """
@@ -673,12 +714,15 @@ def _declared_x_model(
     if factor:
         if sorted(factor) == list(range(d)) and d <= CELLS_MIX_D:
             return "factor", None
+        if len(factor) < d and d <= MIXED_MAX_D:
+            return "levels", None
         names = ", ".join(covariates[j] for j in factor)
         reason = (
             f"at d = {d} > {CELLS_MIX_D} the cell model is not checked and slows as d grows "
             "(x_model='factor' uses it anyway)"
             if len(factor) == d
-            else "the cell model needs every covariate in the factor"
+            else f"at d = {d} > {MIXED_MAX_D} the level model beside the other covariates is "
+            "not checked (x_model='levels' uses it anyway)"
         )
         warnings.warn(
             f"the release declares {names} the dummy columns of one factor, but {reason}; "
@@ -716,12 +760,16 @@ def _alone(theta: pt.TensorVariable, name: str, x_model: str) -> None:
 
 
 def _mixed_x_prior(x_prior: Any, rel: RegressionRelease | None, bounds: Any, d: int,
-                   binary: int) -> NIW:  # fmt: skip
-    """The NIW prior of the other covariates' group means and covariance (d − 1 of them)."""
+                   binary: int | tuple[int, ...]) -> NIW:  # fmt: skip
+    """The NIW prior of the other covariates' group means and covariance.
+
+    ``binary``: the mixed model's binary covariate, or the level model's factor columns.
+    """
+    taken = 1 if isinstance(binary, int | np.integer) else len(binary)
     if x_prior is not None:
-        if d == 1:
+        if d == taken:
             raise TypeError("with d = 1 the binary covariate is the only one: give no x_prior=")
-        return _x_model(None, x_prior, rel, d - 1)
+        return _x_model(None, x_prior, rel, d - taken)
     if rel is not None:
         return default_mixed_x_prior(rel.x_bounds, binary)
     if bounds is None:
@@ -756,7 +804,79 @@ def _mixed_variables(
     return prob, x_loc, x_cov, names | {"x_loc": x_loc.name, "x_cov": x_cov.name}
 
 
-X_MODELS = ("auto", "normal", "shape", "binary", "factor", "mixed")
+def _level_columns(
+    factor: Any,
+    x_model: Any,
+    rel: RegressionRelease | None,
+    x_moments: Any,
+    method: Any,
+    binary: Any,
+    covariates: Sequence[str],
+) -> tuple[int, ...] | None:
+    """The factor's columns under the level model of x, else ``None`` (checked)."""
+    if x_model != "levels":
+        if factor is not None:
+            raise ValueError(
+                f"factor= names the dummy columns of a factor for x_model='levels' (or 'auto'), "
+                f"not x_model={x_model!r}"
+            )
+        return None
+    if factor is None:
+        factor = getattr(rel, "factor", None) or None
+        if factor is None:
+            raise TypeError(
+                "x_model='levels' needs factor=: the indices or names of the dummy columns of "
+                "one factor (or a release that declares them, release_regression(..., factor=))"
+            )
+    d = len(covariates)
+    columns = []
+    for j in factor:
+        if isinstance(j, str):
+            if j not in covariates:
+                raise ValueError(f"factor names {j!r}, not one of the covariates {covariates}")
+            j = covariates.index(j)
+        elif isinstance(j, bool) or not isinstance(j, int | np.integer) or not 0 <= j < d:
+            raise ValueError(f"factor must hold covariate indices in [0, {d - 1}] or names")
+        columns.append(int(j))
+    if not columns or len(set(columns)) != len(columns):
+        raise ValueError(f"factor must name distinct covariates, at least one (got {factor})")
+    if len(columns) == d:
+        raise ValueError(
+            "every covariate is a column of the factor: that is the cell model, "
+            "x_model='factor'; the level model is for a factor beside other covariates"
+        )
+    if binary is not None or x_moments is not None or method not in ("auto", "collapsed"):
+        raise TypeError(
+            "the level model of x (x_model='levels') models x itself and is sampled by its own "
+            "collapsed moves: give no binary=, x_moments= or method= other than 'auto'"
+        )
+    return tuple(sorted(columns))
+
+
+def _level_variables(
+    model: pm.Model, name: str, covariates: Sequence[str], columns: tuple[int, ...], x_prior: NIW
+) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """π over the levels, and the other covariates' level means and covariance."""
+    level_dim, x_dim = f"{name}_level", f"{name}_covariate"
+    reference = "none of " + ",".join(covariates[j] for j in columns)
+    _add_coord(model, level_dim, [reference, *(covariates[j] for j in columns)])
+    others = [c for j, c in enumerate(covariates) if j not in columns]
+    _add_coord(model, x_dim, others)
+    _add_coord(model, f"{x_dim}_bis", others)
+    levels = len(columns) + 1
+    # π's prior is tilted by P(every level present | π); the statistic's law leaves out the
+    # same factor (LevelModelSuffStat), so the model's joint density is exact.
+    probs = pm.Dirichlet(f"{name}_x_probs", a=np.ones(levels), dims=level_dim)
+    x_cov = InverseWishart(f"{name}_x_cov", dof=x_prior.dof, scale=x_prior.scale,
+                           dims=(x_dim, f"{x_dim}_bis"))  # fmt: skip
+    x_loc = pm.MvNormal(f"{name}_x_loc", mu=np.tile(x_prior.loc, (levels, 1)),
+                        cov=x_cov / x_prior.kappa, dims=(level_dim, x_dim))  # fmt: skip
+    names = {"x_probs": probs.name, "x_loc": x_loc.name, "x_cov": x_cov.name,
+             "x_prior": x_prior}  # fmt: skip
+    return probs, x_loc, x_cov, names
+
+
+X_MODELS = ("auto", "normal", "shape", "binary", "factor", "mixed", "levels")
 MIXED_MAX_D = 5
 """Largest d at which the mixed model of x is a default for a declared binary covariate: up to
 it, with its moves along the symmetries (from d = 3), it was measured to mix better per second
@@ -858,7 +978,7 @@ def regression_attrs(model: pm.Model | None = None) -> dict[str, str]:
 
     ``idata.attrs.update(regression_attrs(model))`` records, per node ``{name}``,
     ``pymc_dp_x_model_{name}`` (``"normal"``, ``"shape"`` (released moments used),
-    ``"binary"``, ``"factor"``, ``"mixed"`` or ``"moments"`` for fixed moments)
+    ``"binary"``, ``"factor"``, ``"mixed"``, ``"levels"`` or ``"moments"`` for fixed moments)
     and ``pymc_dp_method_{name}`` (``"collapsed"``: an exact law of s, or ``"gibbs-ss"``);
     ``pymc-dp fit`` does so.
 

@@ -336,8 +336,9 @@ class BinaryCovariateStep(_NodeCovariateStep):
 
     @staticmethod
     def _variables(info: Any) -> tuple[str, ...]:
-        # The cell model's π is RegressionCellStep's.
-        return () if info.x_probs is None or info.cells is not None else (info.x_probs,)
+        # The cell model's π is RegressionCellStep's, the level model's RegressionLevelStep's.
+        own = info.x_probs is None or info.cells is not None or info.x_model == "levels"
+        return () if own else (info.x_probs,)
 
     def step(self, point: dict) -> tuple[dict, list[dict]]:
         """Draw every π from its Dirichlet posterior given the current s."""

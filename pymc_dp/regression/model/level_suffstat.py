@@ -1,0 +1,213 @@
+"""PyMC distribution of the regression statistic with a factor beside normal covariates.
+
+:class:`LevelModelSuffStat` is the latent s of a :class:`~pymc_dp.NoisyRegressionStat` node with
+``x_model="levels"``: the law of
+:func:`~pymc_dp.regression.kernels.level_model.level_statistic_logpdf` in PyTensor (tested equal),
+and draws from :func:`~pymc_dp.regression.kernels.level_model.draw_level_statistic`. The factor's
+columns are a graph constant, as a bit mask (column j is in the factor when bit j is set), so
+its levels are in the order of their columns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytensor.tensor as pt
+from pymc.distributions.dist_math import multigammaln
+from pymc.distributions.distribution import Continuous
+from pytensor.tensor.exceptions import NotScalarConstantError
+from pytensor.tensor.random.op import RandomVariable
+
+from pymc_dp.curator.regression.statistics import released_pairs
+from pymc_dp.model.distributions.suffstat import rv_size_is_none
+from pymc_dp.regression.kernels.level_model import (
+    LevelParameters,
+    columns_first,
+    draw_level_statistic,
+    level_layout,
+)
+from pymc_dp.regression.model.distributions import (
+    model_statistic_pt,
+    response_logp_pt,
+    static_d,
+    statistic_support_shape,
+    unpack_statistic_pt,
+)
+
+__all__ = ["LevelModelSuffStat", "LevelModelSuffStatRV", "factor_columns", "factor_mask"]
+
+
+def factor_mask(columns: tuple[int, ...] | list[int]) -> int:
+    """The bit mask of the factor's columns (the node's graph constant).
+
+    Examples
+    --------
+    >>> factor_mask([0, 2]), factor_columns(5, 3)
+    (5, (0, 2))
+    """
+    return int(sum(1 << int(j) for j in set(columns)))
+
+
+def factor_columns(mask: object, d: int) -> tuple[int, ...]:
+    """The factor's columns from its bit mask (an int or a scalar constant of the graph)."""
+    if not isinstance(mask, int | np.integer):
+        try:
+            mask = int(pt.get_underlying_scalar_constant_value(mask))
+        except NotScalarConstantError:
+            raise ValueError("the factor's columns must be a constant") from None
+    columns = tuple(j for j in range(d) if int(mask) >> j & 1)
+    if not columns or int(mask) >> d:
+        raise ValueError(f"the factor's mask {mask} names no column, or one beyond d = {d}")
+    return columns
+
+
+def _order(d: int, columns: tuple[int, ...]) -> np.ndarray:
+    """Record indices (intercept, the factor's columns, the others, response)."""
+    others = [j + 1 for j in range(d) if j not in columns]
+    return np.array([0, *(j + 1 for j in columns), *others, d + 1])
+
+
+class LevelModelSuffStatRV(RandomVariable):
+    """s with its exact law given θ, σ², π over the levels, their means, Σ and n."""
+
+    name = "level_model_suffstat"
+    signature = "(p),(),(k),(k,e),(e,e),(),()->(m)"
+    dtype = "floatX"
+    _print_name = ("LevelModelSuffStat", "\\operatorname{LevelModelSuffStat}")
+
+    _supp_shape_from_params = statistic_support_shape
+
+    @classmethod
+    def rng_fn(cls, rng, theta, sigma2, probs, group_loc, x_cov, n, mask, size):  # noqa: D102
+        d = theta.shape[-1] - 1
+        columns = factor_columns(int(mask), d)
+        coef = _order(d, columns)[: d + 1]
+        par = LevelParameters(theta[..., coef], sigma2, probs, group_loc, x_cov)
+        layout = level_layout(d, len(columns) + 1)
+        s = draw_level_statistic(rng, par, int(n), layout, size=() if size is None else tuple(size))
+        return columns_first(s, columns, inverse=True)
+
+
+level_model_suffstat = LevelModelSuffStatRV()
+
+
+class LevelModelSuffStat(Continuous):
+    """Latent statistic s of n records with a factor of K levels beside normal covariates.
+
+    Parameters
+    ----------
+    theta, sigma2
+        Coefficients (intercept first, static length d + 1) and noise variance.
+    probs
+        π over the K levels: the reference level (every column of the factor 0) first, then
+        the levels of the factor's columns in the order of the columns.
+    group_loc, x_cov
+        The other covariates' mean at each level ``(K, d₂)`` and their covariance within a
+        level ``(d₂, d₂)``.
+    n
+        Number of records.
+    mask
+        The factor's columns as a bit mask (:func:`factor_mask`; a constant).
+
+    Notes
+    -----
+    The log density is :func:`~pymc_dp.regression.kernels.level_model.level_statistic_logpdf`
+    in PyTensor: the level counts Multinomial(n, π) (not renormalised to every level present:
+    the node's prior of π is tilted by the same probability, as the cell model's), the level
+    sums of the other covariates normal, their pooled scatter Wishart(n − K, Σ), and the
+    responses as in :class:`~pymc_dp.regression.model.distributions.NormalModelSuffStat`; −∞
+    where a count is not a whole number of at least 1, a column's square sum differs from its
+    sum, two columns of the factor are 1 together, or the statistic is not valid. With respect
+    to counting measure on the counts and Lebesgue measure on the other entries.
+    """
+
+    rv_op = level_model_suffstat
+
+    @classmethod
+    def dist(cls, theta, sigma2, probs, group_loc, x_cov, n, mask, **kwargs):  # noqa: D102
+        return super().dist([theta, sigma2, probs, group_loc, x_cov, n, mask], **kwargs)
+
+    def support_point(rv, size, theta, sigma2, probs, group_loc, x_cov, n, mask):  # noqa: D102
+        # A statistic of the model: counts nπ rounded (each at least 1, the reference level
+        # taking the rest), the level sums at their means, W = (n − K)Σ, b = Aθ, R = (n − p)σ².
+        d = static_d(theta)
+        columns = factor_columns(mask, d)
+        f, p = len(columns), d + 1
+        order = _order(d, columns)
+        back = np.argsort(order)
+        others = pt.maximum(pt.round(n * probs[1:]), 1.0)
+        counts = pt.concatenate([(n - pt.sum(others))[None], others])
+        gram = pt.zeros((p, p))
+        gram = pt.set_subtensor(gram[0, 0], n)
+        levels = np.arange(1, f + 1)
+        gram = pt.set_subtensor(gram[0, levels], others)
+        gram = pt.set_subtensor(gram[levels, 0], others)
+        gram = pt.set_subtensor(gram[levels, levels], others)
+        if d > f:
+            sums = counts[:, None] * group_loc
+            second = (n - f - 1.0) * x_cov + pt.sum(
+                sums[:, :, None] * sums[:, None, :] / counts[:, None, None], axis=0
+            )
+            total = pt.sum(sums, axis=0)
+            gram = pt.set_subtensor(gram[0, f + 1 :], total)
+            gram = pt.set_subtensor(gram[f + 1 :, 0], total)
+            gram = pt.set_subtensor(gram[1 : f + 1, f + 1 :], sums[1:])
+            gram = pt.set_subtensor(gram[f + 1 :, 1 : f + 1], sums[1:].T)
+            gram = pt.set_subtensor(gram[f + 1 :, f + 1 :], second)
+        b = model_statistic_pt(gram, theta[order[:p]], sigma2, n)
+        rows, cols = released_pairs(d)
+        point = b[back][:, back][rows, cols]
+        if not rv_size_is_none(size):
+            point = pt.full((*size, rows.size), point)
+        return point
+
+    def logp(value, theta, sigma2, probs, group_loc, x_cov, n, mask):  # noqa: D102
+        d = static_d(theta)
+        columns = factor_columns(mask, d)
+        f = len(columns)
+        d2, levels = d - f, f + 1
+        n = pt.cast(n, "float64")  # a Python float n would be float32: gammaln at 1e-6
+        order = _order(d, columns)
+        b_user = unpack_statistic_pt(value, n, d)
+        b = b_user[order][:, order]
+        ones = b[0, 1 : f + 1]
+        counts = pt.concatenate([(n - pt.sum(ones))[None], ones])
+        factor = np.arange(1, f + 1)
+        upper = np.triu_indices(f, 1)
+        valid = (
+            pt.all(pt.eq(ones, pt.round(ones)))
+            & pt.all(counts >= 1.0)
+            & pt.all(pt.eq(b[factor, factor], ones))
+        )
+        if upper[0].size:
+            valid = valid & pt.all(pt.eq(b[1:, 1:][upper], 0.0))
+        safe = pt.switch(valid, counts, n / levels)
+        logp = pt.gammaln(n + 1.0) - pt.sum(pt.gammaln(safe + 1.0)) + pt.sum(safe * pt.log(probs))
+        if d2:
+            diag = np.arange(d2)
+            normal = slice(f + 1, d + 1)
+            cov_chol = pt.linalg.cholesky(x_cov)
+            logdet_cov = 2.0 * pt.sum(pt.log(cov_chol[diag, diag]))
+            level_sums = b[1 : f + 1, normal]
+            sums = pt.concatenate([(b[0, normal] - pt.sum(level_sums, axis=0))[None], level_sums])
+            scatter = b[normal, normal]
+            for g in range(levels):
+                centred = pt.linalg.solve_triangular(cov_chol, sums[g] / safe[g] - group_loc[g],
+                                                     lower=True)  # fmt: skip
+                logp = logp - 0.5 * d2 * (np.log(2.0 * np.pi) + pt.log(safe[g]))
+                logp = logp - 0.5 * logdet_cov - 0.5 * safe[g] * pt.sum(pt.sqr(centred))
+                scatter = scatter - pt.outer(sums[g], sums[g]) / safe[g]
+            scatter_chol = pt.linalg.cholesky(scatter)
+            logdet_w = 2.0 * pt.sum(pt.log(scatter_chol[diag, diag]))
+            half_w = pt.linalg.solve_triangular(cov_chol, scatter, lower=True)
+            whitened = pt.linalg.solve_triangular(cov_chol, half_w.T, lower=True)
+            dof = n - levels
+            logp = logp + (
+                0.5 * (dof - d2 - 1) * logdet_w
+                - 0.5 * pt.sum(whitened[diag, diag])
+                - 0.5 * dof * d2 * np.log(2.0)
+                - 0.5 * dof * logdet_cov
+                - multigammaln(0.5 * dof, d2)
+            )
+            valid = valid & ~pt.any(pt.isnan(scatter_chol))
+        response, response_ok = response_logp_pt(b_user, theta, sigma2, n)
+        return pt.switch(valid & response_ok, logp + response, -np.inf)
