@@ -39,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 from scipy import stats
-from scipy.special import gammaln, multigammaln
+from scipy.special import gammaln
 
 from pymc_dp.curator.regression.statistics import (
     d_from_released,
@@ -48,13 +48,13 @@ from pymc_dp.curator.regression.statistics import (
     unpack_statistic,
 )
 from pymc_dp.regression.kernels.data_model import NIW, draw_niw
+from pymc_dp.regression.kernels.level_model import location_logpdf
 from pymc_dp.regression.kernels.normal_model import (
     record_moments,
     response_logpdf,
     split_statistic,
     statistic_from_gram,
 )
-from pymc_dp.regression.kernels.psd import batched_cholesky
 
 __all__ = [
     "MixedParameters",
@@ -68,8 +68,6 @@ __all__ = [
     "mixed_statistic_logpdf",
     "tied_positions",
 ]
-
-_LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 class MixedParameters(NamedTuple):
@@ -256,36 +254,8 @@ def mixed_statistic_logpdf(
     out = _log_binomial(kk, prob, n)
     if d2:
         sizes = np.stack([n - kk, kk], axis=-1)
-        # A Σ from an unconstrained u far out can lose definiteness to rounding: −∞ there.
-        chol, definite = batched_cholesky(cov)
-        ok = ok & definite
-        diag = np.arange(d2)
-        logdet_cov = 2.0 * np.sum(np.log(chol[..., diag, diag]), axis=-1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            means = parts.sums / sizes[..., None]
-        centred = np.linalg.solve(chol[..., None, :, :], (means - loc)[..., None])[..., 0]
-        # N(x̄_g; m_g, Σ/n_g) times the Jacobian n_g^−d₂ of x̄_g = S_g / n_g, both groups.
-        out = out + np.sum(
-            -0.5 * d2 * (_LOG_2PI + np.log(sizes))
-            - 0.5 * logdet_cov[..., None]
-            - 0.5 * sizes * np.sum(centred**2, axis=-1),
-            axis=-1,
-        )
-        dof = n - 2.0
-        # Positive definite, not of positive determinant (from d₂ = 2 two negative
-        # eigenvalues have one, and such a W made the sampler wander off the model).
-        scatter_chol, definite_w = batched_cholesky(parts.scatter)
-        logdet_w = 2.0 * np.sum(np.log(scatter_chol[..., diag, diag]), axis=-1)
-        inner = np.linalg.solve(chol, parts.scatter)
-        trace = np.trace(np.linalg.solve(np.swapaxes(chol, -1, -2), inner), 0, -2, -1)
-        out = out + (
-            0.5 * (dof - d2 - 1) * logdet_w
-            - 0.5 * trace
-            - 0.5 * dof * d2 * np.log(2.0)
-            - 0.5 * dof * logdet_cov
-            - multigammaln(0.5 * dof, d2)
-        )
-        ok = ok & definite_w
+        location, definite = location_logpdf(parts.sums, sizes, parts.scatter, loc, cov)
+        out, ok = out + location, ok & definite
     out = out + response_logpdf(split_statistic(s, n), theta=theta, sigma2=sigma2, n=n)
     return np.where(ok & np.isfinite(out), out, -np.inf)
 

@@ -54,6 +54,7 @@ __all__ = [
     "RegressionSuffStatRV",
     "binary_x_moments_pt",
     "clt_moments_pt",
+    "location_logp_pt",
     "model_statistic_pt",
     "normal_x_moments_pt",
     "response_logp_pt",
@@ -501,33 +502,46 @@ class MixedModelSuffStat(Continuous):
         )  # fmt: skip
         valid = pt.eq(tie, k) & pt.eq(k, pt.round(k)) & (k >= 1) & (k <= n - 1)
         if d2:
-            diag = np.arange(d2)
-            cov_chol = pt.linalg.cholesky(x_cov)
-            logdet_cov = 2.0 * pt.sum(pt.log(cov_chol[diag, diag]))
             sums1 = b[1, 2:p]
-            sums0 = b[0, 2:p] - sums1
-            scatter = b[2:p, 2:p]
-            for g, (size, sums) in enumerate(((n - k, sums0), (k, sums1))):
-                centred = pt.linalg.solve_triangular(cov_chol, sums / size - group_loc[g],
-                                                     lower=True)  # fmt: skip
-                logp = logp - 0.5 * d2 * (np.log(2.0 * np.pi) + pt.log(size))
-                logp = logp - 0.5 * logdet_cov - 0.5 * size * pt.sum(pt.sqr(centred))
-                scatter = scatter - pt.outer(sums, sums) / size
-            scatter_chol = pt.linalg.cholesky(scatter)
-            logdet_w = 2.0 * pt.sum(pt.log(scatter_chol[diag, diag]))
-            half_w = pt.linalg.solve_triangular(cov_chol, scatter, lower=True)
-            whitened = pt.linalg.solve_triangular(cov_chol, half_w.T, lower=True)
-            dof = n - 2.0
-            logp = logp + (
-                0.5 * (dof - d2 - 1) * logdet_w
-                - 0.5 * pt.sum(whitened[diag, diag])
-                - 0.5 * dof * d2 * np.log(2.0)
-                - 0.5 * dof * logdet_cov
-                - multigammaln(0.5 * dof, d2)
+            location, location_ok = location_logp_pt(
+                [b[0, 2:p] - sums1, sums1], [n - k, k], b[2:p, 2:p], group_loc, x_cov, d2
             )
-            valid = valid & ~pt.any(pt.isnan(scatter_chol))
+            logp, valid = logp + location, valid & location_ok
         response, response_ok = response_logp_pt(b_user, theta, sigma2, n)
         return pt.switch(valid & response_ok, logp + response, -np.inf)
+
+
+def location_logp_pt(sums, sizes, second, group_loc, x_cov, d2):
+    """The level sums' and W's log density given the sizes, and whether it is defined (PyTensor).
+
+    :func:`~pymc_dp.regression.kernels.level_model.location_logpdf` for the groups ``g`` of
+    ``sums`` (a list of ``(d₂,)`` tensors) and ``sizes`` (scalars): ``second`` is the normal
+    covariates' Σ x₂x₂ᵀ, from which W = second − Σ_g S_g S_gᵀ / n_g; W ~ Wishart(n − K, Σ).
+    """
+    diag = np.arange(d2)
+    cov_chol = pt.linalg.cholesky(x_cov)
+    logdet_cov = 2.0 * pt.sum(pt.log(cov_chol[diag, diag]))
+    logp = pt.as_tensor_variable(0.0)
+    scatter = second
+    for g, (level_sums, size) in enumerate(zip(sums, sizes, strict=True)):
+        centred = pt.linalg.solve_triangular(cov_chol, level_sums / size - group_loc[g],
+                                             lower=True)  # fmt: skip
+        logp = logp - 0.5 * d2 * (np.log(2.0 * np.pi) + pt.log(size))
+        logp = logp - 0.5 * logdet_cov - 0.5 * size * pt.sum(pt.sqr(centred))
+        scatter = scatter - pt.outer(level_sums, level_sums) / size
+    scatter_chol = pt.linalg.cholesky(scatter)
+    logdet_w = 2.0 * pt.sum(pt.log(scatter_chol[diag, diag]))
+    half_w = pt.linalg.solve_triangular(cov_chol, scatter, lower=True)
+    whitened = pt.linalg.solve_triangular(cov_chol, half_w.T, lower=True)
+    dof = sum(sizes) - len(sizes)
+    logp = logp + (
+        0.5 * (dof - d2 - 1) * logdet_w
+        - 0.5 * pt.sum(whitened[diag, diag])
+        - 0.5 * dof * d2 * np.log(2.0)
+        - 0.5 * dof * logdet_cov
+        - multigammaln(0.5 * dof, d2)
+    )
+    return logp, ~pt.any(pt.isnan(scatter_chol))
 
 
 def _record_mean_pt(theta, sigma2, x_loc, x_cov, d):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytensor.tensor as pt
-from pymc.distributions.dist_math import multigammaln
 from pymc.distributions.distribution import Continuous
 from pytensor.tensor.exceptions import NotScalarConstantError
 from pytensor.tensor.random.op import RandomVariable
@@ -26,6 +25,7 @@ from pymc_dp.regression.kernels.level_model import (
     level_layout,
 )
 from pymc_dp.regression.model.distributions import (
+    location_logp_pt,
     model_statistic_pt,
     response_logp_pt,
     static_d,
@@ -183,31 +183,12 @@ class LevelModelSuffStat(Continuous):
         safe = pt.switch(valid, counts, n / levels)
         logp = pt.gammaln(n + 1.0) - pt.sum(pt.gammaln(safe + 1.0)) + pt.sum(safe * pt.log(probs))
         if d2:
-            diag = np.arange(d2)
             normal = slice(f + 1, d + 1)
-            cov_chol = pt.linalg.cholesky(x_cov)
-            logdet_cov = 2.0 * pt.sum(pt.log(cov_chol[diag, diag]))
             level_sums = b[1 : f + 1, normal]
-            sums = pt.concatenate([(b[0, normal] - pt.sum(level_sums, axis=0))[None], level_sums])
-            scatter = b[normal, normal]
-            for g in range(levels):
-                centred = pt.linalg.solve_triangular(cov_chol, sums[g] / safe[g] - group_loc[g],
-                                                     lower=True)  # fmt: skip
-                logp = logp - 0.5 * d2 * (np.log(2.0 * np.pi) + pt.log(safe[g]))
-                logp = logp - 0.5 * logdet_cov - 0.5 * safe[g] * pt.sum(pt.sqr(centred))
-                scatter = scatter - pt.outer(sums[g], sums[g]) / safe[g]
-            scatter_chol = pt.linalg.cholesky(scatter)
-            logdet_w = 2.0 * pt.sum(pt.log(scatter_chol[diag, diag]))
-            half_w = pt.linalg.solve_triangular(cov_chol, scatter, lower=True)
-            whitened = pt.linalg.solve_triangular(cov_chol, half_w.T, lower=True)
-            dof = n - levels
-            logp = logp + (
-                0.5 * (dof - d2 - 1) * logdet_w
-                - 0.5 * pt.sum(whitened[diag, diag])
-                - 0.5 * dof * d2 * np.log(2.0)
-                - 0.5 * dof * logdet_cov
-                - multigammaln(0.5 * dof, d2)
+            sums = [b[0, normal] - pt.sum(level_sums, axis=0), *(level_sums[j] for j in range(f))]
+            location, location_ok = location_logp_pt(
+                sums, [safe[g] for g in range(levels)], b[normal, normal], group_loc, x_cov, d2
             )
-            valid = valid & ~pt.any(pt.isnan(scatter_chol))
+            logp, valid = logp + location, valid & location_ok
         response, response_ok = response_logp_pt(b_user, theta, sigma2, n)
         return pt.switch(valid & response_ok, logp + response, -np.inf)
