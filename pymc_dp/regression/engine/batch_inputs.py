@@ -9,7 +9,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["by_chain", "chain_rows", "noise_spread"]
+from pymc_dp.regression.kernels.conjugate import NIG
+from pymc_dp.regression.kernels.data_model import NIW
+
+__all__ = ["by_chain", "chain_rows", "noise_spread", "tiled_priors"]
 
 
 def noise_spread(
@@ -75,3 +78,33 @@ def by_chain(a: npt.ArrayLike, chains: int, releases: int) -> np.ndarray:
     a = np.asarray(a)
     draws = a.shape[0]
     return np.moveaxis(a.reshape(draws, chains, releases, *a.shape[2:]), 0, 1)
+
+
+def tiled_priors(
+    prior: NIG, x_prior: NIW | None, coef: npt.ArrayLike, chains: int, releases: int
+) -> tuple[NIG, NIW | None]:
+    """The priors with one row per (chain, release), θ's coordinates reordered by ``coef``.
+
+    ``prior`` is the NIG prior of (θ, σ²) in the user's order of the covariates; ``coef`` the
+    kernels' order of θ (:func:`chain_rows` for the rows). ``x_prior`` (a NIW of the normal
+    covariates, already in the kernels' order) is tiled alike; ``None`` stays ``None``.
+
+    Examples
+    --------
+    >>> nig = NIG(np.arange(3.0), np.eye(3), np.array(3.0), np.array(1.0))
+    >>> tiled, _ = tiled_priors(nig, None, [0, 2, 1], chains=2, releases=1)
+    >>> tiled.mean.tolist()
+    [[0.0, 2.0, 1.0], [0.0, 2.0, 1.0]]
+    """
+    coef = np.asarray(coef)
+
+    def tile(a: npt.ArrayLike, core: int) -> np.ndarray:
+        return chain_rows(a, chains, releases=releases, core=core)
+
+    nig = NIG(tile(prior.mean[..., coef], 1), tile(prior.precision[..., coef[:, None], coef], 2),
+              tile(prior.shape, 0), tile(prior.scale, 0))  # fmt: skip
+    if x_prior is None:
+        return nig, None
+    niw = NIW(tile(x_prior.loc, 1), tile(x_prior.kappa, 0), tile(x_prior.dof, 0),
+              tile(x_prior.scale, 2))  # fmt: skip
+    return nig, niw

@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from pymc_dp._validation import check_int, check_rng
 from pymc_dp.curator.regression.statistics import check_released_batch
-from pymc_dp.regression.engine.batch_inputs import by_chain, chain_rows, noise_spread
+from pymc_dp.regression.engine.batch_inputs import by_chain, noise_spread, tiled_priors
 from pymc_dp.regression.engine.mixed import INITIAL_SD, release_nig_start, run_sweeps
 from pymc_dp.regression.kernels.adaptation import RandomWalkAdaptation
 from pymc_dp.regression.kernels.cell_model import (
@@ -196,12 +196,7 @@ def sample_cell_regression(
         raise ValueError(f"prior.mean must have {p} entries for d={d} (got {prior.mean.shape})")
 
     rows = chains * releases  # chain-major, so that the output reshapes to (chain, ...)
-
-    def tile(a: npt.ArrayLike, core: int) -> np.ndarray:
-        return chain_rows(a, chains, releases=releases, core=core)
-
-    nig = NIG(tile(prior.mean, 1), tile(prior.precision, 2), tile(prior.shape, 0),
-              tile(prior.scale, 0))  # fmt: skip
+    nig, _ = tiled_priors(prior, None, np.arange(p), chains, releases)
     zt = np.tile(z, (chains, 1))
     spread = np.tile(spread, chains)
     noise_var, b = noise_terms(spread, laplace, zt.shape)

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from pymc_dp._validation import check_int, check_rng
 from pymc_dp.curator.regression.statistics import check_released_batch
-from pymc_dp.regression.engine.batch_inputs import by_chain, chain_rows, noise_spread
+from pymc_dp.regression.engine.batch_inputs import by_chain, noise_spread, tiled_priors
 from pymc_dp.regression.engine.cells import START_SHARE, whole_counts
 from pymc_dp.regression.engine.mixed import INITIAL_SD, release_nig_start, run_sweeps
 from pymc_dp.regression.kernels.adaptation import RandomWalkAdaptation
@@ -194,16 +194,7 @@ def sample_level_regression(
     others = [j for j in range(d) if j not in factor]
     coef = np.array([0, *(j + 1 for j in factor), *(j + 1 for j in others)])
     rows = chains * releases  # chain-major, so that the output reshapes to (chain, ...)
-
-    def tile(a: npt.ArrayLike, core: int) -> np.ndarray:
-        return chain_rows(a, chains, releases=releases, core=core)
-
-    nig = NIG(tile(prior.mean[..., coef], 1), tile(prior.precision[..., coef[:, None], coef], 2),
-              tile(prior.shape, 0), tile(prior.scale, 0))  # fmt: skip
-    niw = None
-    if d2:
-        niw = NIW(tile(x_prior.loc, 1), tile(x_prior.kappa, 0), tile(x_prior.dof, 0),
-                  tile(x_prior.scale, 2))  # fmt: skip
+    nig, niw = tiled_priors(prior, x_prior if d2 else None, coef, chains, releases)
     zt = np.tile(columns_first(z, factor), (chains, 1))
     spread = np.tile(spread, chains)
     noise_var, b = noise_terms(spread, laplace, zt.shape)

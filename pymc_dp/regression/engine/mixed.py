@@ -34,7 +34,7 @@ from pymc_dp.curator.regression.statistics import (
     pack_statistic,
     unpack_statistic,
 )
-from pymc_dp.regression.engine.batch_inputs import by_chain, chain_rows, noise_spread
+from pymc_dp.regression.engine.batch_inputs import by_chain, noise_spread, tiled_priors
 from pymc_dp.regression.kernels.adaptation import FIRST_WINDOW, RandomWalkAdaptation
 from pymc_dp.regression.kernels.cell_model import CellParameters, draw_cell_probs
 from pymc_dp.regression.kernels.conjugate import NIG, check_nig, draw_nig, nig_update
@@ -363,14 +363,7 @@ def sample_mixed_regression(
     # Internally the binary covariate comes first: reorder θ's prior and the releases.
     coef = covariate_order(d, binary)[:p]
     rows = chains * releases  # chain-major, so that the output reshapes to (chain, ...)
-
-    def tile(a: npt.ArrayLike, core: int) -> np.ndarray:
-        return chain_rows(a, chains, releases=releases, core=core)
-
-    nig = NIG(tile(prior.mean[..., coef], 1), tile(prior.precision[..., coef[:, None], coef], 2),
-              tile(prior.shape, 0), tile(prior.scale, 0))  # fmt: skip
-    niw = NIW(tile(x_prior.loc, 1), tile(x_prior.kappa, 0), tile(x_prior.dof, 0),
-              tile(x_prior.scale, 2))  # fmt: skip
+    nig, niw = tiled_priors(prior, x_prior, coef, chains, releases)
     zt = np.tile(binary_first(z, binary), (chains, 1))
     spread = np.tile(spread, chains)
     noise_var, b = noise_terms(spread, laplace, zt.shape)
