@@ -32,6 +32,9 @@ Three samplers on releases of the same data, in one process:
   first two covariates are the dummy columns of one factor beside the others
   (``x_model="levels"``: the level model of x, ``RegressionLevelStep``), against the default,
   which models them as normal;
+* **default_pair** (only with ``--samplers``, ``--x-design binaries``): the node told that the
+  first two covariates are binary beside the others (``binary=[0, 1]``: the pair model of x,
+  ``RegressionLevelStep``), against the default, which models them as normal;
 * **mcmc_ind** (only with ``--samplers``): the hand-written model a PyMC user would write, the
   paper's MCMC-Ind (every record's x and y latent, the release observed through its Laplace
   noise; :func:`pymc_dp.regression.sample_mcmc_ind`), with the same priors as the README's
@@ -67,7 +70,9 @@ one factor of d + 1 levels (probabilities ∝ d + 1, d, ..., 1, the reference le
 ``--x-design pair`` two Bernoulli(0.3) indicators (d = 2), all on the box [0, 1];
 ``--x-design factor`` (d ≥ 3) makes the first two covariates the dummy columns of a factor of 3
 levels (probabilities 0.5, 0.3, 0.2; box [0, 1]) and the others N(0.3 (level − 1), 0.4²) clipped
-to the box;
+to the box; ``--x-design binaries`` (d ≥ 3) makes the first two covariates binary, x₁ ~
+Bernoulli(0.4) and x₂ | x₁ ~ Bernoulli(0.3 + 0.3 x₁), and the others N(0.3 x₁ − 0.2 x₂, 0.4²)
+clipped to the box;
 ``--moments`` gives every sampler's release ``moments_share=0.2`` (the statistic gets 0.8 ε;
 the default, ``x_model="auto"``, ignores the moments).
 
@@ -121,6 +126,7 @@ SAMPLERS = (
     "default_binary",
     "default_cells",
     "default_levels",
+    "default_pair",
     "mcmc_ind",
 )
 
@@ -135,6 +141,11 @@ def make_data(
         level = rng.choice(3, size=n, p=[0.5, 0.3, 0.2])
         normal = 0.4 * rng.standard_normal((n, d - 2)) + 0.3 * (level[:, None] - 1.0)
         x = np.column_stack([np.eye(3)[level, 1:], np.clip(normal, -1.0, 1.0)])
+    elif design == "binaries":  # two binaries, 1 together in some records, then normal ones
+        b1 = rng.uniform(size=n) < 0.4
+        b2 = rng.uniform(size=n) < 0.3 + 0.3 * b1
+        normal = 0.4 * rng.standard_normal((n, d - 2)) + (0.3 * b1 - 0.2 * b2)[:, None]
+        x = np.column_stack([b1, b2, np.clip(normal, -1.0, 1.0)]).astype(float)
     elif design == "categorical":
         weights = np.arange(d + 1, 0, -1.0)
         level = rng.choice(d + 1, size=n, p=weights / weights.sum())
@@ -207,6 +218,8 @@ def run(
         kwargs["binary"] = 0
     if kind == "default_levels":  # the first two covariates a factor's dummy columns
         kwargs["x_model"], kwargs["factor"] = "levels", [0, 1]
+    if kind == "default_pair":  # the first two covariates binary
+        kwargs["binary"] = [0, 1]
     if kind == "default_cells":  # two indicators, or the dummy columns of one factor
         pair = d == 2 and np.any(np.all(x == 1.0, axis=1))
         kwargs["x_model"] = "binary" if pair else "factor"
@@ -258,10 +271,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--releases", type=int, default=1,
                         help="releases (data and noise), seeds seed, seed + 1, ...")  # fmt: skip
     parser.add_argument("--x-design", default="uniform",
-                        choices=("uniform", "normal", "mixed", "categorical", "pair", "factor"),
+                        choices=("uniform", "normal", "mixed", "categorical", "pair", "factor",
+                                 "binaries"),
                         help="x uniform on the box or N(0, 0.4^2) clipped to it (mixed: the "
                              "first covariate Bernoulli(0.3); categorical: a factor's dummy "
-                             "columns; pair: two Bernoulli(0.3))")  # fmt: skip
+                             "columns; pair: two Bernoulli(0.3); binaries: two binaries "
+                             "beside normal ones)")  # fmt: skip
     parser.add_argument("--moments", action="store_true",
                         help="every sampler's release carries moments_share=0.2")  # fmt: skip
     parser.add_argument("--output", default=None, help="write the rows as JSON here")

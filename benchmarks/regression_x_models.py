@@ -11,7 +11,9 @@ independently from the design; d > 1 with the normal model's methods only (``def
 on its box [0, 1] (a treated/untreated indicator) beside normal covariates as the ``normal``
 design's. Design ``factor`` (d ≥ 3): the first two covariates the dummy columns of a factor of 3
 levels (probabilities 0.5, 0.3, 0.2, boxes [0, 1]) beside normal covariates N(0.3, 0.5²) shifted
-by 0.4 per level (−0.4 at the reference, 0 and +0.4 at the others).
+by 0.4 per level (−0.4 at the reference, 0 and +0.4 at the others). Design ``pair`` (d ≥ 3):
+the first two covariates binary, x₁ ~ Bernoulli(0.4) and x₂ | x₁ ~ Bernoulli(0.3 + 0.3 x₁) (all
+four corners, boxes [0, 1]), beside normal covariates N(0.3 + 0.5 x₁ − 0.4 x₂, 0.5²).
 Design ``normal-drawn``: x ~ N(μ_x, Σ_x) with (μ_x, Σ_x) drawn from the
 default's own prior of x (:func:`~pymc_dp.regression.default_x_prior` of the box), so that the
 truth is a draw of the whole model's prior and the coverage of μ_x and diag Σ_x is reported too
@@ -37,6 +39,9 @@ releases, batched:
 * ``levels``: the level model of x, the first two covariates the dummy columns of a factor of
   3 levels and the others normal with a mean per level (``sample_level_regression``,
   :mod:`pymc_dp.regression.kernels.level_model`; design ``factor`` only);
+* ``pair``: the pair model of x, the first two covariates binary and the others normal with a
+  mean additive in them (``sample_level_regression(pair=[0, 1])``,
+  :func:`pymc_dp.regression.kernels.level_model.pair_layout`; design ``pair`` only);
 * ``cells``: the cell model of x, every covariate binary (``sample_cell_regression``,
   :mod:`pymc_dp.regression.kernels.cell_model`; the pair of binary covariates on design
   ``binary`` at d = 2, the levels of a factor on ``categorical`` and on ``binary`` at d = 1);
@@ -84,11 +89,13 @@ from pymc_dp.regression.model.default_prior import default_mixed_x_prior
 
 DESIGNS = ("normal", "uniform", "exponential", "binary")
 METHODS = ("default", "default_normal", "default_no_symmetry", "default_symmetry", "shape",
-           "binary", "mixed", "cells", "levels", "gibbs_noisy", "gibbs_update")  # fmt: skip
+           "binary", "mixed", "cells", "levels", "pair", "gibbs_noisy",
+           "gibbs_update")  # fmt: skip
 NORMAL_METHODS = ("default_normal", "default_no_symmetry", "default_symmetry")
 """The methods that take d > 1 (the normal model of x, no released moments); and ``mixed``,
 ``cells``, ``levels``."""
-EXTRA_DESIGNS = ("normal-narrow", "uniform-wide", "normal-drawn", "mixed", "categorical", "factor")
+EXTRA_DESIGNS = ("normal-narrow", "uniform-wide", "normal-drawn", "mixed", "categorical", "factor",
+                 "pair")  # fmt: skip
 CATEGORY_PROBS = (0.5, 0.3, 0.2)
 """Level probabilities of design ``categorical`` (dummy-coded, reference level first), d = 2."""
 Y_BOUND = 3.0
@@ -106,7 +113,7 @@ def x_box(design: str, d: int = 1) -> list[tuple[float, float]]:
     """The public box of x: [0, 1] for a binary covariate, else [−2, 2], per covariate."""
     if design == "mixed":
         return [(0.0, 1.0)] + [(-2.0, 2.0)] * (d - 1)
-    if design == "factor":
+    if design in ("factor", "pair"):
         return [(0.0, 1.0)] * 2 + [(-2.0, 2.0)] * (d - 2)
     return [(0.0, 1.0) if design in ("binary", "categorical") else (-2.0, 2.0)] * d
 
@@ -139,6 +146,11 @@ def draw_x(rng: np.random.Generator, design: str, n: int, d: int = 1, law=None) 
         level = rng.choice(3, size=n, p=CATEGORY_PROBS)
         normal = rng.normal(0.3, 0.5, (n, d - 2)) + 0.4 * (level[:, None] - 1.0)
         return np.column_stack([np.eye(3)[level, 1:], normal])
+    if design == "pair":  # two binaries, 1 together in some records, beside normal covariates
+        b1 = rng.uniform(size=n) < 0.4
+        b2 = rng.uniform(size=n) < 0.3 + 0.3 * b1
+        normal = rng.normal(0.3, 0.5, (n, d - 2)) + (0.5 * b1 - 0.4 * b2)[:, None]
+        return np.column_stack([b1, b2, normal]).astype(float)
     raise ValueError(f"design must be one of {DESIGNS + EXTRA_DESIGNS} (got {design!r})")
 
 
@@ -304,6 +316,14 @@ def run_cell(design, n, eps, moments, trials, args, seed):
                 x_prior=default_mixed_x_prior(rels[0].x_bounds, [0, 1]), **kw,
             ),
         )  # fmt: skip
+    if design == "pair":
+        timed(
+            "pair",
+            lambda: sample_level_regression(
+                seed, released=z, n=n, prior=prior, scale=scale, pair=[0, 1],
+                x_prior=default_mixed_x_prior(rels[0].x_bounds, [0, 1]), **kw,
+            ),
+        )  # fmt: skip
     if design in ("binary", "categorical"):
         kind = "pair" if design == "binary" and args.d == 2 else "categories"
         timed(
@@ -413,14 +433,17 @@ def main(argv=None):
     if args.d < 1:
         parser.error(f"--d must be >= 1 (got {args.d})")
     if args.d > 1 and (
-        set(args.methods) - {*NORMAL_METHODS, "mixed", "cells", "levels"} or "yes" in args.moments
+        set(args.methods) - {*NORMAL_METHODS, "mixed", "cells", "levels", "pair"}
+        or "yes" in args.moments
     ):
         parser.error(
-            f"--d > 1 takes --methods from {NORMAL_METHODS}, mixed, cells or levels, and "
+            f"--d > 1 takes --methods from {NORMAL_METHODS}, mixed, cells, levels or pair, and "
             "--moments no"
         )
     if args.d < 3 and "factor" in args.designs:
         parser.error("design factor (a factor of 3 levels beside normal ones) needs --d >= 3")
+    if args.d < 3 and "pair" in args.designs:
+        parser.error("design pair (two binaries beside normal ones) needs --d >= 3")
     if args.d < 2 and "mixed" in args.designs:
         parser.error("design mixed (a binary covariate beside normal ones) needs --d >= 2")
     lo, hi = band(args.trials)

@@ -365,6 +365,42 @@ def test_binary_needs_the_regression_family(csv_path, tmp_path, capsys):
     assert "--binary apply only with --family regression" in capsys.readouterr().err
 
 
+@pytest.fixture(scope="module")
+def pair_csv(tmp_path_factory):
+    """age (decades), treated and insured (0/1, 1 together in some records), and spend."""
+    rng = np.random.default_rng(11)
+    treated = (rng.uniform(size=N) < 0.4).astype(int)
+    insured = (rng.uniform(size=N) < 0.3 + 0.3 * treated).astype(int)
+    age = np.round(np.clip(rng.normal(5 + treated - insured, 1.2), 0, 10), 2)
+    spend = np.clip(1.0 + 0.5 * age - 0.4 * treated + 0.3 * insured + rng.normal(0, 0.3, N),
+                    -2, 6)  # fmt: skip
+    rows = ["age,treated,insured,spend"] + [
+        f"{a},{t},{i},{s:.3f}" for a, t, i, s in zip(age, treated, insured, spend, strict=True)
+    ]
+    path = tmp_path_factory.mktemp("pair") / "insured.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+PAIR = [
+    "--family", "regression", "--x", "age,treated,insured", "--y", "spend",
+    "--x-bounds", "0", "10", "0", "1", "0", "1", "--y-bounds", "-2", "6",
+    "--binary", "treated,insured",
+]  # fmt: skip
+
+
+def test_two_declared_binaries_beside_age_take_the_pair_model(pair_csv, tmp_path, monkeypatch):
+    """``--binary treated,insured`` beside age: ``pymc-dp fit`` samples the pair model of x with
+    ``RegressionLevelStep`` (``pm.sample`` stubbed as above)."""
+    from pymc_dp.regression import RegressionLevelStep
+
+    out = tmp_path / "reg.json"
+    assert _release(pair_csv, out, *PAIR, "--epsilon", "2", "--seed", "1") == 0
+    assert read_release(out, allow_columns=True)["spend"].release.binary == (1, 2)
+    (step,) = _fit_steps(out, tmp_path, monkeypatch)
+    assert isinstance(step, RegressionLevelStep)
+
+
 @pytest.mark.slow
 def test_fit_of_a_binary_release_end_to_end(binary_csv, tmp_path):
     """``python -m pymc_dp`` release ``--binary`` then fit (ε = 20, 2 chains × 300 draws): the

@@ -302,7 +302,7 @@ def fit_regression(args: argparse.Namespace, entry: Any, out: Path, names: list[
         idata = run_sampler(args, model, lambda: [RegressionMixedStep()])
     elif x_model in ("binary", "factor"):  # a declared factor, or two binary covariates
         idata = run_sampler(args, model, lambda: [RegressionCellStep()])
-    elif x_model == "levels":  # a declared factor beside other covariates
+    elif x_model in ("levels", "pair"):  # a declared factor, or two binaries, beside others
         idata = run_sampler(args, model, lambda: [RegressionLevelStep()])
     else:
         idata = run_sampler(args, model, lambda: [RegressionCollapsedStep(tries=CLI_TRIES)])
@@ -401,6 +401,18 @@ def _plot_line(
         loc = post["z_x_loc"].values.reshape(prob.size, 2, -1)
         others = ((1.0 - prob)[:, None] * loc[:, 0] + prob[:, None] * loc[:, 1]).mean(axis=0)
         centre = np.insert(others, rel.binary[0], prob.mean())
+    elif "z_x_probs" in post and "z_cell" in post["z_x_probs"].dims:  # the pair model
+        from pymc_dp.regression.kernels.level_model import pair_layout
+
+        layout = pair_layout(rel.d)
+        probs = post["z_x_probs"].values.reshape(-1, 4)
+        loc = post["z_x_loc"].values.reshape(probs.shape[0], 3, -1)
+        corner_loc = np.einsum("cr,drk->dck", layout.design, loc)  # the mean at every corner
+        others = np.sum(probs[:, :, None] * corner_loc, axis=1).mean(axis=0)
+        pair = sorted(rel.binary)
+        centre = np.empty(rel.d)
+        centre[pair] = (probs @ layout.corners).mean(axis=0)
+        centre[[j for j in range(rel.d) if j not in pair]] = others
     elif "z_x_probs" in post and "z_x_loc" in post:  # the level model: π, and the levels' means
         probs = post["z_x_probs"].values.reshape(-1, len(rel.factor) + 1)
         loc = post["z_x_loc"].values.reshape(probs.shape[0], probs.shape[1], -1)

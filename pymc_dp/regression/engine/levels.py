@@ -26,9 +26,12 @@ from pymc_dp.regression.kernels.conjugate import NIG, check_nig
 from pymc_dp.regression.kernels.data_model import NIW, check_niw
 from pymc_dp.regression.kernels.level_model import (
     LevelParameters,
+    cells_from_coordinates,
     columns_first,
+    coordinates_from_cells,
     draw_level_statistic,
     level_layout,
+    pair_layout,
 )
 from pymc_dp.regression.kernels.mixed_move import (
     MixedState,
@@ -46,28 +49,29 @@ __all__ = ["LevelTrace", "level_start", "sample_level_regression"]
 def level_start(rng: np.random.Generator, target: MixedTarget) -> LevelParameters:
     """A chain's first φ, near the release; the chain's first s is a draw of its law there.
 
-    π from the release's readings of the level counts (each the mean of its two readings; every
-    count floored at :data:`~pymc_dp.regression.engine.cells.START_SHARE` of n and at 1); (θ, σ²)
+    π from the release's readings of the cell counts (each coordinate the mean of its readings;
+    every count floored at :data:`~pymc_dp.regression.engine.cells.START_SHARE` of n and at 1);
+    (θ, σ²)
     from :func:`~pymc_dp.regression.engine.mixed.release_nig_start` with those counts made whole
     records; the levels' means at the prior's centre and Σ at the scale of its median.
     """
     layout, n = target.levels, target.n
     z = target.released
     k = np.stack([np.mean(z[..., reads], axis=-1) for reads in layout.readers], axis=-1)
-    counts = np.concatenate([(n - np.sum(k, axis=-1))[..., None], k], axis=-1)
-    counts = np.maximum(counts, max(START_SHARE * n, 1.0))
+    counts = np.maximum(cells_from_coordinates(k, n, layout), max(START_SHARE * n, 1.0))
     probs = counts / np.sum(counts, axis=-1, keepdims=True)
-    whole = whole_counts(probs, n)
+    whole = coordinates_from_cells(whole_counts(probs, n), layout)
     statistic = np.array(z, dtype=np.float64)
-    statistic[..., layout.counts] = statistic[..., layout.squares] = whole[..., 1:]
+    for j, reads in enumerate(layout.readers):
+        statistic[..., reads] = whole[..., j, None]
     statistic[..., layout.zeros] = 0.0
     theta, sigma2 = release_nig_start(rng, target.prior, statistic, n)
-    niw, d2 = target.x_prior, layout.d - layout.levels + 1
+    niw, d2, rows = target.x_prior, layout.d - layout.columns, layout.means
     batch = probs.shape[:-1]
     if not d2:
-        return LevelParameters(theta, sigma2, probs, np.zeros((*batch, layout.levels, 0)),
+        return LevelParameters(theta, sigma2, probs, np.zeros((*batch, rows, 0)),
                                np.zeros((*batch, 0, 0)))  # fmt: skip
-    loc = np.broadcast_to(niw.loc[..., None, :], (*batch, layout.levels, d2)).copy()
+    loc = np.broadcast_to(niw.loc[..., None, :], (*batch, rows, d2)).copy()
     dof = np.asarray(niw.dof, dtype=np.float64)
     cov = niw.scale / np.maximum(dof - d2 + 1.0, 0.5)[..., None, None]
     return LevelParameters(theta, sigma2, probs, loc, np.broadcast_to(cov, (*batch, d2, d2)))
@@ -79,20 +83,24 @@ class LevelTrace(NamedTuple):
     theta: npt.NDArray[np.float64]
     sigma2: npt.NDArray[np.float64]
     probs: npt.NDArray[np.float64]
-    """π, ``(..., K)``: the reference level (every column of the factor 0) first, then the
-    levels of the factor's columns in the order given."""
+    """π, ``(..., C)``: the reference level (every column of the factor 0) first, then the
+    levels of the factor's columns in the order given; for a pair the corners (0, 0), (1, 0),
+    (0, 1), (1, 1) of the two columns in the order given."""
     group_loc: npt.NDArray[np.float64]
-    """``(..., K, d₂)``: the other covariates' means at each level, in their order."""
+    """``(..., r, d₂)``: the other covariates' means at each level (r = K), or at the pair's
+    corners (0, 0), (1, 0), (0, 1) (r = 3; at (1, 1) the mean is m₁₀ + m₀₁ − m₀₀)."""
     x_cov: npt.NDArray[np.float64]
     """``(..., d₂, d₂)``: their covariance within a level."""
     suffstat: npt.NDArray[np.float64]
     acceptance: npt.NDArray[np.float64]
     """Share of the random-walk moves accepted after tuning, ``(chain, batch)``."""
+    kind: str = "factor"
+    """``"factor"`` or ``"pair"``."""
 
     @property
     def x_model(self) -> str:
-        """Which model of x drew this trace."""
-        return "levels"
+        """Which model of x drew this trace: ``"levels"`` (a factor) or ``"pair"``."""
+        return "pair" if self.kind == "pair" else "levels"
 
 
 def sample_level_regression(
@@ -102,7 +110,8 @@ def sample_level_regression(
     n: int,
     prior: NIG | tuple,
     x_prior: NIW | tuple | None,
-    factor: Sequence[int],
+    factor: Sequence[int] = (),
+    pair: Sequence[int] = (),
     scale: npt.ArrayLike | None = None,
     noise_sd: npt.ArrayLike | None = None,
     draws: int,
@@ -110,7 +119,7 @@ def sample_level_regression(
     chains: int = 2,
     symmetry_steps: tuple[float, ...] | None = None,
 ) -> LevelTrace:
-    """Sample the posterior of a batch of releases whose covariates ``factor`` code one factor.
+    """Sample the posterior of releases with a factor, or a pair of binaries, beside normal x.
 
     Parameters
     ----------
@@ -129,6 +138,10 @@ def sample_level_regression(
     factor
         Indices of the factor's dummy columns, one per level but the reference (every column
         0), never two of them 1 in a record.
+    pair
+        Instead of ``factor``: the indices of two binary covariates, any corner of the unit
+        square possible, beside at least one other covariate (the other covariates' mean is
+        additive in the two: :func:`~pymc_dp.regression.kernels.level_model.pair_layout`).
     scale, noise_sd
         Exactly one: the Laplace scale Δ/ε, or the sd of Gaussian noise; scalar or ``(batch,)``.
     draws, tune, chains
@@ -164,15 +177,26 @@ def sample_level_regression(
     rng = check_rng(rng)
     z, d = check_released_batch(released)
     p = d + 1
-    factor = tuple(check_int(j, "factor", minimum=0) for j in factor)
+    if bool(len(factor)) == bool(len(pair)):
+        raise ValueError(
+            "give exactly one of factor= (a factor's columns) and pair= (two binaries)"
+        )
+    name = "factor" if len(factor) else "pair"
+    factor = tuple(check_int(j, name, minimum=0) for j in (factor if len(factor) else pair))
     if not factor or len(set(factor)) != len(factor) or max(factor) >= d:
         raise ValueError(
-            f"factor must list distinct covariate indices in [0, {d - 1}], at least one "
+            f"{name} must list distinct covariate indices in [0, {d - 1}], at least one "
             f"(got {factor})"
         )
-    levels = len(factor) + 1
+    if name == "pair" and (len(factor) != 2 or d < 3):
+        raise ValueError(
+            f"pair must list two covariate indices, with another covariate beside them "
+            f"(got {factor} of d = {d}; every covariate binary: sample_cell_regression)"
+        )
+    layout = level_layout(d, len(factor) + 1) if name == "factor" else pair_layout(d)
+    levels, means = layout.levels, layout.means
     d2 = d - len(factor)
-    n = check_int(n, "n", minimum=levels + d2 + 2)
+    n = check_int(n, "n", minimum=max(levels, means + d2 + 2))
     draws = check_int(draws, "draws", minimum=1)
     tune = check_int(tune, "tune", minimum=0)
     chains = check_int(chains, "chains", minimum=1)
@@ -185,10 +209,9 @@ def sample_level_regression(
         x_prior = check_niw(x_prior)
         if np.shape(x_prior.loc)[-1] != d2:
             raise ValueError(
-                f"x_prior.loc must have {d2} entries, one per covariate outside the factor "
+                f"x_prior.loc must have {d2} entries, one per covariate outside the {name} "
                 f"(got {np.shape(x_prior.loc)})"
             )
-    layout = level_layout(d, levels)
 
     # Internally the factor's columns come first: reorder θ's prior and the releases.
     others = [j for j in range(d) if j not in factor]
@@ -210,7 +233,7 @@ def sample_level_regression(
         "theta": np.empty((draws, rows, p)),
         "sigma2": np.empty((draws, rows)),
         "probs": np.empty((draws, rows, levels)),
-        "group_loc": np.empty((draws, rows, levels, d2)),
+        "group_loc": np.empty((draws, rows, means, d2)),
         "x_cov": np.empty((draws, rows, d2, d2)),
         "suffstat": np.empty((draws, rows, m)),
     }
@@ -232,4 +255,5 @@ def sample_level_regression(
         x_cov=out["x_cov"],
         suffstat=columns_first(out["suffstat"], factor, inverse=True),
         acceptance=accepted.reshape(chains, releases),
+        kind=layout.kind,
     )

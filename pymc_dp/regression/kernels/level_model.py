@@ -1,4 +1,4 @@
-"""The exact law of the regression statistic with a factor beside normal covariates.
+"""The exact law of the regression statistic with a factor or a pair of binaries beside normal ones.
 
 The model of the covariates (the location model of Olkin & Tate, 1961): a factor of K levels,
 dummy-coded by ``f = K − 1`` columns (level 0, the reference, all 0; level j ≥ 1 a 1 in column
@@ -29,6 +29,20 @@ law's normaliser, so the two cancel in the joint density (as in the cell model):
 :func:`level_statistic_logpdf` leaves both out, and ``π | s ~ Dirichlet(1 + counts)`` exactly.
 ``(m_g, Σ)``: ``Σ ~ InverseWishart(ν, Ψ)`` and ``m_g | Σ ~ N(c, Σ/κ)`` independently
 (:func:`draw_level_x` draws them given s).
+
+**Two binary covariates beside normal ones** (:func:`pair_layout`, ``kind="pair"``): the pair
+(x₁, x₂) takes the four corners of the unit square with probabilities π (the cells), and
+``x₂ | x_b ~ N(Mᵀ d(x_b), Σ)`` with the additive design row ``d = (1 − x₁ − x₂, x₁, x₂)``: M's
+rows are the means at the corners (0, 0), (1, 0) and (0, 1), and the mean at (1, 1) is
+``m₁₀ + m₀₁ − m₀₀``. The release reads ``Σ x₁``, ``Σ x₂`` and ``Σ x₁x₂`` (the four cells'
+counts, the integer coordinates) but not the normal covariates' sum in each corner, only
+``T = Dᵀx₂`` (``Σ x₂`` less the two binaries' sums, ``Σ x₁x₂ᵀ``, ``Σ x₂x₂ᵀ``): a mean per corner
+is not identified, the additive one is. Given the counts, T ~ MatrixNormal(G M, G, Σ) with
+``G = DᵀD`` and ``W = Σ x₂x₂ᵀ − TᵀG⁻¹T ~ Wishart(n − 3, Σ)`` independent of T
+(:func:`design_location_logpdf`; with the factor's one-hot rows G is diagonal and this is the
+location model above). The model is conditioned on three corners or more being present (G
+positive definite), with π's prior tilted likewise, as the cell model's pair; M's rows are iid
+N(c, Σ/κ) a priori.
 """
 
 from __future__ import annotations
@@ -62,7 +76,11 @@ __all__ = [
     "LevelLayout",
     "LevelParameters",
     "LevelParts",
+    "cells_from_coordinates",
     "columns_first",
+    "coordinates_from_cells",
+    "design_gram",
+    "design_location_logpdf",
     "draw_level_prior",
     "draw_level_statistic",
     "draw_level_x",
@@ -71,6 +89,7 @@ __all__ = [
     "level_record_moments",
     "level_statistic_logpdf",
     "location_logpdf",
+    "pair_layout",
 ]
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
@@ -95,25 +114,100 @@ class LevelParameters(NamedTuple):
 
 
 class LevelLayout(NamedTuple):
-    """Where the factor's part sits in the released layout (factor columns first)."""
+    """Where the binary columns' part sits in the released layout (binary columns first)."""
 
     d: int
     """Number of covariates."""
     levels: int
-    """K, the factor's levels (its columns are the first K − 1 covariates)."""
+    """C, the cells: the factor's K levels, or the pair's 4 corners."""
     counts: npt.NDArray[np.intp]
-    """Released positions of ``Σ x_j``, j = 1 … K − 1: the integer coordinates."""
+    """Released positions of the integer coordinates: ``Σ x_j`` for every binary column, and
+    for the pair ``Σ x₁x₂``."""
     squares: npt.NDArray[np.intp]
-    """Released positions of ``Σ x_j²``, which equal them."""
+    """Released positions of ``Σ x_j²``, which equal ``Σ x_j``."""
     zeros: npt.NDArray[np.intp]
     """Released positions of ``Σ x_i x_j`` for two columns of the factor: 0."""
     rest: npt.NDArray[np.intp]
     """Released positions of every other entry (continuous given the counts)."""
+    kind: str = "factor"
+    """``"factor"`` (the dummy columns of one factor) or ``"pair"`` (two binary covariates with
+    all four corners, additive means)."""
+
+    @property
+    def columns(self) -> int:
+        """f, the binary columns (the first f covariates)."""
+        return 2 if self.kind == "pair" else self.levels - 1
+
+    @property
+    def means(self) -> int:
+        """The rows r = f + 1 of the normal covariates' mean parameters (one per free cell)."""
+        return self.columns + 1
 
     @property
     def readers(self) -> tuple[npt.NDArray[np.intp], ...]:
         """For each integer coordinate: the released positions that read it."""
-        return tuple(np.array([c, q]) for c, q in zip(self.counts, self.squares))
+        pairs = [np.array([c, q]) for c, q in zip(self.counts, self.squares)]
+        return tuple(pairs + [np.array([c]) for c in self.counts[len(self.squares) :]])
+
+    @property
+    def corners(self) -> npt.NDArray[np.float64]:
+        """The binary columns' values in each cell, ``(C, f)``, the reference cell (all 0) first."""
+        return _cell_tables(self.kind, self.levels)[0]
+
+    @property
+    def design(self) -> npt.NDArray[np.float64]:
+        """Each cell's row of the design of the normal covariates' mean, ``(C, r)``.
+
+        The mean at cell c is ``design[c] @ M``, M ``(r, d₂)`` the means of the first r cells
+        (:attr:`LevelParameters.group_loc`): ``(1 − Σ_j x_j, x₁, …, x_f)``, one-hot for the
+        factor's levels, ``(−1, 1, 1)`` at the pair's corner (1, 1) (means additive in x₁, x₂).
+        """
+        return _cell_tables(self.kind, self.levels)[1]
+
+
+@functools.cache
+def _cell_tables(kind: str, levels: int) -> tuple[np.ndarray, ...]:
+    """Corners ``(C, f)``, design ``(C, r)``, coordinates ``(J, C)``, cells from (n, k)."""
+    if kind == "pair":
+        corners = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+        coordinates = np.vstack([corners.T, corners[:, 0] * corners[:, 1]])
+    else:
+        corners = np.eye(levels)[:, 1:]
+        coordinates = corners.T
+    design = np.column_stack([1.0 - corners.sum(axis=1), corners])
+    # (n, k) = [1; coordinates] @ cells; the inverse has whole entries for both kinds.
+    from_coordinates = np.rint(np.linalg.inv(np.vstack([np.ones(levels), coordinates])))
+    for table in (corners, design, coordinates, from_coordinates):
+        table.flags.writeable = False
+    return corners, design, coordinates, from_coordinates
+
+
+def cells_from_coordinates(
+    k: npt.ArrayLike, n: npt.ArrayLike, layout: LevelLayout
+) -> npt.NDArray[np.float64]:
+    """The cell counts ``(..., C)`` from the integer coordinates k ``(..., J)`` and n.
+
+    Examples
+    --------
+    >>> cells_from_coordinates([30.0, 20.0, 5.0], 100, pair_layout(3)).tolist()
+    [55.0, 25.0, 15.0, 5.0]
+    """
+    k = np.asarray(k, dtype=np.float64)
+    n = np.broadcast_to(np.asarray(n, dtype=np.float64), k.shape[:-1])
+    inverse = _cell_tables(layout.kind, layout.levels)[3]
+    return np.concatenate([n[..., None], k], axis=-1) @ inverse.T
+
+
+def coordinates_from_cells(cells: npt.ArrayLike, layout: LevelLayout) -> npt.NDArray[np.float64]:
+    """The integer coordinates ``(..., J)`` of cell counts ``(..., C)``."""
+    return np.asarray(cells, dtype=np.float64) @ _cell_tables(layout.kind, layout.levels)[2].T
+
+
+def _defined(cells: np.ndarray, layout: LevelLayout) -> np.ndarray:
+    """Counts whose means are defined by the statistic: every level kept, or 3 corners of 4."""
+    if layout.kind == "pair":
+        return np.sum(cells >= 1.0, axis=-1) >= 3
+    return np.all(cells >= 1.0, axis=-1)
 
 
 @functools.cache
@@ -129,15 +223,43 @@ def level_layout(d: int, levels: int) -> LevelLayout:
     if not 2 <= levels <= d + 1:
         raise ValueError(f"levels must be in [2, d + 1] = [2, {d + 1}] (got {levels})")
     f = levels - 1
-    rows, cols = released_pairs(d)
-    pairs = list(zip(rows.tolist(), cols.tolist()))
+    pairs = _pairs(d)
     counts = [pairs.index((0, j)) for j in range(1, f + 1)]
     squares = [pairs.index((j, j)) for j in range(1, f + 1)]
     zeros = [pairs.index((i, j)) for i in range(1, f + 1) for j in range(i + 1, f + 1)]
+    return _layout(d, levels, counts, squares, zeros, "factor")
+
+
+@functools.cache
+def pair_layout(d: int) -> LevelLayout:
+    """The positions of two binary covariates' part (the first two of d) beside normal ones.
+
+    The integer coordinates are ``Σ x₁``, ``Σ x₂`` and ``Σ x₁x₂`` (the four corners' counts).
+
+    Examples
+    --------
+    >>> layout = pair_layout(3)
+    >>> layout.counts.tolist(), layout.squares.tolist(), layout.levels, layout.means
+    ([0, 1, 4], [3, 6], 4, 3)
+    """
+    if d < 3:
+        raise ValueError(f"d must be at least 3, two binary covariates and a normal one (got {d})")
+    pairs = _pairs(d)
+    counts = [pairs.index((0, 1)), pairs.index((0, 2)), pairs.index((1, 2))]
+    squares = [pairs.index((1, 1)), pairs.index((2, 2))]
+    return _layout(d, 4, counts, squares, [], "pair")
+
+
+def _pairs(d: int) -> list[tuple[int, int]]:
+    rows, cols = released_pairs(d)
+    return list(zip(rows.tolist(), cols.tolist()))
+
+
+def _layout(d, levels, counts, squares, zeros, kind) -> LevelLayout:
     fixed = set(counts) | set(squares) | set(zeros)
-    rest = [e for e in range(len(pairs)) if e not in fixed]
+    rest = [e for e in range(len(_pairs(d))) if e not in fixed]
     as_array = functools.partial(np.array, dtype=np.intp)
-    return LevelLayout(d, levels, *map(as_array, (counts, squares, zeros, rest)))
+    return LevelLayout(d, levels, *map(as_array, (counts, squares, zeros, rest)), kind)
 
 
 @functools.cache
@@ -181,17 +303,42 @@ class LevelParts(NamedTuple):
     """The statistic's covariate parts under the level model (module docstring)."""
 
     counts: npt.NDArray[np.float64]
-    """``(n₀, …, n_f)``, ``(..., K)``: n₀ = n − Σ_{j≥1} n_j."""
+    """The cells' counts ``(..., C)``: for the factor ``(n₀, …, n_f)``, n₀ = n − Σ_{j≥1} n_j."""
     sums: npt.NDArray[np.float64]
-    """``(S₀, …, S_f)``, ``(..., K, d₂)``."""
+    """T = Dᵀx₂ ``(..., r, d₂)``, D the records' design rows (:attr:`LevelLayout.design`): the
+    level sums ``(S₀, …, S_f)`` for the factor."""
     scatter: npt.NDArray[np.float64]
-    """W, ``(..., d₂, d₂)``."""
+    """W = Σ x₂x₂ᵀ − Tᵀ G⁻¹ T, ``(..., d₂, d₂)``: the scatter about the fitted means."""
     consistent: npt.NDArray[np.bool_]
-    """``(...)``: the counts whole and at least 1, each read twice alike, the zeros 0."""
+    """``(...)``: the counts whole, their means defined (every level present; three corners of
+    the pair), each read alike, the zeros 0."""
+    gram: npt.NDArray[np.float64] | None = None
+    """For the pair, G = DᵀD ``(..., 3, 3)`` (for the factor it is ``diag(counts)``)."""
+
+
+def _fitted(sums: np.ndarray, counts: np.ndarray, gram: np.ndarray | None) -> np.ndarray:
+    """TᵀG⁻¹T ``(..., d₂, d₂)``: Σ_g S_g S_gᵀ / n_g for the factor (``gram`` None), else with G.
+
+    Where G is not positive definite (a statistic off the model) the result is not used.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if gram is None:
+            outer = sums[..., :, :, None] * sums[..., :, None, :] / counts[..., :, None, None]
+            return np.sum(outer, axis=-3)
+        chol, definite = batched_cholesky(gram)
+        chol = np.where(definite[..., None, None], chol, np.eye(gram.shape[-1]))
+        half = np.linalg.solve(chol, sums)
+    return np.swapaxes(half, -1, -2) @ half
+
+
+def design_gram(cells: npt.ArrayLike, layout: LevelLayout) -> npt.NDArray[np.float64]:
+    """G = DᵀD = Σ_c n_c d_c d_cᵀ ``(..., r, r)`` from the cell counts ``(..., C)``."""
+    design = layout.design
+    return np.einsum("...c,ci,cj->...ij", np.asarray(cells, dtype=np.float64), design, design)
 
 
 def level_parts(s: npt.ArrayLike, n: npt.ArrayLike, layout: LevelLayout) -> LevelParts:
-    """Split released-layout statistics (factor first) into the counts, level sums and W.
+    """Split released-layout statistics (binary columns first) into counts, sums and W.
 
     Examples
     --------
@@ -204,23 +351,25 @@ def level_parts(s: npt.ArrayLike, n: npt.ArrayLike, layout: LevelLayout) -> Leve
     s = np.asarray(s, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     b = unpack_statistic(s, n)
-    f, d = layout.levels - 1, layout.d
+    f, d = layout.columns, layout.d
     ones = s[..., layout.counts]
-    counts = np.concatenate([(n - np.sum(ones, axis=-1))[..., None], ones], axis=-1)
+    counts = cells_from_coordinates(ones, n, layout)
     normal = slice(f + 1, d + 1)
     level_sums = b[..., 1 : f + 1, normal]
     sums = np.concatenate([(b[..., 0, normal] - np.sum(level_sums, axis=-2))[..., None, :],
                            level_sums], axis=-2)  # fmt: skip
-    with np.errstate(invalid="ignore", divide="ignore"):
-        outer = sums[..., :, :, None] * sums[..., :, None, :] / counts[..., :, None, None]
-    scatter = b[..., normal, normal] - np.sum(outer, axis=-3)
+    defined = np.all(counts >= 0.0, axis=-1) & _defined(counts, layout)
+    gram = None
+    if layout.kind == "pair":  # members off the model get a regular G (never used): no rounding
+        gram = design_gram(np.where(defined[..., None], counts, 1.0), layout)  # test of G
+    scatter = b[..., normal, normal] - _fitted(sums, counts, gram)
     consistent = (
         np.all(ones == np.round(ones), axis=-1)
-        & np.all(counts >= 1.0, axis=-1)
-        & np.all(s[..., layout.squares] == ones, axis=-1)
+        & defined
+        & np.all(s[..., layout.squares] == ones[..., :f], axis=-1)
         & np.all(s[..., layout.zeros] == 0.0, axis=-1)
     )
-    return LevelParts(counts, sums, scatter, consistent)
+    return LevelParts(counts, sums, scatter, consistent, gram)
 
 
 def location_logpdf(
@@ -254,18 +403,61 @@ def location_logpdf(
         - 0.5 * sizes * np.sum(centred**2, axis=-1),
         axis=-1,
     )
+    wishart, definite_w = _wishart_logpdf(scatter, dof, chol, logdet_cov)
+    return out + wishart, definite & definite_w
+
+
+def _wishart_logpdf(scatter, dof, chol, logdet_cov):
+    """``log Wishart(W; dof, Σ)`` given Σ's Cholesky factor and log det, and W definite."""
+    d2 = scatter.shape[-1]
+    diag = np.arange(d2)
     scatter_chol, definite_w = batched_cholesky(scatter)
     logdet_w = 2.0 * np.sum(np.log(scatter_chol[..., diag, diag]), axis=-1)
     inner = np.linalg.solve(chol, scatter)
     trace = np.trace(np.linalg.solve(np.swapaxes(chol, -1, -2), inner), 0, -2, -1)
-    out = out + (
+    out = (
         0.5 * (dof - d2 - 1) * logdet_w
         - 0.5 * trace
         - 0.5 * dof * d2 * np.log(2.0)
         - 0.5 * dof * logdet_cov
         - multigammaln(0.5 * dof, d2)
     )
-    return out, definite & definite_w
+    return out, definite_w
+
+
+def design_location_logpdf(
+    sums: npt.NDArray[np.float64],
+    gram: npt.NDArray[np.float64],
+    scatter: npt.NDArray[np.float64],
+    loc: npt.NDArray[np.float64],
+    cov: npt.NDArray[np.float64],
+    n: npt.NDArray[np.float64],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Log density of T = Dᵀx₂ and W given the design's G = DᵀD, and where it is defined.
+
+    x₂ = D M + E with E's rows N(0, Σ) (a multivariate regression on the design rows), so
+    T ~ MatrixNormal(G M, G, Σ) and W = x₂ᵀx₂ − Tᵀ G⁻¹ T ~ Wishart(n − r, Σ), independent of T
+    (Anderson 2003, Thm 8.2.2). ``sums`` T ``(..., r, d₂)``, ``gram`` G ``(..., r, r)``
+    (positive definite), ``loc`` M ``(..., r, d₂)``. With G = diag(sizes) this is
+    :func:`location_logpdf`.
+    """
+    r, d2 = loc.shape[-2:]
+    chol_g, definite_g = batched_cholesky(gram)
+    chol_g = np.where(definite_g[..., None, None], chol_g, np.eye(r))
+    chol, definite = batched_cholesky(cov)
+    diag_r, diag = np.arange(r), np.arange(d2)
+    logdet_g = 2.0 * np.sum(np.log(chol_g[..., diag_r, diag_r]), axis=-1)
+    logdet_cov = 2.0 * np.sum(np.log(chol[..., diag, diag]), axis=-1)
+    half = np.linalg.solve(chol_g, sums - gram @ loc)  # G^(−1/2) (T − G M), rows ~ N(0, Σ)
+    white = np.linalg.solve(chol[..., None, :, :], half[..., None])[..., 0]
+    out = (
+        -0.5 * r * d2 * _LOG_2PI
+        - 0.5 * d2 * logdet_g
+        - 0.5 * r * logdet_cov
+        - 0.5 * np.sum(white**2, axis=(-2, -1))
+    )
+    wishart, definite_w = _wishart_logpdf(scatter, n - r, chol, logdet_cov)
+    return out + wishart, definite & definite_g & definite_w
 
 
 def _floats(par: LevelParameters) -> LevelParameters:
@@ -275,18 +467,18 @@ def _floats(par: LevelParameters) -> LevelParameters:
 def level_statistic_logpdf(
     s: npt.ArrayLike, par: LevelParameters, n: npt.ArrayLike, layout: LevelLayout
 ) -> npt.NDArray[np.float64]:
-    """Log density of the statistic (factor first) under the level model, the tilt left out.
+    """Log density of the statistic (binary columns first) under the level model, tilt left out.
 
     Parameters
     ----------
     s
-        Statistics in the released layout, ``(..., m)``, the factor's columns first.
+        Statistics in the released layout, ``(..., m)``, the binary columns first.
     par
         φ, batch broadcastable against s's.
     n
-        Number of records, at least ``K + d₂ + 1``.
+        Number of records, at least ``r + d₂ + 1``.
     layout
-        :func:`level_layout`.
+        :func:`level_layout` or :func:`pair_layout`.
 
     Returns
     -------
@@ -322,31 +514,54 @@ def level_statistic_logpdf(
             - np.sum(gammaln(counts + 1.0), axis=-1)
             + np.sum(counts * np.log(probs), axis=-1)
         )
-    if loc.shape[-1]:
+    if loc.shape[-1] and layout.kind == "pair":
+        gram = np.where(ok[..., None, None], parts.gram, design_gram(counts, layout))
+        location, definite = design_location_logpdf(parts.sums, gram, parts.scatter, loc, cov, n)
+        out, ok = out + location, ok & definite
+    elif loc.shape[-1]:
         location, definite = location_logpdf(parts.sums, counts, parts.scatter, loc, cov)
         out, ok = out + location, ok & definite
-    out = out + response_logpdf(split_statistic(s, n), theta=theta, sigma2=sigma2, n=n)
-    return np.where(ok & np.isfinite(out), out, -np.inf)
+    return np.where(ok, out + _response_logpdf(s, theta, sigma2, n, ok), -np.inf)
 
 
-def _gram(counts: np.ndarray, sums: np.ndarray, scatter: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """``A = X̃ᵀX̃`` ``(..., d + 1, d + 1)`` from the counts, level sums and W (factor first)."""
-    f, d2 = counts.shape[-1] - 1, sums.shape[-1]
+def _response_logpdf(s, theta, sigma2, n, ok) -> np.ndarray:
+    """The responses' part at the members ``ok`` (whose A is regular), −∞ elsewhere.
+
+    Members off the model can have a singular A, and one in a batch sends the batched solve to
+    a loop over every member.
+    """
+    batch = ok.shape
+    out = np.full(batch, -np.inf)
+    if np.any(ok):
+        pick = lambda a, tail=(): np.broadcast_to(a, batch + tail)[ok]  # noqa: E731
+        n_ok = pick(n)
+        parts = split_statistic(pick(s, s.shape[-1:]), n_ok)
+        out[ok] = response_logpdf(parts, theta=pick(theta, theta.shape[-1:]),
+                                  sigma2=pick(sigma2), n=n_ok)  # fmt: skip
+    return np.where(np.isfinite(out), out, -np.inf)
+
+
+def _gram(
+    counts: np.ndarray, sums: np.ndarray, scatter: np.ndarray, n: np.ndarray, layout: LevelLayout
+) -> np.ndarray:
+    """``A = X̃ᵀX̃`` ``(..., d + 1, d + 1)`` from the counts, sums T and W (binary columns first)."""
+    f, d2 = layout.columns, sums.shape[-1]
     p = 1 + f + d2
     gram = np.zeros((*counts.shape[:-1], p, p))
     gram[..., 0, 0] = n
-    levels = np.arange(1, f + 1)
-    gram[..., 0, levels] = gram[..., levels, 0] = counts[..., 1:]
-    gram[..., levels, levels] = counts[..., 1:]
+    corners = layout.corners
+    binary = slice(1, f + 1)
+    gram[..., 0, binary] = gram[..., binary, 0] = counts @ corners
+    gram[..., binary, binary] = np.einsum("...c,ci,cj->...ij", counts, corners, corners)
     if d2:
         normal = slice(f + 1, p)
         total = np.sum(sums, axis=-2)
         gram[..., 0, normal] = total
         gram[..., normal, 0] = total
-        gram[..., 1 : f + 1, normal] = sums[..., 1:, :]
-        gram[..., normal, 1 : f + 1] = np.swapaxes(sums[..., 1:, :], -1, -2)
-        outer = sums[..., :, :, None] * sums[..., :, None, :] / counts[..., :, None, None]
-        gram[..., normal, normal] = scatter + np.sum(outer, axis=-3)
+        gram[..., binary, normal] = sums[..., 1:, :]
+        gram[..., normal, binary] = np.swapaxes(sums[..., 1:, :], -1, -2)
+        pair = design_gram(counts, layout) if layout.kind == "pair" else None
+        gram[..., normal, normal] = scatter + _fitted(sums, counts, pair)
     return gram
 
 
@@ -359,10 +574,11 @@ def draw_level_statistic(
     size: tuple[int, ...] = (),
     start: bool = False,
 ) -> npt.NDArray[np.float64]:
-    """Exact draws of the statistic (factor first), without drawing records.
+    """Exact draws of the statistic (binary columns first), without drawing records.
 
-    The counts are multinomial given every level non-empty (drawn again where one is empty, at
-    most :data:`MAX_DRAWS` times), the level sums normal, W by Bartlett's decomposition, then
+    The counts are multinomial given every level non-empty (for a pair, three corners or more;
+    drawn again where not, at most :data:`MAX_DRAWS` times), the level sums (T) normal, W by
+    Bartlett's decomposition, then
     :func:`~pymc_dp.regression.kernels.normal_model.statistic_from_gram`; the cost does not
     depend on n. ``start=True`` is for a chain's first state, which need not be a draw of this
     law: where a level was empty every time, one record goes to every level and the other
@@ -383,47 +599,52 @@ def draw_level_statistic(
     ((3, 14), True)
     """
     theta, sigma2, probs, loc, cov = _floats(par)
-    levels = probs.shape[-1]
+    levels = layout.levels
     batch = tuple(size) + np.broadcast_shapes(
         theta.shape[:-1], sigma2.shape, probs.shape[:-1], loc.shape[:-2], cov.shape[:-2]
     )
     probs = np.broadcast_to(probs, (*batch, levels))
     counts = rng.multinomial(n, probs).astype(np.float64)
     for _ in range(MAX_DRAWS):
-        empty = np.any(counts < 1.0, axis=-1)
+        empty = ~_defined(counts, layout)
         if not empty.any():
             break
         counts[empty] = rng.multinomial(n, probs[empty])
     else:
-        empty = np.any(counts < 1.0, axis=-1)
+        empty = ~_defined(counts, layout)
         if empty.any() and not start:
             raise ValueError(
                 f"the level probabilities left a level empty in {MAX_DRAWS} draws of {n} "
                 f"records: give every level a probability of order 1/n or more"
             )
         counts[empty] = 1.0 + rng.multinomial(n - levels, probs[empty])
-    return _statistic(rng, LevelParameters(theta, sigma2, probs, loc, cov), counts, n)
+    return _statistic(rng, LevelParameters(theta, sigma2, probs, loc, cov), counts, n, layout)
 
 
 def _statistic(
-    rng: np.random.Generator, par: LevelParameters, counts: np.ndarray, n: int
-) -> npt.NDArray[np.float64]:
-    """The statistic given the level counts ``(..., K)``: level sums, W, then the responses."""
+    rng: np.random.Generator, par: LevelParameters, counts: np.ndarray, n: int,
+    layout: LevelLayout,
+) -> npt.NDArray[np.float64]:  # fmt: skip
+    """The statistic given the cell counts ``(..., C)``: sums T, W, then the responses."""
     theta, sigma2, _, loc, cov = _floats(par)
-    batch, levels, d2 = counts.shape[:-1], counts.shape[-1], loc.shape[-1]
-    sums = np.zeros((*batch, levels, d2))
+    batch, r, d2 = counts.shape[:-1], layout.means, loc.shape[-1]
+    sums = np.zeros((*batch, r, d2))
     scatter = np.zeros((*batch, d2, d2))
     if d2:
         chol = np.broadcast_to(np.linalg.cholesky(cov), (*batch, d2, d2))
-        noise = (chol[..., None, :, :] @ rng.standard_normal((*batch, levels, d2, 1)))[..., 0]
-        sums = counts[..., None] * loc + np.sqrt(counts)[..., None] * noise
+        noise = (chol[..., None, :, :] @ rng.standard_normal((*batch, r, d2, 1)))[..., 0]
+        if layout.kind == "pair":  # T ~ MatrixNormal(G M, G, Σ)
+            gram = design_gram(counts, layout)
+            sums = gram @ loc + np.linalg.cholesky(gram) @ noise
+        else:
+            sums = counts[..., None] * loc + np.sqrt(counts)[..., None] * noise
         tri = np.tril(rng.standard_normal((*batch, d2, d2)), -1)
-        dof = float(n) - levels - np.arange(d2)
+        dof = float(n) - r - np.arange(d2)
         tri = tri + np.sqrt(rng.chisquare(dof, size=(*batch, d2)))[..., None] * np.eye(d2)
         factor = chol @ tri
         scatter = factor @ np.swapaxes(factor, -1, -2)
     nn = np.full(batch, float(n))
-    gram = _gram(counts, sums, scatter, nn)
+    gram = _gram(counts, sums, scatter, nn, layout)
     return statistic_from_gram(rng, gram, theta=theta, sigma2=sigma2, n=nn)
 
 
@@ -458,35 +679,36 @@ def draw_level_prior(
     >>> par.probs.shape, par.group_loc.shape, s.shape
     ((5, 3), (5, 3, 1), (5, 14))
     """
-    levels = layout.levels
-    d2 = layout.d - levels + 1
-    if n < levels + d2 + 1:
-        raise ValueError(f"n must be at least K + d2 + 1 = {levels + d2 + 1} (got {n})")
+    levels, r = layout.levels, layout.means
+    d2 = layout.d - layout.columns
+    if n < max(levels, r + d2 + 1):
+        raise ValueError(f"n must be at least {max(levels, r + d2 + 1)} (got {n})")
     theta, sigma2 = draw_nig(rng, prior, size=(size,))
     probs, counts = np.empty((size, levels)), np.zeros((size, levels))
     empty = np.ones(size, dtype=bool)
     while empty.any():
         probs[empty] = rng.dirichlet(np.ones(levels), size=int(empty.sum()))
         counts[empty] = rng.multinomial(n, probs[empty])
-        empty = np.any(counts < 1.0, axis=-1)
-    loc, cov = np.zeros((size, levels, d2)), np.zeros((size, d2, d2))
+        empty = ~_defined(counts, layout)
+    loc, cov = np.zeros((size, r, d2)), np.zeros((size, d2, d2))
     if d2:
         _, cov = draw_niw(rng, x_prior, size=(size,))
-        white = rng.standard_normal((size, levels, d2, 1))
+        white = rng.standard_normal((size, r, d2, 1))
         spread = np.linalg.cholesky(cov)[:, None] @ white / np.sqrt(x_prior.kappa)
         loc = np.asarray(x_prior.loc) + spread[..., 0]
     par = LevelParameters(theta, sigma2, probs, loc, cov)
-    return par, _statistic(rng, par, counts, n)
+    return par, _statistic(rng, par, counts, n, layout)
 
 
 def level_record_moments(
-    par: LevelParameters,
+    par: LevelParameters, layout: LevelLayout | None = None
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Mean ``(..., m)`` and covariance ``(..., m, m)`` of one record's statistic t.
 
-    A mixture over the levels of normal records with the factor's columns fixed at the level's
+    A mixture over the cells of normal records with the binary columns fixed at the cell's
     corner (:func:`~pymc_dp.regression.kernels.normal_model.record_moments`), weights π. The
-    covariance is singular along the ties and the zeros, which no record moves.
+    covariance is singular along the ties and the zeros, which no record moves. ``layout``
+    (default: the factor's) says which cells.
 
     Examples
     --------
@@ -498,12 +720,17 @@ def level_record_moments(
     """
     theta, sigma2, probs, loc, cov = _floats(par)
     levels, d2 = probs.shape[-1], loc.shape[-1]
+    if layout is None:
+        layout = LevelLayout(levels - 1 + d2, levels, *([np.zeros(0, np.intp)] * 4))
     batch = loc.shape[:-2]
-    corners = np.broadcast_to(np.eye(levels)[:, 1:], (*batch, levels, levels - 1))
+    f = layout.columns
+    corners = np.broadcast_to(layout.corners, (*batch, levels, f))
+    if layout.kind == "pair":
+        loc = layout.design @ loc  # each corner's mean
     x_loc = np.concatenate([corners, loc], axis=-1)
-    d = levels - 1 + d2
+    d = f + d2
     x_cov = np.zeros((*np.broadcast_shapes(batch, cov.shape[:-2]), levels, d, d))
-    x_cov[..., levels - 1 :, levels - 1 :] = cov[..., None, :, :]
+    x_cov[..., f:, f:] = cov[..., None, :, :]
     means, covs = record_moments(theta[..., None, :], sigma2[..., None], x_loc, x_cov)
     mean = np.sum(probs[..., None] * means, axis=-2)
     second = covs + means[..., :, None] * means[..., None, :]
@@ -544,13 +771,18 @@ def draw_level_x(
     """
     n = np.asarray(n, dtype=np.float64)
     parts = level_parts(s, n, layout)
-    counts = np.maximum(parts.counts, 1.0)
+    if layout.kind == "pair":
+        counts = np.maximum(parts.counts, 0.0)
+    else:
+        counts = np.maximum(parts.counts, 1.0)
     gamma = rng.standard_gamma(1.0 + counts)
     probs = gamma / np.sum(gamma, axis=-1, keepdims=True)
     d2 = parts.sums.shape[-1]
     batch = counts.shape[:-1]
     if not d2:
-        return probs, np.zeros((*batch, layout.levels, 0)), np.zeros((*batch, 0, 0))
+        return probs, np.zeros((*batch, layout.means, 0)), np.zeros((*batch, 0, 0))
+    if layout.kind == "pair":
+        return (probs, *_draw_design_x(rng, x_prior, parts, n))
     kappa = np.asarray(x_prior.kappa, dtype=np.float64)[..., None]
     centre = np.asarray(x_prior.loc, dtype=np.float64)[..., None, :]
     diff = parts.sums / counts[..., None] - centre
@@ -570,3 +802,36 @@ def draw_level_x(
     )
     loc = np.concatenate([loc0[..., None, :], others], axis=-2)
     return probs, loc, cov
+
+
+def _draw_design_x(
+    rng: np.random.Generator, x_prior: NIW, parts: LevelParts, n: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(M, Σ) | T, W, G: the matrix-normal–inverse-Wishart update of M's rows iid N(c, Σ/κ).
+
+    Λ = κI + G, M̂ = Λ⁻¹(κ1cᵀ + T), Σ ~ InverseWishart(ν + n, Ψ + W + TᵀG⁻¹T + κ r ccᵀ −
+    M̂ᵀΛM̂), M | Σ ~ MatrixNormal(M̂, Λ⁻¹, Σ). With G diagonal these are the levels' updates.
+    """
+    sums, gram, scatter = parts.sums, parts.gram, parts.scatter
+    r = sums.shape[-2]
+    kappa = np.asarray(x_prior.kappa, dtype=np.float64)[..., None, None]
+    centre = np.asarray(x_prior.loc, dtype=np.float64)[..., None, :]
+    precision = kappa * np.eye(r) + gram
+    chol_p = np.linalg.cholesky(precision)
+    post = np.linalg.solve(precision, kappa * centre + sums)
+    chol_g = np.linalg.cholesky(gram)
+    half = np.linalg.solve(chol_g, sums)
+    fitted = np.swapaxes(half, -1, -2) @ half
+    spread = np.swapaxes(chol_p, -1, -2) @ post  # M̂ᵀΛM̂ = (LᵀM̂)ᵀ(LᵀM̂)
+    scale = (
+        x_prior.scale + scatter + fitted
+        + r * kappa * np.swapaxes(centre, -1, -2) @ centre
+        - np.swapaxes(spread, -1, -2) @ spread
+    )  # fmt: skip
+    scale = 0.5 * (scale + np.swapaxes(scale, -1, -2))
+    _, cov = draw_niw(rng, NIW(np.zeros(scale.shape[:-1]), np.ones(scale.shape[:-2]),
+                               x_prior.dof + n, scale))  # fmt: skip
+    white = rng.standard_normal(sums.shape)
+    noise = np.linalg.solve(np.swapaxes(chol_p, -1, -2), white)  # rows' covariance Λ⁻¹
+    loc = post + noise @ np.swapaxes(np.linalg.cholesky(cov), -1, -2)
+    return loc, cov

@@ -57,6 +57,7 @@ from pymc_dp.regression.kernels.level_model import (
     level_layout,
     level_record_moments,
     level_statistic_logpdf,
+    pair_layout,
 )
 from pymc_dp.regression.kernels.mixed_model import (
     MixedParameters,
@@ -364,8 +365,8 @@ def unpack_cells(
 def n_level_parameters(layout: LevelLayout) -> int:
     """Length of the level model's u.
 
-    θ (d + 1), log σ², K − 1 log ratios of π, the K level means (d₂ each) and Σ's log-Cholesky
-    coordinates.
+    θ (d + 1), log σ², C − 1 log ratios of π, the r mean rows (d₂ each: the K level means of
+    a factor, the three free corners' of a pair) and Σ's log-Cholesky coordinates.
 
     Examples
     --------
@@ -373,8 +374,8 @@ def n_level_parameters(layout: LevelLayout) -> int:
     >>> n_level_parameters(level_layout(3, 3))  # 4 + 1 + 2 + 3 + 1
     11
     """
-    d2 = layout.d - layout.levels + 1
-    return layout.d + 1 + layout.levels + layout.levels * d2 + d2 * (d2 + 1) // 2
+    d2 = layout.d - layout.columns
+    return layout.d + 1 + layout.levels + layout.means * d2 + d2 * (d2 + 1) // 2
 
 
 def pack_levels(par: LevelParameters) -> npt.NDArray[np.float64]:
@@ -414,12 +415,12 @@ def unpack_levels(
     True
     """
     u = np.asarray(u, dtype=np.float64)
-    p, levels = layout.d + 1, layout.levels
-    d2 = layout.d - levels + 1
-    start = p + levels  # after θ, log σ² and the K − 1 ratios
+    p, levels, rows = layout.d + 1, layout.levels, layout.means
+    d2 = layout.d - layout.columns
+    start = p + levels  # after θ, log σ² and the C − 1 ratios
     probs, log_jac_probs = _probabilities(u[..., p + 1 : start])
-    loc = u[..., start : start + levels * d2].reshape(*u.shape[:-1], levels, d2)
-    cov, log_jac_cov = _covariance(u[..., start + levels * d2 :], d2)
+    loc = u[..., start : start + rows * d2].reshape(*u.shape[:-1], rows, d2)
+    cov, log_jac_cov = _covariance(u[..., start + rows * d2 :], d2)
     with np.errstate(over="ignore"):
         sigma2 = np.exp(u[..., p])
     log_jac = u[..., p] + log_jac_probs + log_jac_cov
@@ -478,14 +479,18 @@ def _cell_free(d: int, kind: str) -> _Free:
 
 
 @functools.cache
-def _level_free(d: int, levels: int) -> _Free:
+def _level_free(d: int, levels: int, kind: str) -> _Free:
+    if kind == "pair":  # the three counts have the cell model's pair's bounds
+        layout = pair_layout(d)
+        return _Free(layout.counts, layout.readers, layout.rest, "pair")
     layout = level_layout(d, levels)
     return _Free(layout.counts, layout.readers, layout.rest, "levels")
 
 
 def _free(target: MixedTarget) -> _Free:
     if target.levels is not None:
-        return _level_free(target.levels.d, target.levels.levels)
+        layout = target.levels
+        return _level_free(layout.d, layout.levels, layout.kind)
     if target.cells is None:
         return _mixed_free(d_from_released(target.released.shape[-1]))
     return _cell_free(target.cells.d, target.cells.kind)
@@ -512,7 +517,7 @@ def _proposal(
     free = _free(target)
     keep = np.concatenate([free.k, free.rest])
     if target.levels is not None:
-        mean, cov = level_record_moments(par)
+        mean, cov = level_record_moments(par, target.levels)
     elif target.cells is None:
         mean, cov = mixed_record_moments(par)
     else:

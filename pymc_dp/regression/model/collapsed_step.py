@@ -50,6 +50,9 @@ from pymc_dp.regression.model.steps import require_nig_sole_use
 
 __all__ = ["RegressionCollapsedStep"]
 
+_OWN_STEPS = ("mixed", "levels", "pair")
+"""Models of x whose nodes have their own steps (RegressionMixedStep, RegressionLevelStep)."""
+
 
 @dataclass_state
 class CollapsedStepState(StepMethodState):
@@ -127,10 +130,10 @@ class RegressionCollapsedStep(DPGibbsStep):
         info = cls.links(rv)
         if isinstance(info, tuple):  # θ or σ²
             return len(info) > 0 and all(
-                i.method == "collapsed" and i.x_model not in ("mixed", "levels") and i.cells is None
+                i.method == "collapsed" and i.x_model not in _OWN_STEPS and i.cells is None
                 for i in info
             )
-        if (info is None or info.method != "collapsed" or info.x_model in ("mixed", "levels")
+        if (info is None or info.method != "collapsed" or info.x_model in _OWN_STEPS
                 or info.cells is not None):  # fmt: skip
             return False  # the mixed, level and cell models have their own steps
         op = getattr(getattr(rv, "owner", None), "op", None)

@@ -54,6 +54,7 @@ __all__ = [
     "RegressionSuffStatRV",
     "binary_x_moments_pt",
     "clt_moments_pt",
+    "design_location_logp_pt",
     "location_logp_pt",
     "model_statistic_pt",
     "normal_x_moments_pt",
@@ -529,12 +530,18 @@ def location_logp_pt(sums, sizes, second, group_loc, x_cov, d2):
         logp = logp - 0.5 * d2 * (np.log(2.0 * np.pi) + pt.log(size))
         logp = logp - 0.5 * logdet_cov - 0.5 * size * pt.sum(pt.sqr(centred))
         scatter = scatter - pt.outer(level_sums, level_sums) / size
+    wishart, defined = _wishart_logp_pt(scatter, cov_chol, logdet_cov, sum(sizes) - len(sizes), d2)
+    return logp + wishart, defined
+
+
+def _wishart_logp_pt(scatter, cov_chol, logdet_cov, dof, d2):
+    """The log Wishart(W; dof, Σ) given Σ's Cholesky factor and log det, and W's definiteness."""
+    diag = np.arange(d2)
     scatter_chol = pt.linalg.cholesky(scatter)
     logdet_w = 2.0 * pt.sum(pt.log(scatter_chol[diag, diag]))
     half_w = pt.linalg.solve_triangular(cov_chol, scatter, lower=True)
     whitened = pt.linalg.solve_triangular(cov_chol, half_w.T, lower=True)
-    dof = sum(sizes) - len(sizes)
-    logp = logp + (
+    logp = (
         0.5 * (dof - d2 - 1) * logdet_w
         - 0.5 * pt.sum(whitened[diag, diag])
         - 0.5 * dof * d2 * np.log(2.0)
@@ -542,6 +549,33 @@ def location_logp_pt(sums, sizes, second, group_loc, x_cov, d2):
         - multigammaln(0.5 * dof, d2)
     )
     return logp, ~pt.any(pt.isnan(scatter_chol))
+
+
+def design_location_logp_pt(sums, gram, second, group_loc, x_cov, n, d2):
+    """T's and W's log density given G = DᵀD, and whether it is defined (PyTensor).
+
+    :func:`~pymc_dp.regression.kernels.level_model.design_location_logpdf`: ``sums`` T
+    ``(r, d₂)``, ``gram`` G ``(r, r)``, ``second`` the normal covariates' Σ x₂x₂ᵀ, from which
+    W = second − TᵀG⁻¹T ~ Wishart(n − r, Σ); T ~ MatrixNormal(G M, G, Σ).
+    """
+    r = int(gram.type.shape[0])
+    diag, diag_r = np.arange(d2), np.arange(r)
+    cov_chol = pt.linalg.cholesky(x_cov)
+    logdet_cov = 2.0 * pt.sum(pt.log(cov_chol[diag, diag]))
+    gram_chol = pt.linalg.cholesky(gram)
+    logdet_g = 2.0 * pt.sum(pt.log(gram_chol[diag_r, diag_r]))
+    half = pt.linalg.solve_triangular(gram_chol, sums - pt.dot(gram, group_loc), lower=True)
+    white = pt.linalg.solve_triangular(cov_chol, half.T, lower=True)
+    logp = (
+        -0.5 * r * d2 * np.log(2.0 * np.pi)
+        - 0.5 * d2 * logdet_g
+        - 0.5 * r * logdet_cov
+        - 0.5 * pt.sum(pt.sqr(white))
+    )
+    fitted = pt.linalg.solve_triangular(gram_chol, sums, lower=True)
+    scatter = second - pt.dot(fitted.T, fitted)
+    wishart, defined = _wishart_logp_pt(scatter, cov_chol, logdet_cov, n - r, d2)
+    return logp + wishart, defined & ~pt.any(pt.isnan(gram_chol))
 
 
 def _record_mean_pt(theta, sigma2, x_loc, x_cov, d):

@@ -1,4 +1,4 @@
-"""``pm.sample``'s step for a regression node with a factor beside normal covariates (an adapter).
+"""``pm.sample``'s step for a regression node with a factor or a pair beside normal x (an adapter).
 
 :class:`RegressionLevelStep` owns θ, σ², the node's level probabilities π (``{name}_x_probs``),
 the other covariates' level means and covariance (``{name}_x_loc``, ``{name}_x_cov``) and the
@@ -22,6 +22,7 @@ from pymc_dp.regression.kernels.level_model import (
     columns_first,
     draw_level_statistic,
     level_layout,
+    pair_layout,
 )
 from pymc_dp.regression.kernels.mixed_move import n_level_parameters, unpack_levels
 from pymc_dp.regression.model.level_suffstat import LevelModelSuffStatRV
@@ -38,7 +39,8 @@ class RegressionLevelStep(SweepStep):
     vars
         θ, σ² and the node's ``{name}_x_probs``, ``{name}_x_loc``, ``{name}_x_cov`` and
         ``{name}_s`` (all of them; they are one block); by default those of every
-        NoisyRegressionStat with ``x_model="levels"``.
+        NoisyRegressionStat with ``x_model="levels"`` or ``"pair"`` (two binary covariates
+        beside others: the same sweep on the pair's layout).
     tries, tune_moves, moves
         As for :class:`~pymc_dp.regression.RegressionMixedStep`.
     model, rng, initial_point, compile_kwargs, blocked
@@ -58,15 +60,15 @@ class RegressionLevelStep(SweepStep):
 
     name = "dp_regression_levels"
     role: ClassVar[str] = (
-        "it is not a variable of a NoisyRegressionStat node with a factor beside other "
-        "covariates (x_model='levels')"
+        "it is not a variable of a NoisyRegressionStat node with a factor or a pair of binary "
+        "covariates beside other covariates (x_model='levels' or 'pair')"
     )
 
     suffstat_op = LevelModelSuffStatRV
 
     @staticmethod
     def _takes(info: Any) -> bool:
-        return info.x_model == "levels"
+        return info.x_model in ("levels", "pair")
 
     @staticmethod
     def _x_variables(info: Any) -> tuple[str, ...]:
@@ -78,7 +80,10 @@ class RegressionLevelStep(SweepStep):
         factor = info.factor
         others = [j + 1 for j in range(info.d) if j not in factor]
         self._order = np.array([0, *(j + 1 for j in factor), *others])
-        self._layout = level_layout(info.d, len(factor) + 1)
+        if info.x_model == "pair":
+            self._layout = pair_layout(info.d)
+        else:
+            self._layout = level_layout(info.d, len(factor) + 1)
         loc, kappa, dof, scale = (np.asarray(a, dtype=np.float64) for a in info.x_prior)
         self._x_prior = NIW(loc[None], kappa[None], dof[None], scale[None])
 

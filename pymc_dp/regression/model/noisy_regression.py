@@ -46,6 +46,7 @@ from pymc_dp.model.distributions import LaplaceNoiseVariance
 from pymc_dp.regression.engine.cells import CELLS_MIX_D
 from pymc_dp.regression.kernels.cell_model import CELL_KINDS, cell_layout
 from pymc_dp.regression.kernels.data_model import NIW, check_niw
+from pymc_dp.regression.kernels.level_model import pair_layout
 from pymc_dp.regression.kernels.moments import XMoments, check_x_moments, x_moments_from_release
 from pymc_dp.regression.kernels.shape_law import check_shape_moments
 from pymc_dp.regression.kernels.x_models import ShapePrior, binary_cells
@@ -59,7 +60,11 @@ from pymc_dp.regression.model.distributions import (
     binary_x_moments_pt,
     normal_x_moments_pt,
 )
-from pymc_dp.regression.model.level_suffstat import LevelModelSuffStat, factor_mask
+from pymc_dp.regression.model.level_suffstat import (
+    LEVEL_KINDS,
+    LevelModelSuffStat,
+    factor_mask,
+)
 from pymc_dp.regression.model.shape_potential import shape_potential
 
 __all__ = [
@@ -109,7 +114,7 @@ class NoisyRegressionInfo:
     """Scale b of Laplace noise; ``None`` for Gaussian noise."""
     x_model: str = "normal"
     """Model of the covariates: ``"normal"``, ``"shape"``, ``"binary"``, ``"factor"``,
-    ``"mixed"``, ``"levels"`` or ``"moments"`` (fixed moments)."""
+    ``"mixed"``, ``"levels"``, ``"pair"`` or ``"moments"`` (fixed moments)."""
     x_probs: str | None = None
     """Binary model: name of the cell probabilities π over ``{0, 1}^d``."""
     x_probs_prior: tuple[float, ...] | None = None
@@ -131,7 +136,9 @@ class NoisyRegressionInfo:
     """Level model (sampled by :class:`~pymc_dp.regression.RegressionLevelStep`): the factor's
     dummy columns, in increasing order; ``x_probs`` names π over its levels (the reference
     first), ``x_loc`` the other covariates' level means ``(K, d₂)``, ``x_cov`` their covariance
-    within a level, and ``x_prior`` is their NIW prior."""
+    within a level, and ``x_prior`` is their NIW prior. The pair model (``x_model="pair"``,
+    the same step): its two binary covariates, π over their four corners, ``x_loc`` the
+    means at the first three ``(3, d₂)``."""
     cells: str | None = None
     """Cell model (every covariate binary, sampled by
     :class:`~pymc_dp.regression.RegressionCellStep`): the layout's kind, ``"pair"`` or
@@ -316,8 +323,9 @@ class NoisyRegressionStat:
         to there and slows as d grows).
         ``"auto"`` picks ``"factor"`` when the release declares every covariate a column of
         one factor (``release_regression(..., factor=[...])``) and d ≤ ``CELLS_MIX_D``,
-        ``"levels"`` (below) when it declares a factor beside other covariates, and
-        ``"binary"`` when it declares both of its two covariates binary.
+        ``"levels"`` (below) when it declares a factor beside other covariates,
+        ``"binary"`` when it declares both of its two covariates binary, and ``"pair"`` (below)
+        when it declares two binary covariates beside others (or ``binary=`` names two).
         ``"mixed"`` (what ``"auto"`` picks when ``binary`` is given): the covariate ``binary``
         is Bernoulli(``{name}_x_prob``) and the others, given it, normal with a mean per group
         (``{name}_x_loc``, dims ``({name}_group, {name}_covariate)``) and one covariance
@@ -335,6 +343,17 @@ class NoisyRegressionStat:
         reference level, every column 0, first); the exact law of s under that model
         (:mod:`~pymc_dp.regression.kernels.level_model`), sampled by
         :class:`~pymc_dp.regression.RegressionLevelStep`. θ must feed this node alone.
+        ``"pair"`` (what ``"auto"`` picks when the release declares two binary covariates
+        beside other covariates, d ≤ :data:`MIXED_MAX_D`): the two covariates ``binary``
+        take the four corners of the unit square with probabilities ``{name}_x_probs`` ~
+        Dirichlet(1, 1, 1, 1) (dims ``{name}_cell``), and the others, given them, are normal
+        with a mean additive in the two (``{name}_x_loc``: the means at the corners (0, 0),
+        (1, 0), (0, 1), dims ``({name}_level, {name}_covariate)``; at (1, 1) the mean is
+        m₁₀ + m₀₁ − m₀₀) and one covariance ``{name}_x_cov``. The release does not read the
+        other covariates' sum at each corner, so a mean per corner would not be identified;
+        the additive one is, and the law of s is exact
+        (:func:`~pymc_dp.regression.kernels.level_model.pair_layout`), sampled by
+        :class:`~pymc_dp.regression.RegressionLevelStep`. θ must feed this node alone.
     binary
         Index or name of a covariate that is 0 or 1 (a treated/untreated indicator): with
         ``x_model="auto"`` or ``"mixed"`` the node uses the mixed model above. Its box must
@@ -344,7 +363,8 @@ class NoisyRegressionStat:
         ``binary=`` warns), ``x_model`` and ``method`` are
         ``"auto"``, no ``x_prior`` or ``x_moments`` is given and θ feeds no other node; a
         release that declares several gets the normal model of x with a warning (the mixed
-        model takes one binary covariate).
+        model takes one binary covariate) unless it declares exactly two beside others: the
+        pair model. With ``x_model="pair"``: the two binary covariates (indices or names).
     factor
         Indices or names of the dummy columns of one factor beside other covariates, for
         ``x_model="levels"`` (their boxes must hold 0 and 1); default: the factor the release
@@ -426,7 +446,7 @@ class NoisyRegressionStat:
         x_moments: XMoments | None = None,
         method: str = "auto",
         x_model: str = "auto",
-        binary: int | str | None = None,
+        binary: int | str | Sequence[int | str] | None = None,
         factor: Sequence[int | str] | None = None,
         n: int | None = None,
         epsilon: float | None = None,
@@ -460,18 +480,29 @@ class NoisyRegressionStat:
         if (binary is None and factor is None and x_model == "auto" and method == "auto"
                 and x_moments is None and x_prior is None):  # fmt: skip
             x_model, binary = _declared_x_model(rel, theta, covariates)
+        if (
+            x_model == "auto"
+            and binary is not None
+            and not isinstance(binary, str | int | np.integer)
+        ):
+            x_model = "pair"  # binary= names two covariates
         levels = _level_columns(factor, x_model, rel, x_moments, method, binary, covariates)
+        kind = "factor"
+        if x_model == "pair":
+            levels, kind = _pair_columns(binary, rel, x_moments, method, covariates), "pair"
+            binary = None
         mixed = None if levels else _mixed_index(binary, x_model, x_moments, method, covariates)
         cells, binary = None, False
         if mixed is None and not levels:
             cells, binary = _binary_covariates(x_model, x_moments, x_prior, method, d)
         shape = None
+        level_model = "pair" if kind == "pair" else "levels"
         if levels:
-            _alone(theta, name, "levels")
+            _alone(theta, name, level_model)
             box = rel.x_bounds if rel is not None else bounds and bounds[0]
             if box is not None:
                 _zero_one_box(np.asarray(box, dtype=np.float64).reshape(-1, 2)[list(levels)],
-                              "levels")  # fmt: skip
+                              level_model)  # fmt: skip
             method = "collapsed"
             x_prior = _mixed_x_prior(x_prior, rel, bounds, d, levels)
         elif mixed is not None:
@@ -492,7 +523,7 @@ class NoisyRegressionStat:
             else:
                 x_prior = _x_model(x_moments, x_prior, rel, d)
         for other in getattr(theta.tag, TAG, ()):
-            if other.x_model in ("mixed", "levels") or other.cells is not None:
+            if other.x_model in ("mixed", "levels", "pair") or other.cells is not None:
                 raise ValueError(
                     f"theta already feeds node {other.name!r}, whose binary covariates "
                     f"(x_model={other.x_model!r}) need theta to themselves: give this node its "
@@ -519,7 +550,7 @@ class NoisyRegressionStat:
         with model:
             if levels:
                 probs, x_loc, x_cov, names = _level_variables(model, name, covariates, levels,
-                                                              x_prior)  # fmt: skip
+                                                              x_prior, kind)  # fmt: skip
             elif mixed is not None:
                 prob, x_loc, x_cov, names = _mixed_variables(model, name, covariates, mixed,
                                                              x_prior, n)  # fmt: skip
@@ -573,7 +604,8 @@ class NoisyRegressionStat:
                 phi = pt.constant(np.asarray(x_prior.fourth_cov, dtype=np.float64))
             if levels:
                 s = LevelModelSuffStat(s_name, theta, sigma2, probs, x_loc, x_cov, n,
-                                       factor_mask(levels), dims=stat_dim)  # fmt: skip
+                                       factor_mask(levels), LEVEL_KINDS.index(kind),
+                                       dims=stat_dim)  # fmt: skip
             elif mixed is not None:
                 s = MixedModelSuffStat(s_name, theta, sigma2, prob, x_loc, x_cov, n, mixed,
                                        dims=stat_dim)  # fmt: skip
@@ -619,7 +651,7 @@ class NoisyRegressionStat:
             method=method,
             noise_sd=scale if gaussian else None,
             laplace_scale=None if gaussian else scale,
-            x_model="levels"
+            x_model=level_model
             if levels
             else "mixed"
             if mixed is not None
@@ -704,7 +736,8 @@ def _declared_x_model(
     Every covariate a dummy column of one declared factor: the cell model ``"factor"`` (up to
     :data:`~pymc_dp.regression.engine.cells.CELLS_MIX_D` covariates); a declared factor beside
     other covariates: the level model ``"levels"`` (up to :data:`MIXED_MAX_D`); two covariates, both
-    declared binary: ``"binary"``; one declared binary: the mixed model with it. Only where θ
+    declared binary: ``"binary"``; two declared binary beside others: ``"pair"`` (up to
+    :data:`MIXED_MAX_D`); one declared binary: the mixed model with it. Only where θ
     feeds no other node (these models' steps draw θ).
     """
     if rel is None or getattr(theta.tag, TAG, ()):
@@ -733,13 +766,21 @@ def _declared_x_model(
         return "auto", None
     if len(declared) == d == 2:
         return "binary", None
+    if len(declared) == 2 and d <= MIXED_MAX_D:
+        return "pair", None
     if len(declared) > 1:
         names = ", ".join(covariates[j] for j in declared)
+        reason = (
+            f"at d = {d} > {MIXED_MAX_D} the pair model is not checked (x_model='pair' uses "
+            "it anyway)"
+            if len(declared) == 2
+            else "the mixed model of x takes one and the pair model two"
+        )
         warnings.warn(
-            f"the release declares {len(declared)} binary covariates ({names}); the mixed "
-            "model of x takes one, so the default models them all as normal. Pass binary= "
-            "to model one as Bernoulli (x_model='binary' if every covariate is 0/1 and d <= 2, "
-            "x_model='factor' if they are the dummy columns of one factor)",
+            f"the release declares {len(declared)} binary covariates ({names}); {reason}, so "
+            "the default models them all as normal. Pass binary= to model one as Bernoulli "
+            "(x_model='binary' if every covariate is 0/1 and d <= 2, x_model='factor' if they "
+            "are the dummy columns of one factor)",
             UserWarning,
             stacklevel=3,
         )
@@ -829,15 +870,7 @@ def _level_columns(
                 "one factor (or a release that declares them, release_regression(..., factor=))"
             )
     d = len(covariates)
-    columns = []
-    for j in factor:
-        if isinstance(j, str):
-            if j not in covariates:
-                raise ValueError(f"factor names {j!r}, not one of the covariates {covariates}")
-            j = covariates.index(j)
-        elif isinstance(j, bool) or not isinstance(j, int | np.integer) or not 0 <= j < d:
-            raise ValueError(f"factor must hold covariate indices in [0, {d - 1}] or names")
-        columns.append(int(j))
+    columns = _column_indices(factor, "factor", covariates)
     if not columns or len(set(columns)) != len(columns):
         raise ValueError(f"factor must name distinct covariates, at least one (got {factor})")
     if len(columns) == d:
@@ -853,30 +886,86 @@ def _level_columns(
     return tuple(sorted(columns))
 
 
+def _column_indices(given: Any, name: str, covariates: Sequence[str]) -> list[int]:
+    """Covariate indices from ``given`` (indices or names), checked; ``name`` is the argument."""
+    d = len(covariates)
+    columns = []
+    for j in given:
+        if isinstance(j, str):
+            if j not in covariates:
+                raise ValueError(f"{name} names {j!r}, not one of the covariates {covariates}")
+            j = covariates.index(j)
+        elif isinstance(j, bool) or not isinstance(j, int | np.integer) or not 0 <= j < d:
+            raise ValueError(f"{name} must hold covariate indices in [0, {d - 1}] or names")
+        columns.append(int(j))
+    return columns
+
+
+def _pair_columns(
+    binary: Any,
+    rel: RegressionRelease | None,
+    x_moments: Any,
+    method: Any,
+    covariates: Sequence[str],
+) -> tuple[int, ...]:
+    """The two binary covariates of ``x_model="pair"`` (checked), in increasing order."""
+    if binary is None:
+        binary = tuple(getattr(rel, "binary", ())) or None
+    if binary is None or isinstance(binary, str | int | np.integer):
+        raise TypeError(
+            "x_model='pair' needs binary=: the indices or names of two binary covariates (or a "
+            "release that declares two, release_regression(..., binary=[i, j]))"
+        )
+    d = len(covariates)
+    columns = _column_indices(binary, "binary", covariates)
+    if len(columns) != 2 or columns[0] == columns[1]:
+        raise ValueError(f"x_model='pair' takes two distinct binary covariates (got {binary})")
+    if d == 2:
+        raise ValueError(
+            "both covariates are binary: that is the cell model, x_model='binary'; the pair "
+            "model is for two binary covariates beside other covariates"
+        )
+    if x_moments is not None or method not in ("auto", "collapsed"):
+        raise TypeError(
+            "the pair model of x (x_model='pair') models x itself and is sampled by its own "
+            "collapsed moves: give no x_moments= or method= other than 'auto'"
+        )
+    return tuple(sorted(columns))
+
+
 def _level_variables(
-    model: pm.Model, name: str, covariates: Sequence[str], columns: tuple[int, ...], x_prior: NIW
-) -> tuple[Any, Any, Any, dict[str, Any]]:
-    """π over the levels, and the other covariates' level means and covariance."""
+    model: pm.Model, name: str, covariates: Sequence[str], columns: tuple[int, ...], x_prior: NIW,
+    kind: str = "factor",
+) -> tuple[Any, Any, Any, dict[str, Any]]:  # fmt: skip
+    """π over the levels (a pair's corners), and the other covariates' means and covariance."""
     level_dim, x_dim = f"{name}_level", f"{name}_covariate"
-    reference = "none of " + ",".join(covariates[j] for j in columns)
-    _add_coord(model, level_dim, [reference, *(covariates[j] for j in columns)])
+    if kind == "pair":  # π over the four corners, the means at the first three
+        prob_dim = f"{name}_cell"
+        labels = _cell_labels([covariates[j] for j in columns], pair_layout(3).corners)
+        _add_coord(model, prob_dim, labels)
+        _add_coord(model, level_dim, labels[:3])
+    else:
+        prob_dim = level_dim
+        reference = "none of " + ",".join(covariates[j] for j in columns)
+        _add_coord(model, level_dim, [reference, *(covariates[j] for j in columns)])
     others = [c for j, c in enumerate(covariates) if j not in columns]
     _add_coord(model, x_dim, others)
     _add_coord(model, f"{x_dim}_bis", others)
-    levels = len(columns) + 1
-    # π's prior is tilted by P(every level present | π); the statistic's law leaves out the
-    # same factor (LevelModelSuffStat), so the model's joint density is exact.
-    probs = pm.Dirichlet(f"{name}_x_probs", a=np.ones(levels), dims=level_dim)
+    cells, rows = len(model.coords[prob_dim]), len(model.coords[level_dim])
+    # π's prior is tilted by P(every level present | π) (for a pair, three corners or more);
+    # the statistic's law leaves out the same factor (LevelModelSuffStat), so the model's joint
+    # density is exact.
+    probs = pm.Dirichlet(f"{name}_x_probs", a=np.ones(cells), dims=prob_dim)
     x_cov = InverseWishart(f"{name}_x_cov", dof=x_prior.dof, scale=x_prior.scale,
                            dims=(x_dim, f"{x_dim}_bis"))  # fmt: skip
-    x_loc = pm.MvNormal(f"{name}_x_loc", mu=np.tile(x_prior.loc, (levels, 1)),
+    x_loc = pm.MvNormal(f"{name}_x_loc", mu=np.tile(x_prior.loc, (rows, 1)),
                         cov=x_cov / x_prior.kappa, dims=(level_dim, x_dim))  # fmt: skip
     names = {"x_probs": probs.name, "x_loc": x_loc.name, "x_cov": x_cov.name,
              "x_prior": x_prior}  # fmt: skip
     return probs, x_loc, x_cov, names
 
 
-X_MODELS = ("auto", "normal", "shape", "binary", "factor", "mixed", "levels")
+X_MODELS = ("auto", "normal", "shape", "binary", "factor", "mixed", "levels", "pair")
 MIXED_MAX_D = 5
 """Largest d at which the mixed model of x is a default for a declared binary covariate: up to
 it, with its moves along the symmetries (from d = 3), it was measured to mix better per second
@@ -978,7 +1067,8 @@ def regression_attrs(model: pm.Model | None = None) -> dict[str, str]:
 
     ``idata.attrs.update(regression_attrs(model))`` records, per node ``{name}``,
     ``pymc_dp_x_model_{name}`` (``"normal"``, ``"shape"`` (released moments used),
-    ``"binary"``, ``"factor"``, ``"mixed"``, ``"levels"`` or ``"moments"`` for fixed moments)
+    ``"binary"``, ``"factor"``, ``"mixed"``, ``"levels"``, ``"pair"`` or ``"moments"`` for fixed
+    moments)
     and ``pymc_dp_method_{name}`` (``"collapsed"``: an exact law of s, or ``"gibbs-ss"``);
     ``pymc-dp fit`` does so.
 

@@ -337,7 +337,7 @@ class BinaryCovariateStep(_NodeCovariateStep):
     @staticmethod
     def _variables(info: Any) -> tuple[str, ...]:
         # The cell model's π is RegressionCellStep's, the level model's RegressionLevelStep's.
-        own = info.x_probs is None or info.cells is not None or info.x_model == "levels"
+        own = info.x_probs is None or info.cells is not None or info.x_model in ("levels", "pair")
         return () if own else (info.x_probs,)
 
     def step(self, point: dict) -> tuple[dict, list[dict]]:
