@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pymc as pm
 import pytest
+from pymc.distributions.distribution import support_point
 
 import pymc_dp as pmdp
 from pymc_dp.regression import (
@@ -74,6 +75,8 @@ def test_logp_in_pytensor_is_the_kernels(d, columns):
     assert float(pm.logp(dist, columns_first(bad, columns, inverse=True)).eval()) == -np.inf
     draw = pm.draw(dist, random_seed=1)
     assert np.isfinite(float(pm.logp(dist, draw).eval()))
+    start = support_point(dist).eval()  # a statistic of the model: finite density
+    assert np.isfinite(float(pm.logp(dist, start).eval()))
 
 
 def test_two_declared_binaries_beside_other_covariates_get_the_pair_model():

@@ -51,9 +51,8 @@ def level_start(rng: np.random.Generator, target: MixedTarget) -> LevelParameter
 
     π from the release's readings of the cell counts (each coordinate the mean of its readings;
     every count floored at :data:`~pymc_dp.regression.engine.cells.START_SHARE` of n and at 1);
-    (θ, σ²)
-    from :func:`~pymc_dp.regression.engine.mixed.release_nig_start` with those counts made whole
-    records; the levels' means at the prior's centre and Σ at the scale of its median.
+    (θ, σ²) from :func:`~pymc_dp.regression.engine.mixed.release_nig_start` with those counts
+    made whole records; the mean rows at the prior's centre and Σ at the scale of its median.
     """
     layout, n = target.levels, target.n
     z = target.released

@@ -170,34 +170,16 @@ class LevelModelSuffStat(Continuous):
         columns = factor_columns(mask, d)
         if _kind(kind) == "pair":
             return _pair_support_point(size, theta, sigma2, probs, group_loc, x_cov, n, columns)
-        f, p = len(columns), d + 1
-        order = _order(d, columns)
-        back = np.argsort(order)
+        f = len(columns)
         others = pt.maximum(pt.round(n * probs[1:]), 1.0)
         counts = pt.concatenate([(n - pt.sum(others))[None], others])
-        gram = pt.zeros((p, p))
-        gram = pt.set_subtensor(gram[0, 0], n)
-        levels = np.arange(1, f + 1)
-        gram = pt.set_subtensor(gram[0, levels], others)
-        gram = pt.set_subtensor(gram[levels, 0], others)
-        gram = pt.set_subtensor(gram[levels, levels], others)
+        sums = second = None
         if d > f:
             sums = counts[:, None] * group_loc
             second = (n - f - 1.0) * x_cov + pt.sum(
                 sums[:, :, None] * sums[:, None, :] / counts[:, None, None], axis=0
             )
-            total = pt.sum(sums, axis=0)
-            gram = pt.set_subtensor(gram[0, f + 1 :], total)
-            gram = pt.set_subtensor(gram[f + 1 :, 0], total)
-            gram = pt.set_subtensor(gram[1 : f + 1, f + 1 :], sums[1:])
-            gram = pt.set_subtensor(gram[f + 1 :, 1 : f + 1], sums[1:].T)
-            gram = pt.set_subtensor(gram[f + 1 :, f + 1 :], second)
-        b = model_statistic_pt(gram, theta[order[:p]], sigma2, n)
-        rows, cols = released_pairs(d)
-        point = b[back][:, back][rows, cols]
-        if not rv_size_is_none(size):
-            point = pt.full((*size, rows.size), point)
-        return point
+        return _point(size, theta, sigma2, n, columns, others, pt.diag(others), sums, second)
 
     def logp(value, theta, sigma2, probs, group_loc, x_cov, n, mask, kind):  # noqa: D102
         d = static_d(theta)
@@ -284,28 +266,41 @@ def _pair_support_point(size, theta, sigma2, probs, group_loc, x_cov, n, columns
     W = (n − 3)Σ, b = Aθ, R = (n − p)σ².
     """
     d = static_d(theta)
-    p = d + 1
-    order = _order(d, columns)
-    back = np.argsort(order)
     others = pt.maximum(pt.round(n * probs[1:]), 1.0)
     cells = pt.concatenate([(n - pt.sum(others))[None], others])
     corners = pair_layout(d).corners
-    gram = pt.zeros((p, p))
-    gram = pt.set_subtensor(gram[0, 0], n)
-    ones = pt.dot(cells, corners)
-    gram = pt.set_subtensor(gram[0, 1:3], ones)
-    gram = pt.set_subtensor(gram[1:3, 0], ones)
-    gram = pt.set_subtensor(gram[1:3, 1:3], pt.dot(corners.T * cells[None, :], corners))
+    cross = pt.dot(corners.T * cells[None, :], corners)
+    sums = second = None
     if d > 2:
         g = _pair_gram(cells, d)
         sums = pt.dot(g, group_loc)
         second = (n - 3.0) * x_cov + pt.dot(sums.T, pt.linalg.solve(g, sums))
+    return _point(size, theta, sigma2, n, columns, pt.dot(cells, corners), cross, sums, second)
+
+
+def _point(size, theta, sigma2, n, columns, ones, cross, sums, second):
+    """The statistic (user's order) with A from its parts, b = Aθ and R = (n − p)σ².
+
+    ``ones`` Σ x_j and ``cross`` Σ x_i x_j of the binary columns, ``sums`` T (its rows summing
+    to Σ x₂, the others Σ x_j x₂) and ``second`` Σ x₂x₂ᵀ of the other covariates (``None``
+    when there are none).
+    """
+    d = static_d(theta)
+    p, f = d + 1, len(columns)
+    order = _order(d, columns)
+    back = np.argsort(order)
+    gram = pt.zeros((p, p))
+    gram = pt.set_subtensor(gram[0, 0], n)
+    gram = pt.set_subtensor(gram[0, 1 : f + 1], ones)
+    gram = pt.set_subtensor(gram[1 : f + 1, 0], ones)
+    gram = pt.set_subtensor(gram[1 : f + 1, 1 : f + 1], cross)
+    if sums is not None:
         total = pt.sum(sums, axis=0)
-        gram = pt.set_subtensor(gram[0, 3:], total)
-        gram = pt.set_subtensor(gram[3:, 0], total)
-        gram = pt.set_subtensor(gram[1:3, 3:], sums[1:])
-        gram = pt.set_subtensor(gram[3:, 1:3], sums[1:].T)
-        gram = pt.set_subtensor(gram[3:, 3:], second)
+        gram = pt.set_subtensor(gram[0, f + 1 :], total)
+        gram = pt.set_subtensor(gram[f + 1 :, 0], total)
+        gram = pt.set_subtensor(gram[1 : f + 1, f + 1 :], sums[1:])
+        gram = pt.set_subtensor(gram[f + 1 :, 1 : f + 1], sums[1:].T)
+        gram = pt.set_subtensor(gram[f + 1 :, f + 1 :], second)
     b = model_statistic_pt(gram, theta[order[:p]], sigma2, n)
     rows, cols = released_pairs(d)
     point = b[back][:, back][rows, cols]
