@@ -31,18 +31,18 @@ law's normaliser, so the two cancel in the joint density (as in the cell model):
 (:func:`draw_level_x` draws them given s).
 
 **Two binary covariates beside normal ones** (:func:`pair_layout`, ``kind="pair"``): the pair
-(x₁, x₂) takes the four corners of the unit square with probabilities π (the cells), and
-``x₂ | x_b ~ N(Mᵀ d(x_b), Σ)`` with the additive design row ``d = (1 − x₁ − x₂, x₁, x₂)``: M's
-rows are the means at the corners (0, 0), (1, 0) and (0, 1), and the mean at (1, 1) is
-``m₁₀ + m₀₁ − m₀₀``. The release reads ``Σ x₁``, ``Σ x₂`` and ``Σ x₁x₂`` (the four cells'
-counts, the integer coordinates) but not the normal covariates' sum in each corner, only
-``T = Dᵀx₂`` (``Σ x₂`` less the two binaries' sums, ``Σ x₁x₂ᵀ``, ``Σ x₂x₂ᵀ``): a mean per corner
-is not identified, the additive one is. Given the counts, T ~ MatrixNormal(G M, G, Σ) with
-``G = DᵀD`` and ``W = Σ x₂x₂ᵀ − TᵀG⁻¹T ~ Wishart(n − 3, Σ)`` independent of T
-(:func:`design_location_logpdf`; with the factor's one-hot rows G is diagonal and this is the
-location model above). The model is conditioned on three corners or more being present (G
-positive definite), with π's prior tilted likewise, as the cell model's pair; M's rows are iid
-N(c, Σ/κ) a priori.
+(b₁, b₂) takes the four corners of the unit square with probabilities π (the cells), and the
+normal covariates ``x₂ | b ~ N(Mᵀ d(b), Σ)`` with the additive design row
+``d = (1 − b₁ − b₂, b₁, b₂)``: M's rows are the means at the corners (0, 0), (1, 0) and (0, 1),
+and the mean at (1, 1) is ``m₁₀ + m₀₁ − m₀₀``. The release reads ``Σ b₁``, ``Σ b₂`` and
+``Σ b₁b₂`` (the four cells' counts, the integer coordinates) but not the normal covariates' sum
+in each corner, only ``T = Dᵀx₂`` (``Σ x₂`` less ``Σ b₁x₂`` and ``Σ b₂x₂``, and those two) and
+``Σ x₂x₂ᵀ``: a mean per corner is not identified, the additive one is. Given the counts,
+T ~ MatrixNormal(G M, G, Σ) with ``G = DᵀD`` and ``W = Σ x₂x₂ᵀ − TᵀG⁻¹T ~ Wishart(n − 3, Σ)``
+independent of T (:func:`design_location_logpdf`; with the factor's one-hot rows G is diagonal
+and this is the location model above). The model is conditioned on three corners or more being
+present (G positive definite), with π's prior tilted likewise, as the cell model's pair; M's rows
+are iid N(c, Σ/κ) a priori.
 """
 
 from __future__ import annotations
