@@ -232,7 +232,7 @@ def test_a_declared_binary_covariate_gives_the_mixed_model_by_default():
 
 def test_two_declared_binary_covariates_give_the_cell_model():
     """Every covariate declared binary at d = 2: the cell model (``x_model="binary"``); two of
-    three declared binary: a warning, and the normal model."""
+    three declared binary: the pair model; three of four: a warning, and the normal model."""
     box = [(0.0, 1.0), (0.0, 1.0)]
     rng = np.random.default_rng(0)
     x = (rng.uniform(size=(200, 2)) < 0.5).astype(float)
@@ -247,8 +247,15 @@ def test_two_declared_binary_covariates_give_the_cell_model():
     x3 = np.column_stack([x, rng.normal(size=200)])
     rel3 = release_regression(np.clip(x3, -2, 2), y, x_bounds=[*box, (-2.0, 2.0)],
                               y_bounds=(-1, 1), epsilon=1.0, rng=1, binary=[0, 1])  # fmt: skip
-    with pytest.warns(UserWarning, match=r"declares 2 binary covariates \(x1, x2\)"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         model = _model(rel3)
+    assert regression_attrs(model)["pymc_dp_x_model_z"] == "pair"
+    x4 = np.column_stack([x, rng.uniform(size=200) < 0.5, rng.normal(size=200)]).astype(float)
+    rel4 = release_regression(np.clip(x4, -2, 2), y, x_bounds=[*box, (0.0, 1.0), (-2.0, 2.0)],
+                              y_bounds=(-1, 1), epsilon=1.0, rng=1, binary=[0, 1, 2])  # fmt: skip
+    with pytest.warns(UserWarning, match=r"declares 3 binary covariates \(x1, x2, x3\)"):
+        model = _model(rel4)
     assert regression_attrs(model)["pymc_dp_x_model_z"] == "normal"
 
 
