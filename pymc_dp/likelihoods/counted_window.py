@@ -13,7 +13,8 @@ autodiff that is about a hundred nodes per call (the counted CLT vectorised over
 the hand-written latent model. Here one scalar kernel computes both log densities and their
 derivatives in (u, η) by forward-mode differentiation: the window's three numbers come from
 ``pmdp_poisson_window``, their η-derivatives in closed form (d log q/dη = λ(ρ_l − ρ_h),
-dρ_k/dη = ρ_k(k − μ̂), as :class:`~pymc_dp.families.poisson_window.PoissonWindowOp`), and the
+dρ_k/dη = ρ_k(k − μ̂), as :class:`~pymc_dp.families.poisson_window.PoissonWindowOp`), carried
+as (value, ∂/∂η) pairs through the CLT entries (:func:`poisson_window_entries`), and the
 densities given the entries from ``pmdp_pair_given_entries``, the windowed Normal pair's
 (:mod:`~pymc_dp.likelihoods.pair_window`). NUTS's logp-and-gradient graph holds one
 elementwise loop over the groups.
@@ -30,7 +31,7 @@ import functools
 import hashlib
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pymc as pm
@@ -55,71 +56,82 @@ from pymc_dp.likelihoods.collapsed_pair import (
     given_first_logp,
 )
 from pymc_dp.likelihoods.fused_graphs import register_fused_kernel
-from pymc_dp.likelihoods.pair_window import (
-    dual_add,
-    dual_chain,
-    dual_const,
-    dual_mul,
-    dual_scale,
-    dual_sub,
-    pair_given_entries,
-    released_columns,
-)
+from pymc_dp.likelihoods.pair_window import pair_given_entries, released_columns
 
 __all__ = [
     "CountedPoissonGrad",
     "CountedPoissonLogp",
+    "PoissonWindowKernel",
     "counted_poisson_entries",
     "counted_poisson_graph",
     "counted_poisson_logp",
     "counted_poisson_model",
     "counted_poisson_scalar",
     "counted_window_spec",
+    "poisson_window_entries",
 ]
 
 _C_KERNEL = r"""
 #ifndef PMDP_COUNTED_POISSON
 #define PMDP_COUNTED_POISSON
+/* e[2k], e[2k + 1] = the value and eta-derivative of n(m1, m2, v11, v12, v22)[k], the CLT
+   entries of (window sum, window count): counted_poisson_entries. Plain pairs rather than
+   duals: a dual's unused slots would cost products by zero that IEEE arithmetic keeps. */
+static void pmdp_poisson_window_entries(double eta, double n, double lo, double hi, double lg_l,
+                                        double lg_h, double *e) {
+    double w[3];
+    pmdp_poisson_window(eta, lo, hi, lg_l, lg_h, w);
+    double lam = exp(eta), mean0 = lam * (1.0 - w[2] + w[1]);
+    int held = w[0] > @LOG_TINY@, finite = isfinite(hi);
+    double dlog_q = held ? lam * (w[1] - w[2]) : 0.0;
+    double mean = lam, dmean = lam, second = lam * lam, dsecond = 2.0 * lam * lam;
+    if (finite) {
+        double rho = w[2], drho = w[2] * (hi - mean0), top = lam * (lam + hi);
+        mean -= lam * rho;
+        dmean -= lam * (rho + drho);
+        second -= rho * top;
+        dsecond -= drho * top + rho * lam * (2.0 * lam + hi);
+    }
+    if (lo > 0.0) {
+        double rho = w[1], drho = w[1] * (lo - 1.0 - mean0), top = lam * (lam + lo - 1.0);
+        mean += lam * rho;
+        dmean += lam * (rho + drho);
+        second += rho * top;
+        dsecond += drho * top + rho * lam * (2.0 * lam + lo - 1.0);
+    }
+    double var = second + mean - mean * mean, dvar = dsecond + dmean - 2.0 * mean * dmean;
+    if (!held) mean = dmean = var = dvar = 0.0;
+    double q = exp(w[0]), dq = q * dlog_q, out = -expm1(w[0]), dout = -dq;
+    double qm = q * mean, dqm = dq * mean + q * dmean;
+    double qo = q * out, dqo = dq * out + q * dout;
+    double t = var + mean * mean, dt = dvar + 2.0 * mean * dmean;
+    e[0] = n * qm;
+    e[1] = n * dqm;
+    e[2] = n * q;
+    e[3] = n * dq;
+    e[4] = n * (q * t - qm * qm);
+    e[5] = n * (dq * t + q * dt - 2.0 * qm * dqm);
+    e[6] = n * qo * mean;
+    e[7] = n * (dqo * mean + qo * dmean);
+    e[8] = n * qo;
+    e[9] = n * dqo;
+}
 /* o[0..3]: d lp_u/d(u, eta), d lp_y/d(u, eta) (with grad); o[4] = lp_u, o[5] = lp_y:
    counted_poisson_entries, then pmdp_pair_given_entries. Duals carry (u, eta, unused). */
 static void pmdp_counted_poisson(double u, double eta, double n, double y1, double y2,
                                  double b1, double b2, double lo, double hi, double lg_l,
                                  double lg_h, int grad, double *o) {
-    pmdp_dual uu = {u, 1.0, 0.0, 0.0}, ee = {eta, 0.0, 1.0, 0.0};
-    double w[3];
-    pmdp_poisson_window(eta, lo, hi, lg_l, lg_h, w);
-    double lam = exp(eta), mean0 = lam * (1.0 - w[2] + w[1]);
-    int held = w[0] > @LOG_TINY@, finite = isfinite(hi);
-    pmdp_dual lamd = pmdp_dchain(ee, lam, lam);
-    pmdp_dual log_q = pmdp_dchain(ee, w[0], held ? lam * (w[1] - w[2]) : 0.0);
-    pmdp_dual rho_l = pmdp_dchain(ee, w[1], w[1] * (lo - 1.0 - mean0));
-    pmdp_dual rho_h = pmdp_dchain(ee, w[2], finite ? w[2] * (hi - mean0) : 0.0);
-    pmdp_dual mean = lamd, second = pmdp_dmul(lamd, lamd);
-    if (finite) {
-        mean = pmdp_dsub(mean, pmdp_dmul(lamd, rho_h));
-        second = pmdp_dsub(second,
-                           pmdp_dmul(rho_h, pmdp_dmul(lamd, pmdp_dadd(lamd, pmdp_dc(hi)))));
+    pmdp_dual uu = {u, 1.0, 0.0, 0.0}, d[5];
+    double e[10];
+    int k;
+    pmdp_poisson_window_entries(eta, n, lo, hi, lg_l, lg_h, e);
+    for (k = 0; k < 5; k++) {
+        pmdp_dual entry = {e[2 * k], 0.0, e[2 * k + 1], 0.0};
+        d[k] = entry;
     }
-    if (lo > 0.0) {
-        mean = pmdp_dadd(mean, pmdp_dmul(lamd, rho_l));
-        second = pmdp_dadd(second,
-                           pmdp_dmul(rho_l, pmdp_dmul(lamd, pmdp_dadd(lamd, pmdp_dc(lo - 1.0)))));
-    }
-    pmdp_dual var = pmdp_dsub(pmdp_dadd(second, mean), pmdp_dmul(mean, mean));
-    if (!held) {
-        mean = pmdp_dc(0.0);
-        var = pmdp_dc(0.0);
-    }
-    double eq = exp(w[0]);
-    pmdp_dual q = pmdp_dchain(log_q, eq, eq);
-    pmdp_dual out = pmdp_dchain(log_q, -expm1(w[0]), -eq);
-    pmdp_dual qm = pmdp_dmul(q, mean), qo = pmdp_dmul(q, out);
-    pmdp_dual m1 = pmdp_dk(qm, n), m2 = pmdp_dk(q, n);
-    pmdp_dual v11 = pmdp_dk(
-        pmdp_dsub(pmdp_dmul(q, pmdp_dadd(var, pmdp_dmul(mean, mean))), pmdp_dmul(qm, qm)), n);
-    pmdp_dual v12 = pmdp_dk(pmdp_dmul(qo, mean), n), v22 = pmdp_dk(qo, n);
     pmdp_dual lp_u, lp_y;
-    pmdp_pair_given_entries(uu, m1, m2, v11, v12, v22, y1, y2, b1, b2, grad, &lp_u, &lp_y);
+    pmdp_pair_given_entries(uu, d[0], d[1], d[2], d[3], d[4], y1, y2, b1, b2, grad, &lp_u,
+                            &lp_y);
     if (grad) {
         o[0] = lp_u.du; o[1] = lp_u.dl;
         o[2] = lp_y.du; o[3] = lp_y.dl;
@@ -130,8 +142,9 @@ static void pmdp_counted_poisson(double u, double eta, double n, double y1, doub
 #endif
 """
 _C_SUPPORT = _C_KERNEL.replace("@LOG_TINY@", repr(LOG_TINY))
-_C_ALL = _nl.NORMAL_LAPLACE_C + _pw.POISSON_WINDOW_C + _pair.ENTRIES_C + _C_SUPPORT
-_C_VERSION = (1, int(hashlib.sha256(_C_ALL.encode()).hexdigest()[:12], 16))
+C_ALL = _nl.NORMAL_LAPLACE_C + _pw.POISSON_WINDOW_C + _pair.ENTRIES_C + _C_SUPPORT
+"""The kernel's C with all it calls (:mod:`~pymc_dp.likelihoods.window_sum` builds on it)."""
+_C_VERSION = (1, int(hashlib.sha256(C_ALL.encode()).hexdigest()[:12], 16))
 
 
 def counted_window_spec(lo: float, hi: float) -> tuple[float, float]:
@@ -161,42 +174,61 @@ def _counted_poisson_core(
     grad: bool,
 ) -> tuple:
     """``pmdp_counted_poisson`` line for line: (four partials (0 without ``grad``), lp_u, lp_y)."""
-    uu, ee = (u, 1.0, 0.0, 0.0), (eta, 0.0, 1.0, 0.0)
+    e = poisson_window_entries(eta, n, lo, hi, lg_l, lg_h)
+    m1, m2, v11 = (
+        (e[0][0], 0.0, e[0][1], 0.0),
+        (e[1][0], 0.0, e[1][1], 0.0),
+        (e[2][0], 0.0, e[2][1], 0.0),
+    )
+    v12, v22 = (e[3][0], 0.0, e[3][1], 0.0), (e[4][0], 0.0, e[4][1], 0.0)
+    lp_u, lp_y = pair_given_entries((u, 1.0, 0.0, 0.0), m1, m2, v11, v12, v22, y1, y2, b1, b2, grad)
+    if grad:
+        return (lp_u[1], lp_u[2], lp_y[1], lp_y[2], lp_u[0], lp_y[0])
+    return (0.0, 0.0, 0.0, 0.0, lp_u[0], lp_y[0])
+
+
+def poisson_window_entries(
+    eta: float, n: float, lo: float, hi: float, lg_l: float, lg_h: float
+) -> tuple:
+    """``pmdp_poisson_window_entries`` line for line: n(m₁, m₂, v₁₁, v₁₂, v₂₂) and ∂/∂η.
+
+    The CLT entries of (window sum, window count) of n Poisson(e^η) records on {lo, ..., hi}
+    (``lg_l``, ``lg_h`` = log (lo − 1)!, log hi!), each as (value, ∂/∂η).
+    """
     w = _poisson_window_core(eta, lo, hi, lg_l, lg_h)
     lam = math.exp(eta)
     mean0 = lam * (1.0 - w[2] + w[1])
     held = w[0] > LOG_TINY
-    finite = math.isfinite(hi)
-    lamd = dual_chain(ee, lam, lam)
-    log_q = dual_chain(ee, w[0], lam * (w[1] - w[2]) if held else 0.0)
-    rho_l = dual_chain(ee, w[1], w[1] * (lo - 1.0 - mean0))
-    rho_h = dual_chain(ee, w[2], w[2] * (hi - mean0) if finite else 0.0)
-    mean, second = lamd, dual_mul(lamd, lamd)
-    if finite:
-        mean = dual_sub(mean, dual_mul(lamd, rho_h))
-        second = dual_sub(second, dual_mul(rho_h, dual_mul(lamd, dual_add(lamd, dual_const(hi)))))
+    dlog_q = lam * (w[1] - w[2]) if held else 0.0
+    mean, dmean, second, dsecond = lam, lam, lam * lam, 2.0 * lam * lam
+    if math.isfinite(hi):
+        rho, drho, top = w[2], w[2] * (hi - mean0), lam * (lam + hi)
+        mean -= lam * rho
+        dmean -= lam * (rho + drho)
+        second -= rho * top
+        dsecond -= drho * top + rho * lam * (2.0 * lam + hi)
     if lo > 0.0:
-        mean = dual_add(mean, dual_mul(lamd, rho_l))
-        second = dual_add(
-            second, dual_mul(rho_l, dual_mul(lamd, dual_add(lamd, dual_const(lo - 1.0))))
-        )
-    var = dual_sub(dual_add(second, mean), dual_mul(mean, mean))
+        rho, drho, top = w[1], w[1] * (lo - 1.0 - mean0), lam * (lam + lo - 1.0)
+        mean += lam * rho
+        dmean += lam * (rho + drho)
+        second += rho * top
+        dsecond += drho * top + rho * lam * (2.0 * lam + lo - 1.0)
+    var, dvar = second + mean - mean * mean, dsecond + dmean - 2.0 * mean * dmean
     if not held:
-        mean = dual_const(0.0)
-        var = dual_const(0.0)
-    eq = math.exp(w[0])
-    q = dual_chain(log_q, eq, eq)
-    out = dual_chain(log_q, -math.expm1(w[0]), -eq)
-    qm, qo = dual_mul(q, mean), dual_mul(q, out)
-    m1, m2 = dual_scale(qm, n), dual_scale(q, n)
-    v11 = dual_scale(
-        dual_sub(dual_mul(q, dual_add(var, dual_mul(mean, mean))), dual_mul(qm, qm)), n
+        mean = dmean = var = dvar = 0.0
+    q = math.exp(w[0])
+    dq = q * dlog_q
+    out, dout = -math.expm1(w[0]), -dq
+    qm, dqm = q * mean, dq * mean + q * dmean
+    qo, dqo = q * out, dq * out + q * dout
+    t, dt = var + mean * mean, dvar + 2.0 * mean * dmean
+    return (
+        (n * qm, n * dqm),
+        (n * q, n * dq),
+        (n * (q * t - qm * qm), n * (dq * t + q * dt - 2.0 * qm * dqm)),
+        (n * qo * mean, n * (dqo * mean + qo * dmean)),
+        (n * qo, n * dqo),
     )
-    v12, v22 = dual_scale(dual_mul(qo, mean), n), dual_scale(qo, n)
-    lp_u, lp_y = pair_given_entries(uu, m1, m2, v11, v12, v22, y1, y2, b1, b2, grad)
-    if grad:
-        return (lp_u[1], lp_u[2], lp_y[1], lp_y[2], lp_u[0], lp_y[0])
-    return (0.0, 0.0, 0.0, 0.0, lp_u[0], lp_y[0])
 
 
 _poisson_window_core = _pw.poisson_window_core
@@ -220,36 +252,55 @@ def _impl(spec: tuple, inputs: tuple, grad: bool) -> tuple:
 
 
 # ---- the scalar operations --------------------------------------------------------------------
-class _CountedPoissonBase(ScalarOp):
-    """Inputs (u, η, n, y₁, y₂, b₁, b₂); the window {lo, ..., hi} is a property."""
+class PoissonWindowKernel(ScalarOp):
+    """A scalar kernel of a Poisson window {lo, ..., hi} (a property, ``spec``), in C.
 
-    nin = 7
+    A subclass names its C function (called with its inputs, then lo, hi, log (lo − 1)!,
+    log hi!, the gradient flag and the output buffer ``o``), the C that defines it and a
+    version of that C.
+    """
+
+    c_function: ClassVar[str]
+    c_source: ClassVar[str]
+    c_version: ClassVar[tuple]
 
     def __init__(self, spec: tuple[float, float], name: str | None = None):
         super().__init__(name=name)
         self.spec = counted_window_spec(*spec)
 
     def output_types(self, types: Any) -> list:
+        """Every output is a float64."""
         return [float64] * self.nout
 
     def c_support_code(self, **kwargs: Any) -> str:
-        return _C_ALL
+        """The C that defines the kernel (``c_source``)."""
+        return self.c_source
 
     def c_code_cache_version(self) -> tuple:
-        return _C_VERSION
+        """``c_version``: a hash of ``c_source``, so that an edit of the C recompiles."""
+        return self.c_version
 
     def _call(self, inp: list, grad: int) -> str:
         lo, hi = self.spec
         lg_l, lg_h = _pw.log_factorials(lo, hi)
         edge = repr(hi) if math.isfinite(hi) else "INFINITY"
         window = f"{lo!r}, {edge}, {lg_l!r}, {lg_h!r}"
-        return f"pmdp_counted_poisson({', '.join(inp)}, {window}, {grad}, o)"
+        return f"{self.c_function}({', '.join(inp)}, {window}, {grad}, o)"
 
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self.spec == other.spec
 
     def __hash__(self) -> int:
         return hash((type(self), self.spec))
+
+
+class _CountedPoissonBase(PoissonWindowKernel):
+    """Inputs (u, η, n, y₁, y₂, b₁, b₂); the window {lo, ..., hi} is a property."""
+
+    nin = 7
+    c_function = "pmdp_counted_poisson"
+    c_source = C_ALL
+    c_version = _C_VERSION
 
 
 class CountedPoissonLogp(_CountedPoissonBase):
@@ -352,19 +403,23 @@ def counted_poisson_graph(
 
 
 # ---- Numba: the Python mirror, compiled -------------------------------------------------------
-_NUMBA_HELPERS = (
+NUMBA_HELPERS = (
     *_nl.MIRROR_HELPERS,
     *_pw.MIRROR_HELPERS,
     *_pair.ENTRIES_HELPERS,
+    "poisson_window_entries",
     "_counted_poisson_core",
 )
-_NAMESPACE = {**vars(_nl), **vars(_pw), **vars(_pair), **globals()}
+"""The mirror's functions in the order ``compile_mirror`` compiles them (the core last)."""
+NUMBA_INLINE = ("poisson_window_entries",)
+"""Inlined into its caller (LLVM would leave a function returning tuples a call of its own)."""
+NUMBA_NAMESPACE = {**vars(_nl), **vars(_pw), **vars(_pair), **globals()}
 
 
 @functools.cache
 def _numba_core() -> Callable:
     """:func:`_counted_poisson_core` compiled by Numba (IEEE, as the C), its helpers too."""
-    return compile_mirror(_NAMESPACE, _NUMBA_HELPERS, "_counted_poisson_core")
+    return compile_mirror(NUMBA_NAMESPACE, NUMBA_HELPERS, "_counted_poisson_core", NUMBA_INLINE)
 
 
 def _numba_args(spec: tuple[float, float]) -> tuple[float, ...]:
@@ -374,7 +429,7 @@ def _numba_args(spec: tuple[float, float]) -> tuple[float, ...]:
 register_fused_kernel(
     "counted_poisson", CountedPoissonLogp, CountedPoissonGrad, counted_poisson_graph, 2,
     functools.partial(_elemwise, "grad"), _numba_core, _numba_args,
-    mirror_key(_NAMESPACE, _NUMBA_HELPERS),
+    mirror_key(NUMBA_NAMESPACE, NUMBA_HELPERS, NUMBA_INLINE),
 )  # fmt: skip
 
 

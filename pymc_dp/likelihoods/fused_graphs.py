@@ -1,9 +1,10 @@
 """Graph forms of a fused elementwise kernel: the rewrites every such kernel registers.
 
 A fused kernel (:mod:`~pymc_dp.likelihoods.pair_window`,
-:mod:`~pymc_dp.likelihoods.counted_window`) is a pair of scalar operations with a ``spec``: one
-returns the log densities ``[log p(u), log p(y | u)]``, the other their partials in the first
-``n_wrt`` inputs followed by both log densities. Each also has a PyTensor graph of the same
+:mod:`~pymc_dp.likelihoods.counted_window`, :mod:`~pymc_dp.likelihoods.window_sum`) is a pair
+of scalar operations with a ``spec``: one returns the log densities (``[log p(u), log p(y | u)]``,
+or one ``log p(y)``), the other their partials in the first ``n_wrt`` inputs followed by the
+log densities. Each also has a PyTensor graph of the same
 numbers. Three rewrites follow from that shape, and are registered here once:
 
 * the log density as its graph, and the gradient as the graph's autodiff, on the backends that
@@ -43,23 +44,24 @@ def register_fused_kernel(
     numba_core: Callable[[], Callable],
     numba_args: Callable[[tuple], tuple],
     numba_key: str,
+    n_logp: int = 2,
 ) -> None:
     """Register a fused kernel's Numba implementations, then :func:`register_graph_forms`.
 
     Parameters
     ----------
-    name, logp_class, grad_class, graph, n_wrt, grad_elemwise
+    name, logp_class, grad_class, graph, n_wrt, grad_elemwise, n_logp
         As for :func:`register_graph_forms`.
     numba_core
         Returns the kernel's compiled core, called as ``core(*inputs, *numba_args(spec),
-        with_grad)``; it returns the gradient's outputs (partials, then both log densities).
+        with_grad)``; it returns the gradient's outputs (partials, then the log densities).
     numba_args
         The core's arguments after the operation's inputs, from its ``spec``.
     numba_key
         The core's source key (:func:`~pymc_dp.kernels.numba_mirror.mirror_key`), part of
         Numba's cache key with the spec.
     """
-    first = 2 * n_wrt  # where the log densities start among the core's outputs
+    first = n_logp * n_wrt  # where the log densities start among the core's outputs
 
     def numba_logp(op: Any) -> tuple[Callable, str]:
         core, extra = numba_core(), numba_args(op.spec)
@@ -67,6 +69,12 @@ def register_fused_kernel(
         def kernel_logp(*inputs):
             out = core(*inputs, *extra, False)
             return out[first], out[first + 1]
+
+        def kernel_logp_one(*inputs):
+            return core(*inputs, *extra, False)[first]
+
+        if n_logp == 1:
+            return kernel_logp_one, f"pmdp_{name}_logp_{op.spec!r}_{numba_key}"
 
         return kernel_logp, f"pmdp_{name}_logp_{op.spec!r}_{numba_key}"
 
@@ -80,7 +88,9 @@ def register_fused_kernel(
 
     has_numba = register_numba_scalar(logp_class, numba_logp)
     has_numba = register_numba_scalar(grad_class, numba_grad) and has_numba
-    register_graph_forms(name, logp_class, grad_class, graph, n_wrt, grad_elemwise, has_numba)
+    register_graph_forms(
+        name, logp_class, grad_class, graph, n_wrt, grad_elemwise, has_numba, n_logp
+    )
 
 
 def register_graph_forms(
@@ -91,6 +101,7 @@ def register_graph_forms(
     n_wrt: int,
     grad_elemwise: Callable[[tuple], Elemwise],
     has_numba: bool,
+    n_logp: int = 2,
 ) -> None:
     """Register the three rewrites of a fused kernel under ``pmdp_{name}_…``.
 
@@ -102,16 +113,18 @@ def register_graph_forms(
     logp_class, grad_class
         The scalar operations of the log densities and of their gradient; both carry ``spec``.
     graph
-        ``graph(*inputs, spec)``: the two log densities as a PyTensor graph.
+        ``graph(*inputs, spec)``: the log densities as a PyTensor graph (a list).
     n_wrt
         How many leading inputs the gradient differentiates in (its outputs are the partials of
-        ``log p(u)``, then those of ``log p(y | u)``, then both log densities).
+        the first log density, then those of the next, then the log densities).
     grad_elemwise
         ``grad_elemwise(spec)``: the gradient's ``Elemwise`` (cached, so equal operations are
         the same one).
     has_numba
         Whether the kernel's Numba implementation was registered; where it was not, Numba
         takes the graph forms too.
+    n_logp
+        How many log densities the kernel returns: 2 (``log p(u)``, ``log p(y | u)``) or 1.
     """
 
     @node_rewriter([Elemwise])
@@ -127,13 +140,14 @@ def register_graph_forms(
         # Elementwise, so the gradient of each log density's sum is each element's partial;
         # inputs are broadcast first so that each partial keeps the output's shape.
         full = pt.broadcast_arrays(*node.inputs)
-        lp_u, lp_y = graph(*full, node.op.scalar_op.spec)
+        densities = list(graph(*full, node.op.scalar_op.spec))
         wrt = full[:n_wrt]
         parts = [
-            *pt.grad(lp_u.sum(), wrt, disconnected_inputs="ignore"),
-            *pt.grad(lp_y.sum(), wrt, disconnected_inputs="ignore"),
+            part
+            for lp in densities
+            for part in pt.grad(lp.sum(), wrt, disconnected_inputs="ignore")
         ]
-        return [*parts, lp_u, lp_y]
+        return [*parts, *densities]
 
     @node_rewriter([Elemwise])
     def logp_from_grad(fgraph: Any, node: Apply) -> list | None:
@@ -143,7 +157,7 @@ def register_graph_forms(
         grad_op = grad_elemwise(node.op.scalar_op.spec)
         for client, _ in fgraph.clients[node.inputs[0]]:
             if client != "output" and client.op == grad_op and client.inputs == node.inputs:
-                return client.outputs[2 * n_wrt :]
+                return client.outputs[n_logp * n_wrt :]
         return None
 
     # Only the JAX (and, without the Numba implementation, the Numba) mode queries these tags;

@@ -23,7 +23,7 @@ import pytensor.tensor as pt
 
 from pymc_dp.curator.record import Release
 from pymc_dp.curator.release_set import ReleaseSet
-from pymc_dp.families import ExponentialFamily
+from pymc_dp.families import ExponentialFamily, Poisson
 from pymc_dp.families.record_laws import continuous_window
 from pymc_dp.kernels.exact_counts import NoiseLaw
 from pymc_dp.likelihoods.choice import (
@@ -41,6 +41,7 @@ from pymc_dp.likelihoods.exact import BinomialCounts, released_statistic
 from pymc_dp.likelihoods.exact_windows import WindowCounts
 from pymc_dp.likelihoods.grouped import CltLaw, MixedLaw
 from pymc_dp.likelihoods.multinomial_window import window_table
+from pymc_dp.likelihoods.window_sum import window_sum_model
 from pymc_dp.likelihoods.window_trust import RECORDS_MAX_N, WINDOW_KS_LEVEL
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.model.nodes.collapsed import collapsed_y, mark_theta
@@ -302,9 +303,23 @@ def grouped_node(
             if gaussian:
                 noise = NoiseLaw(DISCRETE_GAUSSIAN, float(rel.scale))
             moments = grouped_released_clt(family, theta_g, sizes, bounds)
-            y = collapsed_y(
-                name, moments, gaussian=gaussian, scale=rel.scale, observed=value, dims=dims
-            )
+            if isinstance(family, Poisson) and bounds is not None and not gaussian:
+                # One compiled loop for y's log density and its gradient (window_sum).
+                v, w = family.window_edges(bounds)
+                y = window_sum_model(
+                    name,
+                    eta=family.natural_parameters(theta_g),
+                    n=sizes,
+                    value=value,
+                    scale=float(rel.scale),
+                    spec=(v + 1.0, w),
+                    moments=moments,
+                    dims=dims,
+                )
+            else:
+                y = collapsed_y(
+                    name, moments, gaussian=gaussian, scale=rel.scale, observed=value, dims=dims
+                )
         _add_release_data(model, name, release, dims)
     info = NoisySuffStatInfo.of_node(
         name,
