@@ -493,6 +493,19 @@ def per_evaluation(func: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times)
 
 
+def jax_logp_gradient(model: pm.Model) -> Callable[[], Any]:
+    """The function NumPyro and BlackJAX call: JAX's value and gradient of the jaxified log
+    density, jitted, at the initial point (each call waits for its result)."""
+    import jax
+    from pymc.sampling.jax import get_jaxified_logp
+
+    jax.config.update("jax_enable_x64", True)
+    value_and_grad = jax.jit(jax.value_and_grad(get_jaxified_logp(model)))
+    point = model.initial_point()
+    x = [point[v.name] for v in model.value_vars]
+    return lambda: jax.block_until_ready(value_and_grad(x))
+
+
 def gradient_cost(setting: Setting, rs: Any, side: str, args: argparse.Namespace) -> GradientRow:
     base = {"family": setting.family, "groups": setting.groups, "epsilon": setting.epsilon}
     progress = {"phase": "building the model"}
@@ -507,7 +520,9 @@ def gradient_cost(setting: Setting, rs: Any, side: str, args: argparse.Namespace
                 likelihood = likelihood_of(model)
             progress["phase"] = f"compiling logp and dlogp (build {built:.0f} s)"
             evaluations = 1  # per timed call
-            if args.gradient_call == "nuts":  # the one function of both that NUTS calls
+            if args.gradient_mode == "JAX":
+                call = jax_logp_gradient(model)
+            elif args.gradient_call == "nuts":  # the one function of both that NUTS calls
                 func = model.logp_dlogp_function(ravel_inputs=True, mode=args.gradient_mode)
                 func.set_extra_values({})
                 x = np.concatenate([np.ravel(v) for v in model.initial_point().values()])
@@ -886,10 +901,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--gradient-mode",
-        choices=("FAST_RUN", "NUMBA"),
+        choices=("FAST_RUN", "NUMBA", "JAX"),
         default=None,
         help="with --gradient-call nuts: the PyTensor mode of the compiled function (FAST_RUN: "
-        "the C backend; NUMBA: nutpie's; default: PyMC's)",
+        "the C backend; NUMBA: nutpie's; default: PyMC's); JAX: the jitted value and gradient "
+        "NumPyro and BlackJAX call (JAX's autodiff of the jaxified log density)",
     )
     parser.add_argument(
         "--gradient-point",

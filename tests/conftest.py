@@ -150,3 +150,12 @@ def scalar_op_names(fn) -> set[str]:
             type(op).__name__ for op in ([n.op for n in inner.apply_nodes] if inner else [scalar])
         }
     return names
+
+
+@pytest.fixture
+def graph_forms_on_jax(monkeypatch):
+    """JAX as it is where the kernels' XLA custom calls cannot be built: the graph forms."""
+    from pymc_dp.likelihoods import xla_kernels
+
+    kernels = {xla_kernels.kernel_of(cls).name for cls in xla_kernels.registered()}
+    monkeypatch.setattr(xla_kernels, "_targets", dict.fromkeys(kernels))

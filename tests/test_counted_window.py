@@ -212,8 +212,9 @@ def test_numba_compiles_the_same_algorithm(fused):
 
 
 @pytest.mark.slow
-def test_jax_gets_the_graph(fused):
-    """JAX has no C and no Numba: the operation and its gradient become the graph there."""
+def test_jax_gets_the_graph_without_the_custom_call(fused, graph_forms_on_jax):
+    """Where the XLA custom call cannot be built (test_xla_kernels.py), JAX has no compiled
+    kernel: the operation and its gradient become the graph there."""
     pytest.importorskip("jax")
     from pymc_dp.model.backends import register_jax
 

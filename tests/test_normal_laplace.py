@@ -270,8 +270,9 @@ def test_jax_erfcx_is_right_where_jax_own_returns_zero():
     )
 
 
-def test_jax_gets_the_graph():
-    """JAX has no C and no Numba: the operation and its gradient become the graph there."""
+def test_jax_gets_the_graph_without_the_custom_call(graph_forms_on_jax):
+    """Where the XLA custom call cannot be built (test_xla_kernels.py), JAX has no compiled
+    kernel: the operation and its gradient become the graph there."""
     pytest.importorskip("jax")
     from pymc_dp.model.backends import register_jax
 

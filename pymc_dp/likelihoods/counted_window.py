@@ -57,6 +57,7 @@ from pymc_dp.likelihoods.collapsed_pair import (
 )
 from pymc_dp.likelihoods.fused_graphs import register_fused_kernel
 from pymc_dp.likelihoods.pair_window import pair_given_entries, released_columns
+from pymc_dp.likelihoods.xla_kernels import XlaKernel
 
 __all__ = [
     "CountedPoissonGrad",
@@ -430,6 +431,8 @@ register_fused_kernel(
     "counted_poisson", CountedPoissonLogp, CountedPoissonGrad, counted_poisson_graph, 2,
     functools.partial(_elemwise, "grad"), _numba_core, _numba_args,
     mirror_key(NUMBA_NAMESPACE, NUMBA_HELPERS, NUMBA_INLINE),
+    xla=XlaKernel("counted_poisson", C_ALL, "pmdp_counted_poisson({x}, {s}, (int)grad, o);",
+                  7, 4, 2, 2),
 )  # fmt: skip
 
 

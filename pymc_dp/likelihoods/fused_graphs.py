@@ -13,6 +13,10 @@ numbers. Three rewrites follow from that shape, and are registered here once:
 * the log density read off the gradient's outputs where both are compiled together (NUTS), so
   the kernel runs once per evaluation, not twice.
 
+A kernel that gives its C as an :class:`~pymc_dp.likelihoods.xla_kernels.XlaKernel` runs on JAX
+as that C, an XLA custom call; the graph forms are then JAX's only where the call cannot be
+built.
+
 :func:`register_fused_kernel` registers those with the kernel's Numba implementations, one
 compiled core serving both operations.
 """
@@ -29,7 +33,9 @@ from pytensor.graph.rewriting.basic import node_rewriter
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.rewriting.basic import register_specialize
 
+from pymc_dp.likelihoods import xla_kernels
 from pymc_dp.likelihoods.numba_ops import register_numba_scalar
+from pymc_dp.likelihoods.xla_kernels import XlaKernel
 
 __all__ = ["register_fused_kernel", "register_graph_forms"]
 
@@ -45,12 +51,13 @@ def register_fused_kernel(
     numba_args: Callable[[tuple], tuple],
     numba_key: str,
     n_logp: int = 2,
+    xla: XlaKernel | None = None,
 ) -> None:
     """Register a fused kernel's Numba implementations, then :func:`register_graph_forms`.
 
     Parameters
     ----------
-    name, logp_class, grad_class, graph, n_wrt, grad_elemwise, n_logp
+    name, logp_class, grad_class, graph, n_wrt, grad_elemwise, n_logp, xla
         As for :func:`register_graph_forms`.
     numba_core
         Returns the kernel's compiled core, called as ``core(*inputs, *numba_args(spec),
@@ -60,6 +67,8 @@ def register_fused_kernel(
     numba_key
         The core's source key (:func:`~pymc_dp.kernels.numba_mirror.mirror_key`), part of
         Numba's cache key with the spec.
+
+    The C kernel's arguments after its inputs are ``numba_args(spec)`` too.
     """
     first = n_logp * n_wrt  # where the log densities start among the core's outputs
 
@@ -88,8 +97,10 @@ def register_fused_kernel(
 
     has_numba = register_numba_scalar(logp_class, numba_logp)
     has_numba = register_numba_scalar(grad_class, numba_grad) and has_numba
+    if xla is not None:
+        xla_kernels.register(xla, logp_class, grad_class, lambda op: numba_args(op.spec))
     register_graph_forms(
-        name, logp_class, grad_class, graph, n_wrt, grad_elemwise, has_numba, n_logp
+        name, logp_class, grad_class, graph, n_wrt, grad_elemwise, has_numba, n_logp, xla
     )
 
 
@@ -102,6 +113,7 @@ def register_graph_forms(
     grad_elemwise: Callable[[tuple], Elemwise],
     has_numba: bool,
     n_logp: int = 2,
+    xla: XlaKernel | None = None,
 ) -> None:
     """Register the three rewrites of a fused kernel under ``pmdp_{name}_…``.
 
@@ -125,17 +137,24 @@ def register_graph_forms(
         takes the graph forms too.
     n_logp
         How many log densities the kernel returns: 2 (``log p(u)``, ``log p(y | u)``) or 1.
+    xla
+        The kernel as an XLA custom call (registered with
+        :func:`~pymc_dp.likelihoods.xla_kernels.register`): where it builds, JAX keeps the
+        operations and the graph forms are not used.
     """
+    # The graph forms are JAX's (and Numba's, without its implementation) only; JAX keeps the
+    # kernel where its custom call builds (checked when a JAX graph is first rewritten).
+    use_call = (lambda: xla_kernels.ready(xla)) if xla is not None and has_numba else lambda: False
 
     @node_rewriter([Elemwise])
     def logp_as_graph(fgraph: Any, node: Apply) -> list | None:
-        if not isinstance(node.op.scalar_op, logp_class):
+        if not isinstance(node.op.scalar_op, logp_class) or use_call():
             return None
         return list(graph(*node.inputs, node.op.scalar_op.spec))
 
     @node_rewriter([Elemwise])
     def grad_as_graph(fgraph: Any, node: Apply) -> list | None:
-        if not isinstance(node.op.scalar_op, grad_class):
+        if not isinstance(node.op.scalar_op, grad_class) or use_call():
             return None
         # Elementwise, so the gradient of each log density's sum is each element's partial;
         # inputs are broadcast first so that each partial keeps the output's shape.

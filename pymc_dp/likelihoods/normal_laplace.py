@@ -20,10 +20,11 @@ quantities (∂S/∂z = r(S_R − S_L), ∂S/∂a = −φ(a)e^{−r|z−a|}, ∂
 
 The Numba backend (nutpie, and PyTensor 3's default mode) compiles the Python mirror of the C
 (:func:`normal_laplace_scalar`, the reference the C is tested against) with Numba. JAX (numpyro,
-blackjax) has neither: there a rewrite replaces each operation by :func:`normal_laplace_graph`,
-the same formula as a PyTensor graph, and the gradient operation by that graph's autodiff (so
-does Numba with a PyTensor too old to take a Numba implementation). Without a C compiler the
-Python ``impl`` runs.
+blackjax) runs the C as an XLA custom call (:mod:`~pymc_dp.likelihoods.xla_kernels`); where
+that cannot be built, a rewrite replaces each operation by :func:`normal_laplace_graph`, the
+same formula as a PyTensor graph, and the gradient operation by that graph's autodiff (so does
+Numba with a PyTensor too old to take a Numba implementation). Without a C compiler the Python
+``impl`` runs.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ from pytensor.tensor.rewriting.basic import register_specialize
 from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp.kernels.numba_mirror import compile_mirror, mirror_key
+from pymc_dp.likelihoods import xla_kernels
 from pymc_dp.likelihoods.numba_ops import register_numba_scalar
+from pymc_dp.likelihoods.xla_kernels import XlaKernel
 
 __all__ = [
     "MIRROR_HELPERS",
@@ -719,8 +722,27 @@ _HAS_NUMBA = register_numba_scalar(NormalLaplacePartials, _numba_partials) and _
 # Only the JAX (and, where the Numba implementation could not be registered, the Numba) mode
 # queries these tags; the C and Numba backends keep the compiled operation.
 _GRAPH_TAGS = ("jax",) if _HAS_NUMBA else ("jax", "numba")
+# On JAX the convolution is the C above as an XLA custom call where that builds
+# (:mod:`~pymc_dp.likelihoods.xla_kernels`); the graph forms are JAX's where it cannot.
+_XLA = XlaKernel("normal_laplace", _C_SUPPORT, "o[6] = pmdp_normal_laplace({x}, grad ? o : NULL);",
+                 6, 0, 6, 1)  # fmt: skip
+xla_kernels.register(_XLA, NormalLaplaceLogp, NormalLaplaceGrad, lambda op: ())
+
+
+def _unless_called(rewrite: Any) -> Any:
+    @node_rewriter(rewrite.tracks())
+    def as_graph_unless_called(fgraph: Any, node: Apply) -> list | None:
+        if _HAS_NUMBA and xla_kernels.ready(_XLA):
+            return None
+        return rewrite.transform(fgraph, node)
+
+    return as_graph_unless_called
+
+
 for _name, _rewrite in (("logp", logp_as_graph), ("grad", grad_as_graph)):
-    optdb["specialize"].register(f"pmdp_normal_laplace_{_name}_as_graph", _rewrite, *_GRAPH_TAGS)
+    optdb["specialize"].register(
+        f"pmdp_normal_laplace_{_name}_as_graph", _unless_called(_rewrite), *_GRAPH_TAGS
+    )
 register_specialize(_logp_from_grad, "pmdp_normal_laplace_logp_from_grad")
 if _HAS_NUMBA:
     # After specialize (2) and before the fusion of elementwise loops (48).

@@ -52,6 +52,7 @@ from pymc_dp.likelihoods.collapsed_pair import (
 )
 from pymc_dp.likelihoods.fused_graphs import register_fused_kernel
 from pymc_dp.likelihoods.normal_laplace import normal_laplace_core as _normal_laplace_core
+from pymc_dp.likelihoods.xla_kernels import XlaKernel
 
 __all__ = [
     "ENTRIES_C",
@@ -760,6 +761,7 @@ register_fused_kernel(
     "pair_window", PairWindowLogp, PairWindowGrad, pair_window_graph, 3,
     functools.partial(_elemwise, "grad"), _numba_core, tuple,
     mirror_key(_NAMESPACE, _NUMBA_HELPERS, _NUMBA_INLINE),
+    xla=XlaKernel("pair_window", _C_ALL, "pmdp_pair_window({x}, {s}, (int)grad, o);", 8, 4, 3, 2),
 )  # fmt: skip
 
 

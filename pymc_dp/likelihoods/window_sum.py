@@ -44,6 +44,7 @@ from pymc_dp.likelihoods.counted_window import (
     counted_window_spec,
 )
 from pymc_dp.likelihoods.fused_graphs import register_fused_kernel
+from pymc_dp.likelihoods.xla_kernels import XlaKernel
 
 __all__ = [
     "WindowSumGrad",
@@ -224,6 +225,7 @@ register_fused_kernel(
     "window_sum", WindowSumLogp, WindowSumGrad, window_sum_graph, 1,
     functools.partial(_elemwise, "grad"), _numba_core, _numba_args,
     mirror_key(_NAMESPACE, _NUMBA_HELPERS, _NUMBA_INLINE), n_logp=1,
+    xla=XlaKernel("window_sum", _C_ALL, "pmdp_window_sum({x}, {s}, (int)grad, o);", 6, 4, 1, 1),
 )  # fmt: skip
 
 

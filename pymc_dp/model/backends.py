@@ -7,7 +7,9 @@ which has no such fallback. This module gives each ``Op`` of pymc_dp a JAX imple
 the same kind: its own ``perform`` through :func:`jax.pure_callback`, under a
 :func:`jax.custom_vjp` whose backward pass is the ``Op``'s own PyTensor gradient, jaxified
 (NumPyro and BlackJAX differentiate the forward function with :func:`jax.grad`). The numbers
-are those of the default backend; the host call costs what it costs there. The collapsed normal
+are those of the default backend; the host call costs what it costs there. The fused C kernels
+(the normal–Laplace convolution, the windowed pair, the counted and summed Poisson windows) are
+XLA custom calls of their C instead (:mod:`~pymc_dp.likelihoods.xla_kernels`). The collapsed normal
 of noisy marginal tables (:class:`~pymc_dp.likelihoods.marginals.CLTLogp`) is written in
 jax.numpy instead (:mod:`pymc_dp.likelihoods.marginals_jax`).
 
@@ -195,6 +197,7 @@ def register_jax() -> None:
     from pytensor.scalar.math import Erfcx
 
     from pymc_dp.families.normal_window import WindowMomentsOp
+    from pymc_dp.likelihoods import xla_kernels
     from pymc_dp.likelihoods.collapsed_pair import PairLogLikelihood
     from pymc_dp.likelihoods.exact import ExactLikelihoodOp
     from pymc_dp.likelihoods.lattice_windows import LatticeWindowLogLikelihood
@@ -210,6 +213,18 @@ def register_jax() -> None:
         @jax_funcify.register(cls)
         def _funcify(op: Any, node: Any = None, **kwargs: Any) -> Callable[..., Any]:
             return _jax_op(op, node)
+
+    # The kernels' modules register their custom calls when imported: import them all first.
+    import pymc_dp.likelihoods.window_sum  # noqa: F401  (imports the other fused kernels)
+
+    for cls in xla_kernels.registered():
+
+        @jax_funcify.register(cls)
+        def _funcify_call(op: Any, node: Any = None, **kwargs: Any) -> Callable[..., Any]:
+            fn = xla_kernels.funcify(op)
+            if fn is None:  # the rewrites put the graph form here first; this is a bug
+                raise NotImplementedError(f"{type(op).__name__}: its XLA custom call did not build")
+            return fn
 
     if hasattr(jax_special, "erfcx"):  # JAX >= 0.4.36
 
