@@ -225,7 +225,11 @@ def test_numba_compiles_the_same_algorithm(fused):
         args, want = fused[bounds]
         fn = _function(window_sum_logp, bounds, "NUMBA")
         assert "WindowSumGrad" in scalar_op_names(fn)
-        _close(fn(*args), want, 1e-10)
+        # Where λ is far above the window (q near 1e-10, summed term by term) the η-partial is
+        # ill-conditioned: the C, whose compiler contracts products and sums into FMAs, and
+        # the mirror, which Numba compiles without, differ by up to 1.6e-10 relative there
+        # (8.9e-11 when q came back through log q); the C matches the old graph to 1e-14.
+        _close(fn(*args), want, 3e-10)
 
 
 @pytest.mark.slow

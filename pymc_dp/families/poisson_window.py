@@ -54,6 +54,7 @@ __all__ = [
     "poisson_window",
     "poisson_window_core",
     "poisson_window_graph",
+    "poisson_window_parts",
     "window_edges",
 ]
 
@@ -206,10 +207,13 @@ static double pmdp_poisson_below(double k, double lam, double pk, double tol) {
     }
     return 1.0 - pmdp_poisson_above(k + 1.0, lam, pk * lam / (k + 1.0), 1e-18);
 }
-/* log q, rho_l, rho_h of the window {lo..hi} (lo >= 0; hi = inf for none); lg_l and lg_h are
-   log (lo-1)! and log hi!. */
-static void pmdp_poisson_window(double eta, double lo, double hi, double lg_l, double lg_h,
-                                double *o) {
+/* q, 1 - q, rho_l, rho_h and (with want_log) log q of the window {lo..hi} (lo >= 0; hi = inf for
+   none); lg_l and lg_h are log (lo-1)! and log hi!. Returns whether the window holds mass
+   (q > EMPTY); where it does not, o = {e^LOG_TINY, 1, 0, 0, LOG_TINY}. A kernel that needs q
+   and 1 - q takes them here, not back from log q (a log1p, exp and expm1 a group: about 8% of
+   the window sum's kernel, docs/scale.md). */
+static int pmdp_poisson_window_parts(double eta, double lo, double hi, double lg_l, double lg_h,
+                                     int want_log, double *o) {
     double lam = exp(eta), tiny = @TINY@, outside = 0.0, pl = 0.0, ph = 0.0;
     if (lo > 0.0) {
         double l = lo - 1.0;
@@ -223,11 +227,12 @@ static void pmdp_poisson_window(double eta, double lo, double hi, double lg_l, d
             lam > 0.0 ? pmdp_poisson_above(hi + 1.0, lam, ph * lam / (hi + 1.0), 1e-18) : 0.0;
         outside += upper > tiny ? upper : tiny;
     }
-    double q = 1.0 - outside, log_q = log1p(-outside);
+    double q = 1.0 - outside, out = outside, log_q = want_log ? log1p(-outside) : 0.0;
     if (!isfinite(hi) && lo > 0.0 && lam > 0.0) {
         /* No upper edge: q is the upper tail itself, with no cancellation. */
         q = pmdp_poisson_above(lo, lam, pl * lam / lo, 0.0);
-        log_q = log(q);
+        out = 1.0 - q;
+        log_q = want_log ? log(q) : 0.0;
     } else if (outside > 0.5 && isfinite(hi) && lam > 0.0) {
         /* Most of the mass outside: 1 - outside would keep 1e-16/q of q, so q is summed over
            the window instead, from its end nearer the mode (terms decrease away from it). */
@@ -246,16 +251,31 @@ static void pmdp_poisson_window(double eta, double lo, double hi, double lg_l, d
             }
         }
         q = s;
-        log_q = log(s);
+        out = 1.0 - s;
+        log_q = want_log ? log(s) : 0.0;
     }
     if (!(q > @EMPTY@)) {
-        o[0] = @LOG_TINY@;
-        o[1] = o[2] = 0.0;
-        return;
+        o[0] = @TINY@;
+        o[1] = 1.0;
+        o[2] = o[3] = 0.0;
+        o[4] = @LOG_TINY@;
+        return 0;
     }
-    o[0] = log_q;
-    o[1] = pl / q;
-    o[2] = ph / q;
+    o[0] = q;
+    o[1] = out;
+    o[2] = pl / q;
+    o[3] = ph / q;
+    o[4] = log_q;
+    return 1;
+}
+/* log q, rho_l, rho_h of the window (pmdp_poisson_window_parts). */
+static void pmdp_poisson_window(double eta, double lo, double hi, double lg_l, double lg_h,
+                                double *o) {
+    double p[5];
+    pmdp_poisson_window_parts(eta, lo, hi, lg_l, lg_h, 1, p);
+    o[0] = p[4];
+    o[1] = p[2];
+    o[2] = p[3];
 }
 #endif
 """
@@ -307,10 +327,13 @@ def _below(k: float, lam: float, pk: float, tol: float) -> float:
     return 1.0 - _above_series(k + 1.0, lam, pk * lam / (k + 1.0), 1e-18)
 
 
-def _poisson_window_core(
-    eta: float, lo: float, hi: float, lg_l: float, lg_h: float
-) -> tuple[float, float, float]:
-    """[log q, ρ_l, ρ_h]: the C's ``pmdp_poisson_window`` line for line."""
+def _poisson_window_parts(
+    eta: float, lo: float, hi: float, lg_l: float, lg_h: float, want_log: bool
+) -> tuple[float, float, float, float, float, bool]:
+    """``pmdp_poisson_window_parts`` line for line.
+
+    Returns (q, 1 − q, ρ_l, ρ_h, log q (0 without ``want_log``), whether the window holds mass).
+    """
     lam = math.exp(eta)
     tiny = math.exp(-100.0)
     outside = pl = ph = 0.0
@@ -323,11 +346,15 @@ def _poisson_window_core(
         ph = math.exp(hi * eta - lam - lg_h) if hi > 0.0 else math.exp(-lam)
         upper = _above(hi + 1.0, lam, ph * lam / (hi + 1.0), 1e-18) if lam > 0.0 else 0.0
         outside += max(upper, tiny)
-    q = 1.0 - outside
-    log_q = math.log1p(-outside) if outside < 1.0 else -math.inf
+    q, out = 1.0 - outside, outside
+    log_q = 0.0
+    if want_log:
+        log_q = math.log1p(-outside) if outside < 1.0 else -math.inf
     if not math.isfinite(hi) and lo > 0.0 and lam > 0.0:
         q = _above(lo, lam, pl * lam / lo, 0.0)
-        log_q = math.log(q) if q > 0.0 else -math.inf
+        out = 1.0 - q
+        if want_log:
+            log_q = math.log(q) if q > 0.0 else -math.inf
     elif outside > 0.5 and math.isfinite(hi) and lam > 0.0:
         if lam <= lo:
             t = s = pl * lam / lo if lo > 0.0 else math.exp(-lam)
@@ -343,11 +370,20 @@ def _poisson_window_core(
                 t *= k / lam
                 s += t
                 k -= 1.0
-        q = s
-        log_q = math.log(s) if s > 0.0 else -math.inf
+        q, out = s, 1.0 - s
+        if want_log:
+            log_q = math.log(s) if s > 0.0 else -math.inf
     if not q > 1e-10:
-        return (-100.0, 0.0, 0.0)
-    return (log_q, pl / q, ph / q)
+        return (tiny, 1.0, 0.0, 0.0, -100.0, False)
+    return (q, out, pl / q, ph / q, log_q, True)
+
+
+def _poisson_window_core(
+    eta: float, lo: float, hi: float, lg_l: float, lg_h: float
+) -> tuple[float, float, float]:
+    """[log q, ρ_l, ρ_h]: the C's ``pmdp_poisson_window`` line for line."""
+    parts = _poisson_window_parts(eta, lo, hi, lg_l, lg_h, True)
+    return (parts[4], parts[2], parts[3])
 
 
 def _log_factorials(lo: float, hi: float) -> tuple[float, float]:
@@ -359,6 +395,8 @@ def _log_factorials(lo: float, hi: float) -> tuple[float, float]:
 
 poisson_window_core = _poisson_window_core
 """The mirror's core, (log q, ρ_l, ρ_h) given (η, lo, hi, log (lo - 1)!, log hi!)."""
+poisson_window_parts = _poisson_window_parts
+"""The mirror's (q, 1 − q, ρ_l, ρ_h, log q, held) given the core's inputs and ``want_log``."""
 log_factorials = _log_factorials
 
 
@@ -425,7 +463,14 @@ def _poisson_window_as_graph(fgraph: Any, node: Apply) -> list | None:
     return _cast_like(poisson_window_graph(node.inputs[0], node.op.lo, node.op.hi), node.outputs)
 
 
-MIRROR_HELPERS = ("_above_series", "_below_series", "_above", "_below", "_poisson_window_core")
+MIRROR_HELPERS = (
+    "_above_series",
+    "_below_series",
+    "_above",
+    "_below",
+    "_poisson_window_parts",
+    "_poisson_window_core",
+)
 """The mirror's functions in the order ``compile_mirror`` compiles them (the core last)."""
 _NUMBA_KEY = mirror_key(globals(), MIRROR_HELPERS)
 

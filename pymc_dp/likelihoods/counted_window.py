@@ -44,7 +44,6 @@ from pytensor.tensor.variable import TensorVariable
 
 from pymc_dp.families import poisson_window as _pw
 from pymc_dp.families.counts import poisson_window_moments
-from pymc_dp.families.truncated import LOG_TINY
 from pymc_dp.kernels.numba_mirror import compile_mirror, mirror_key
 from pymc_dp.likelihoods import normal_laplace as _nl
 from pymc_dp.likelihoods import pair_window as _pair
@@ -80,21 +79,20 @@ _C_KERNEL = r"""
    duals: a dual's unused slots would cost products by zero that IEEE arithmetic keeps. */
 static void pmdp_poisson_window_entries(double eta, double n, double lo, double hi, double lg_l,
                                         double lg_h, double *e) {
-    double w[3];
-    pmdp_poisson_window(eta, lo, hi, lg_l, lg_h, w);
-    double lam = exp(eta), mean0 = lam * (1.0 - w[2] + w[1]);
-    int held = w[0] > @LOG_TINY@, finite = isfinite(hi);
-    double dlog_q = held ? lam * (w[1] - w[2]) : 0.0;
+    double w[5];
+    int held = pmdp_poisson_window_parts(eta, lo, hi, lg_l, lg_h, 0, w), finite = isfinite(hi);
+    double lam = exp(eta), mean0 = lam * (1.0 - w[3] + w[2]);
+    double dlog_q = held ? lam * (w[2] - w[3]) : 0.0;
     double mean = lam, dmean = lam, second = lam * lam, dsecond = 2.0 * lam * lam;
     if (finite) {
-        double rho = w[2], drho = w[2] * (hi - mean0), top = lam * (lam + hi);
+        double rho = w[3], drho = w[3] * (hi - mean0), top = lam * (lam + hi);
         mean -= lam * rho;
         dmean -= lam * (rho + drho);
         second -= rho * top;
         dsecond -= drho * top + rho * lam * (2.0 * lam + hi);
     }
     if (lo > 0.0) {
-        double rho = w[1], drho = w[1] * (lo - 1.0 - mean0), top = lam * (lam + lo - 1.0);
+        double rho = w[2], drho = w[2] * (lo - 1.0 - mean0), top = lam * (lam + lo - 1.0);
         mean += lam * rho;
         dmean += lam * (rho + drho);
         second += rho * top;
@@ -102,7 +100,7 @@ static void pmdp_poisson_window_entries(double eta, double n, double lo, double 
     }
     double var = second + mean - mean * mean, dvar = dsecond + dmean - 2.0 * mean * dmean;
     if (!held) mean = dmean = var = dvar = 0.0;
-    double q = exp(w[0]), dq = q * dlog_q, out = -expm1(w[0]), dout = -dq;
+    double q = w[0], dq = q * dlog_q, out = w[1], dout = -dq;
     double qm = q * mean, dqm = dq * mean + q * dmean;
     double qo = q * out, dqo = dq * out + q * dout;
     double t = var + mean * mean, dt = dvar + 2.0 * mean * dmean;
@@ -142,8 +140,7 @@ static void pmdp_counted_poisson(double u, double eta, double n, double y1, doub
 }
 #endif
 """
-_C_SUPPORT = _C_KERNEL.replace("@LOG_TINY@", repr(LOG_TINY))
-C_ALL = _nl.NORMAL_LAPLACE_C + _pw.POISSON_WINDOW_C + _pair.ENTRIES_C + _C_SUPPORT
+C_ALL = _nl.NORMAL_LAPLACE_C + _pw.POISSON_WINDOW_C + _pair.ENTRIES_C + _C_KERNEL
 """The kernel's C with all it calls (:mod:`~pymc_dp.likelihoods.window_sum` builds on it)."""
 _C_VERSION = (1, int(hashlib.sha256(C_ALL.encode()).hexdigest()[:12], 16))
 
@@ -196,20 +193,20 @@ def poisson_window_entries(
     The CLT entries of (window sum, window count) of n Poisson(e^η) records on {lo, ..., hi}
     (``lg_l``, ``lg_h`` = log (lo − 1)!, log hi!), each as (value, ∂/∂η).
     """
-    w = _poisson_window_core(eta, lo, hi, lg_l, lg_h)
+    w = _poisson_window_parts(eta, lo, hi, lg_l, lg_h, False)
     lam = math.exp(eta)
-    mean0 = lam * (1.0 - w[2] + w[1])
-    held = w[0] > LOG_TINY
-    dlog_q = lam * (w[1] - w[2]) if held else 0.0
+    mean0 = lam * (1.0 - w[3] + w[2])
+    held = w[5]
+    dlog_q = lam * (w[2] - w[3]) if held else 0.0
     mean, dmean, second, dsecond = lam, lam, lam * lam, 2.0 * lam * lam
     if math.isfinite(hi):
-        rho, drho, top = w[2], w[2] * (hi - mean0), lam * (lam + hi)
+        rho, drho, top = w[3], w[3] * (hi - mean0), lam * (lam + hi)
         mean -= lam * rho
         dmean -= lam * (rho + drho)
         second -= rho * top
         dsecond -= drho * top + rho * lam * (2.0 * lam + hi)
     if lo > 0.0:
-        rho, drho, top = w[1], w[1] * (lo - 1.0 - mean0), lam * (lam + lo - 1.0)
+        rho, drho, top = w[2], w[2] * (lo - 1.0 - mean0), lam * (lam + lo - 1.0)
         mean += lam * rho
         dmean += lam * (rho + drho)
         second += rho * top
@@ -217,9 +214,9 @@ def poisson_window_entries(
     var, dvar = second + mean - mean * mean, dsecond + dmean - 2.0 * mean * dmean
     if not held:
         mean = dmean = var = dvar = 0.0
-    q = math.exp(w[0])
+    q = w[0]
     dq = q * dlog_q
-    out, dout = -math.expm1(w[0]), -dq
+    out, dout = w[1], -dq
     qm, dqm = q * mean, dq * mean + q * dmean
     qo, dqo = q * out, dq * out + q * dout
     t, dt = var + mean * mean, dvar + 2.0 * mean * dmean
@@ -232,7 +229,7 @@ def poisson_window_entries(
     )
 
 
-_poisson_window_core = _pw.poisson_window_core
+_poisson_window_parts = _pw.poisson_window_parts
 
 
 def counted_poisson_scalar(*args: float, grad: bool = False) -> tuple:
@@ -412,7 +409,7 @@ NUMBA_HELPERS = (
     "_counted_poisson_core",
 )
 """The mirror's functions in the order ``compile_mirror`` compiles them (the core last)."""
-NUMBA_INLINE = ("poisson_window_entries",)
+NUMBA_INLINE = ("poisson_window_entries", "_poisson_window_parts")
 """Inlined into its caller (LLVM would leave a function returning tuples a call of its own)."""
 NUMBA_NAMESPACE = {**vars(_nl), **vars(_pw), **vars(_pair), **globals()}
 

@@ -206,7 +206,6 @@ _NUMBA_INLINE = (
     *_nl.MIRROR_INLINE,
     "_normal_laplace_core",
     *_counted.NUMBA_INLINE,
-    "_poisson_window_core",
 )
 _NAMESPACE = {**_counted.NUMBA_NAMESPACE, **globals()}
 
