@@ -142,19 +142,16 @@ def register_graph_forms(
         :func:`~pymc_dp.likelihoods.xla_kernels.register`): where it builds, JAX keeps the
         operations and the graph forms are not used.
     """
-    # The graph forms are JAX's (and Numba's, without its implementation) only; JAX keeps the
-    # kernel where its custom call builds (checked when a JAX graph is first rewritten).
-    use_call = (lambda: xla_kernels.ready(xla)) if xla is not None and has_numba else lambda: False
 
     @node_rewriter([Elemwise])
     def logp_as_graph(fgraph: Any, node: Apply) -> list | None:
-        if not isinstance(node.op.scalar_op, logp_class) or use_call():
+        if not isinstance(node.op.scalar_op, logp_class):
             return None
         return list(graph(*node.inputs, node.op.scalar_op.spec))
 
     @node_rewriter([Elemwise])
     def grad_as_graph(fgraph: Any, node: Apply) -> list | None:
-        if not isinstance(node.op.scalar_op, grad_class) or use_call():
+        if not isinstance(node.op.scalar_op, grad_class):
             return None
         # Elementwise, so the gradient of each log density's sum is each element's partial;
         # inputs are broadcast first so that each partial keeps the output's shape.
@@ -180,8 +177,11 @@ def register_graph_forms(
         return None
 
     # Only the JAX (and, without the Numba implementation, the Numba) mode queries these tags;
-    # the C and Numba backends keep the compiled kernel.
+    # the C and Numba backends keep the compiled kernel, and JAX keeps it where its custom call
+    # builds. Without the Numba implementation the rewrites serve Numba too, so always apply.
     tags = ("jax",) if has_numba else ("jax", "numba")
+    called = xla if has_numba else None
     for kind, rewrite in (("logp", logp_as_graph), ("grad", grad_as_graph)):
+        rewrite = xla_kernels.unless_called(rewrite, called)
         optdb["specialize"].register(f"pmdp_{name}_{kind}_as_graph", rewrite, *tags)
     register_specialize(logp_from_grad, name=f"pmdp_{name}_logp_from_grad")

@@ -729,19 +729,11 @@ _XLA = XlaKernel("normal_laplace", _C_SUPPORT, "o[6] = pmdp_normal_laplace({x}, 
 xla_kernels.register(_XLA, NormalLaplaceLogp, NormalLaplaceGrad, lambda op: ())
 
 
-def _unless_called(rewrite: Any) -> Any:
-    @node_rewriter(rewrite.tracks())
-    def as_graph_unless_called(fgraph: Any, node: Apply) -> list | None:
-        if _HAS_NUMBA and xla_kernels.ready(_XLA):
-            return None
-        return rewrite.transform(fgraph, node)
-
-    return as_graph_unless_called
-
-
 for _name, _rewrite in (("logp", logp_as_graph), ("grad", grad_as_graph)):
     optdb["specialize"].register(
-        f"pmdp_normal_laplace_{_name}_as_graph", _unless_called(_rewrite), *_GRAPH_TAGS
+        f"pmdp_normal_laplace_{_name}_as_graph",
+        xla_kernels.unless_called(_rewrite, _XLA if _HAS_NUMBA else None),
+        *_GRAPH_TAGS,
     )
 register_specialize(_logp_from_grad, "pmdp_normal_laplace_logp_from_grad")
 if _HAS_NUMBA:

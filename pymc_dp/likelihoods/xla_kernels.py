@@ -42,6 +42,7 @@ __all__ = [
     "ready",
     "register",
     "registered",
+    "unless_called",
 ]
 
 
@@ -230,6 +231,27 @@ def _build_and_register(kernel: XlaKernel) -> str:
     target = f"pmdp_{kernel.name}_{key}"
     jax.ffi.register_ffi_target(target, jax.ffi.pycapsule(handler), platform="cpu")
     return target
+
+
+def unless_called(rewrite: Any, kernel: XlaKernel | None) -> Any:
+    """``rewrite`` (a rewrite to a kernel's graph form), skipped where the kernel's call is used.
+
+    ``kernel`` is None where JAX never gets the call (no kernel, or no compiled implementation
+    besides the graph): the rewrite then always applies. Whether the call builds is asked when
+    a graph is first rewritten, not at import.
+    """
+    from pytensor.graph.rewriting.basic import node_rewriter
+
+    if kernel is None:
+        return rewrite
+
+    @node_rewriter(rewrite.tracks())
+    def as_graph_unless_called(fgraph: Any, node: Any) -> list | None:
+        if ready(kernel):
+            return None
+        return rewrite.transform(fgraph, node)
+
+    return as_graph_unless_called
 
 
 def jax_functions(kernel: XlaKernel, spec: tuple[float, ...]) -> tuple[Callable, Callable]:
