@@ -67,8 +67,32 @@ def test_the_start_is_the_released_median_and_spread_within_the_prior():
 def test_a_family_without_a_window_keeps_pymcs_start():
     release = _release(1.0, family="binomial")
     model = build_grouped_model(release)
-    assert model.rvs_to_initial_values[model["mu"]] is None
-    assert model.rvs_to_initial_values[model["tau"]] is None
+    values = GROUPED_LINKS["logit"].defaults(release.first.get_family(), release)
+    start = model.initial_point()
+    assert isinstance(model["mu"].owner.op, type(pm.Normal.dist(0.0, 1.0).owner.op))
+    np.testing.assert_allclose(
+        [start["mu"], np.exp(start["tau_log__"])], [values["mu_mean"], values["tau_sd"]]
+    )
+
+
+@pytest.mark.parametrize("family", ["poisson", "binomial"])
+def test_pymcs_model_transforms_take_the_model_and_keep_its_start(family):
+    """The start is the support point of μ and τ, not an initial value, which PyMC's model
+    transforms (pm.do, copy, freeze_dims_and_data: nutpie's JAX backend) refuse."""
+    from pymc.model.transform.optimization import freeze_dims_and_data
+
+    model = build_grouped_model(_release(1.0, family=family))
+    assert all(value is None for value in model.rvs_to_initial_values.values())
+    point = model.initial_point()
+    logp = model.compile_logp()(point)
+    for changed in (freeze_dims_and_data(model), model.copy()):
+        start = changed.initial_point()
+        assert start.keys() == point.keys()
+        for name in point:
+            np.testing.assert_array_equal(start[name], point[name])
+        np.testing.assert_allclose(changed.compile_logp()(point), logp, rtol=1e-12)
+    fixed = pm.do(model, {"tau": 0.5})
+    assert "tau_log__" not in fixed.initial_point()
 
 
 @pytest.mark.slow
@@ -94,7 +118,22 @@ def test_nutpie_chains_agree_where_the_prior_centre_start_traps_one():
         )
     # The check can fail: from the prior's centre one chain of two goes above the window.
     model = build_grouped_model(release)
-    model.set_initval(model["mu"], None)
-    model.set_initval(model["tau"], None)
+    values = GROUPED_LINKS["log"].defaults(release.first.get_family(), release)
+    model.set_initval(model["mu"], values["mu_mean"])  # PyMC's own start: μ's and τ's priors'
+    model.set_initval(model["tau"], values["tau_sd"])
     trapped = [np.max(np.abs(chain_means(model, seed) - np.log(5.0))) > 0.5 for seed in (0, 1)]
     assert any(trapped)
+
+
+def test_nutpies_jax_backend_samples_the_model_from_its_start():
+    """nutpie's JAX backend freezes the model first (freeze_dims_and_data), which refused the
+    initial values this start used to be; its chains now start at it (jittered by up to ±1
+    on μ's and log τ's scales) and stay with the records (μ near log 5)."""
+    nutpie = pytest.importorskip("nutpie")
+    pytest.importorskip("jax")
+    model = build_grouped_model(_release(1.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = nutpie.compile_pymc_model(model, backend="jax", gradient_backend="jax")
+        trace = nutpie.sample(compiled, draws=100, tune=100, chains=1, seed=1, progress_bar=False)
+    np.testing.assert_allclose(float(trace.posterior["mu"].mean()), np.log(5.0), atol=0.1)

@@ -56,6 +56,7 @@ from pymc_dp.families import ExponentialFamily, declared_families, family_declar
 from pymc_dp.kernels.group_jump import JumpProposal
 from pymc_dp.mechanisms import DISCRETE_GAUSSIAN
 from pymc_dp.model.noisy_suffstat import NoisySuffStat
+from pymc_dp.model.starts import started
 from pymc_dp.model.step_methods.group_jump import GROUP_JUMP_TAG, GroupEffects
 
 __all__ = [
@@ -173,8 +174,8 @@ class _ScalarLink(GroupedLink):
             weight = information_weights(estimate, information, values["tau_sd"])
             if family.needs_bounds:
                 mu_start, tau_start = window_start(estimate, information, values)
-        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"], initval=mu_start)
-        tau = pm.HalfNormal("tau", values["tau_sd"], initval=tau_start)
+        mu = started(pm.Normal, "mu", {"mu": values["mu_mean"], "sigma": values["mu_sd"]}, mu_start)
+        tau = started(pm.HalfNormal, "tau", {"sigma": values["tau_sd"]}, tau_start)
         eta = partially_centred("z", mu, tau, weight, dims)
         if release is not None and family.needs_bounds:
             _mark_group_effects(estimate, information, weight, values)
@@ -789,16 +790,21 @@ class _LocationScaleLink(GroupedLink):
     def build(self, family, values, *, size, dims, name, release=None):
         start = self.released_start(family, release, values)
         spreads = self.released_spreads(family, release, values)
-        mu = pm.Normal("mu", values["mu_mean"], values["mu_sd"], initval=start[0])
-        tau = pm.HalfNormal("tau", values["tau_sd"], initval=spreads[0])
+        mu = started(pm.Normal, "mu", {"mu": values["mu_mean"], "sigma": values["mu_sd"]}, start[0])
+        tau = started(pm.HalfNormal, "tau", {"sigma": values["tau_sd"]}, spreads[0])
         weight = np.zeros(size)
         if release is not None:
             weight = information_weights(*self.information(family, release), values["tau_sd"])
         mu_g = partially_centred("z", mu, tau, weight, dims)
-        log_sigma = pm.Normal(
-            "log_sigma", values["log_sigma_mean"], values["log_sigma_sd"], initval=start[1]
+        log_sigma = started(
+            pm.Normal,
+            "log_sigma",
+            {"mu": values["log_sigma_mean"], "sigma": values["log_sigma_sd"]},
+            start[1],
         )
-        tau_sigma = pm.HalfNormal("tau_sigma", values["tau_sigma_sd"], initval=spreads[1])
+        tau_sigma = started(
+            pm.HalfNormal, "tau_sigma", {"sigma": values["tau_sigma_sd"]}, spreads[1]
+        )
         z_sigma = pm.Normal("z_sigma", 0.0, 1.0, dims=dims)
         if release is not None:
             self.jump_effects(family, release, weight, values)

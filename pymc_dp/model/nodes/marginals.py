@@ -23,6 +23,7 @@ from pymc_dp.likelihoods.marginals import (
     noise_variance,
     projected_release,
 )
+from pymc_dp.model.starts import started
 
 __all__ = [
     "FEATURES",
@@ -299,16 +300,16 @@ def marginals_model(
             # NUTS starts at the mode (η = 0), not at the prior's centre θ = 0: that lies tens of
             # posterior sd away at n = 10⁴, where warm-up builds trajectories of hundreds of
             # steps and the Bethe moments have no fixed point
-            white = pm.MvNormal(
+            white = started(
+                pm.MvNormal,
                 "theta_white",
-                mu=-inv_chol @ fit.mode,
-                chol=inv_chol * sigma,
+                {"mu": -inv_chol @ fit.mode, "chol": inv_chol * sigma},
+                np.zeros(len(fit.mode)),
                 dims="term",
-                initval=np.zeros(len(fit.mode)),
             )
             theta = pm.Deterministic("theta", fit.mode + pt.dot(chol, white), dims="term")
         else:
-            theta = pm.Normal("theta", 0.0, sigma, dims="term", initval=fit.mode)
+            theta = started(pm.Normal, "theta", {"mu": 0.0, "sigma": sigma}, fit.mode, dims="term")
         NoisyMarginals(
             "y",
             release=release,
