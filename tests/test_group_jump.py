@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 import pymc as pm
 import pytest
+from pymc.initial_point import make_initial_point_fn
 from scipy import stats
 
 import pymc_dp as pmdp
@@ -102,13 +103,13 @@ def counted_step(counted_model):
 
 def _point(model, step, lam_far=()):
     """A point at μ = log 5, τ = 0.5, groups at λ = 5 except those in ``lam_far`` (at 60)."""
-    point = model.initial_point()
-    point["mu"], point["tau_log__"] = np.array(np.log(5.0)), np.array(np.log(0.5))
     w = step._effects.weight
     eta = np.full(w.shape, np.log(5.0))
     eta[list(lam_far)] = np.log(60.0)
-    point["z"] = w * point["mu"] + 0.5 ** (w - 1.0) * (eta - point["mu"])
-    return point
+    z = w * np.log(5.0) + 0.5 ** (w - 1.0) * (eta - np.log(5.0))
+    # Set through PyMC, which maps each variable to its sampler's coordinate (its transform).
+    overrides = {"mu": np.log(5.0), "tau": 0.5, "z": z}
+    return make_initial_point_fn(model=model, overrides=overrides)(0)
 
 
 def test_the_step_samples_each_groups_conditional_of_the_model(counted_model, counted_step):
@@ -141,7 +142,7 @@ def test_groups_started_in_the_far_mode_are_freed(counted_model, counted_step):
     model, step = counted_model, counted_step
     step.set_rng(3)
     point = _point(model, step, lam_far=range(5))
-    mu, tau, w = point["mu"], np.exp(point["tau_log__"]), step._effects.weight
+    mu, tau, w = np.log(5.0), 0.5, step._effects.weight
 
     def lam(p):
         return np.exp(mu + tau ** (1.0 - w) * (p["z"] - w * mu))
@@ -311,13 +312,14 @@ def test_groups_started_outside_the_normal_window_are_freed(normal_model):
     step = pmdp.GroupJumpStep([model.rvs_to_values[model["z"]]], model=model)
     step.set_rng(6)
     w = step._effects.weight[:, 0]
-    point = model.initial_point()
-    point["mu"], point["tau_log__"] = np.array(1.0), np.array(0.0)
-    point["log_sigma"], point["tau_sigma_log__"] = np.array(np.log(2.0)), np.array(np.log(0.3))
     mu_g, log_sigma_g = np.full(12, 1.0), np.full(12, np.log(2.0))
     mu_g[:4], log_sigma_g[:4] = -40.0, np.log(50.0)
-    point["z"] = w * 1.0 + 1.0 ** (w - 1.0) * (mu_g - 1.0)
-    point["z_sigma"] = (log_sigma_g - np.log(2.0)) / 0.3
+    overrides = {
+        "mu": 1.0, "tau": 1.0, "log_sigma": np.log(2.0), "tau_sigma": 0.3,
+        "z": w * 1.0 + 1.0 ** (w - 1.0) * (mu_g - 1.0),
+        "z_sigma": (log_sigma_g - np.log(2.0)) / 0.3,
+    }  # fmt: skip
+    point = make_initial_point_fn(model=model, overrides=overrides)(0)
     jumped = 0
     for _ in range(20):
         point, stats_ = step.step(point)

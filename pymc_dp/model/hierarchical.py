@@ -7,7 +7,10 @@ then mixes when the groups are alike, small τ), centred where the release pins 
 at a large ε), where the non-centred model mixes badly. The Categorical's free logits are
 centred in the same way along each group's own directions (the eigenvectors of the release's
 information about them; ``GROUPED_LINKS["softmax"].free_logit_information``). The Normal's
-log σ_g is non-centred.
+log σ_g is non-centred. With a window, μ and log τ (and the Normal's ν and log τ_σ) start at
+what the releases estimate (:func:`window_start`) and are sampled in units of their standard
+errors (:func:`released_scales`): the same posterior, and first tuning steps of every NUTS
+backend sized for them.
 A family joins one of these models by naming its link in its declaration
 (:attr:`~pymc_dp.families.FamilyDeclaration.grouped_link`; :data:`GROUPED_LINKS`):
 
@@ -73,6 +76,7 @@ __all__ = [
     "information_weights",
     "link_description",
     "population_variables",
+    "released_scales",
     "save_grouped_figures",
     "shrunk_between_group_variance",
     "theta_name",
@@ -168,14 +172,20 @@ class _ScalarLink(GroupedLink):
 
     def build(self, family, values, *, size, dims, name, release=None):
         mu_start = tau_start = None
+        scales: tuple[float | None, float | None] = (None, None)
         weight = np.zeros(size)
         if release is not None:
             estimate, information = self.information(family, release)
             weight = information_weights(estimate, information, values["tau_sd"])
             if family.needs_bounds:
                 mu_start, tau_start = window_start(estimate, information, values)
-        mu = started(pm.Normal, "mu", {"mu": values["mu_mean"], "sigma": values["mu_sd"]}, mu_start)
-        tau = started(pm.HalfNormal, "tau", {"sigma": values["tau_sd"]}, tau_start)
+                if tau_start is not None:
+                    scales = released_scales(estimate, information, tau_start, values["mu_sd"])
+        mu = started(
+            pm.Normal, "mu", {"mu": values["mu_mean"], "sigma": values["mu_sd"]}, mu_start,
+            scales[0],
+        )  # fmt: skip
+        tau = started(pm.HalfNormal, "tau", {"sigma": values["tau_sd"]}, tau_start, scales[1])
         eta = partially_centred("z", mu, tau, weight, dims)
         if release is not None and family.needs_bounds:
             _mark_group_effects(estimate, information, weight, values)
@@ -255,6 +265,25 @@ def window_start(
     reach = 2.0 * values["mu_sd"]
     mu = np.clip(np.median(estimate[finite]), values["mu_mean"] - reach, values["mu_mean"] + reach)
     return float(mu), released_spread(estimate[finite], information[finite], values["tau_sd"])
+
+
+def released_scales(
+    estimate: Any, information: Any, spread: float, mean_sd: float
+) -> tuple[float, float]:
+    """How far the release lets μ and log τ move: the scales NUTS first steps them in.
+
+    With the random-effects weights w_g = 1/(τ̂² + 1/I_g) at τ̂ = ``spread``, μ's standard
+    error is 1/√Σw_g, and log τ's 1/√(2τ̂⁴Σw_g²) (Fisher's information about τ² is ½Σw_g²),
+    kept at most ``mean_sd`` (μ's prior sd) and 1 (log τ's spread under its HalfNormal
+    prior): never wider than the prior. Public values only; the posterior is unchanged
+    (:func:`~pymc_dp.model.starts.started`).
+    """
+    finite = np.isfinite(estimate) & (np.asarray(information) > 0.0)
+    weight = 1.0 / (spread * spread + 1.0 / np.asarray(information, float)[finite])
+    total, squares = float(np.sum(weight)), float(np.sum(weight * weight))
+    mu = 1.0 / math.sqrt(total) if total > 0.0 else mean_sd
+    log_tau = 1.0 / math.sqrt(2.0 * spread**4 * squares) if squares > 0.0 else 1.0
+    return min(mu, mean_sd), min(log_tau, 1.0)
 
 
 def released_spread(estimate: Any, information: Any, scale: float) -> float:
@@ -778,6 +807,27 @@ class _LocationScaleLink(GroupedLink):
             released_spread(*self.scale_information(family, release), values["tau_sigma_sd"]),
         )
 
+    def released_scales(
+        self,
+        family: ExponentialFamily,
+        release: ReleaseSet | None,
+        values: Mapping[str, float],
+        spreads: tuple[float | None, float | None],
+    ) -> tuple[float | None, ...]:
+        """The scales NUTS first steps μ, τ, ν and τ_σ in (:func:`released_scales`).
+
+        From the groups' means and log σ̂_g with their information, at the spreads
+        :meth:`released_spreads` starts τ and τ_σ at; ``None`` each without a release.
+        """
+        if release is None or spreads[0] is None or spreads[1] is None:
+            return None, None, None, None
+        return (
+            *released_scales(*self.information(family, release), spreads[0], values["mu_sd"]),
+            *released_scales(
+                *self.scale_information(family, release), spreads[1], values["log_sigma_sd"]
+            ),
+        )
+
     def describe(self, family, values):
         return (
             f"mu_g = mu + tau z_g, log sigma_g = log_sigma + tau_sigma w_g, "
@@ -790,8 +840,12 @@ class _LocationScaleLink(GroupedLink):
     def build(self, family, values, *, size, dims, name, release=None):
         start = self.released_start(family, release, values)
         spreads = self.released_spreads(family, release, values)
-        mu = started(pm.Normal, "mu", {"mu": values["mu_mean"], "sigma": values["mu_sd"]}, start[0])
-        tau = started(pm.HalfNormal, "tau", {"sigma": values["tau_sd"]}, spreads[0])
+        scales = self.released_scales(family, release, values, spreads)
+        mu = started(
+            pm.Normal, "mu", {"mu": values["mu_mean"], "sigma": values["mu_sd"]}, start[0],
+            scales[0],
+        )  # fmt: skip
+        tau = started(pm.HalfNormal, "tau", {"sigma": values["tau_sd"]}, spreads[0], scales[1])
         weight = np.zeros(size)
         if release is not None:
             weight = information_weights(*self.information(family, release), values["tau_sd"])
@@ -801,9 +855,10 @@ class _LocationScaleLink(GroupedLink):
             "log_sigma",
             {"mu": values["log_sigma_mean"], "sigma": values["log_sigma_sd"]},
             start[1],
+            scales[2],
         )
         tau_sigma = started(
-            pm.HalfNormal, "tau_sigma", {"sigma": values["tau_sigma_sd"]}, spreads[1]
+            pm.HalfNormal, "tau_sigma", {"sigma": values["tau_sigma_sd"]}, spreads[1], scales[3]
         )
         z_sigma = pm.Normal("z_sigma", 0.0, 1.0, dims=dims)
         if release is not None:
