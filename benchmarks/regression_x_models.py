@@ -44,7 +44,8 @@ releases, batched:
   :func:`pymc_dp.regression.kernels.level_model.pair_layout`; design ``pair`` only);
 * ``cells``: the cell model of x, every covariate binary (``sample_cell_regression``,
   :mod:`pymc_dp.regression.kernels.cell_model`; the pair of binary covariates on design
-  ``binary`` at d = 2, the levels of a factor on ``categorical`` and on ``binary`` at d = 1);
+  ``binary`` at d = 2, the cube of three at d = 3, the levels of a factor on ``categorical``
+  and on ``binary`` at d = 1);
 * ``gibbs_noisy``: Gibbs-SS with the release's noisy moments plugged in (with moments only);
 * ``gibbs_update``: Gibbs-SS-Update (normal model of x, NIW prior from the box).
 
@@ -325,7 +326,8 @@ def run_cell(design, n, eps, moments, trials, args, seed):
             ),
         )  # fmt: skip
     if design in ("binary", "categorical"):
-        kind = "pair" if design == "binary" and args.d == 2 else "categories"
+        binary = {2: "pair", 3: "cube"}.get(args.d, "categories")
+        kind = binary if design == "binary" else "categories"
         timed(
             "cells",
             lambda: sample_cell_regression(
@@ -440,6 +442,8 @@ def main(argv=None):
             f"--d > 1 takes --methods from {NORMAL_METHODS}, mixed, cells, levels or pair, and "
             "--moments no"
         )
+    if args.d > 3 and "binary" in args.designs and "cells" in args.methods:
+        parser.error("design binary's cell model (--methods cells) takes d <= 3 binaries")
     if args.d < 3 and "factor" in args.designs:
         parser.error("design factor (a factor of 3 levels beside normal ones) needs --d >= 3")
     if args.d < 3 and "pair" in args.designs:

@@ -6,13 +6,18 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pymc_dp.curator.regression.statistics import regression_statistic, released_pairs
+from pymc_dp.curator.regression.statistics import (
+    regression_statistic,
+    released_pairs,
+    unpack_statistic,
+)
 from pymc_dp.regression import NIG, draw_nig, nig_update
 from pymc_dp.regression.engine.cells import sample_cell_regression
 from pymc_dp.regression.kernels import mixed_move
 from pymc_dp.regression.kernels.cell_model import (
     CellParameters,
     cell_counts,
+    cell_fiber,
     cell_layout,
     cell_record_moments,
     cell_statistic_logpdf,
@@ -33,6 +38,8 @@ from pymc_dp.regression.kernels.normal_model import response_logpdf, split_stati
 
 PAIR = cell_layout(2, "pair")
 LEVELS = cell_layout(3, "categories")
+CUBE = cell_layout(3, "cube")
+CUBE_PROBS = np.array([0.25, 0.1, 0.15, 0.1, 0.1, 0.1, 0.05, 0.15])
 
 
 def _records(rng, par, layout, n, size):
@@ -50,7 +57,9 @@ def _records(rng, par, layout, n, size):
 
 def _par(layout):
     d = layout.d
-    probs = np.array([0.4, 0.2, 0.3, 0.1]) if layout.kind == "pair" else np.full(d + 1, 0.25)
+    probs = {"pair": np.array([0.4, 0.2, 0.3, 0.1]), "cube": CUBE_PROBS}.get(
+        layout.kind, np.full(d + 1, 0.25)
+    )
     return CellParameters(np.linspace(0.3, -0.6, d + 1), np.array(0.5), probs)
 
 
@@ -68,7 +77,7 @@ def test_counts_are_read_from_the_statistic_of_records(layout):
         assert not cell_counts(broken, 25, layout)[1], pos
 
 
-@pytest.mark.parametrize("layout", [PAIR, LEVELS])
+@pytest.mark.parametrize("layout", [PAIR, LEVELS, CUBE])
 def test_draws_have_the_law_of_simulated_records(layout):
     """KS per released coordinate, 3000 exact draws against 3000 simulations of n = 12 records
     (small, so that A is sometimes singular and the conditioning matters)."""
@@ -82,7 +91,7 @@ def test_draws_have_the_law_of_simulated_records(layout):
         assert stats.ks_2samp(exact[:, j], simulated[:, j]).pvalue > 1e-3, j
 
 
-@pytest.mark.parametrize("layout", [PAIR, LEVELS])
+@pytest.mark.parametrize("layout", [PAIR, LEVELS, CUBE])
 def test_record_moments_match_simulated_records(layout):
     rng = np.random.default_rng(2)
     par = _par(layout)
@@ -95,6 +104,73 @@ def test_record_moments_match_simulated_records(layout):
     mean, cov = cell_record_moments(par, layout)
     np.testing.assert_allclose(mean, t.mean(0), atol=0.02)
     np.testing.assert_allclose(cov, np.cov(t.T), atol=0.06)
+
+
+def _compositions(n, cells):
+    """Every vector of ``cells`` whole counts summing to n, ``(M, cells)``."""
+    if cells == 1:
+        return np.array([[n]])
+    return np.array([[k, *rest] for k in range(n + 1) for rest in _compositions(n - k, cells - 1)])
+
+
+def test_the_cube_fiber_holds_every_count_table_of_its_statistic():
+    """Three binary covariates: every table of n = 7 records is in the fiber of its own
+    statistic, and the fiber holds exactly the tables with the same two-way counts."""
+    tables = _compositions(7, 8)
+    grams = np.einsum("mc,ci,cj->mij", tables.astype(float), CUBE.records, CUBE.records)
+    rows, cols = released_pairs(3)
+    for index in np.random.default_rng(11).choice(len(tables), 40, replace=False):
+        s = np.zeros(len(rows))
+        s[CUBE.covariate_positions] = grams[index][rows[CUBE.covariate_positions],
+                                                   cols[CUBE.covariate_positions]]  # fmt: skip
+        counts, valid, ok = cell_fiber(s, 7, CUBE)
+        same = tables[np.all(grams == grams[index], axis=(1, 2))]
+        assert ok
+        np.testing.assert_array_equal(np.sort(counts[valid], axis=0), np.sort(same, axis=0))
+    with pytest.raises(ValueError, match="use cell_fiber"):
+        cell_counts(s, 7, CUBE)
+
+
+def test_the_cube_law_sums_the_multinomial_over_the_fiber():
+    """The count part of the cube's density (the logpdf less the responses' part) is the
+    multinomial probability of the two-way counts, summed by brute force over every table of
+    n = 7 records; off the model (a fraction, a two-way count no table has) −∞."""
+    rng = np.random.default_rng(12)
+    n, par = 7, _par(CUBE)
+    tables = _compositions(n, 8)
+    grams = np.einsum("mc,ci,cj->mij", tables.astype(float), CUBE.records, CUBE.records)
+    mass = stats.multinomial.pmf(tables, n, par.probs)
+    s = draw_cell_statistic(rng, par, n, CUBE, size=(30,))
+    law = cell_statistic_logpdf(s, par, n, CUBE)
+    responses = response_logpdf(split_statistic(s, n), theta=par.theta, sigma2=par.sigma2, n=n)
+    for one, value in zip(s, law - responses, strict=True):
+        same = np.all(grams == unpack_statistic(one, n)[:4, :4], axis=(1, 2))
+        assert np.exp(value) == pytest.approx(mass[same].sum(), rel=1e-10)
+    off = np.array([s[0].copy(), s[0].copy()])
+    off[0][[0, 3]] += 0.5  # Σx₁ (and Σx₁², its copy) a fraction
+    off[1][[4, 6]] = off[1][0] + 1.0  # Σx₁x₂ above Σx₁
+    assert np.all(cell_statistic_logpdf(off, par, n, CUBE) == -np.inf)
+
+
+def test_the_cube_conjugate_draw_is_the_posterior_of_the_probabilities():
+    """π | s for three binaries (a uniform triple count on the fiber, then the Dirichlet)
+    against importance sampling: Dirichlet(1, …, 1) draws weighted by the sum over the fiber of
+    the multinomial, computed by brute force over every table of n = 8 records."""
+    rng = np.random.default_rng(13)
+    n = 8
+    x = CUBE.corners[[0, 3, 5, 6, 7, 7, 1, 2]]
+    s = regression_statistic(x, rng.normal(size=n))
+    tables = _compositions(n, 8)
+    grams = np.einsum("mc,ci,cj->mij", tables.astype(float), CUBE.records, CUBE.records)
+    own = np.einsum("c,ci,cj->ij", np.bincount([0, 3, 5, 6, 7, 7, 1, 2], minlength=8),
+                    CUBE.records, CUBE.records)  # fmt: skip
+    fiber = tables[np.all(grams == own, axis=(1, 2))]
+    assert len(fiber) > 1
+    prior = rng.dirichlet(np.ones(8), size=200_000)
+    weight = stats.multinomial.pmf(fiber[None], n, prior[:, None]).sum(axis=1)
+    expected = weight @ prior / weight.sum()
+    draws = draw_cell_probs(rng, np.broadcast_to(s, (100_000, s.size)), n, CUBE)
+    np.testing.assert_allclose(draws.mean(0), expected, atol=0.004)
 
 
 def test_logpdf_is_the_multinomial_times_the_responses_part():
@@ -123,13 +199,14 @@ def _normal_proposal(layout, n, scale, rng):
     return mixed_move._proposal(par, target), target
 
 
-@pytest.mark.parametrize("layout", [PAIR, LEVELS])
+@pytest.mark.parametrize("layout", [PAIR, LEVELS, CUBE])
 def test_the_proposal_of_the_counts_has_the_density_it_reports(layout):
     """Draws of the integer coordinates, one at a time and rounded, against exp(log q) of each
     value drawn: the reported masses sum to 1 over the values seen, and the frequencies fit them
-    (chi-square, p > 0.001). Readings of noise scale 0.7 spread k over a few values each."""
+    (chi-square, p > 0.001). Readings of noise scale 0.7 spread k over a few values each (0.25
+    for the cube's six coordinates, whose values seen would otherwise hold 93 % of the mass)."""
     rng = np.random.default_rng(4)
-    prop, target = _normal_proposal(layout, 60, 0.7, rng)
+    prop, target = _normal_proposal(layout, 60, 0.25 if layout.hidden else 0.7, rng)
     free = mixed_move._free(target)
     one = mixed_move._Proposal(*(np.broadcast_to(a[0], (20_000, *a.shape[2:])) for a in prop))
     k, log_q = mixed_move._integer_steps(one, free, 60.0, rng, None)
@@ -162,7 +239,7 @@ def test_the_joint_prior_refuses_too_few_records():
 
 
 @pytest.mark.parametrize("laplace", [False, True], ids=["mixing-variances", "laplace-density"])
-@pytest.mark.parametrize("layout", [PAIR, LEVELS])
+@pytest.mark.parametrize("layout", [PAIR, LEVELS, CUBE])
 def test_every_move_keeps_the_joint_prior(layout, laplace):
     """Geweke's test as for the mixed model: after 20 sweeps of the three moves from the joint
     prior, u keeps its prior law and (z − s)/√w stays standard normal (KS, 3000 chains); with
@@ -170,6 +247,8 @@ def test_every_move_keeps_the_joint_prior(layout, laplace):
     rng = np.random.default_rng(5)
     size, n, scale = 3000, 30, 3.0
     prior, par, s, w, z = _joint_prior_draws(rng, layout, size, n, scale)
+    if layout.hidden:  # the cube's moves integrate π out: u is (θ, log σ²)
+        par = par._replace(probs=None)
     if laplace:
         target = MixedTarget(z, np.full(s.shape, 2 * scale**2), float(n), prior, None, layout,
                              laplace_scale=np.full((size, 1), scale))  # fmt: skip
@@ -225,18 +304,19 @@ def test_huge_epsilon_posterior_is_the_exact_one():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["pair", "categories"])
+@pytest.mark.parametrize("kind", ["pair", "categories", "cube"])
 def test_sampler_is_calibrated_on_releases_drawn_from_its_model(kind):
     """Ranks of the true θ and σ² in their posteriors over 120 releases drawn from the model's
     own prior (n = 60, Laplace scale 8, so the noise matters): uniform by KS (p > 0.001)."""
     rng = np.random.default_rng(9)
-    layout, releases = cell_layout(2, kind), 120
+    d = 3 if kind == "cube" else 2
+    layout, releases = cell_layout(d, kind), 120
     prior, par, s, _, _ = _joint_prior_draws(rng, layout, releases, 60, 1.0)
     z = s + rng.laplace(0.0, 8.0, s.shape)
     tr = sample_cell_regression(10, released=z, n=60, prior=prior, kind=kind, scale=8.0,
                                 draws=400, tune=300)  # fmt: skip
-    draws_theta = tr.theta[:, ::4].reshape(-1, releases, 3)
-    for j in range(3):
+    draws_theta = tr.theta[:, ::4].reshape(-1, releases, d + 1)
+    for j in range(d + 1):
         rank = np.mean(draws_theta[..., j] < par.theta[:, j], axis=0)
         assert stats.kstest(rank, "uniform").pvalue > 1e-3, j
     rank = np.mean(tr.sigma2[:, ::4].reshape(-1, releases) < par.sigma2, axis=0)

@@ -230,9 +230,9 @@ def test_a_declared_binary_covariate_gives_the_mixed_model_by_default():
     assert regression_attrs(_model(rel, x_prior=x_prior))["pymc_dp_x_model_z"] == "normal"
 
 
-def test_two_declared_binary_covariates_give_the_cell_model():
-    """Every covariate declared binary at d = 2: the cell model (``x_model="binary"``); two of
-    three declared binary: the pair model; three of four: a warning, and the normal model."""
+def test_declared_binary_covariates_give_the_cell_or_pair_model():
+    """Every covariate declared binary at d = 2 or 3: the cell model (``x_model="binary"``); two
+    of three declared binary: the pair model; three of four: a warning, and the normal model."""
     box = [(0.0, 1.0), (0.0, 1.0)]
     rng = np.random.default_rng(0)
     x = (rng.uniform(size=(200, 2)) < 0.5).astype(float)
@@ -251,6 +251,14 @@ def test_two_declared_binary_covariates_give_the_cell_model():
         warnings.simplefilter("error")
         model = _model(rel3)
     assert regression_attrs(model)["pymc_dp_x_model_z"] == "pair"
+    cube = np.column_stack([x, rng.uniform(size=200) < 0.5]).astype(float)
+    rel_cube = release_regression(cube, y, x_bounds=[*box, (0.0, 1.0)], y_bounds=(-1, 1),
+                                  epsilon=1.0, rng=1, binary=[0, 1, 2])  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = _model(rel_cube)
+    assert regression_attrs(model)["pymc_dp_x_model_z"] == "binary"
+    assert len(model.coords["z_cell"]) == 8
     x4 = np.column_stack([x, rng.uniform(size=200) < 0.5, rng.normal(size=200)]).astype(float)
     rel4 = release_regression(np.clip(x4, -2, 2), y, x_bounds=[*box, (0.0, 1.0), (-2.0, 2.0)],
                               y_bounds=(-1, 1), epsilon=1.0, rng=1, binary=[0, 1, 2])  # fmt: skip

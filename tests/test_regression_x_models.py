@@ -194,8 +194,14 @@ def test_binary_node_variables_attrs_and_errors():
     rel3 = release_regression(np.eye(5)[:, :3], np.zeros(5), x_bounds=[(0, 1)] * 3,
                               y_bounds=(-3, 3), epsilon=1.0, rng=0)  # fmt: skip
     model, theta, sigma2 = _nig_model(4)
-    with model, pytest.raises(ValueError, match="d <= 2"):
-        NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel3, x_model="binary")
+    with model, pytest.raises(ValueError, match="method='gibbs-ss' takes d <= 2"):
+        NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel3, x_model="binary",
+                            method="gibbs-ss")  # fmt: skip
+    rel4 = release_regression(np.eye(6)[:, :4], np.zeros(6), x_bounds=[(0, 1)] * 4,
+                              y_bounds=(-3, 3), epsilon=1.0, rng=0)  # fmt: skip
+    model, theta, sigma2 = _nig_model(5)
+    with model, pytest.raises(ValueError, match="d <= 3"):
+        NoisyRegressionStat("z", theta=theta, sigma2=sigma2, release=rel4, x_model="binary")
 
 
 @pytest.mark.slow

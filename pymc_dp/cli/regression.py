@@ -300,7 +300,7 @@ def fit_regression(args: argparse.Namespace, entry: Any, out: Path, names: list[
     x_model = regression_attrs(model)["pymc_dp_x_model_z"]
     if x_model == "mixed":  # a declared binary covariate
         idata = run_sampler(args, model, lambda: [RegressionMixedStep()])
-    elif x_model in ("binary", "factor"):  # a declared factor, or two binary covariates
+    elif x_model in ("binary", "factor"):  # a declared factor, or two or three binaries
         idata = run_sampler(args, model, lambda: [RegressionCellStep()])
     elif x_model in ("levels", "pair"):  # a declared factor, or two binaries, beside others
         idata = run_sampler(args, model, lambda: [RegressionLevelStep()])

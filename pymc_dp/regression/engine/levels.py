@@ -19,9 +19,10 @@ import numpy.typing as npt
 from pymc_dp._validation import check_int, check_rng
 from pymc_dp.curator.regression.statistics import check_released_batch
 from pymc_dp.regression.engine.batch_inputs import by_chain, noise_spread, tiled_priors
-from pymc_dp.regression.engine.cells import START_SHARE, whole_counts
+from pymc_dp.regression.engine.cells import whole_counts
 from pymc_dp.regression.engine.mixed import INITIAL_SD, release_nig_start, run_sweeps
 from pymc_dp.regression.kernels.adaptation import RandomWalkAdaptation
+from pymc_dp.regression.kernels.cell_model import START_SHARE
 from pymc_dp.regression.kernels.conjugate import NIG, check_nig
 from pymc_dp.regression.kernels.data_model import NIW, check_niw
 from pymc_dp.regression.kernels.level_model import (
@@ -50,8 +51,8 @@ def level_start(rng: np.random.Generator, target: MixedTarget) -> LevelParameter
     """A chain's first φ, near the release; the chain's first s is a draw of its law there.
 
     π from the release's readings of the cell counts (each coordinate the mean of its readings;
-    every count floored at :data:`~pymc_dp.regression.engine.cells.START_SHARE` of n and at 1);
-    (θ, σ²) from :func:`~pymc_dp.regression.engine.mixed.release_nig_start` with those counts
+    every count floored at :data:`~pymc_dp.regression.kernels.cell_model.START_SHARE` of n and
+    at 1); (θ, σ²) from :func:`~pymc_dp.regression.engine.mixed.release_nig_start` with those counts
     made whole records; the mean rows at the prior's centre and Σ at the scale of its median.
     """
     layout, n = target.levels, target.n

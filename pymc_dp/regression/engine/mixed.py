@@ -136,6 +136,8 @@ def mixed_sweep(
     elif target.cells is None:
         prob, loc, cov = draw_mixed_x(rng, target.x_prior, s, n)
         u = pack_mixed(MixedParameters(theta, sigma2, prob, loc, cov))
+    elif target.cells.hidden:  # the cube: π integrated out, drawn given s by the caller
+        u = pack_cells(CellParameters(theta, sigma2, None))
     else:
         u = pack_cells(CellParameters(theta, sigma2, draw_cell_probs(rng, s, n, target.cells)))
     state, _ = moved_state(rng, u, s, target)

@@ -4,7 +4,8 @@
 and the latent statistic s. Each step is one iteration of
 :func:`~pymc_dp.regression.engine.mixed.mixed_sweep` with the cell model's target, the sweep of
 :func:`~pymc_dp.regression.sample_cell_regression`: (θ, σ²) | s and π | s ~ Dirichlet(1 + counts)
-exactly, a move of s alone, after tuning a multiple-try move, and random-walk moves of (φ, s)
+exactly (for three binary covariates π is integrated out of the moves and drawn given s after
+them), a move of s alone, after tuning a multiple-try move, and random-walk moves of (φ, s)
 that adapt while ``pm.sample`` tunes; Laplace noise enters them by its density, so the node has
 no mixing variances.
 """
@@ -18,7 +19,11 @@ import pymc as pm
 
 from pymc_dp._compat import register_step_methods
 from pymc_dp.regression.engine.cells import cell_start
-from pymc_dp.regression.kernels.cell_model import cell_layout, draw_cell_statistic
+from pymc_dp.regression.kernels.cell_model import (
+    cell_layout,
+    draw_cell_probs,
+    draw_cell_statistic,
+)
 from pymc_dp.regression.kernels.mixed_move import (
     n_cell_parameters,
     unpack_cells,
@@ -88,6 +93,8 @@ class RegressionCellStep(SweepStep):
             )
         state, stats = self._sweep(s, target, n_cell_parameters(layout))
         par, _ = unpack_cells(state.params[0], layout)
+        if layout.hidden:  # the cube's sweep integrates π out: π | s, exactly
+            par = par._replace(probs=draw_cell_probs(self.rng, state.suffstat[0], info.n, layout))
         new = {
             info.theta: par.theta,
             info.sigma2: par.sigma2,

@@ -79,13 +79,14 @@ class CellModelSuffStat(Continuous):
         Number of records.
     kind
         Index into :data:`~pymc_dp.regression.kernels.cell_model.CELL_KINDS` (a constant):
-        0 for the dummy columns of one factor, 1 for two binary covariates.
+        0 for the dummy columns of one factor, 1 for two binary covariates, 2 for three.
 
     Notes
     -----
     The log density is
     :func:`~pymc_dp.regression.kernels.cell_model.cell_statistic_logpdf` in PyTensor:
-    ``Multinomial(counts; n, π)`` of the counts the integer coordinates fix, times the
+    ``Multinomial(counts; n, π)`` of the counts the integer coordinates fix (for three binary
+    covariates summed over the triple counts they allow), times the
     responses' law given A (as
     :class:`~pymc_dp.regression.model.distributions.NormalModelSuffStat`);
     −∞ where s is not a statistic of binary records or A is singular. With respect to counting
@@ -122,20 +123,50 @@ class CellModelSuffStat(Continuous):
         n = pt.cast(n, "float64")  # a Python float n would be float32: gammaln at 1e-6
         k = value[layout.positions]
         full = pt.concatenate([n[None], k])
-        counts = pt.round(pt.dot(pt.constant(layout.to_counts), full))
         reads = np.maximum(layout.reads, 0)
         expected = pt.switch(layout.reads >= 0, k[reads], 0.0)
-        valid = (
-            pt.all(pt.eq(k, pt.round(k)))
-            & pt.all(counts >= 0)
-            & pt.all(pt.eq(value[layout.covariate_positions], expected))
-            & (pt.sum(counts > 0) >= d + 1)  # A regular: CellLayout.regular
+        valid = pt.all(pt.eq(k, pt.round(k))) & pt.all(
+            pt.eq(value[layout.covariate_positions], expected)
         )
-        safe = pt.switch(counts > 0, counts, 1.0)
-        logp = (
-            pt.gammaln(n + 1.0)
-            - pt.sum(pt.gammaln(counts + 1.0))
-            + pt.sum(pt.switch(counts > 0, safe * pt.log(probs), 0.0))
-        )
+        if layout.hidden:
+            law, regular = _fiber_law(layout, full, n, probs)
+            valid = valid & regular
+        else:
+            counts = pt.round(pt.dot(pt.constant(layout.to_counts), full))
+            valid = valid & pt.all(counts >= 0) & (pt.sum(counts > 0) >= d + 1)  # regular A
+            safe = pt.switch(counts > 0, counts, 1.0)
+            law = (
+                pt.gammaln(n + 1.0)
+                - pt.sum(pt.gammaln(counts + 1.0))
+                + pt.sum(pt.switch(counts > 0, safe * pt.log(probs), 0.0))
+            )
         response, response_ok = response_logp_pt(unpack_statistic_pt(value, n, d), theta, sigma2, n)
-        return pt.switch(valid & response_ok, logp + response, -np.inf)
+        return pt.switch(valid & response_ok, law + response, -np.inf)
+
+
+def _fiber_law(
+    layout: CellLayout, full: pt.TensorVariable, n: pt.TensorVariable, probs: pt.TensorVariable
+) -> tuple[pt.TensorVariable, pt.TensorVariable]:
+    """The cube's ``log Σ_t Multinomial(N(t); n, π)`` and whether A is regular, in PyTensor.
+
+    As :func:`~pymc_dp.regression.kernels.cell_model.cell_fiber` and
+    :meth:`~pymc_dp.regression.kernels.cell_model.CellLayout.regular`.
+    """
+    base = pt.round(pt.dot(pt.constant(layout.to_counts[:, :-1]), full))
+    step = layout.to_counts[:, -1]
+    least = pt.max(pt.switch(step > 0, -base, -np.inf))
+    most = pt.min(pt.switch(step < 0, base, np.inf))
+    t = least + pt.arange(pt.maximum(most - least + 1.0, 1.0).astype("int64"))
+    counts = base[None, :] + t[:, None] * pt.constant(step)[None, :]
+    ok = pt.all(counts >= 0, axis=1)
+    safe = pt.switch(counts > 0, counts, 1.0)
+    each = -pt.sum(pt.gammaln(pt.maximum(counts, 0.0) + 1.0), axis=1) + pt.sum(
+        pt.switch(counts > 0, safe * pt.log(probs)[None, :], 0.0), axis=1
+    )
+    each = pt.switch(ok, each, -np.inf)
+    top = pt.max(each)
+    law = pt.gammaln(n + 1.0) + top + pt.log(pt.sum(pt.exp(each - top)))
+    occupied = pt.cast(counts[0] > 0, "float64")
+    spread = pt.dot(pt.constant(layout.records.T) * occupied[None, :], pt.constant(layout.records))
+    regular = pt.any(ok) & (pt.linalg.det(spread) > 0.5)
+    return law, regular

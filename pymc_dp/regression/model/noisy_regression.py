@@ -141,9 +141,9 @@ class NoisyRegressionInfo:
     means at the first three ``(3, d₂)``."""
     cells: str | None = None
     """Cell model (every covariate binary, sampled by
-    :class:`~pymc_dp.regression.RegressionCellStep`): the layout's kind, ``"pair"`` or
-    ``"categories"`` (:func:`~pymc_dp.regression.kernels.cell_model.cell_layout`); ``x_probs``
-    names π over its corners."""
+    :class:`~pymc_dp.regression.RegressionCellStep`): the layout's kind, ``"pair"``, ``"cube"``
+    or ``"categories"`` (:func:`~pymc_dp.regression.kernels.cell_model.cell_layout`);
+    ``x_probs`` names π over its corners."""
 
 
 def coefficient_labels(covariates: Sequence[str]) -> list[str]:
@@ -307,14 +307,15 @@ class NoisyRegressionStat:
         observed with their Laplace noise, never plugged in
         (:mod:`~pymc_dp.regression.kernels.shape_law`; a ``pm.Potential`` ``{name}_x_shape``
         holds both factors). ``"normal"``: x ~ N(μ_x, Σ_x), released moments unused.
-        ``"binary"``: every covariate is 0 or 1 (treated/untreated indicators; d ≤ 2): x is
+        ``"binary"``: every covariate is 0 or 1 (treated/untreated indicators; d ≤ 3): x is
         one of the corners of ``{0, 1}^d`` with probabilities ``{name}_x_probs`` ~
-        Dirichlet(1, ..., 1) (dims ``{name}_cell``). The release's sums fix the cell counts,
-        so s has an exact law given θ, σ², π (the cell model,
+        Dirichlet(1, ..., 1) (dims ``{name}_cell``). Up to d = 2 the release's sums fix the
+        cell counts; at d = 3 they fix all but the triple count Σ x₁x₂x₃, which the law sums
+        over. So s has an exact law given θ, σ², π (the cell model,
         :mod:`~pymc_dp.regression.kernels.cell_model`), sampled by
         :class:`~pymc_dp.regression.RegressionCellStep`; θ must feed this node alone. With
-        ``method="gibbs-ss"``: the CLT law of s with moments that are exact functions of π
-        (:class:`~pymc_dp.regression.model.steps.BinaryCovariateStep`). A box of [0, 1] per
+        ``method="gibbs-ss"`` (d ≤ 2): the CLT law of s with moments that are exact functions
+        of π (:class:`~pymc_dp.regression.model.steps.BinaryCovariateStep`). A box of [0, 1] per
         covariate keeps the sensitivity smallest.
         ``"factor"``: the d covariates are the dummy columns of one factor with d + 1 levels
         (never two of them 1 in a record; the reference level all 0): π over the d + 1
@@ -324,7 +325,8 @@ class NoisyRegressionStat:
         ``"auto"`` picks ``"factor"`` when the release declares every covariate a column of
         one factor (``release_regression(..., factor=[...])``) and d ≤ ``CELLS_MIX_D``,
         ``"levels"`` (below) when it declares a factor beside other covariates,
-        ``"binary"`` when it declares both of its two covariates binary, and ``"pair"`` (below)
+        ``"binary"`` when it declares every one of its two or three covariates binary, and
+        ``"pair"`` (below)
         when it declares two binary covariates beside others (or ``binary=`` names two).
         ``"mixed"`` (what ``"auto"`` picks when ``binary`` is given): the covariate ``binary``
         is Bernoulli(``{name}_x_prob``) and the others, given it, normal with a mean per group
@@ -363,8 +365,9 @@ class NoisyRegressionStat:
         ``binary=`` warns), ``x_model`` and ``method`` are
         ``"auto"``, no ``x_prior`` or ``x_moments`` is given and θ feeds no other node; a
         release that declares several gets the normal model of x with a warning (the mixed
-        model takes one binary covariate) unless it declares exactly two beside others: the
-        pair model. With ``x_model="pair"``: the two binary covariates (indices or names).
+        model takes one binary covariate) unless it declares exactly two beside others (the
+        pair model) or every covariate of two or three (the cell model, ``"binary"``). With
+        ``x_model="pair"``: the two binary covariates (indices or names).
     factor
         Indices or names of the dummy columns of one factor beside other covariates, for
         ``x_model="levels"`` (their boxes must hold 0 and 1); default: the factor the release
@@ -735,10 +738,10 @@ def _declared_x_model(
 
     Every covariate a dummy column of one declared factor: the cell model ``"factor"`` (up to
     :data:`~pymc_dp.regression.engine.cells.CELLS_MIX_D` covariates); a declared factor beside
-    other covariates: the level model ``"levels"`` (up to :data:`MIXED_MAX_D`); two covariates, both
-    declared binary: ``"binary"``; two declared binary beside others: ``"pair"`` (up to
-    :data:`MIXED_MAX_D`); one declared binary: the mixed model with it. Only where θ
-    feeds no other node (these models' steps draw θ).
+    other covariates: the level model ``"levels"`` (up to :data:`MIXED_MAX_D`); two or three
+    covariates, all declared binary: ``"binary"``; two declared binary beside others:
+    ``"pair"`` (up to :data:`MIXED_MAX_D`); one declared binary: the mixed model with it. Only
+    where θ feeds no other node (these models' steps draw θ).
     """
     if rel is None or getattr(theta.tag, TAG, ()):
         return "auto", None
@@ -764,7 +767,7 @@ def _declared_x_model(
             stacklevel=3,
         )
         return "auto", None
-    if len(declared) == d == 2:
+    if len(declared) == d and d in (2, 3):
         return "binary", None
     if len(declared) == 2 and d <= MIXED_MAX_D:
         return "pair", None
@@ -779,7 +782,7 @@ def _declared_x_model(
         warnings.warn(
             f"the release declares {len(declared)} binary covariates ({names}); {reason}, so "
             "the default models them all as normal. Pass binary= to model one as Bernoulli "
-            "(x_model='binary' if every covariate is 0/1 and d <= 2, x_model='factor' if they "
+            "(x_model='binary' if every covariate is 0/1 and d <= 3, x_model='factor' if they "
             "are the dummy columns of one factor)",
             UserWarning,
             stacklevel=3,
@@ -1023,15 +1026,21 @@ def _binary_covariates(
             "give neither x_moments= nor x_prior="
         )
     if x_model == "binary":
-        if d > 2:
+        if d > 3:
             raise ValueError(
-                f"x_model='binary' supports d <= 2 covariates (got d={d}): for more, the "
-                "released sums no longer fix the cell counts. If the covariates are the dummy "
-                "columns of one factor, use x_model='factor'"
+                f"x_model='binary' supports d <= 3 covariates (got d={d}): for more, the "
+                "released sums leave more than one count of the cells free. If the covariates "
+                "are the dummy columns of one factor, use x_model='factor'"
             )
         if method == "gibbs-ss":
+            if d > 2:
+                raise ValueError(
+                    "x_model='binary' with method='gibbs-ss' takes d <= 2 covariates (the "
+                    f"released sums fix the cell counts only there; got d={d}): give "
+                    "method='auto' for the exact cell model"
+                )
             return None, True
-        return ("pair" if d == 2 else "categories"), False
+        return {1: "categories", 2: "pair", 3: "cube"}[d], False
     if method == "gibbs-ss":
         raise ValueError(
             "x_model='factor' is sampled by the cell model's own moves: give method='auto' "
