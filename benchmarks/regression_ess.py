@@ -26,7 +26,7 @@ Three samplers on releases of the same data, in one process:
   ``RegressionMixedStep``), against the default, which models it as normal;
 * **default_cells** (only with ``--samplers``, ``--x-design categorical`` or ``pair``): the
   node told that every covariate is binary (``x_model="factor"`` for the dummy columns of one
-  factor, ``"binary"`` for two indicators: the cell model of x, ``RegressionCellStep``),
+  factor, ``"binary"`` for two or three indicators: the cell model of x, ``RegressionCellStep``),
   against the default, which models them as normal;
 * **default_levels** (only with ``--samplers``, ``--x-design factor``): the node told that the
   first two covariates are the dummy columns of one factor beside the others
@@ -67,7 +67,8 @@ those of commit e851465 (the last before issue 34) at d = 1 (with released momen
 ``--x-design mixed`` makes the first covariate Bernoulli(0.3) on the box [0, 1] and the others
 normal as that design; ``--x-design categorical`` makes the d covariates the dummy columns of
 one factor of d + 1 levels (probabilities ∝ d + 1, d, ..., 1, the reference level first), and
-``--x-design pair`` two Bernoulli(0.3) indicators (d = 2), all on the box [0, 1];
+``--x-design pair`` two (d = 2) or three (d = 3, the cube) Bernoulli(0.3) indicators, all on
+the box [0, 1];
 ``--x-design factor`` (d ≥ 3) makes the first two covariates the dummy columns of a factor of 3
 levels (probabilities 0.5, 0.3, 0.2; box [0, 1]) and the others N(0.3 (level − 1), 0.4²) clipped
 to the box; ``--x-design binaries`` (d ≥ 3) makes the first two covariates binary, x₁ ~
@@ -220,9 +221,9 @@ def run(
         kwargs["x_model"], kwargs["factor"] = "levels", [0, 1]
     if kind == "default_pair":  # the first two covariates binary
         kwargs["binary"] = [0, 1]
-    if kind == "default_cells":  # two indicators, or the dummy columns of one factor
-        pair = d == 2 and np.any(np.all(x == 1.0, axis=1))
-        kwargs["x_model"] = "binary" if pair else "factor"
+    if kind == "default_cells":  # two or three indicators, or the dummy columns of one factor
+        indicators = d in (2, 3) and np.any(np.sum(x, axis=1) > 1.0)
+        kwargs["x_model"] = "binary" if indicators else "factor"
     start = time.perf_counter()
     try:
         if kind == "mcmc_ind":  # the README model's priors: θ | σ² ~ N(0, 10σ²I), σ² ~ IG(3, 0.1)
@@ -275,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
                                  "binaries"),
                         help="x uniform on the box or N(0, 0.4^2) clipped to it (mixed: the "
                              "first covariate Bernoulli(0.3); categorical: a factor's dummy "
-                             "columns; pair: two Bernoulli(0.3); binaries: two binaries "
+                             "columns; pair: two or three Bernoulli(0.3); binaries: two binaries "
                              "beside normal ones)")  # fmt: skip
     parser.add_argument("--moments", action="store_true",
                         help="every sampler's release carries moments_share=0.2")  # fmt: skip

@@ -208,7 +208,7 @@ def test_the_proposal_of_the_counts_has_the_density_it_reports(layout):
     rng = np.random.default_rng(4)
     prop, target = _normal_proposal(layout, 60, 0.25 if layout.hidden else 0.7, rng)
     free = mixed_move._free(target)
-    one = mixed_move._Proposal(*(np.broadcast_to(a[0], (20_000, *a.shape[2:])) for a in prop))
+    one = mixed_move._Proposal(*(np.broadcast_to(a[0], (20_000, *a.shape[2:])) for a in prop[:5]))
     k, log_q = mixed_move._integer_steps(one, free, 60.0, rng, None)
     _, first, freq = np.unique(k, axis=0, return_index=True, return_counts=True)
     mass = np.exp(log_q[first])
@@ -219,6 +219,55 @@ def test_the_proposal_of_the_counts_has_the_density_it_reports(layout):
     # log q of given k is the density the draw reported.
     _, again = mixed_move._integer_steps(one, free, 60.0, None, k.copy())
     np.testing.assert_allclose(again, log_q)
+
+
+def test_the_cube_proposes_its_responses_from_their_exact_moments_given_the_counts():
+    """Given the counts the covariates are known: the responses' law alone (the second member)
+    has the mean and covariance of (Σy, Σx_j y, Σy²) over simulated y ~ N(X̃θ, σ²) at those
+    records (20 000 draws, 5 standard errors for the means, 6 % of sd_i sd_j for the covariances),
+    and the first member is that normal times the readings N(z; ·, diag w)."""
+    rng = np.random.default_rng(11)
+    n = 60
+    x = CUBE.corners[rng.choice(8, size=n, p=CUBE_PROBS)]
+    theta, sigma2 = np.array([0.3, -0.5, 0.8, 0.2]), 0.4
+    prop, target = _normal_proposal(CUBE, n, 3.0, rng)
+    prop = prop._replace(exact=(theta[None], np.array([sigma2])))
+    free = mixed_move._free(target)
+    k = regression_statistic(x, np.zeros(n))[free.k]
+    means, chols = mixed_move._exact_responses(k[None], prop, target)
+    y = theta[0] + x @ theta[1:] + np.sqrt(sigma2) * rng.standard_normal((20_000, n))
+    rest = np.array([regression_statistic(x, row)[free.rest] for row in y])
+    sd = rest.std(axis=0)
+    assert np.all(np.abs(means[1, 0] - rest.mean(axis=0)) < 5 * sd / np.sqrt(len(rest)))
+    cov = chols[1, 0] @ chols[1, 0].T
+    assert np.all(np.abs(cov - np.cov(rest.T)) <= 0.06 * np.outer(sd, sd))
+    w, z = target.noise_variance[0, free.rest], target.released[0, free.rest]
+    precision = np.linalg.inv(cov) + np.diag(1 / w)
+    post = chols[0, 0] @ chols[0, 0].T
+    np.testing.assert_allclose(post, np.linalg.inv(precision), rtol=1e-8, atol=1e-10)
+    expected = np.linalg.solve(precision, np.linalg.solve(cov, means[1, 0]) + z / w)
+    np.testing.assert_allclose(means[0, 0], expected, rtol=1e-8)
+
+
+def test_the_tuned_cubes_proposal_reports_its_own_density():
+    """Once tuned the cube's proposal of s has three members (the fitted law of the counts, here
+    the readings shifted by 3 records with half their variance; the law alone; the readings'
+    normal): its reported density q is the one it draws from, so E_q[q′/q] = 1 for the untuned
+    proposal q′ at the same φ, which shares two of its members (20 000 draws, 4 standard
+    errors)."""
+    rng = np.random.default_rng(12)
+    size, n = 20_000, 60
+    _, target = _normal_proposal(CUBE, n, 3.0, rng)
+    par = CellParameters(*(np.repeat(np.asarray(a)[None], size, axis=0) for a in _par(CUBE)))
+    z, w = (np.repeat(a, size, axis=0) for a in (target.released, target.noise_variance))
+    target = target._replace(released=z, noise_variance=w)
+    law = (z[:, CUBE.positions] + 3.0, np.broadcast_to(0.5 * 2 * 3.0**2 * np.eye(6), (size, 6, 6)))
+    tuned = target._replace(counts_law=law)
+    prop, untuned = mixed_move._proposal(par, tuned), mixed_move._proposal(par, target)
+    assert prop.k_mean.shape[0] == 3 and untuned.k_mean.shape[0] == 2
+    s = mixed_move._draw(rng, prop, tuned)
+    ratio = np.exp(mixed_move._log_q(s, untuned, target) - mixed_move._log_q(s, prop, tuned))
+    assert abs(ratio.mean() - 1.0) < 4 * ratio.std() / np.sqrt(size)
 
 
 def _joint_prior_draws(rng, layout, size, n, scale):
@@ -239,11 +288,17 @@ def test_the_joint_prior_refuses_too_few_records():
 
 
 @pytest.mark.parametrize("laplace", [False, True], ids=["mixing-variances", "laplace-density"])
-@pytest.mark.parametrize("layout", [PAIR, LEVELS, CUBE])
+@pytest.mark.parametrize("layout", [PAIR, LEVELS, CUBE, "cube-fitted"])
 def test_every_move_keeps_the_joint_prior(layout, laplace):
     """Geweke's test as for the mixed model: after 20 sweeps of the three moves from the joint
     prior, u keeps its prior law and (z − s)/√w stays standard normal (KS, 3000 chains); with
-    the Laplace density in the target (what the samplers run), (z − s)/b stays Laplace."""
+    the Laplace density in the target (what the samplers run), (z − s)/b stays Laplace.
+    ``cube-fitted``: the cube once tuned, its proposal of the counts from a fitted law (here
+    one off the counts' prior law: shifted by 2 records, half its covariance)."""
+    fitted = layout == "cube-fitted"
+    if fitted and not laplace:
+        pytest.skip("the fitted law is the tuned cube's, whose target holds the Laplace density")
+    layout = CUBE if fitted else layout
     rng = np.random.default_rng(5)
     size, n, scale = 3000, 30, 3.0
     prior, par, s, w, z = _joint_prior_draws(rng, layout, size, n, scale)
@@ -254,6 +309,12 @@ def test_every_move_keeps_the_joint_prior(layout, laplace):
                              laplace_scale=np.full((size, 1), scale))  # fmt: skip
     else:
         target = MixedTarget(z, w, float(n), prior, None, layout)
+    if fitted:
+        counts = s[:, CUBE.positions]
+        law = (counts.mean(axis=0) + 2.0, 0.5 * np.cov(counts.T))
+        target = target._replace(
+            counts_law=tuple(np.broadcast_to(a, (size, *a.shape)) for a in law)
+        )
     state = mixed_state(pack_cells(par), s, target)
     assert np.all(np.isfinite(state.log_target))
     k = state.params.shape[-1]

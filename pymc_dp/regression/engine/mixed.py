@@ -129,6 +129,9 @@ def mixed_sweep(
     """
     s = np.asarray(suffstat, dtype=np.float64)
     n = target.n
+    cube = target.cells is not None and target.cells.hidden
+    if cube and adaptation.moment_mean is not None:  # the counts' law of the last window
+        target = target._replace(counts_law=(adaptation.moment_mean, adaptation.moment_cov))
     theta, sigma2 = draw_nig(rng, nig_update(target.prior, statistic=s, n=n))
     if target.levels is not None:
         probs, loc, cov = draw_level_x(rng, target.x_prior, s, n, target.levels)
@@ -156,7 +159,8 @@ def mixed_sweep(
     if symmetry_steps:
         state, _ = mixed_symmetry_moves(rng, state, target, steps=symmetry_steps)
     if tune:
-        adaptation.update(state.params)
+        counts = state.suffstat[..., target.cells.positions] if cube else None
+        adaptation.update(state.params, moments=counts)
     return state, accepted / max(moves, 1)
 
 

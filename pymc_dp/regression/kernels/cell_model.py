@@ -281,6 +281,35 @@ def cell_fiber(
     >>> counts[valid].tolist(), bool(ok)  # these records (t = 0), or the other four corners
     ([[1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0], [0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0]], True)
     """
+    fiber = _fiber_ends(s, n, layout)
+    length = int(max(np.max(fiber.most - fiber.least, initial=-1.0) + 1.0, 1.0))
+    t = fiber.least[..., None] + np.arange(length)
+    counts = fiber.base[..., None, :] + t[..., None] * fiber.step
+    return counts, t <= fiber.most[..., None], fiber.consistent
+
+
+class _Fiber(NamedTuple):
+    """The fiber in closed form: ``N(t) = base + t·step`` for the whole t in [least, most]."""
+
+    base: np.ndarray
+    """``(..., C)``."""
+    step: np.ndarray
+    """``(C,)``: ±1 per cell for the cube, zeros without a hidden coordinate."""
+    least: np.ndarray
+    """``(...)``."""
+    most: np.ndarray
+    """``(...)``: below ``least`` where no t gives counts ≥ 0."""
+    consistent: np.ndarray
+    """``(...)``, as :func:`cell_fiber`'s."""
+
+    @property
+    def size(self) -> np.ndarray:
+        """``|fiber|``, ``(...)``."""
+        return np.maximum(self.most - self.least + 1.0, 0.0)
+
+
+def _fiber_ends(s: npt.ArrayLike, n: npt.ArrayLike, layout: CellLayout) -> _Fiber:
+    """:func:`cell_fiber` without the enumeration, whose length grows with n (up to n/4 + 1)."""
     s = np.asarray(s, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     k = s[..., layout.positions]
@@ -290,8 +319,10 @@ def cell_fiber(
         s[..., layout.covariate_positions] == expected, axis=-1
     )
     if not layout.hidden:
-        counts = np.round(full @ layout.to_counts.T, 9)[..., None, :]
-        return counts, np.all(counts >= 0, axis=-1), consistent
+        base = np.round(full @ layout.to_counts.T, 9)
+        least = np.zeros(base.shape[:-1])
+        most = np.where(np.all(base >= 0, axis=-1), 0.0, -1.0)
+        return _Fiber(base, np.zeros(base.shape[-1]), least, most, consistent)
     # N(t) = base + t·step, step = ±1 per cell: t ≥ −base where +1, t ≤ base where −1.
     base = np.round(full @ layout.to_counts[:, :-1].T, 9)
     step = layout.to_counts[:, -1]
@@ -299,10 +330,7 @@ def cell_fiber(
     most = np.min(np.where(step < 0, base, np.inf), axis=-1)
     finite = np.isfinite(least) & np.isfinite(most)
     least, most = np.where(finite, least, 0.0), np.where(finite, most, -1.0)
-    length = int(max(np.max(most - least, initial=-1.0) + 1.0, 1.0))
-    t = least[..., None] + np.arange(length)
-    counts = base[..., None, :] + t[..., None] * step
-    return counts, (t <= most[..., None]) & finite[..., None], consistent
+    return _Fiber(base, step, least, most, consistent)
 
 
 def _count_law(
@@ -386,22 +414,23 @@ def _statistic_logpdf(
 ) -> npt.NDArray[np.float64]:
     s = np.asarray(s, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
-    counts, valid, ok = cell_fiber(s, n, layout)
-    ok = ok & np.any(valid, axis=-1)
-    # Any valid member of the fiber has the same A, hence the same regularity.
-    first = np.take_along_axis(counts, np.argmax(valid, axis=-1)[..., None, None], axis=-2)
+    fiber = _fiber_ends(s, n, layout)
+    ok = fiber.consistent & (fiber.size > 0)
+    # Every member of the fiber has the same A, hence the same regularity.
+    first = fiber.base + fiber.least[..., None] * fiber.step
     # NumPy's solve refuses a whole batch with one singular member, so those members are
     # evaluated at the counts (1, …, 1) and dropped.
-    ok = ok & layout.regular(np.where(ok[..., None], first[..., 0, :], 1.0))
-    ones = layout.gram(np.ones(counts.shape[-1]))
+    ok = ok & layout.regular(np.where(ok[..., None], first, 1.0))
+    ones = layout.gram(np.ones(first.shape[-1]))
     rows, cols = released_pairs(layout.d)
     cov = layout.covariate_positions
     s = s.copy()
     s[..., cov] = np.where(ok[..., None], s[..., cov], ones[rows[cov], cols[cov]])
     with np.errstate(divide="ignore", invalid="ignore"):
-        if marginal:
-            out = np.log(np.sum(valid & ok[..., None], axis=-1))
+        if marginal:  # from the fiber's ends: its enumeration grows with n
+            out = np.log(fiber.size)
         else:
+            counts, valid, _ = cell_fiber(s, n, layout)
             out = _count_law(counts, valid & ok[..., None], n, np.asarray(par.probs, np.float64))
         out = out + response_logpdf(split_statistic(s, n), theta=par.theta, sigma2=par.sigma2, n=n)
     return np.where(ok & np.isfinite(out), out, -np.inf)
@@ -589,16 +618,10 @@ def draw_cell_probs(
     For the cube the counts are those of a triple count drawn uniformly from the fiber, its
     law given s under π's Dirichlet(1, …, 1) prior (module docstring).
     """
-    counts, valid, _ = cell_fiber(s, n, layout)
-    if layout.hidden:
-        # The i-th valid member, i uniform on the valid ones (never on an empty fiber: s is
-        # the model's).
-        total = np.maximum(np.sum(valid, axis=-1), 1)
-        pick = np.floor(rng.uniform(size=total.shape) * total)
-        rank = np.cumsum(valid, axis=-1) - 1
-        index = np.argmax(valid & (rank == pick[..., None]), axis=-1)
-    else:
-        index = np.zeros(counts.shape[:-2], dtype=np.intp)
-    counts = np.take_along_axis(counts, index[..., None, None], axis=-2)[..., 0, :]
+    fiber = _fiber_ends(s, n, layout)
+    t = fiber.least
+    if layout.hidden:  # t uniform on the whole values of [least, most] (s is the model's)
+        t = t + np.floor(rng.uniform(size=t.shape) * np.maximum(fiber.size, 1.0))
+    counts = fiber.base + t[..., None] * fiber.step
     gamma = rng.standard_gamma(1.0 + np.maximum(counts, 0.0))
     return gamma / np.sum(gamma, axis=-1, keepdims=True)
