@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import arviz as az
 import numpy as np
 import pytest
 from scipy import stats
@@ -12,7 +13,7 @@ from pymc_dp.curator.regression.statistics import (
     unpack_statistic,
 )
 from pymc_dp.regression import NIG, draw_nig, nig_update
-from pymc_dp.regression.engine.cells import sample_cell_regression
+from pymc_dp.regression.engine.cells import cell_start, sample_cell_regression
 from pymc_dp.regression.kernels import mixed_move
 from pymc_dp.regression.kernels.cell_model import (
     CellParameters,
@@ -208,7 +209,9 @@ def test_the_proposal_of_the_counts_has_the_density_it_reports(layout):
     rng = np.random.default_rng(4)
     prop, target = _normal_proposal(layout, 60, 0.25 if layout.hidden else 0.7, rng)
     free = mixed_move._free(target)
-    one = mixed_move._Proposal(*(np.broadcast_to(a[0], (20_000, *a.shape[2:])) for a in prop[:5]))
+    one = mixed_move._Proposal(
+        *(None if a is None else np.broadcast_to(a[0], (20_000, *a.shape[2:])) for a in prop[:5])
+    )
     k, log_q = mixed_move._integer_steps(one, free, 60.0, rng, None)
     _, first, freq = np.unique(k, axis=0, return_index=True, return_counts=True)
     mass = np.exp(log_q[first])
@@ -429,3 +432,42 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="fewer cells than the model needs"):
         draw_cell_statistic(np.random.default_rng(0), CellParameters(np.zeros(3), 1.0,
                             np.array([0.5, 0.5, 0.0, 0.0])), 30, PAIR)  # fmt: skip
+
+
+WEAK_CUBE_RELEASE = np.array([229.4, 254.9, 260.1, 319.2, 80.0, 94.8, 257.1, -782.7, -15.6,
+                              -1125.0, -1001.6, 323.7, 372.3, -282.3])  # fmt: skip
+"""Release 199 of `benchmarks/regression_x_models.py`'s cell (binary, d = 3, n = 100, ε = 0.1,
+seed 34): Laplace scale 302.5 against Σy² ≈ 40."""
+
+
+def _max_rhat(draws: np.ndarray) -> float:
+    """The largest R-hat over ``(chain, draw, ...)`` draws."""
+    return float(np.max(az.rhat(az.convert_to_dataset({"v": draws})).v.values))
+
+
+def test_the_cube_starts_a_weak_release_at_the_likelier_of_its_fit_and_the_prior():
+    """Read as a statistic, the weak release's responses fit θ₀ ≈ −8 (the prior's sd is 0.45):
+    chains started there stayed (R-hat 2.6 over 4 × (300 + 1000) before the start compared it
+    with the prior's centre). Now every chain starts at the centre, whose log target is higher,
+    and the chains mix (R-hat < 1.02 over 4 × (300 + 300)); a release of scale 0.5 keeps its fit."""
+    prior = NIG(np.zeros(4), 0.5 * np.eye(4), np.array(20.0), np.array(1.9))
+    layout = cell_layout(3, "cube")
+    z = np.tile(WEAK_CUBE_RELEASE, (4, 1))
+    target = MixedTarget(z, np.full(z.shape, 2 * 302.5**2), 100.0, prior, None, layout,
+                         laplace_scale=np.full(z.shape, 302.5))  # fmt: skip
+    start = cell_start(np.random.default_rng(1), target)
+    np.testing.assert_array_equal(start.theta, 0.0)
+    np.testing.assert_allclose(start.sigma2, 1.9 / 21.0)
+    rng = np.random.default_rng(2)
+    par = CellParameters(np.array([0.2, 0.5, -0.3, 0.4]), np.array(0.1), np.full(8, 1 / 8))
+    s = draw_cell_statistic(rng, par, 100, layout, size=(4,))
+    sharp = target._replace(
+        released=s + rng.laplace(0.0, 0.5, s.shape),
+        noise_variance=np.full(s.shape, 0.5),
+        laplace_scale=np.full(s.shape, 0.5),
+    )
+    assert np.all(np.abs(cell_start(rng, sharp).theta[:, 1] - 0.5) < 0.3)
+    tr = sample_cell_regression(3, released=WEAK_CUBE_RELEASE[None], n=100, prior=prior,
+                                kind="cube", scale=302.5, draws=300, tune=300,
+                                chains=4)  # fmt: skip
+    assert _max_rhat(np.concatenate([tr.theta, tr.sigma2[..., None]], axis=-1)) < 1.02

@@ -478,16 +478,16 @@ class _Proposal(NamedTuple):
     """``(..., J)``."""
     k_chol: np.ndarray
     """Cholesky factor of k's covariance, ``(..., J, J)``."""
-    rest_mean: np.ndarray
+    rest_mean: np.ndarray | None = None
     """Mean of the other free coordinates at k's mean, ``(..., R)``."""
-    rest_slope: np.ndarray
+    rest_slope: np.ndarray | None = None
     """Their change per unit of k, ``(..., R, J)``."""
-    rest_chol: np.ndarray
+    rest_chol: np.ndarray | None = None
     """Cholesky factor of their conditional covariance, ``(..., R, R)``."""
     exact: tuple[np.ndarray, np.ndarray] | None = None
     """The cube's (θ, σ²), no leading axis of 2: its other coordinates given k come from their
-    exact moments at k's Gram matrix (:func:`_exact_responses`), not from the three fields
-    above."""
+    exact moments at k's Gram matrix (:func:`_exact_responses`), and the three fields above
+    are ``None``."""
 
 
 class _Free(NamedTuple):
@@ -621,6 +621,8 @@ def _proposal(
     cov_kk = np.where(
         np.all(np.isfinite(cov_kk), axis=(-2, -1))[..., None, None], cov_kk, np.eye(j)
     )
+    if target.cells is not None and target.cells.hidden:  # the rest from _exact_responses
+        return _Proposal(mean[..., :j], floored_cholesky(cov_kk), exact=(par.theta, par.sigma2))
     if j == 1:  # the mixed model: a division and a square root, no factorisation
         k_chol = np.sqrt(cov_kk)
         slope = np.swapaxes(cov[..., :1, 1:] / cov_kk, -1, -2)
@@ -634,7 +636,6 @@ def _proposal(
         mean[..., j:],
         slope,
         floored_cholesky(0.5 * (cond + np.swapaxes(cond, -1, -2))),
-        (par.theta, par.sigma2) if target.cells is not None and target.cells.hidden else None,
     )
 
 
@@ -782,7 +783,7 @@ def _fitted_counts(
     mean[..., :j] = law[0]
     cov[..., :j, :] = 0.0
     cov[..., :, :j] = 0.0
-    cov[..., :j, :j] = COUNTS_INFLATE * law[1] + 0.25 * np.eye(j)  # half a record at least
+    cov[..., :j, :j] = COUNTS_INFLATE * law[1] + 0.25 * np.eye(j)  # sd ≥ half a record
     return mean, cov
 
 
@@ -796,7 +797,7 @@ def _pick(prop: _Proposal, member: np.ndarray) -> _Proposal:
             out = np.where(at == i, a[i], out)
         return out
 
-    return _Proposal(*(take(a) for a in prop[:5]), prop.exact)
+    return _Proposal(*(None if a is None else take(a) for a in prop[:5]), prop.exact)
 
 
 def _draw(rng: np.random.Generator, prop: _Proposal, target: MixedTarget) -> np.ndarray:
