@@ -434,6 +434,11 @@ def test_bad_input_is_refused():
                             np.array([0.5, 0.5, 0.0, 0.0])), 30, PAIR)  # fmt: skip
 
 
+NOISY_SQUARES_RELEASE = np.array([318.7, 343.2, 517.0, 300.6, 74.1, 27.6, 406.9, 72.1, 303.1,
+                                  -778.5, -313.1, -158.2, -171.5, 788.7])  # fmt: skip
+"""Release 97 of `benchmarks/regression_x_models.py`'s cell (binary, d = 3, n = 1000, ε = 1,
+seed 37): Laplace scale 30.25; its truth θ = (−0.78, −0.46, 0.28, 0.23), σ² = 0.109."""
+
 WEAK_CUBE_RELEASE = np.array([229.4, 254.9, 260.1, 319.2, 80.0, 94.8, 257.1, -782.7, -15.6,
                               -1125.0, -1001.6, 323.7, 372.3, -282.3])  # fmt: skip
 """Release 199 of `benchmarks/regression_x_models.py`'s cell (binary, d = 3, n = 100, ε = 0.1,
@@ -445,19 +450,24 @@ def _max_rhat(draws: np.ndarray) -> float:
     return float(np.max(az.rhat(az.convert_to_dataset({"v": draws})).v.values))
 
 
-def test_the_cube_starts_a_weak_release_at_the_likelier_of_its_fit_and_the_prior():
-    """Read as a statistic, the weak release's responses fit θ₀ ≈ −8 (the prior's sd is 0.45):
+def test_the_cube_starts_a_weak_release_at_the_prior_centre():
+    """Read as a statistic, the weak release's responses fit θ₀ ≈ −11 (the prior's sd is 0.45):
     chains started there stayed (R-hat 2.6 over 4 × (300 + 1000) before the start compared it
-    with the prior's centre). Now every chain starts at the centre, whose log target is higher,
-    and the chains mix (R-hat < 1.02 over 4 × (300 + 300)); a release of scale 0.5 keeps its fit."""
+    with the prior's centre). Now every chain starts at the centre, whose log target is the
+    highest of the start's candidates, with the s drawn there, and the chains mix (R-hat < 1.02
+    over 4 × (300 + 300)); a release of scale 0.5 keeps its fit."""
     prior = NIG(np.zeros(4), 0.5 * np.eye(4), np.array(20.0), np.array(1.9))
     layout = cell_layout(3, "cube")
     z = np.tile(WEAK_CUBE_RELEASE, (4, 1))
     target = MixedTarget(z, np.full(z.shape, 2 * 302.5**2), 100.0, prior, None, layout,
                          laplace_scale=np.full(z.shape, 302.5))  # fmt: skip
-    start = cell_start(np.random.default_rng(1), target)
+    start, s = cell_start(np.random.default_rng(1), target)
     np.testing.assert_array_equal(start.theta, 0.0)
     np.testing.assert_allclose(start.sigma2, 1.9 / 21.0)
+    # The first s is the draw at the kept start (yᵀy ≈ nσ² = 9 there; about 12 000 at the fit).
+    assert np.all(s[:, -1] < 30.0)
+    state = mixed_state(pack_cells(start._replace(probs=None)), s, target)
+    assert np.all(np.isfinite(state.log_target))
     rng = np.random.default_rng(2)
     par = CellParameters(np.array([0.2, 0.5, -0.3, 0.4]), np.array(0.1), np.full(8, 1 / 8))
     s = draw_cell_statistic(rng, par, 100, layout, size=(4,))
@@ -466,8 +476,30 @@ def test_the_cube_starts_a_weak_release_at_the_likelier_of_its_fit_and_the_prior
         noise_variance=np.full(s.shape, 0.5),
         laplace_scale=np.full(s.shape, 0.5),
     )
-    assert np.all(np.abs(cell_start(rng, sharp).theta[:, 1] - 0.5) < 0.3)
+    assert np.all(np.abs(cell_start(rng, sharp)[0].theta[:, 1] - 0.5) < 0.3)
     tr = sample_cell_regression(3, released=WEAK_CUBE_RELEASE[None], n=100, prior=prior,
                                 kind="cube", scale=302.5, draws=300, tune=300,
                                 chains=4)  # fmt: skip
     assert _max_rhat(np.concatenate([tr.theta, tr.sigma2[..., None]], axis=-1)) < 1.02
+
+
+def test_the_cube_starts_a_release_with_noisy_squares_at_its_fit_and_the_prior_mode():
+    """Read as a statistic, this release's noisy Σy², Σy and Σxy leave a residual sum of
+    squares near 0: its fit has θ₀ ≈ −1.5 and σ² ≈ 0.006 (the prior's mode is 0.09), a log
+    target near −380 against the prior centre's −60, so the start of 2026-12-06 took the
+    centre, whose s is hundreds from the readings: two chains of four accepted 0.1 % of their
+    moves and stayed there (R-hat 2.1 over this test's 4 × (300 + 300)). The fit's θ with σ² at
+    the prior's mode is likelier than both, and no chain is trapped (R-hat 1.07 here; 1.03 over
+    4 × (300 + 1000): the release mixes slowly, so the bound is for a trap)."""
+    prior = NIG(np.zeros(4), 0.5 * np.eye(4), np.array(20.0), np.array(1.9))
+    z = np.tile(NOISY_SQUARES_RELEASE, (4, 1))
+    target = MixedTarget(z, np.full(z.shape, 2 * 30.25**2), 1000.0, prior, None,
+                         cell_layout(3, "cube"), laplace_scale=np.full(z.shape, 30.25))  # fmt: skip
+    start, s = cell_start(np.random.default_rng(1), target)
+    np.testing.assert_allclose(start.sigma2, 1.9 / 21.0)
+    assert np.all(start.theta[:, 0] < -0.5)  # the fit's θ₀, not the centre's 0
+    assert np.all(np.abs(s[:, 9] - NOISY_SQUARES_RELEASE[9]) < 400.0)  # Σy near its reading
+    tr = sample_cell_regression(3, released=NOISY_SQUARES_RELEASE[None], n=1000, prior=prior,
+                                kind="cube", scale=30.25, draws=300, tune=300,
+                                chains=4)  # fmt: skip
+    assert _max_rhat(np.concatenate([tr.theta, tr.sigma2[..., None]], axis=-1)) < 1.2

@@ -73,15 +73,17 @@ def whole_counts(probs: npt.ArrayLike, n: float) -> npt.NDArray[np.float64]:
     return whole + (ranks < (n - np.sum(whole, axis=-1))[..., None])
 
 
-def cell_start(rng: np.random.Generator, target: MixedTarget) -> CellParameters:
-    """A chain's first φ, near the release; the chain's first s is a draw of its law there.
+def cell_start(
+    rng: np.random.Generator, target: MixedTarget
+) -> tuple[CellParameters, npt.NDArray[np.float64]]:
+    """A chain's first φ, near the release, and its first s, a draw of the law of s there.
 
     π from the release's readings of the counts
     (:func:`~pymc_dp.regression.kernels.cell_model.release_cell_probs`, every count at least
     :data:`~pymc_dp.regression.kernels.cell_model.START_SHARE` of n); (θ, σ²) from
     :func:`~pymc_dp.regression.engine.mixed.release_nig_start` with those counts rounded to
-    whole records, or for the cube the prior's centre where that is likelier
-    (:func:`_likelier_start`).
+    whole records; for the cube the likeliest of that, its θ with σ² at the prior's mode, and
+    the prior's centre (:func:`_likelier_start`).
     """
     layout, n = target.cells, target.n
     z = target.released
@@ -97,36 +99,55 @@ def cell_start(rng: np.random.Generator, target: MixedTarget) -> CellParameters:
     )
     theta, sigma2 = release_nig_start(rng, target.prior, statistic, n)
     par = CellParameters(theta, sigma2, probs)
-    return _likelier_start(rng, par, target) if layout.hidden else par
+    if layout.hidden:
+        return _likelier_start(rng, par, target)
+    return par, draw_cell_statistic(rng, par, n, layout, start=True)
 
 
 def _likelier_start(
     rng: np.random.Generator, par: CellParameters, target: MixedTarget
-) -> CellParameters:
-    """The cube's (θ, σ²) from the release or at the prior's centre, whichever is likelier.
+) -> tuple[CellParameters, npt.NDArray[np.float64]]:
+    """The cube's (θ, σ²): the likeliest of the release's fit, its θ, and the prior's centre.
 
-    Per batch member, the higher log target with an s drawn at each. Read as a statistic, a
-    weak release's responses are mostly noise (n = 100, ε = 0.1: Laplace scale 300 on Σy² ≈ 40):
-    the fit to them (θ₀ ≈ −11 where the prior's sd is 0.45) started chains 78 nats below the
-    posterior's bulk, where some stayed for all 3000 iterations (4 of 8 chains on one release;
-    R-hat above 1.05 in 13 of 200 releases).
+    Per batch member, the highest log target with an s drawn at each, σ² at the prior's mode
+    for the last two. Read as a statistic, a weak release's responses are mostly noise
+    (n = 100, ε = 0.1: Laplace scale 300 on Σy² ≈ 40): the fit to them (θ₀ ≈ −11 where the
+    prior's sd is 0.45) started chains 78 nats below the posterior's bulk, where some stayed for
+    all 3000 iterations (R-hat above 1.05 in 13 of 200 releases); the centre is likelier there.
+    At n = 1000, ε = 1 (Laplace scale 30) the fit's θ is near the data's, but the noise on Σy²,
+    Σy and Σxy can leave the fit's residual sum of squares near 0 (σ² ≈ 0.006 where the prior's
+    mode is 0.09; log target about −380 against the centre's −60). The centre was then the
+    likelier and a trap: its s is hundreds from the readings, and chains started there accepted
+    0.1 % of their moves (R-hat above 1.05 in 19 of 200 releases, up to 2.4). The fit's θ with
+    the prior's σ² is likelier than both there.
     """
     prior = target.prior
-    centre = par._replace(
-        theta=np.broadcast_to(prior.mean, par.theta.shape).copy(),
-        sigma2=np.broadcast_to(prior.scale / (prior.shape + 1.0), par.sigma2.shape).copy(),
+    mode = np.broadcast_to(prior.scale / (prior.shape + 1.0), par.sigma2.shape).copy()
+    candidates = (
+        par,
+        par._replace(sigma2=mode),
+        par._replace(theta=np.broadcast_to(prior.mean, par.theta.shape).copy(), sigma2=mode),
     )
-    log_target = []
-    for candidate in (par, centre):
+    log_target, draws = [], []
+    for candidate in candidates:
         s = draw_cell_statistic(rng, candidate, target.n, target.cells, start=True)
+        draws.append(s)
         log_target.append(
             mixed_state(pack_cells(candidate._replace(probs=None)), s, target).log_target
         )
-    take = log_target[1] > log_target[0]
-    return par._replace(
-        theta=np.where(take[..., None], centre.theta, par.theta),
-        sigma2=np.where(take, centre.sigma2, par.sigma2),
+    best = np.argmax(np.stack(log_target), axis=0)
+    start = par._replace(
+        theta=_per_member(best, [c.theta for c in candidates]),
+        sigma2=_per_member(best, [c.sigma2 for c in candidates]),
     )
+    return start, _per_member(best, draws)
+
+
+def _per_member(best: npt.NDArray[np.intp], arrays: list[npt.NDArray]) -> npt.NDArray:
+    """Member by member, ``arrays[best]`` (``best`` over the batch, the arrays batch first)."""
+    stacked = np.stack(arrays)
+    index = best.reshape(1, *best.shape, *(1,) * (stacked.ndim - 1 - best.ndim))
+    return np.take_along_axis(stacked, index, axis=0)[0]
 
 
 class CellTrace(NamedTuple):
@@ -237,8 +258,7 @@ def sample_cell_regression(
     noise_var, b = noise_terms(spread, laplace, zt.shape)
     target = MixedTarget(zt, noise_var, float(n), nig, None, layout, laplace_scale=b)
 
-    par = cell_start(rng, target)
-    s = draw_cell_statistic(rng, par, n, layout, start=True)
+    par, s = cell_start(rng, target)
     if layout.hidden:  # the cube's moves integrate π out
         par = par._replace(probs=None)
     state = mixed_state(pack_cells(par), s, target)

@@ -22,7 +22,6 @@ from pymc_dp.regression.engine.cells import cell_start
 from pymc_dp.regression.kernels.cell_model import (
     cell_layout,
     draw_cell_probs,
-    draw_cell_statistic,
 )
 from pymc_dp.regression.kernels.mixed_move import (
     n_cell_parameters,
@@ -88,9 +87,7 @@ class RegressionCellStep(SweepStep):
         if self._starts_chain():
             # A chain's start near the release (cell_start): from the prior, chains under a
             # vague prior strand far from z.
-            s = draw_cell_statistic(
-                self.rng, cell_start(self.rng, target), info.n, layout, start=True
-            )
+            _, s = cell_start(self.rng, target)
         state, stats = self._sweep(s, target, n_cell_parameters(layout))
         par, _ = unpack_cells(state.params[0], layout)
         if layout.hidden:  # the cube's sweep integrates π out: π | s, exactly
