@@ -35,6 +35,11 @@ Three samplers on releases of the same data, in one process:
 * **default_pair** (only with ``--samplers``, ``--x-design binaries``): the node told that the
   first two covariates are binary beside the others (``binary=[0, 1]``: the pair model of x,
   ``RegressionLevelStep``), against the default, which models them as normal;
+* **default_binary_last_window**, **default_cells_last_window**, **default_levels_last_window**,
+  **default_pair_last_window** (only with ``--samplers``): those samplers with the random walk's
+  last tuning window used alone when it is cut short
+  (:data:`~pymc_dp.regression.kernels.adaptation.POOL_SHORT_LAST_WINDOW` off), as before
+  2026-12-07, for the ratio of today's pooled window to it;
 * **mcmc_ind** (only with ``--samplers``): the hand-written model a PyMC user would write, the
   paper's MCMC-Ind (every record's x and y latent, the release observed through its Laplace
   noise; :func:`pymc_dp.regression.sample_mcmc_ind`), with the same priors as the README's
@@ -112,6 +117,7 @@ from pymc_dp.regression import (
     sample_mcmc_ind,
 )
 from pymc_dp.regression.engine import collapsed as collapsed_engine
+from pymc_dp.regression.kernels import adaptation
 from pymc_dp.regression.kernels.data_model import NIW
 
 symmetry_min_d = collapsed_engine.SYMMETRY_MIN_D
@@ -128,6 +134,7 @@ SAMPLERS = (
     "default_cells",
     "default_levels",
     "default_pair",
+    *(f"default_{m}_last_window" for m in ("binary", "cells", "levels", "pair")),
     "mcmc_ind",
 )
 
@@ -192,6 +199,7 @@ def run(
     moments: bool = False,
 ) -> dict:
     d = x.shape[1]
+    kind, alone = kind.removesuffix("_last_window"), kind.endswith("_last_window")
     bounds = {"x_bounds": [(-1.0, 1.0)] * d, "y_bounds": (-2.0, 2.0)}
     for j in range(d):  # binary columns (designs mixed, categorical, pair) get the box [0, 1]
         if np.all((x[:, j] == 0.0) | (x[:, j] == 1.0)):
@@ -224,6 +232,7 @@ def run(
     if kind == "default_cells":  # two or three indicators, or the dummy columns of one factor
         indicators = d in (2, 3) and np.any(np.sum(x, axis=1) > 1.0)
         kwargs["x_model"] = "binary" if indicators else "factor"
+    adaptation.POOL_SHORT_LAST_WINDOW = not alone
     start = time.perf_counter()
     try:
         if kind == "mcmc_ind":  # the README model's priors: θ | σ² ~ N(0, 10σ²I), σ² ~ IG(3, 0.1)
@@ -237,13 +246,14 @@ def run(
             idata = sample_readme_model(rel, d, draws, tune, chain_seed, kwargs)[0]
     finally:
         collapsed_engine.SYMMETRY_MIN_D = symmetry_min_d
+        adaptation.POOL_SHORT_LAST_WINDOW = True
     seconds = time.perf_counter() - start
     post = posterior_dataset(idata)
     ess = az.ess(post[["theta", "sigma2"]])
     rhat = az.rhat(post[["theta", "sigma2"]])
     smallest = min(float(ess["theta"].min()), float(ess["sigma2"]))
     return {
-        "sampler": kind,
+        "sampler": kind + ("_last_window" if alone else ""),
         "seconds": seconds,
         "ess_min": smallest,
         "ess_theta": [float(v) for v in np.ravel(ess["theta"].values)],

@@ -181,6 +181,9 @@ def default_symmetry_steps(target: MixedTarget) -> tuple[float, ...]:
 def finish_tuning(adaptation: RandomWalkAdaptation) -> np.ndarray | None:
     """Close the last tuning window; return the Cholesky factor of the multiple-try move's t.
 
+    A last window shorter than the one before is pooled with it
+    (:meth:`~pymc_dp.regression.kernels.adaptation.RandomWalkAdaptation.close_window`).
+
     ``None`` if fewer than :data:`FIRST_WINDOW` tuning states were seen.
     """
     if adaptation.iteration < FIRST_WINDOW:
