@@ -419,6 +419,35 @@ def test_batched_cholesky_marks_the_members_without_a_factor(k):
         np.testing.assert_array_equal(_positive_pivots(a), ok)
 
 
+def test_a_pass_that_disagrees_with_lapack_leaves_the_factors_numpys(monkeypatch):
+    """Where the pivot pass keeps a member LAPACK cannot factor (at rounding level in the cube),
+    ``batched_cholesky`` factors the members the pass kept by halves: NumPy's factor and verdict
+    on each member alone; a member the pass dropped stays failed (the identity) whatever LAPACK
+    would say of it."""
+    import pymc_dp.regression.kernels.psd as psd
+
+    rng = np.random.default_rng(4)
+    k = 5
+    x = rng.standard_normal((3, 50, k, k + 1))
+    a = x @ x.swapaxes(-1, -2)
+    a[rng.uniform(size=(3, 50)) < 0.05] -= 20.0 * np.eye(k)  # indefinite
+    a[1, 7] = np.outer(np.arange(k), np.arange(k))  # singular
+    keep_all = np.ones(a.shape[:-2], dtype=bool)
+    monkeypatch.setattr(psd, "_positive_pivots", lambda m: keep_all)
+    chol, ok = batched_cholesky(a)
+    _assert_numpy_member_by_member(a, chol, ok)
+    assert 3 <= np.sum(~ok) < 30
+    dropped = keep_all.copy()
+    dropped[2, 3] = False  # a member with a factor, which the pass says has none
+    monkeypatch.setattr(psd, "_positive_pivots", lambda m: dropped)
+    chol2, ok2 = batched_cholesky(a)
+    assert ok[2, 3] and not ok2[2, 3]
+    np.testing.assert_array_equal(chol2[2, 3], np.eye(k))
+    ok2[2, 3], chol2[2, 3] = True, chol[2, 3]
+    np.testing.assert_array_equal(ok2, ok)
+    np.testing.assert_array_equal(chol2, chol)
+
+
 @pytest.mark.parametrize("size", [1, 2, 8, 9, 3000])
 def test_factoring_by_halves_is_numpy_member_by_member_in_few_calls(size, monkeypatch):
     """The fallback of ``batched_cholesky`` (k > the pass's limit, or the pass and LAPACK
