@@ -147,17 +147,13 @@ def batched_cholesky(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return out.reshape(a.shape), ok & factored.reshape(a.shape[:-2])
 
 
-_LEAF = 8
-"""Chunks of at most this many members whose batched call fails are factored one at a time."""
-
-
 def _factor_by_halves(flat: np.ndarray, out: np.ndarray, ok: np.ndarray) -> None:
     """LAPACK's factor of each member of ``flat`` ``(N, k, k)`` that has one, into ``out``, ``ok``.
 
     The same factors and verdicts as one call per member (the batched call runs the same
-    routine on each), in batched calls over chunks: a chunk whose call raises is halved, so
-    f failing members cost about 2f·log₂(N/f) calls, not N. The whole batch is known to fail.
-    Where some members of 3 000 (5 × 5, the cube's proposals in
+    routine on each), in batched calls over chunks: a chunk whose call raises is halved, down
+    to single members, so f failing members cost about 2f·log₂(N/f) calls, not N. The whole
+    batch is known to fail. Where some members of 3 000 (5 × 5, the cube's proposals in
     ``tests/test_regression_cell_model.py``) failed at rounding level on every call, the loop
     over every member made 1.44 million LAPACK calls in one test.
     """
@@ -170,18 +166,9 @@ def _factor_by_halves(flat: np.ndarray, out: np.ndarray, ok: np.ndarray) -> None
         try:
             chol = np.linalg.cholesky(flat[lo:hi])
         except np.linalg.LinAlgError:
-            if hi - lo > _LEAF:
+            if hi - lo > 1:  # a member alone that fails has no factor
                 mid = (lo + hi) // 2
                 chunks += [(mid, hi), (lo, mid)]
-                continue
-            for i in range(lo, hi):
-                try:
-                    factor = np.linalg.cholesky(flat[i])
-                except np.linalg.LinAlgError:
-                    continue
-                ok[i] = np.all(np.isfinite(factor))
-                if ok[i]:
-                    out[i] = factor
             continue
         finite = np.all(np.isfinite(chol), axis=(-2, -1))
         out[lo:hi][finite] = chol[finite]
