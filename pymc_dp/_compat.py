@@ -1,4 +1,4 @@
-"""The one place for differences between PyMC 5 (ArviZ 0.x) and PyMC 6 (ArviZ 1.x)."""
+"""The one place for differences between PyMC 5 and PyMC 6 (ArviZ 0.x/1.x, PyTensor 2/3)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import pymc.step_methods as _pm_step_methods
+from pytensor.graph.op import Op
 
 try:  # PyTensor >= 2.32 moved graph traversal helpers out of pytensor.graph.basic.
     from pytensor.graph.traversal import ancestors, graph_inputs
@@ -13,13 +14,45 @@ except ImportError:  # pragma: no cover - older PyTensor
     from pytensor.graph.basic import ancestors, graph_inputs
 
 __all__ = [
+    "PULLBACK",
     "ancestors",
     "graph_inputs",
     "hdi_summary",
+    "op_pullback",
     "posterior_dataset",
+    "pullback_op",
     "register_step_methods",
     "set_posterior",
 ]
+
+PULLBACK = hasattr(Op, "pullback")
+"""Whether PyTensor differentiates an Op by its ``pullback`` (PyTensor 3) or by ``L_op`` (2).
+
+PyTensor 3 deprecates ``L_op`` and ``grad`` ("will stop being called in a future version"), and
+PyTensor 2 has no ``pullback``: our Ops define ``pullback`` and :func:`pullback_op` gives them
+the ``L_op`` PyTensor 2 calls.
+"""
+
+
+def _l_op(self: Any, inputs: Any, outputs: Any, output_grads: Any) -> Any:
+    return self.pullback(inputs, outputs, output_grads)
+
+
+def pullback_op(cls: type) -> type:
+    """Class decorator: an Op written with PyTensor 3's ``pullback`` also serves PyTensor 2.
+
+    On PyTensor 2 the class gets an ``L_op`` that calls ``self.pullback``, so a subclass that
+    overrides ``pullback`` is served too; on PyTensor 3 the class is returned unchanged.
+    """
+    if not PULLBACK:
+        cls.L_op = _l_op  # type: ignore[attr-defined]
+    return cls
+
+
+def op_pullback(op: Any, inputs: Any, outputs: Any, cotangents: Any) -> Any:
+    """The vector-Jacobian product of ``op`` at a node's ``inputs`` and ``outputs``."""
+    method = op.pullback if PULLBACK else op.L_op
+    return method(inputs, outputs, cotangents)
 
 
 def register_step_methods(methods: Iterable[type]) -> None:

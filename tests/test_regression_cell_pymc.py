@@ -128,9 +128,8 @@ def test_factor_node_variables_coords_and_steps():
     assert regression_attrs(model) == {"pymc_dp_x_model_z": "factor",
                                        "pymc_dp_method_z": "collapsed"}  # fmt: skip
     with model:
-        step = pm.sample(draws=5, tune=5, chains=1, progressbar=False, random_seed=1,
-                         return_inferencedata=False)  # fmt: skip
-    assert "z_x_probs" in step.varnames
+        idata = pm.sample(draws=5, tune=5, chains=1, progressbar=False, random_seed=1)
+    assert "z_x_probs" in idata.posterior
     assert list(pm.sampling.mcmc.assign_step_methods(model)[-1]) == [RegressionCellStep]  # alone
     for name in ("theta", "sigma2", "z_x_probs", "z_s"):
         assert RegressionCellStep.owns(model[name])

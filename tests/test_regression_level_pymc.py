@@ -98,7 +98,7 @@ def test_pm_sample_assigns_the_level_step():
     from pymc.sampling.mcmc import assign_step_methods
 
     model = _model(_release())
-    _, selected = assign_step_methods(model, None, methods=pm.STEP_METHODS)
+    _, selected = assign_step_methods(model, None, methods=pm.step_methods.STEP_METHODS)
     assert set(selected) == {RegressionLevelStep}
     assert RegressionCollapsedStep not in selected
 

@@ -77,9 +77,8 @@ def test_the_node_names_its_variables_and_the_trace_says_mixed():
     assert regression_attrs(model) == {"pymc_dp_x_model_z": "mixed",
                                        "pymc_dp_method_z": "collapsed"}  # fmt: skip
     with model:
-        step = pm.sample(draws=5, tune=5, chains=1, progressbar=False, random_seed=1,
-                         return_inferencedata=False)  # fmt: skip
-    assert "z_x_prob" in step.varnames
+        idata = pm.sample(draws=5, tune=5, chains=1, progressbar=False, random_seed=1)
+    assert "z_x_prob" in idata.posterior
     assert list(pm.sampling.mcmc.assign_step_methods(model)[-1]) == [RegressionMixedStep]  # alone
     assert RegressionMixedStep.owns(model["z_s"]) and RegressionMixedStep.owns(model["theta"])
     assert not RegressionCollapsedStep.owns(model["z_s"])

@@ -19,6 +19,7 @@ from pytensor.scalar.basic import upcast, upgrade_to_float_no_complex
 from pytensor.scalar.math import Erfcx
 from pytensor.tensor.elemwise import Elemwise
 
+from pymc_dp._compat import pullback_op
 from pymc_dp.kernels import erfcx as _kernel
 from pymc_dp.kernels.erfcx import erfcx_scalar
 from pymc_dp.kernels.numba_mirror import NUMBA_OPTIONS
@@ -26,10 +27,11 @@ from pymc_dp.kernels.numba_mirror import NUMBA_OPTIONS
 __all__ = ["CacheableErfcx", "erfcx", "scalar_erfcx"]
 
 
+@pullback_op
 class CacheableErfcx(Erfcx):
     """PyTensor's scalar ``Erfcx`` (C, JAX, derivative), with a cache-keyed Numba build."""
 
-    def L_op(self, inputs: Any, outputs: Any, grads: Any) -> Any:
+    def pullback(self, inputs: Any, outputs: Any, grads: Any) -> Any:
         """The derivative 2x·erfcx(x) − 2/√π, through this operation (so it stays cacheable)."""
         (x,), (gz,) = inputs, grads
         cst = np.asarray(2.0 / np.sqrt(np.pi), dtype=upcast(x.type.dtype, gz.type.dtype))

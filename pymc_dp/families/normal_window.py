@@ -40,6 +40,7 @@ from pytensor.scalar.math import C_CODE_PATH
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.variable import TensorVariable
 
+from pymc_dp._compat import pullback_op
 from pymc_dp.families.erfcx import erfcx
 from pymc_dp.families.truncated import LOG_TINY, f64, normal_log_cdf
 from pymc_dp.kernels.normal_window import (
@@ -63,6 +64,7 @@ __all__ = [
 ]
 
 
+@pullback_op
 class WindowMomentsOp(Op):
     """(log Z, E X, c₂, c₃, c₄, φ(α)/Z, φ(β)/Z) of N(0, 1) truncated to [α, β], elementwise.
 
@@ -85,10 +87,6 @@ class WindowMomentsOp(Op):
         values = (m.log_z, m.mean, *np.moveaxis(m.central, -1, 0), m.ratio_lo, m.ratio_hi)
         for storage, value in zip(output_storage, values):
             storage[0] = np.asarray(value, dtype=np.float64)
-
-    def L_op(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
-        # PyTensor 2 calls L_op; PyTensor 3 calls pullback.
-        return self.pullback(inputs, outputs, output_grads)
 
     def pullback(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
         alpha, beta = inputs
@@ -275,6 +273,7 @@ call it inside a larger kernel."""
 _C_VERSION = (2, int(hashlib.sha256(WINDOW_MOMENTS_C.encode()).hexdigest()[:12], 16))
 
 
+@pullback_op
 class WindowMomentsScalar(ScalarOp):
     """:class:`WindowMomentsOp`'s forward pass as a scalar operation compiled to C.
 
@@ -310,7 +309,7 @@ class WindowMomentsScalar(ScalarOp):
     def c_code_cache_version(self) -> tuple:  # noqa: D102
         return _C_VERSION
 
-    def grad(self, inputs: list, output_grads: list) -> list:  # noqa: D102
+    def pullback(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
         raise NotImplementedError("differentiate WindowMomentsOp, whose gradient is closed form")
 
     def __eq__(self, other: object) -> bool:

@@ -42,6 +42,7 @@ from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.variable import TensorVariable
 from scipy import special, stats
 
+from pymc_dp._compat import pullback_op
 from pymc_dp.families.truncated import LOG_TINY, f64, guarded_log, log1mexp, logaddexp
 from pymc_dp.kernels.numba_mirror import NUMBA_OPTIONS, compile_mirror, mirror_key
 
@@ -127,6 +128,7 @@ def _numpy_window(eta: np.ndarray, lo: float, hi: float) -> tuple[np.ndarray, ..
     return log_q, rho_l, rho_h
 
 
+@pullback_op
 class PoissonWindowOp(Op):
     """[log q, ρ_l, ρ_h] of Poisson(e^η) on the window {lo, ..., hi}, elementwise in η.
 
@@ -146,10 +148,6 @@ class PoissonWindowOp(Op):
     def perform(self, node: Apply, inputs: list, output_storage: list) -> None:  # noqa: D102
         for storage, value in zip(output_storage, _numpy_window(inputs[0], self.lo, self.hi)):
             storage[0] = np.asarray(value, dtype=np.float64)
-
-    def L_op(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
-        # PyTensor 2 calls L_op; PyTensor 3 calls pullback.
-        return self.pullback(inputs, outputs, output_grads)
 
     def pullback(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
         (eta,) = inputs
@@ -400,6 +398,7 @@ poisson_window_parts = _poisson_window_parts
 log_factorials = _log_factorials
 
 
+@pullback_op
 class PoissonWindowScalar(ScalarOp):
     """:class:`PoissonWindowOp`'s forward pass as a scalar operation compiled to C.
 
@@ -432,7 +431,7 @@ class PoissonWindowScalar(ScalarOp):
     def c_code_cache_version(self) -> tuple:  # noqa: D102
         return _C_VERSION
 
-    def grad(self, inputs: list, output_grads: list) -> list:  # noqa: D102
+    def pullback(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
         raise NotImplementedError("differentiate PoissonWindowOp, whose gradient is closed form")
 
     def __eq__(self, other: object) -> bool:

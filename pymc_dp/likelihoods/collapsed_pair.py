@@ -22,6 +22,7 @@ from pytensor.graph.op import Op
 from pytensor.graph.replace import _vectorize_node
 from pytensor.tensor.variable import TensorVariable
 
+from pymc_dp._compat import pullback_op
 from pymc_dp.kernels.collapsed_pair import pair_log_likelihood
 from pymc_dp.likelihoods.collapsed import as_float64, normal_laplace_logp
 
@@ -39,6 +40,7 @@ __all__ = [
 ]
 
 
+@pullback_op
 class PairLogLikelihood(Op):
     """log p(y | m, V) of a released pair, with d/dm and d/dV as two more outputs.
 
@@ -83,10 +85,6 @@ class PairLogLikelihood(Op):
             _sum_to(g[..., None, None] * outputs[2], cov),
             grad_not_implemented(self, 3, scale),
         ]
-
-    def L_op(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
-        # PyTensor 2 calls L_op; PyTensor 3 calls pullback.
-        return self.pullback(inputs, outputs, output_grads)
 
     def connection_pattern(self, node: Apply) -> list:  # noqa: D102
         return [

@@ -42,6 +42,7 @@ from pytensor.scalar.basic import ScalarOp, float64
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.variable import TensorVariable
 
+from pymc_dp._compat import pullback_op
 from pymc_dp.families import poisson_window as _pw
 from pymc_dp.families.counts import poisson_window_moments
 from pymc_dp.kernels.numba_mirror import compile_mirror, mirror_key
@@ -292,6 +293,7 @@ class PoissonWindowKernel(ScalarOp):
         return hash((type(self), self.spec))
 
 
+@pullback_op
 class _CountedPoissonBase(PoissonWindowKernel):
     """Inputs (u, η, n, y₁, y₂, b₁, b₂); the window {lo, ..., hi} is a property."""
 
@@ -312,7 +314,7 @@ class CountedPoissonLogp(_CountedPoissonBase):
     def c_code(self, node: Apply, name: str, inp: list, out: list, sub: dict) -> str:  # noqa: D102
         return f"{{ double o[6]; {self._call(inp, 0)}; {out[0]} = o[4]; {out[1]} = o[5]; }}"
 
-    def L_op(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
+    def pullback(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
         parts = CountedPoissonGrad(self.spec, name="counted_poisson_grad")(*inputs)
         grads = [None, None]
         for k, g in enumerate(output_grads):
@@ -341,7 +343,7 @@ class CountedPoissonGrad(_CountedPoissonBase):
         stores = " ".join(f"{o} = o[{i}];" for i, o in enumerate(out))
         return f"{{ double o[6]; {self._call(inp, 1)}; {stores} }}"
 
-    def grad(self, inputs: list, output_grads: list) -> list:  # noqa: D102
+    def pullback(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
         raise NotImplementedError("second derivatives of the counted window's log density")
 
 

@@ -31,6 +31,7 @@ from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.extra_ops import broadcast_shape
 from pytensor.tensor.variable import TensorVariable
 
+from pymc_dp._compat import pullback_op
 from pymc_dp.kernels.exact_counts import (
     NOISE_TAIL,
     NoiseLaw,
@@ -167,6 +168,7 @@ def binomial_exact_logp(value: Any, theta: Any, total: Any, noise: NoiseLaw) -> 
     return top[..., 0] + pt.log(pt.sum(pt.exp(terms_ - top), axis=-1))
 
 
+@pullback_op
 class ExactLikelihoodOp(Op):
     """Base of the exact-likelihood Ops: log p(y | ·) of ``n`` records under a noise law.
 
@@ -213,10 +215,6 @@ class ExactLikelihoodOp(Op):
             cotangents[0] * d_wrt if i == self.wrt else grad_not_implemented(self, i, x)
             for i, x in enumerate(inputs)
         ]
-
-    def L_op(self, inputs, outputs, output_grads):  # noqa: D102
-        # PyTensor 2 calls L_op; PyTensor 3 calls pullback.
-        return self.pullback(inputs, outputs, output_grads)
 
 
 class ElementwiseInTheta:

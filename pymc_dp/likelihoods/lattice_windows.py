@@ -20,6 +20,7 @@ from pytensor.gradient import grad_not_implemented
 from pytensor.graph.op import Op
 from pytensor.tensor.variable import TensorVariable
 
+from pymc_dp._compat import pullback_op
 from pymc_dp.families.gamma import Gamma
 from pymc_dp.families.record_laws import record_law, theta_step
 from pymc_dp.families.truncated import TruncatedFamily
@@ -35,6 +36,7 @@ from pymc_dp.likelihoods.exact_windows import draw_window_sums
 __all__ = ["LatticeReleasedWindowSum", "LatticeWindow", "LatticeWindowLogLikelihood"]
 
 
+@pullback_op
 class LatticeWindowLogLikelihood(ElementwiseInTheta, Op):
     """log p_h(y | θ) of a released window sum of ``n`` continuous records, elementwise.
 
@@ -102,10 +104,6 @@ class LatticeWindowLogLikelihood(ElementwiseInTheta, Op):
         op = type(self)(self.family, self.n, self.window, self.lattice, self.scale, True)
         d_theta = self.sum_to_theta(cotangents[0] * op(value, theta), theta)
         return [grad_not_implemented(self, 0, value), d_theta]
-
-    def L_op(self, inputs, outputs, output_grads):  # noqa: D102
-        # PyTensor 2 calls L_op; PyTensor 3 calls pullback.
-        return self.pullback(inputs, outputs, output_grads)
 
 
 class LatticeWindow(StatisticLaw):

@@ -35,6 +35,7 @@ from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 from threadpoolctl import ThreadpoolController
 
+from pymc_dp._compat import pullback_op
 from pymc_dp.kernels.loglinear import (
     LogLinearDomain,
     discrete_gaussian_logpmf,
@@ -86,6 +87,7 @@ def projected_release(release: Any) -> tuple[LogLinearDomain, np.ndarray]:
 _BLAS = ThreadpoolController()
 
 
+@pullback_op
 class CLTLogp(Op):
     """Collapsed normal log p(z | θ) of one θ vector and its gradient, in one NumPy call.
 
@@ -147,7 +149,7 @@ class CLTLogp(Op):
         outputs[0][0] = np.asarray(logp)
         outputs[1][0] = np.asarray(grad, dtype=node.outputs[1].dtype)
 
-    def grad(self, inputs: Any, output_grads: Any) -> list[Any]:
+    def pullback(self, inputs: Any, outputs: Any, output_grads: Any) -> list[Any]:
         """The analytic gradient (the second output); no second derivatives."""
         if not isinstance(output_grads[1].type, DisconnectedType):
             return [grad_not_implemented(self, 0, inputs[0], "second derivatives of CLTLogp")]
@@ -158,6 +160,7 @@ class CLTLogp(Op):
         return [[True, True]]
 
 
+@pullback_op
 class FeatureMean(Op):
     """E_θ[a] of a log-linear domain as a differentiable PyTensor Op, by any feature method.
 
@@ -189,11 +192,12 @@ class FeatureMean(Op):
         """E_θ[a] in NumPy."""
         outputs[0][0] = np.asarray(self.engine.mean(inputs[0]), dtype=node.outputs[0].dtype)
 
-    def grad(self, inputs: Any, output_grads: Any) -> list[Any]:
+    def pullback(self, inputs: Any, outputs: Any, output_grads: Any) -> list[Any]:
         """Cov_θ[a] times the output gradient."""
         return [self.jvp(inputs[0], output_grads[0])]
 
 
+@pullback_op
 class _FeatureJVP(Op):
     """Cov_θ[a] v (no further derivatives)."""
 
@@ -208,7 +212,7 @@ class _FeatureJVP(Op):
         _, jvp = self.engine.mean_and_jvp(inputs[0], inputs[1])
         outputs[0][0] = np.asarray(jvp, dtype=node.outputs[0].dtype)
 
-    def grad(self, inputs: Any, output_grads: Any) -> list[Any]:
+    def pullback(self, inputs: Any, outputs: Any, output_grads: Any) -> list[Any]:
         return [grad_not_implemented(self, i, inputs[i], "third moments") for i in range(2)]
 
 

@@ -42,6 +42,7 @@ from pytensor.graph.rewriting.basic import node_rewriter
 from pytensor.tensor.variable import TensorVariable
 from scipy import special
 
+from pymc_dp._compat import pullback_op
 from pymc_dp.kernels.count_window import kept_counts
 from pymc_dp.kernels.exact_counts import NOISE_TAIL, NoiseLaw
 from pymc_dp.kernels.multinomial_table import TAIL, compiled_table_log_likelihood, table_key
@@ -143,6 +144,7 @@ def table_graph(theta: Any, s: Any, fixed: Any) -> list[TensorVariable]:
     return [logp, pt.grad(logp.sum(), theta)]
 
 
+@pullback_op
 class TableLogLikelihood(Op):
     """Each group's log p(y_g | θ_g) ``(G,)`` and its gradient in θ ``(G, K)`` from the table.
 
@@ -187,10 +189,6 @@ class TableLogLikelihood(Op):
             grad_undefined(self, 1, s, "the table of count vectors is a constant"),
             grad_not_implemented(self, 2, fixed, "the noise terms are constants of the release"),
         ]
-
-    def L_op(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
-        # PyTensor 2 calls L_op; PyTensor 3 calls pullback.
-        return self.pullback(inputs, outputs, output_grads)
 
 
 def _numba_table(op: Any) -> tuple[Any, str]:

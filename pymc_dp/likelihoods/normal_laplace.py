@@ -45,6 +45,7 @@ from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.rewriting.basic import register_specialize
 from pytensor.tensor.variable import TensorVariable
 
+from pymc_dp._compat import pullback_op
 from pymc_dp.kernels.numba_mirror import compile_mirror, mirror_key
 from pymc_dp.likelihoods import xla_kernels
 from pymc_dp.likelihoods.numba_ops import register_numba_scalar
@@ -432,6 +433,7 @@ normal_laplace_core = _normal_laplace_core
 
 
 # ---- the scalar operations --------------------------------------------------------------------
+@pullback_op
 class _NormalLaplaceBase(ScalarOp):
     nin = 6
 
@@ -462,7 +464,7 @@ class NormalLaplaceLogp(_NormalLaplaceBase):
     def c_code(self, node: Apply, name: str, inp: list, out: list, sub: dict) -> str:
         return f"{out[0]} = pmdp_normal_laplace({', '.join(inp)}, NULL);"
 
-    def L_op(self, inputs: list, outputs: list, output_grads: list) -> list:
+    def pullback(self, inputs: list, outputs: list, output_grads: list) -> list:
         (gz,) = output_grads
         return [gz * part for part in normal_laplace_grad_scalar(*inputs)[:6]]
 
@@ -484,7 +486,7 @@ class NormalLaplaceGrad(_NormalLaplaceBase):
         call = f"pmdp_normal_laplace({', '.join(inp)}, g)"
         return f"{{ double g[6]; {out[6]} = {call}; {stores} }}"
 
-    def grad(self, inputs: list, output_grads: list) -> list:
+    def pullback(self, inputs: list, outputs: list, output_grads: list) -> list:
         raise NotImplementedError("second derivatives of the normal–Laplace convolution")
 
 
@@ -511,7 +513,7 @@ class NormalLaplacePartials(_NormalLaplaceBase):
         stores = " ".join(f"{o} = g[{k}];" for k, o in zip(self.keep, out))
         return f"{{ double g[7]; g[6] = pmdp_normal_laplace({', '.join(inp)}, g); {stores} }}"
 
-    def grad(self, inputs: list, output_grads: list) -> list:  # noqa: D102
+    def pullback(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
         raise NotImplementedError("second derivatives of the normal–Laplace convolution")
 
     def __eq__(self, other: object) -> bool:

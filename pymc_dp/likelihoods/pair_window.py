@@ -38,6 +38,7 @@ from pytensor.scalar.basic import ScalarOp, float64
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.variable import TensorVariable
 
+from pymc_dp._compat import pullback_op
 from pymc_dp.families.normal_window import WINDOW_CENTRAL_C, window_pair_entries
 from pymc_dp.families.truncated import LOG_TINY
 from pymc_dp.kernels.normal_window import EDGE, GL_NODES, GL_WEIGHTS, MIN_D, NARROW
@@ -564,6 +565,7 @@ def pair_window_scalar(*args: float, grad: bool = False) -> tuple:
 
 
 # ---- the scalar operations --------------------------------------------------------------------
+@pullback_op
 class _PairWindowBase(ScalarOp):
     """Inputs (u, loc, scale, n, y₁, y₂, b₁, b₂); the window (v, w, empty flags) is a property."""
 
@@ -610,7 +612,7 @@ class PairWindowLogp(_PairWindowBase):
     def c_code(self, node: Apply, name: str, inp: list, out: list, sub: dict) -> str:  # noqa: D102
         return f"{{ double o[8]; {self._call(inp, 0)}; {out[0]} = o[6]; {out[1]} = o[7]; }}"
 
-    def L_op(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
+    def pullback(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
         parts = PairWindowGrad(self.spec, name="pair_window_grad")(*inputs)
         grads = [None, None, None]
         for k, g in enumerate(output_grads):
@@ -639,7 +641,7 @@ class PairWindowGrad(_PairWindowBase):
         stores = " ".join(f"{o} = o[{i}];" for i, o in enumerate(out))
         return f"{{ double o[8]; {self._call(inp, 1)}; {stores} }}"
 
-    def grad(self, inputs: list, output_grads: list) -> list:  # noqa: D102
+    def pullback(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
         raise NotImplementedError("second derivatives of the windowed pair's log density")
 
 

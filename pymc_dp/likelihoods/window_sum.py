@@ -33,6 +33,7 @@ from pytensor.graph.basic import Apply
 from pytensor.tensor.elemwise import Elemwise
 from pytensor.tensor.variable import TensorVariable
 
+from pymc_dp._compat import pullback_op
 from pymc_dp.families import poisson_window as _pw
 from pymc_dp.kernels.numba_mirror import compile_mirror, mirror_key
 from pymc_dp.likelihoods import counted_window as _counted
@@ -121,6 +122,7 @@ def _impl(spec: tuple, inputs: tuple, grad: bool) -> Any:
 
 
 # ---- the scalar operations --------------------------------------------------------------------
+@pullback_op
 class _WindowSumBase(PoissonWindowKernel):
     """Inputs (η, n, y, b, lower, upper); the window {lo, ..., hi} is a property."""
 
@@ -141,7 +143,7 @@ class WindowSumLogp(_WindowSumBase):
     def c_code(self, node: Apply, name: str, inp: list, out: list, sub: dict) -> str:  # noqa: D102
         return f"{{ double o[2]; {self._call(inp, 0)}; {out[0]} = o[1]; }}"
 
-    def L_op(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
+    def pullback(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
         (g,) = output_grads
         if isinstance(g.type, DisconnectedType):
             first = inputs[0].zeros_like()
@@ -162,7 +164,7 @@ class WindowSumGrad(_WindowSumBase):
     def c_code(self, node: Apply, name: str, inp: list, out: list, sub: dict) -> str:  # noqa: D102
         return f"{{ double o[2]; {self._call(inp, 1)}; {out[0]} = o[0]; {out[1]} = o[1]; }}"
 
-    def grad(self, inputs: list, output_grads: list) -> list:  # noqa: D102
+    def pullback(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
         raise NotImplementedError("second derivatives of the window sum's log density")
 
 

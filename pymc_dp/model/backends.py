@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from pymc_dp._compat import op_pullback
 from pymc_dp.kernels.erfcx import ERFCX_SERIES, ERFCX_SERIES_FROM
 
 __all__ = ["ERFCX_SERIES_FROM", "jax_erfcx", "register_jax", "register_when_imported"]
@@ -91,11 +92,11 @@ def _backward(op: Any, node: Any) -> tuple[Callable[..., Any], list[int]]:
     outputs = [x.type() for x in node.outputs]
     cotangents = [x.type() for x in node.outputs]
     try:
-        grads = op.L_op(inputs, outputs, cotangents)
+        grads = op_pullback(op, inputs, outputs, cotangents)
         used = list(range(len(outputs)))
     except NotImplementedError:
         first_only = [cotangents[0]] + [DisconnectedType()() for _ in outputs[1:]]
-        grads = op.L_op(inputs, outputs, first_only)
+        grads = op_pullback(op, inputs, outputs, first_only)
         used = [0]
     grads = [
         pt.zeros_like(x) if isinstance(g.type, NullType | DisconnectedType) else g

@@ -22,12 +22,14 @@ from pytensor.gradient import grad_undefined
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
+from pymc_dp._compat import pullback_op
 from pymc_dp.regression.kernels.shape_law import XShape, shape_term
 from pymc_dp.regression.kernels.x_models import ShapePrior
 
 __all__ = ["ShapePotentialOp", "shape_potential"]
 
 
+@pullback_op
 class ShapePotentialOp(Op):
     """``shape_term`` at (s, μ_x, Σ_x, γ, κ) for one node's released moments (no gradient)."""
 
@@ -56,7 +58,7 @@ class ShapePotentialOp(Op):
         out = shape_term(xbar, s[1] - n * xbar**2, loc[0], cov[0, 0], n, shape, skew, kurt)
         outputs[0][0] = np.asarray(out, dtype=np.float64)
 
-    def L_op(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
+    def pullback(self, inputs: list, outputs: list, output_grads: list) -> list:  # noqa: D102
         return [grad_undefined(self, i, x, "the shape potential has no gradient")
                 for i, x in enumerate(inputs)]  # fmt: skip
 
