@@ -57,6 +57,7 @@ from pymc_dp.regression.model.distributions import (
     MixedModelSuffStat,
     NormalModelSuffStat,
     RegressionSuffStat,
+    SharedCovNormal,
     binary_x_moments_pt,
     normal_x_moments_pt,
 )
@@ -581,7 +582,7 @@ class NoisyRegressionStat:
                     scale=x_prior.scale,
                     dims=(x_dim, f"{x_dim}_bis"),
                 )
-                x_loc = pm.MvNormal(
+                x_loc = SharedCovNormal(
                     f"{name}_x_loc",
                     mu=x_prior.loc,
                     cov=x_cov / x_prior.kappa,
@@ -843,8 +844,8 @@ def _mixed_variables(
     _add_coord(model, group_dim, [f"{covariates[binary]}=0", f"{covariates[binary]}=1"])
     x_cov = InverseWishart(f"{name}_x_cov", dof=x_prior.dof, scale=x_prior.scale,
                            dims=(x_dim, f"{x_dim}_bis"))  # fmt: skip
-    x_loc = pm.MvNormal(f"{name}_x_loc", mu=np.tile(x_prior.loc, (2, 1)),
-                        cov=x_cov / x_prior.kappa, dims=(group_dim, x_dim))  # fmt: skip
+    x_loc = SharedCovNormal(f"{name}_x_loc", mu=np.tile(x_prior.loc, (2, 1)),
+                            cov=x_cov / x_prior.kappa, dims=(group_dim, x_dim))  # fmt: skip
     return prob, x_loc, x_cov, names | {"x_loc": x_loc.name, "x_cov": x_cov.name}
 
 
@@ -961,8 +962,8 @@ def _level_variables(
     probs = pm.Dirichlet(f"{name}_x_probs", a=np.ones(cells), dims=prob_dim)
     x_cov = InverseWishart(f"{name}_x_cov", dof=x_prior.dof, scale=x_prior.scale,
                            dims=(x_dim, f"{x_dim}_bis"))  # fmt: skip
-    x_loc = pm.MvNormal(f"{name}_x_loc", mu=np.tile(x_prior.loc, (rows, 1)),
-                        cov=x_cov / x_prior.kappa, dims=(level_dim, x_dim))  # fmt: skip
+    x_loc = SharedCovNormal(f"{name}_x_loc", mu=np.tile(x_prior.loc, (rows, 1)),
+                            cov=x_cov / x_prior.kappa, dims=(level_dim, x_dim))  # fmt: skip
     names = {"x_probs": probs.name, "x_loc": x_loc.name, "x_cov": x_cov.name,
              "x_prior": x_prior}  # fmt: skip
     return probs, x_loc, x_cov, names
