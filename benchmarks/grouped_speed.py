@@ -566,12 +566,13 @@ def posterior_points(model: pm.Model, seed: int) -> list[np.ndarray]:
             random_seed=seed,
             progressbar=False,
             compute_convergence_checks=False,
-            return_inferencedata=False,
+            idata_kwargs={"include_transformed": True},  # the value variables, as NUTS sees them
         )
+    post = trace.posterior.isel(chain=0)
     names = list(model.initial_point())
     return [
-        np.concatenate([np.ravel(trace.point(i)[name]) for name in names])
-        for i in range(len(trace))
+        np.concatenate([np.ravel(post[name].values[i]) for name in names])
+        for i in range(post.sizes["draw"])
     ]
 
 

@@ -214,13 +214,12 @@ def check_model(z, b, prior, x_prior, *, points: int, seed: int) -> None:
             return np.concatenate([th, [s2], lo, co[tril], s])
 
         # Points: prior draws of the free variables, in the unconstrained space.
-        draws = pm.sample_prior_predictive(points, model=model, random_seed=rng,
-                                           return_inferencedata=False)  # fmt: skip
+        draws = pm.sample_prior_predictive(points, model=model, random_seed=rng).prior
         diffs = []
         for i in range(points):
             pt_ = {}
             for rv in model.free_RVs:
-                val = np.asarray(draws[rv.name][i])
+                val = draws[rv.name].values[0, i]
                 tr = model.rvs_to_transforms.get(rv)
                 vname = model.rvs_to_values[rv].name
                 pt_[vname] = tr.forward(val).eval() if tr is not None else val
