@@ -363,7 +363,8 @@ def test_shared_cov_normal_is_mvnormal_and_its_gradient_is_not_batched():
             pytensor.grad(model.logp(), model.value_vars[0])
         return found
 
-    assert factored(SharedCovNormal) == [2, 2, 2, 2]
+    found = factored(SharedCovNormal)
+    assert found and set(found) == {2}  # Cholesky, solves: matrices, never a batch of them
 
 
 # ---- posteriors --------------------------------------------------------------------------------
