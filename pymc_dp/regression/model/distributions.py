@@ -191,6 +191,22 @@ def static_d(theta: pt.TensorVariable) -> int:
     return int(p) - 1
 
 
+def _normal_logp_pt(chol, centred):
+    """The log density N(x; μ, LLᵀ) of each column of ``centred`` = x − μ, ``(k,)`` or ``(k, m)``.
+
+    Written out rather than ``pm.MvNormal``'s: the diagonal indexed by constants (``L``'s size
+    must be static) keeps the symbolic gradient that ``pm.sample`` builds small.
+    """
+    k = chol.type.shape[-1]
+    diag = np.arange(k)
+    white = pt.linalg.solve_triangular(chol, centred, lower=True)
+    return (
+        -0.5 * k * np.log(2.0 * np.pi)
+        - pt.sum(pt.log(chol[diag, diag]))
+        - 0.5 * pt.sum(pt.sqr(white), axis=0)
+    )
+
+
 class RegressionSuffStatRV(RandomVariable):
     """s ~ N(nμ_t, nΣ_t) restricted to PSD ``B(s)``; parameters θ, σ², E[x̃x̃ᵀ], Φ, n."""
 
@@ -266,14 +282,7 @@ class RegressionSuffStat(Continuous):
         cov = n * cov
         jitter = pytensor.gradient.zero_grad(_JITTER * pt.max(cov[diag, diag]))
         chol = pt.linalg.cholesky(cov + jitter * np.eye(k))
-        # Written out rather than pm.MvNormal's logp: indexing the diagonal with constants keeps
-        # the symbolic gradient (built by pm.sample) small.
-        white = pt.linalg.solve_triangular(chol, value - n * mean, lower=True)
-        logp = (
-            -0.5 * k * np.log(2.0 * np.pi)
-            - pt.sum(pt.log(chol[diag, diag]))
-            - 0.5 * pt.sum(pt.sqr(white))
-        )
+        logp = _normal_logp_pt(chol, value - n * mean)
         b = unpack_statistic_pt(value, n, d)
         edge = b[1:, 0]
         schur = b[1:, 1:] - pt.outer(edge, edge) / n
@@ -714,21 +723,12 @@ class SharedCovNormal(Continuous):
         return super().dist([mu, cov], **kwargs)
 
     def support_point(rv, size, mu, cov):
-        point = pt.broadcast_to(mu, rv.shape)
-        return point
+        return pt.broadcast_to(mu, rv.shape)
 
     def logp(value, mu, cov):
         e = cov.type.shape[-1]
-        diag = np.arange(e)
         # The node broadcasts Σ to the rows' batch dims (of length 1): back to the matrix.
-        cov = pt.reshape(cov, (e, e))
-        chol = pt.linalg.cholesky(cov)
-        centred = pt.reshape(value - mu, (-1, e))
-        white = pt.linalg.solve_triangular(chol, centred.T, lower=True)
-        logp = (
-            -0.5 * e * np.log(2.0 * np.pi)
-            - pt.sum(pt.log(chol[diag, diag]))
-            - 0.5 * pt.sum(pt.sqr(white), axis=0)
-        )
+        chol = pt.linalg.cholesky(pt.reshape(cov, (e, e)))
+        logp = _normal_logp_pt(chol, pt.reshape(value - mu, (-1, e)).T)
         logp = pt.reshape(logp, pt.broadcast_shape(value, mu)[:-1])
         return pt.switch(pt.any(pt.isnan(chol)), -np.inf, logp)
