@@ -639,26 +639,31 @@ def _proposal(
     )
 
 
-def _log_interval(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """log(Φ(hi) − Φ(lo)) for lo < hi, in the tail where both lie (no cancellation)."""
-    flip = lo > 0
-    a, b = np.where(flip, -hi, lo), np.where(flip, -lo, hi)
-    log_b = special.log_ndtr(b)
-    with np.errstate(divide="ignore"):
-        return log_b + np.log(-np.expm1(special.log_ndtr(a) - log_b))
+def _mirrored(lo: np.ndarray, hi: np.ndarray) -> tuple:
+    """[lo, hi] mirrored below 0, where log Φ is accurate: (flip, a, b, log Φ(a), log Φ(b)).
 
-
-def _truncated_normal(rng: np.random.Generator, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Standard normal draws restricted to [lo, hi], by inversion in log space.
-
-    Mirrored so that the lower end is below 0, where log Φ is accurate; F = (1 − U)Φ(a) +
-    UΦ(b) is formed as a log-sum, so neither tail underflows.
+    One evaluation serves a draw from the interval and its mass (:func:`_integer_steps`).
     """
     flip = lo > 0
     a, b = np.where(flip, -hi, lo), np.where(flip, -lo, hi)
+    return flip, a, b, special.log_ndtr(a), special.log_ndtr(b)
+
+
+def _log_interval(log_a: np.ndarray, log_b: np.ndarray) -> np.ndarray:
+    """log(Φ(b) − Φ(a)) from log Φ(a) and log Φ(b) of a mirrored interval (no cancellation)."""
+    with np.errstate(divide="ignore"):
+        return log_b + np.log(-np.expm1(log_a - log_b))
+
+
+def _truncated_normal(rng: np.random.Generator, mirrored: tuple) -> np.ndarray:
+    """Standard normal draws restricted to a :func:`_mirrored` interval, by inversion.
+
+    In log space: F = (1 − U)Φ(a) + UΦ(b) is formed as a log-sum, so neither tail underflows.
+    """
+    flip, a, b, log_a, log_b = mirrored
     u = rng.uniform(size=a.shape)
     with np.errstate(divide="ignore"):
-        log_f = np.logaddexp(np.log1p(-u) + special.log_ndtr(a), np.log(u) + special.log_ndtr(b))
+        log_f = np.logaddexp(np.log1p(-u) + log_a, np.log(u) + log_b)
     x = np.clip(special.ndtri_exp(np.minimum(log_f, 0.0)), a, b)
     return np.where(flip, -x, x)
 
@@ -680,13 +685,15 @@ def _integer_steps(
         sd = prop.k_chol[..., j, j]
         centre = prop.k_mean[..., j] + np.sum(prop.k_chol[..., j, :j] * white[..., :j], axis=-1)
         lo, hi = _bounds(free, j, out, n)
-        range_lo, range_hi = (lo - 0.5 - centre) / sd, (hi + 0.5 - centre) / sd
+        # k_j's range, mirrored once for the draw and for its mass (one log Φ per end).
+        whole = _mirrored((lo - 0.5 - centre) / sd, (hi + 0.5 - centre) / sd)
         if k is None:
-            x = centre + sd * _truncated_normal(rng, range_lo, range_hi)
+            x = centre + sd * _truncated_normal(rng, whole)
             out[..., j] = np.clip(np.round(x), lo, np.maximum(lo, hi))
         kj = out[..., j]
-        log_q = log_q + _log_interval((kj - 0.5 - centre) / sd, (kj + 0.5 - centre) / sd)
-        log_q = log_q - _log_interval(range_lo, range_hi)
+        log_q = log_q + _log_interval(*_mirrored((kj - 0.5 - centre) / sd,
+                                                 (kj + 0.5 - centre) / sd)[3:])  # fmt: skip
+        log_q = log_q - _log_interval(*whole[3:])
         white[..., j] = (kj - centre) / sd
     return out, log_q
 
