@@ -639,23 +639,36 @@ def _proposal(
     )
 
 
-def _mirrored(lo: np.ndarray, hi: np.ndarray) -> tuple:
-    """[lo, hi] mirrored below 0, where log Φ is accurate: (flip, a, b, log Φ(a), log Φ(b)).
+class _Mirrored(NamedTuple):
+    """A standard normal's interval [lo, hi] mirrored below 0, where log Φ is accurate."""
+
+    flip: np.ndarray
+    """Where lo > 0: the interval is [−hi, −lo]."""
+    a: np.ndarray
+    b: np.ndarray
+    log_a: np.ndarray
+    """log Φ(a)."""
+    log_b: np.ndarray
+    """log Φ(b)."""
+
+
+def _mirrored(lo: np.ndarray, hi: np.ndarray) -> _Mirrored:
+    """[lo, hi] mirrored below 0, with log Φ of both ends.
 
     One evaluation serves a draw from the interval and its mass (:func:`_integer_steps`).
     """
     flip = lo > 0
     a, b = np.where(flip, -hi, lo), np.where(flip, -lo, hi)
-    return flip, a, b, special.log_ndtr(a), special.log_ndtr(b)
+    return _Mirrored(flip, a, b, special.log_ndtr(a), special.log_ndtr(b))
 
 
-def _log_interval(log_a: np.ndarray, log_b: np.ndarray) -> np.ndarray:
-    """log(Φ(b) − Φ(a)) from log Φ(a) and log Φ(b) of a mirrored interval (no cancellation)."""
+def _log_interval(mirrored: _Mirrored) -> np.ndarray:
+    """log(Φ(b) − Φ(a)) of a :func:`_mirrored` interval (no cancellation)."""
     with np.errstate(divide="ignore"):
-        return log_b + np.log(-np.expm1(log_a - log_b))
+        return mirrored.log_b + np.log(-np.expm1(mirrored.log_a - mirrored.log_b))
 
 
-def _truncated_normal(rng: np.random.Generator, mirrored: tuple) -> np.ndarray:
+def _truncated_normal(rng: np.random.Generator, mirrored: _Mirrored) -> np.ndarray:
     """Standard normal draws restricted to a :func:`_mirrored` interval, by inversion.
 
     In log space: F = (1 − U)Φ(a) + UΦ(b) is formed as a log-sum, so neither tail underflows.
@@ -691,9 +704,8 @@ def _integer_steps(
             x = centre + sd * _truncated_normal(rng, whole)
             out[..., j] = np.clip(np.round(x), lo, np.maximum(lo, hi))
         kj = out[..., j]
-        log_q = log_q + _log_interval(*_mirrored((kj - 0.5 - centre) / sd,
-                                                 (kj + 0.5 - centre) / sd)[3:])  # fmt: skip
-        log_q = log_q - _log_interval(*whole[3:])
+        cell = _mirrored((kj - 0.5 - centre) / sd, (kj + 0.5 - centre) / sd)
+        log_q = log_q + _log_interval(cell) - _log_interval(whole)
         white[..., j] = (kj - centre) / sd
     return out, log_q
 
