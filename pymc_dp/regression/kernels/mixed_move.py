@@ -704,8 +704,8 @@ def _integer_steps(
             x = centre + sd * _truncated_normal(rng, whole)
             out[..., j] = np.clip(np.round(x), lo, np.maximum(lo, hi))
         kj = out[..., j]
-        cell = _mirrored((kj - 0.5 - centre) / sd, (kj + 0.5 - centre) / sd)
-        log_q = log_q + _log_interval(cell) - _log_interval(whole)
+        own = _mirrored((kj - 0.5 - centre) / sd, (kj + 0.5 - centre) / sd)  # k_j's unit interval
+        log_q = log_q + _log_interval(own) - _log_interval(whole)
         white[..., j] = (kj - centre) / sd
     return out, log_q
 
