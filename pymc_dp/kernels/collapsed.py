@@ -16,24 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import log_ndtr
 from scipy.stats import truncnorm
 
 from pymc_dp.kernels.collapsed_gaussian import gaussian_suffstat_moments
+from pymc_dp.kernels.numeric import log_normal_mass, normal_interval
 
 __all__ = ["collapsed_piece_log_masses", "draw_collapsed_suffstat", "draw_truncated_piece"]
 
 _FLOOR = 1e-6  # as in pymc_dp.likelihoods.collapsed: sd floored at 1e-6·b
-
-
-def _log_diff_ndtr(upper: npt.NDArray, lower: npt.NDArray) -> npt.NDArray:
-    """log(Φ(upper) - Φ(lower)) for upper ≥ lower, accurate in both tails."""
-    flip = lower > 0  # both in the upper tail: use Φ(-lower) - Φ(-upper)
-    hi = np.where(flip, -lower, upper)
-    lo = np.where(flip, -upper, lower)
-    log_hi, log_lo = log_ndtr(hi), log_ndtr(lo)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return log_hi + np.log(-np.expm1(np.minimum(log_lo - log_hi, 0.0)))
 
 
 def collapsed_piece_log_masses(
@@ -64,12 +54,16 @@ def collapsed_piece_log_masses(
     right_bottom = np.maximum(y, lo)
     with np.errstate(invalid="ignore"):
         left = (
-            -(y - m) / b + base + _log_diff_ndtr((left_top - m - v / b) / sd, (lo - m - v / b) / sd)
+            -(y - m) / b
+            + base
+            + log_normal_mass(normal_interval((lo - m - v / b) / sd, (left_top - m - v / b) / sd))
         )
         right = (
             (y - m) / b
             + base
-            + _log_diff_ndtr((hi - m + v / b) / sd, (right_bottom - m + v / b) / sd)
+            + log_normal_mass(
+                normal_interval((right_bottom - m + v / b) / sd, (hi - m + v / b) / sd)
+            )
         )
     left = np.where(y > lo, left, -np.inf)
     right = np.where(y < hi, right, -np.inf)

@@ -44,7 +44,7 @@ from pymc_dp.curator.regression.statistics import (
     released_pairs,
     unpack_statistic,
 )
-from pymc_dp.kernels.numeric import log_sum_exp
+from pymc_dp.kernels.numeric import NormalInterval, log_normal_mass, log_sum_exp, normal_interval
 from pymc_dp.regression.kernels.cell_model import (
     CUBE_FLOOR,
     CellLayout,
@@ -639,41 +639,13 @@ def _proposal(
     )
 
 
-class _Mirrored(NamedTuple):
-    """A standard normal's interval [lo, hi] mirrored below 0, where log Φ is accurate."""
+def _truncated_normal(rng: np.random.Generator, interval: NormalInterval) -> np.ndarray:
+    """Standard normal draws restricted to an interval, by inversion.
 
-    flip: np.ndarray
-    """Where lo > 0: the interval is [−hi, −lo]."""
-    a: np.ndarray
-    b: np.ndarray
-    log_a: np.ndarray
-    """log Φ(a)."""
-    log_b: np.ndarray
-    """log Φ(b)."""
-
-
-def _mirrored(lo: np.ndarray, hi: np.ndarray) -> _Mirrored:
-    """[lo, hi] mirrored below 0, with log Φ of both ends.
-
-    One evaluation serves a draw from the interval and its mass (:func:`_integer_steps`).
-    """
-    flip = lo > 0
-    a, b = np.where(flip, -hi, lo), np.where(flip, -lo, hi)
-    return _Mirrored(flip, a, b, special.log_ndtr(a), special.log_ndtr(b))
-
-
-def _log_interval(mirrored: _Mirrored) -> np.ndarray:
-    """log(Φ(b) − Φ(a)) of a :func:`_mirrored` interval (no cancellation)."""
-    with np.errstate(divide="ignore"):
-        return mirrored.log_b + np.log(-np.expm1(mirrored.log_a - mirrored.log_b))
-
-
-def _truncated_normal(rng: np.random.Generator, mirrored: _Mirrored) -> np.ndarray:
-    """Standard normal draws restricted to a :func:`_mirrored` interval, by inversion.
-
+    The interval is :func:`~pymc_dp.kernels.numeric.normal_interval`'s, mirrored below 0.
     In log space: F = (1 − U)Φ(a) + UΦ(b) is formed as a log-sum, so neither tail underflows.
     """
-    flip, a, b, log_a, log_b = mirrored
+    flip, a, b, log_a, log_b = interval
     u = rng.uniform(size=a.shape)
     with np.errstate(divide="ignore"):
         log_f = np.logaddexp(np.log1p(-u) + log_a, np.log(u) + log_b)
@@ -699,13 +671,14 @@ def _integer_steps(
         centre = prop.k_mean[..., j] + np.sum(prop.k_chol[..., j, :j] * white[..., :j], axis=-1)
         lo, hi = _bounds(free, j, out, n)
         # k_j's range, mirrored once for the draw and for its mass (one log Φ per end).
-        whole = _mirrored((lo - 0.5 - centre) / sd, (hi + 0.5 - centre) / sd)
+        whole = normal_interval((lo - 0.5 - centre) / sd, (hi + 0.5 - centre) / sd)
         if k is None:
             x = centre + sd * _truncated_normal(rng, whole)
             out[..., j] = np.clip(np.round(x), lo, np.maximum(lo, hi))
         kj = out[..., j]
-        own = _mirrored((kj - 0.5 - centre) / sd, (kj + 0.5 - centre) / sd)  # k_j's unit interval
-        log_q = log_q + _log_interval(own) - _log_interval(whole)
+        # k_j's own unit interval, then its mass over the range's.
+        own = normal_interval((kj - 0.5 - centre) / sd, (kj + 0.5 - centre) / sd)
+        log_q = log_q + log_normal_mass(own) - log_normal_mass(whole)
         white[..., j] = (kj - centre) / sd
     return out, log_q
 
