@@ -11,7 +11,10 @@ README ("Grouped releases") in two ways, in one process:
   ``pm.Laplace("y", s, Δ/ε, observed=...)`` (``pm.Normal`` for ``--mechanism gaussian``),
   sampled by NUTS. With ``--hierarchy fit`` the pymc_dp side is the model ``pymc-dp fit``
   builds, and the hand-written side takes its population priors (``--hand-priors``),
-  non-centred, so that both fit one posterior.
+  non-centred, so that both fit one posterior. With ``--hierarchy centred`` both sides take
+  the README's priors with each group's effect partially centred by
+  ``pmdp.centring_weights(rs)`` (public values; the scale page's recipe), so that both fit
+  one posterior again (the Categorical stays non-centred).
 
 The families (θ_g the per-group parameter, ``mu``, ``tau`` the population ones):
 
@@ -221,13 +224,18 @@ README_PRIORS: dict[str, dict[str, float]] = {
 """The README hierarchy's population priors, on the names of ``pmdp.build_grouped_model``."""
 
 
-def hierarchy(setting: Setting, values: dict[str, float] | None = None) -> dict[str, Any]:
+def hierarchy(
+    setting: Setting, values: dict[str, float] | None = None, weights: np.ndarray | None = None
+) -> dict[str, Any]:
     """Add the priors and θ_g to the model on the context stack; return θ_g by name.
 
-    Non-centred throughout. ``values``: the population priors' hyperparameters
-    (:data:`README_PRIORS` by default; ``pmdp``'s ``grouped_prior_hyperparameters`` for the
-    hand-written twin of ``pymc-dp fit``'s model). The names returned, with the population
-    parameters of :func:`monitored`, are the variables whose ESS and R-hat are reported.
+    Non-centred (``weights=None``), or each group's effect (the Normal's μ_g) centred by its
+    weight in [0, 1] (``pmdp.centring_weights``, from public values), as the scale page
+    shows a user: the same prior of θ_g, so the same posterior. ``values``: the population
+    priors' hyperparameters (:data:`README_PRIORS` by default; ``pmdp``'s
+    ``grouped_prior_hyperparameters`` for the hand-written twin of ``pymc-dp fit``'s model).
+    The names returned, with the population parameters of :func:`monitored`, are the
+    variables whose ESS and R-hat are reported.
     """
     family = setting.family
     v = README_PRIORS[family] if values is None else values
@@ -241,9 +249,13 @@ def hierarchy(setting: Setting, values: dict[str, float] | None = None) -> dict[
         }
     mu = pm.Normal("mu", v["mu_mean"], v["mu_sd"])
     tau = pm.HalfNormal("tau", v["tau_sd"])
-    z = pm.Normal("z", 0.0, 1.0, dims="group")
+    if weights is None:
+        eta = mu + tau * pm.Normal("z", 0.0, 1.0, dims="group")
+    else:  # z_g ~ N(w_g μ, τ^(2 w_g)), η_g = μ + τ^(1 − w_g)(z_g − w_g μ): η_g ~ N(μ, τ²)
+        z = pm.Normal("z", weights * mu, tau**weights, dims="group")
+        eta = mu + tau ** (1 - weights) * (z - weights * mu)
     if family == "normal":
-        mu_g = pm.Deterministic("mu_g", mu + tau * z, dims="group")
+        mu_g = pm.Deterministic("mu_g", eta, dims="group")
         if setting.sigma == "group":
             log_sigma = pm.Normal("log_sigma", v["log_sigma_mean"], v["log_sigma_sd"])
             tau_sigma = pm.HalfNormal("tau_sigma", v["tau_sigma_sd"])
@@ -254,8 +266,19 @@ def hierarchy(setting: Setting, values: dict[str, float] | None = None) -> dict[
             return {"mu_g": mu_g, "sigma_g": sigma}
         return {"mu_g": mu_g, "sigma": pm.HalfNormal("sigma", 5.0)}
     if family == "binomial":
-        return {"p": pm.Deterministic("p", pm.math.invlogit(mu + tau * z), dims="group")}
-    return {"lam": pm.Deterministic("lam", pm.math.exp(mu + tau * z), dims="group")}
+        return {"p": pm.Deterministic("p", pm.math.invlogit(eta), dims="group")}
+    return {"lam": pm.Deterministic("lam", pm.math.exp(eta), dims="group")}
+
+
+def readme_weights(setting: Setting, rs: Any, hierarchy: str) -> np.ndarray | None:
+    """The centring weights of ``--hierarchy centred`` (``None``: non-centred).
+
+    ``pmdp.centring_weights`` at the README prior's τ scale; the Categorical keeps its
+    non-centred ``ZeroSumNormal`` (one weight per group cannot centre a vector effect).
+    """
+    if hierarchy != "centred" or setting.family == "categorical":
+        return None
+    return pmdp.centring_weights(rs, tau_sd=README_PRIORS[setting.family]["tau_sd"])
 
 
 def monitored(setting: Setting, hierarchy: str = "readme") -> list[str]:
@@ -282,10 +305,12 @@ def _coords(setting: Setting) -> dict[str, list]:
     return coords
 
 
-def default_model(setting: Setting, rs: Any, likelihood: str = "auto") -> pm.Model:
+def default_model(
+    setting: Setting, rs: Any, likelihood: str = "auto", weights: np.ndarray | None = None
+) -> pm.Model:
     """The model as the README writes it: θ_g and one ``NoisySuffStat`` node for the set."""
     with pm.Model(coords=_coords(setting)) as model:
-        theta = hierarchy(setting)
+        theta = hierarchy(setting, weights=weights)
         dist = {
             "binomial": lambda: pm.Binomial.dist(n=TRIALS, p=theta.get("p")),
             "poisson": lambda: pm.Poisson.dist(mu=theta.get("lam")),
@@ -300,13 +325,18 @@ def default_model(setting: Setting, rs: Any, likelihood: str = "auto") -> pm.Mod
 
 # ---- the hand-written models ---------------------------------------------------------------
 def hand_written_model(
-    setting: Setting, rs: Any, latent: str = "noncentred", priors: str = "readme"
+    setting: Setting,
+    rs: Any,
+    latent: str = "noncentred",
+    priors: str = "readme",
+    weights: np.ndarray | None = None,
 ) -> pm.Model:
     """What a PyMC user writes without the plugin: θ_g, a latent CLT s_g, y ~ noise(s_g).
 
     ``priors="fit"``: the population priors ``pymc-dp fit`` takes from the release's public
     window and categories (``grouped_prior_hyperparameters``), so that both sides fit one
-    posterior; the parametrisation stays non-centred, as a user writes it.
+    posterior; the parametrisation stays non-centred, as a user writes it, unless
+    ``weights`` centre it (:func:`hierarchy`).
     """
     n = np.asarray(rs.n, dtype=np.float64)
     y = np.asarray(rs.value, dtype=np.float64)
@@ -318,7 +348,7 @@ def hand_written_model(
 
         values = grouped_prior_hyperparameters(rs)
     with pm.Model(coords=_coords(setting)) as model:
-        theta = hierarchy(setting, values)
+        theta = hierarchy(setting, values, weights)
         if setting.family in ("binomial", "poisson"):
             if setting.family == "binomial":
                 p = theta["p"]
@@ -387,14 +417,15 @@ def build(
     hierarchy: str = "readme",
     hand_priors: str | None = None,
 ) -> pm.Model:
+    weights = readme_weights(setting, rs, hierarchy)
     if side == "hand":
-        return hand_written_model(setting, rs, latent, hand_priors or hierarchy)
+        return hand_written_model(setting, rs, latent, hand_priors or hierarchy, weights)
     likelihood = "clt" if side == "clt" else "auto"
     if hierarchy == "fit":  # the model `pymc-dp fit` builds (its own priors and parametrisation)
         from pymc_dp.model.hierarchical import build_grouped_model
 
         return build_grouped_model(rs, likelihood=likelihood)
-    return default_model(setting, rs, likelihood)
+    return default_model(setting, rs, likelihood, weights)
 
 
 def likelihood_of(model: pm.Model) -> str:
@@ -869,9 +900,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--hierarchy",
-        choices=("readme", "fit"),
+        choices=("readme", "centred", "fit"),
         default="readme",
-        help="the pymc_dp sides' population model: the README's non-centred one, or "
+        help="the pymc_dp sides' population model: the README's non-centred one, the same "
+        "partially centred by pmdp.centring_weights on both sides (not the Categorical), or "
         "pmdp.build_grouped_model's (what `pymc-dp fit` samples, partially centred, with its own "
         "priors; for the Normal family, with σ_g per group, pair it with --sigma group)",
     )

@@ -98,3 +98,25 @@ def test_split_is_for_nutpie_and_adds_its_columns(bench) -> None:
     assert {"compile_seconds", "sampling_seconds", "steps_per_draw"} <= set(bench.SAMPLE_COLUMNS)
     row = bench.SampleRow("poisson", 50, 0.1, "default", "nutpie", seconds=2.0, ess_bulk=10.0)
     assert "| - | - | - |" in bench.markdown([row], bench.SAMPLE_COLUMNS)  # not split: no parts
+
+
+@pytest.mark.parametrize("side", ["default", "hand"])
+def test_centred_hierarchy_keeps_the_readme_prior_of_the_group_effects(bench, side) -> None:
+    """``--hierarchy centred``: z_g centred by public weights, log λ_g still N(μ, τ²)."""
+    import pymc as pm
+
+    setting = bench.Setting("poisson", 12, 1.0)  # ≥ 10 groups: centring weights not all 0
+    rs = bench.make_release(setting)
+    weights = bench.readme_weights(setting, rs, "centred")
+    assert weights.shape == (12,) and weights.max() > 0.5  # ε = 1, 50–500 records a group
+    assert bench.readme_weights(setting, rs, "readme") is None
+    model = bench.build(setting, rs, side, "noncentred", "centred")
+    with model:
+        prior = pm.sample_prior_predictive(4000, var_names=["mu", "tau", "z", "lam"], random_seed=1)
+    draws = {name: prior.prior[name].values.reshape(4000, -1).squeeze() for name in prior.prior}
+    standard = (np.log(draws["lam"]) - draws["mu"][:, None]) / draws["tau"][:, None]
+    for g in range(12):  # each group's (η_g − μ)/τ is N(0, 1) whatever its weight
+        assert stats.kstest(standard[:, g], "norm").pvalue > 0.001
+    assert stats.kstest(draws["mu"], stats.norm(1.5, 1.0).cdf).pvalue > 0.001  # README's μ
+    heaviest = int(np.argmax(weights))  # its z moves with μ (z_g ~ N(w_g μ, τ^(2 w_g)))
+    assert np.corrcoef(draws["z"][:, heaviest], draws["mu"])[0, 1] > 0.3
